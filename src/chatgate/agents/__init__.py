@@ -1,0 +1,1 @@
+"""Agents: the Agent protocol and its built-in implementations."""

@@ -1,0 +1,1 @@
+"""Pure values and rules. Nothing in here performs I/O."""

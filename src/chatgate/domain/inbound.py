@@ -1,0 +1,53 @@
+"""The one typed event every adapter produces."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from chatgate.domain.source import Source
+
+InboundKind = Literal["text", "command", "button", "select", "modal", "context_menu"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    kind: str
+    ref: str
+    mime: str | None = None
+    name: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A platform event, decoded, with its identities kept apart.
+
+    - ``transport`` + ``delivery_id``: what the transport redelivers; the dedupe key.
+    - ``action_id``: an interaction (two clicks are two actions).
+    - ``message_ref``: the platform message this event is, or the message a
+      component is attached to; ``None`` for a slash command.
+    - ``reply_to``: the message the user quoted.
+    """
+
+    transport: str
+    delivery_id: str
+    source: Source
+    text: str
+    kind: InboundKind = "text"
+    action_id: str | None = None
+    message_ref: str | None = None
+    reply_to: str | None = None
+    received_at: float = 0.0
+    attachments: tuple[Attachment, ...] = ()
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Inbound:
+        values = dict(data)
+        values["source"] = Source.from_dict(values["source"])
+        values["attachments"] = tuple(Attachment(**a) for a in values.get("attachments") or ())
+        return cls(**values)

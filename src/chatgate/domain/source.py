@@ -1,0 +1,67 @@
+"""The canonical "where and who" of an event."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+ChatType = Literal["dm", "group", "channel", "thread", "forum"]
+CHAT_TYPES: frozenset[str] = frozenset({"dm", "group", "channel", "thread", "forum"})
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where an event came from and who sent it.
+
+    ``chat_name``/``chat_topic``/``user_name`` are observations (labels), not
+    identity: they never take part in the session key.
+    """
+
+    platform: str
+    chat_id: str | None
+    chat_type: ChatType = "dm"
+    user_id: str | None = None
+    user_name: str | None = None
+    thread_id: str | None = None
+    parent_chat_id: str | None = None
+    scope_id: str | None = None
+    chat_name: str | None = None
+    chat_topic: str | None = None
+    user_id_alt: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Source:
+        values: dict[str, Any] = {k: data.get(k) for k in _FIELDS if k in data}
+        return canonical_source(cls(**values))
+
+
+_FIELDS = tuple(Source.__dataclass_fields__)
+_ID_FIELDS = ("chat_id", "user_id", "thread_id", "parent_chat_id", "scope_id", "user_id_alt")
+_LABEL_FIELDS = ("user_name", "chat_name", "chat_topic")
+
+
+def _clean(value: object) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def canonical_source(source: Source) -> Source:
+    """Normalize ids to stripped strings and empty values to ``None``.
+
+    Runs once at admission so every lane (text, command, button) that names the
+    same chat produces byte-identical identity fields.
+    """
+    changes: dict[str, Any] = {name: _clean(getattr(source, name)) for name in _ID_FIELDS}
+    changes.update({name: _clean(getattr(source, name)) for name in _LABEL_FIELDS})
+    platform = (_clean(source.platform) or "").lower()
+    if not platform:
+        raise ValueError("source.platform is required")
+    chat_type = (_clean(source.chat_type) or "dm").lower()
+    if chat_type not in CHAT_TYPES:
+        raise ValueError(f"unknown chat_type {chat_type!r}; expected one of {sorted(CHAT_TYPES)}")
+    return replace(source, platform=platform, chat_type=chat_type, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""The asyncio engine: admission, scheduling, turns, delivery."""

@@ -1,0 +1,140 @@
+"""Admission: authorize, canonicalize, key once, commit; control commands inline.
+
+Only when ``admit`` returns has the event been committed, and only then may an
+adapter acknowledge it upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+
+from chatgate.domain.commands import Command, help_text, parse_command
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
+from chatgate.domain.source import canonical_source
+from chatgate.engine.authz import Authorizer
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.ports import AdmissionRefused, Admitted
+from chatgate.store.base import AdmitRequest, OutboxDraft, Store
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT_CHARS = 32_000
+
+
+class Admission:
+    def __init__(
+        self,
+        store: Store,
+        authorizer: Authorizer,
+        metrics: GatewayMetrics,
+        *,
+        profile: str | None = None,
+        isolation: IsolationPolicy = IsolationPolicy(),
+        overrides: Mapping[str, PolicyOverride] | None = None,
+        on_queued: Callable[[str], None] = lambda key: None,
+        on_reply: Callable[[], None] = lambda: None,
+        stop_session: Callable[[str], Awaitable[None]] | None = None,
+        bot_name: str | None = None,
+    ) -> None:
+        self._store = store
+        self._authz = authorizer
+        self._metrics = metrics
+        self._profile = profile
+        self._isolation = isolation
+        self._overrides = dict(overrides or {})
+        self._on_queued = on_queued
+        self._on_reply = on_reply
+        self._stop_session = stop_session
+        self._bot_name = bot_name
+
+    def policy_for(self, platform: str) -> IsolationPolicy:
+        return resolve_policy(platform, self._isolation, self._overrides)
+
+    async def admit(self, inbound: Inbound) -> Admitted:
+        platform = inbound.source.platform
+        try:
+            source = canonical_source(inbound.source)
+        except ValueError as exc:
+            raise self._refuse(platform, "invalid_source", str(exc)) from exc
+        if not inbound.delivery_id:
+            raise self._refuse(platform, "invalid_delivery_id", "delivery_id must not be empty")
+        if len(inbound.text) > MAX_TEXT_CHARS:
+            raise self._refuse(
+                platform, "too_large", f"text is {len(inbound.text)} characters; the limit is {MAX_TEXT_CHARS}"
+            )
+        denied = self._authz.check(source)
+        if denied is not None:
+            raise self._refuse(platform, "unauthorized", denied)
+        inbound = replace(inbound, source=source)
+        key = session_key(source, self.policy_for(source.platform), self._profile)
+        command = parse_command(inbound.text, self._bot_name) if inbound.kind in ("text", "command") else None
+        if command is not None:
+            return await self._control(inbound, key, command)
+        result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
+        if result.new:
+            self._metrics.admitted.labels(source.platform).inc()
+            self._on_queued(key)
+        else:
+            self._metrics.duplicates.labels(source.platform).inc()
+        return Admitted(new=result.new, seq=result.seq, session_key=key)
+
+    def _refuse(self, platform: str, code: str, message: str) -> AdmissionRefused:
+        self._metrics.refused.labels(platform or "unknown", code).inc()
+        log.warning("admission refused", extra={"platform": platform, "code": code, "reason": message})
+        return AdmissionRefused(code, message)
+
+    async def _control(self, inbound: Inbound, key: str, command: Command) -> Admitted:
+        stops = command.name in ("stop", "new")
+        text = await self._reply_text(command, key)
+        reply = OutboxDraft(
+            idem_key=f"cmd:{inbound.transport}:{inbound.delivery_id}",
+            platform=inbound.source.platform,
+            chat_id=inbound.source.chat_id or "",
+            session_key=key,
+            kind="command",
+            text=text,
+            in_reply_to=inbound.message_ref,
+            target=_target(inbound),
+        )
+        request = AdmitRequest(
+            inbound=inbound,
+            session_key=key,
+            queued=False,
+            reply=reply,
+            cancel_queued=stops,
+            reset_session=command.name == "new",
+        )
+        result = await self._store.admit(request)
+        if result.new:
+            self._metrics.admitted.labels(inbound.source.platform).inc()
+            if stops and self._stop_session is not None:
+                await self._stop_session(key)
+            self._on_reply()
+        else:
+            self._metrics.duplicates.labels(inbound.source.platform).inc()
+        return Admitted(new=result.new, seq=result.seq, session_key=key)
+
+    async def _reply_text(self, command: Command, key: str) -> str:
+        if command.name == "help":
+            return help_text()
+        if command.name == "stop":
+            return "Stopped. Dropped {cancelled} waiting message(s)."
+        if command.name == "new":
+            return "Started a new conversation. Dropped {cancelled} waiting message(s)."
+        info = await self._store.session_info(key)
+        if info is None:
+            return f"Session {key}: no messages yet."
+        state = "running a reply" if info.leased_by else "idle"
+        lines = [f"Session {key}", f"State: {state}", f"Waiting messages: {info.queued}"]
+        if info.last_error:
+            lines.append(f"Last error: {info.last_error}")
+        return "\n".join(lines)
+
+
+def _target(inbound: Inbound) -> dict[str, str]:
+    s = inbound.source
+    target = {"thread_id": s.thread_id, "scope_id": s.scope_id, "user_id": s.user_id}
+    return {k: v for k, v in target.items() if v}

@@ -1,0 +1,48 @@
+"""The protocols through which platforms and the engine talk to each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.source import Source
+from chatgate.store.base import OutboxRow
+
+
+class AdmissionRefused(Exception):
+    """An inbound event that will not be admitted, with a code adapters can show."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Returned only after the event is durably committed: now the adapter may ack."""
+
+    new: bool
+    seq: int
+    session_key: str
+
+
+class InboundSink(Protocol):
+    async def admit(self, inbound: Inbound) -> Admitted:
+        """Commit ``inbound``; raises ``AdmissionRefused`` or ``StoreUnavailable``."""
+        ...
+
+
+class Adapter(Protocol):
+    """One platform: decodes its events into ``Inbound`` and delivers outbox rows."""
+
+    platform: str
+    capabilities: Capabilities
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult: ...
+
+    async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
+        """Show the reply so far (best effort; previews are not durable)."""
+        ...

@@ -1,0 +1,1 @@
+"""Durable state: the Store protocol and its backends."""

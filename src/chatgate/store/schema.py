@@ -1,0 +1,80 @@
+"""Versioned SQL schema. Each entry migrates from version ``i`` to ``i + 1``."""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: the durable pipeline.
+    """
+    CREATE TABLE sessions (
+        key            TEXT PRIMARY KEY,
+        session_id     TEXT NOT NULL,
+        platform       TEXT NOT NULL,
+        chat_id        TEXT,
+        source_json    TEXT NOT NULL,
+        created_at     REAL NOT NULL,
+        last_activity  REAL NOT NULL,
+        lease_owner    TEXT,
+        lease_expires  REAL,
+        retry_at       REAL,
+        last_error     TEXT
+    );
+    CREATE TABLE inbox (
+        seq           INTEGER PRIMARY KEY AUTOINCREMENT,
+        transport     TEXT NOT NULL,
+        delivery_id   TEXT NOT NULL,
+        session_key   TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        inbound_json  TEXT NOT NULL,
+        admitted_at   REAL NOT NULL,
+        finished_at   REAL,
+        outcome       TEXT,
+        UNIQUE (transport, delivery_id)
+    );
+    CREATE INDEX inbox_queued ON inbox (session_key, seq) WHERE status = 'queued';
+    CREATE TABLE transcript (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id   TEXT NOT NULL,
+        session_key  TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        content      TEXT NOT NULL,
+        created_at   REAL NOT NULL
+    );
+    CREATE INDEX transcript_by_session ON transcript (session_id, id);
+    CREATE TABLE outbox (
+        id                   INTEGER PRIMARY KEY AUTOINCREMENT,
+        idem_key             TEXT NOT NULL UNIQUE,
+        platform             TEXT NOT NULL,
+        chat_id              TEXT NOT NULL,
+        session_key          TEXT NOT NULL,
+        kind                 TEXT NOT NULL,
+        text                 TEXT NOT NULL,
+        in_reply_to          TEXT,
+        target_json          TEXT NOT NULL,
+        status               TEXT NOT NULL,
+        attempts             INTEGER NOT NULL DEFAULT 0,
+        possibly_duplicate   INTEGER NOT NULL DEFAULT 0,
+        platform_message_id  TEXT,
+        created_at           REAL NOT NULL,
+        next_attempt_at      REAL,
+        sent_at              REAL,
+        confirmed_at         REAL,
+        last_error           TEXT
+    );
+    CREATE INDEX outbox_open ON outbox (platform, chat_id, id)
+        WHERE status IN ('pending', 'sending');
+    CREATE INDEX outbox_unconfirmed ON outbox (platform, chat_id, id)
+        WHERE confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous');
+    CREATE TABLE chat_labels (
+        platform      TEXT NOT NULL,
+        scope         TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        chat_name     TEXT,
+        chat_topic    TEXT,
+        observed_seq  INTEGER NOT NULL,
+        PRIMARY KEY (platform, scope, chat_id)
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,251 @@
+"""The embedded default store: one SQLite file in WAL mode.
+
+Writes go through one group-commit writer thread; reads run on a small pool of
+reader threads with their own connections. Nothing here runs on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from chatgate.agents.base import HistoryEntry
+from chatgate.domain.context import ChatLabels
+from chatgate.domain.source import Source
+from chatgate.store import sqlite_ops as ops
+from chatgate.store.base import (
+    AdmitRequest,
+    AdmitResult,
+    Claim,
+    OutboxRow,
+    OutboxSettlement,
+    SessionInfo,
+    StoreUnavailable,
+    TurnOutcome,
+)
+from chatgate.store.schema import MIGRATIONS, SCHEMA_VERSION
+from chatgate.store.sqlite_writer import GroupCommitWriter
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+Connect = Callable[[str], sqlite3.Connection]
+
+
+def default_connect(path: str) -> sqlite3.Connection:
+    return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; refuse a newer database."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailable(
+            f"database schema v{version} is newer than this chatgate (v{SCHEMA_VERSION});"
+            " upgrade chatgate or point it at another state directory"
+        )
+    for target in range(version, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {target + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return SCHEMA_VERSION
+
+
+class SqliteStore:
+    """The Store protocol over one SQLite file."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        synchronous: Synchronous = "FULL",
+        group_commit: bool = True,
+        max_batch: int = 512,
+        readers: int = 2,
+        connect: Connect = default_connect,
+        on_commit: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.path = str(path)
+        self._synchronous = synchronous
+        self._connect = connect
+        self._writer = GroupCommitWriter(
+            self._open_writer, max_batch=max_batch if group_commit else 1, on_commit=on_commit
+        )
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chatgate-read")
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._reader_lock = threading.Lock()
+        self._opened = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _pragmas(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+
+    def _open_writer(self) -> sqlite3.Connection:
+        conn = self._connect(self.path)
+        conn.execute("PRAGMA journal_mode = WAL")
+        self._pragmas(conn)
+        migrate(conn)
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect(self.path)
+            self._pragmas(conn)
+            conn.execute("PRAGMA query_only = ON")
+            self._local.conn = conn
+            with self._reader_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    async def open(self) -> None:
+        if self._opened:
+            return
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._writer.start)
+        self._opened = True
+
+    async def close(self) -> None:
+        if not self._opened:
+            return
+        self._opened = False
+        await asyncio.to_thread(self._writer.stop)
+        self._readers.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(self._close_readers)
+
+    def _close_readers(self) -> None:
+        with self._reader_lock:
+            conns, self._reader_conns = self._reader_conns, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):  # another thread's handle; harmless
+                conn.close()
+
+    # ------------------------------------------------------------ plumbing
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if not self._opened:
+            raise StoreUnavailable("store is not open")
+
+        def call() -> T:
+            try:
+                return fn(self._reader())
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"sqlite read failed: {exc}") from exc
+
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._readers, call)
+        except RuntimeError as exc:  # executor shut down
+            raise StoreUnavailable(f"store is closed: {exc}") from exc
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if not self._opened:
+            raise StoreUnavailable("store is not open")
+        return await self._writer.run(fn)
+
+    # ------------------------------------------------------------ protocol
+
+    async def ping(self) -> None:
+        await self._read(lambda c: c.execute("SELECT 1").fetchone())
+
+    async def recover(self, owner: str) -> int:
+        return await self._write(lambda c: ops.recover(c, owner))
+
+    async def admit(self, request: AdmitRequest) -> AdmitResult:
+        now = time.time()
+        return await self._write(lambda c: ops.admit(c, request, now))
+
+    async def claim_sessions(self, owner: str, limit: int, lease_seconds: float, batch: int) -> list[Claim]:
+        now = time.time()
+        return await self._write(lambda c: ops.claim_sessions(c, owner, limit, lease_seconds, batch, now))
+
+    async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
+        now = time.time()
+        return await self._write(lambda c: ops.renew_lease(c, session_key, owner, lease_seconds, now))
+
+    async def complete_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
+    ) -> Claim | None:
+        now = time.time()
+        return await self._write(lambda c: ops.complete_turn(c, owner, outcome, lease_seconds, batch, now))
+
+    async def abandon_turn(
+        self,
+        owner: str,
+        session_key: str,
+        item_seqs: tuple[int, ...],
+        retry_at: float | None,
+        error: str | None,
+    ) -> None:
+        await self._write(lambda c: ops.abandon_turn(c, owner, session_key, item_seqs, retry_at, error))
+
+    async def session_source(self, session_key: str) -> Source | None:
+        def read(c: sqlite3.Connection) -> Source | None:
+            row = c.execute("SELECT source_json FROM sessions WHERE key = ?", (session_key,))
+            found = row.fetchone()
+            return Source.from_dict(json.loads(found[0])) if found else None
+
+        return await self._read(read)
+
+    async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels:
+        def read(c: sqlite3.Connection) -> ChatLabels:
+            row = c.execute(
+                "SELECT chat_name, chat_topic FROM chat_labels"
+                " WHERE platform = ? AND scope = ? AND chat_id = ?",
+                (platform, scope or "", chat_id),
+            ).fetchone()
+            return ChatLabels(row[0], row[1]) if row else ChatLabels()
+
+        return await self._read(read)
+
+    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
+        return await self._read(lambda c: ops.history(c, session_id, limit))
+
+    async def session_info(self, session_key: str) -> SessionInfo | None:
+        return await self._read(lambda c: ops.session_info(c, session_key))
+
+    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+        return await self._read(lambda c: ops.list_sessions(c, limit))
+
+    async def queue_depth(self) -> int:
+        def read(c: sqlite3.Connection) -> int:
+            return int(c.execute("SELECT COUNT(*) FROM inbox WHERE status = 'queued'").fetchone()[0])
+
+        return await self._read(read)
+
+    async def claim_outbox(self, limit: int) -> list[OutboxRow]:
+        now = time.time()
+        return await self._write(lambda c: ops.claim_outbox(c, limit, now))
+
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+        if not settlements:
+            return
+        now = time.time()
+        await self._write(lambda c: ops.settle_outbox(c, settlements, now))
+
+    async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
+        return await self._read(lambda c: ops.unconfirmed_for_chat(c, platform, chat_id))
+
+    async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
+        now = time.time()
+        return await self._write(lambda c: ops.confirm_outbox(c, platform, chat_id, row_id, now))

@@ -1,0 +1,170 @@
+"""One writer thread that commits concurrent writes together (group commit).
+
+Each write is a plain function of a connection. The thread takes whatever has
+queued up, runs it in one transaction and commits once, so N concurrent
+admissions cost one fsync instead of N. A write that raises is isolated: the
+batch is rolled back and re-run one write per transaction, so one bad write
+never fails its neighbours. Results are handed back to the event loop only
+after the commit returned: a caller never sees "written" for an uncommitted row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from chatgate.store.base import StoreError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+WriteFn = Callable[[sqlite3.Connection], Any]
+
+
+@dataclass(slots=True)
+class _Write:
+    fn: WriteFn
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+_STOP = object()
+
+
+def _wrap(exc: BaseException) -> BaseException:
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, sqlite3.Error):
+        return StoreUnavailable(f"sqlite write failed: {exc}")
+    return exc
+
+
+def _resolve(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
+class GroupCommitWriter:
+    """Owns the only write connection to the database."""
+
+    def __init__(
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        *,
+        max_batch: int = 512,
+        on_commit: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self._connect = connect
+        self._max_batch = max(1, max_batch)
+        self._on_commit = on_commit
+        self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._startup_error: BaseException | None = None
+        self._closed = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            raise StoreUnavailable(f"cannot open database: {self._startup_error}")
+
+    def stop(self) -> None:
+        """Drain queued writes, then close. Blocking: call from a worker thread."""
+        if self._thread is None or self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreUnavailable("store is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Write(fn, future, loop))
+        return await future
+
+    def _run(self) -> None:
+        try:
+            conn = self._connect()
+        except BaseException as exc:  # reported to start()
+            self._startup_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            self._loop_forever(conn)
+        finally:
+            conn.close()
+
+    def _loop_forever(self, conn: sqlite3.Connection) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch: list[_Write] = [first]  # type: ignore[list-item]
+            while len(batch) < self._max_batch:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP:
+                    stopping = True
+                    break
+                batch.append(nxt)  # type: ignore[arg-type]
+            self._commit_batch(conn, batch)
+
+    def _commit_batch(self, conn: sqlite3.Connection, batch: list[_Write]) -> None:
+        started = time.perf_counter()
+        outcomes: list[tuple[_Write, Any, BaseException | None]]
+        try:
+            results = self._transaction(conn, [w.fn for w in batch])
+            outcomes = [(w, r, None) for w, r in zip(batch, results, strict=True)]
+        except BaseException as exc:
+            if len(batch) == 1:
+                outcomes = [(batch[0], None, _wrap(exc))]
+            else:
+                outcomes = [self._isolated(conn, w) for w in batch]
+        if self._on_commit is not None:
+            self._on_commit(len(batch), time.perf_counter() - started)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
+        for write, result, error in outcomes:
+            by_loop.setdefault(write.loop, []).append((write.future, result, error))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve, items)
+            except RuntimeError:  # the loop is closed; nobody is waiting any more
+                log.debug("dropping %d write results for a closed loop", len(items))
+
+    def _isolated(self, conn: sqlite3.Connection, write: _Write) -> tuple[_Write, Any, BaseException | None]:
+        try:
+            (result,) = self._transaction(conn, [write.fn])
+            return write, result, None
+        except BaseException as exc:
+            return write, None, _wrap(exc)
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            results = [fn(conn) for fn in fns]
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results

@@ -1,0 +1,256 @@
+"""A scriptable OpenAI-compatible server on 127.0.0.1 for testing real SDK clients.
+
+It runs uvicorn inside the test's own event loop, so tests can script
+behaviours, inspect recorded requests and observe client disconnects without
+threads or sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Answer with ``text``, streamed as ``chunks`` roughly equal pieces."""
+
+    text: str
+    chunks: int = 1
+    hang_after_chunks: int | None = None
+    """Stream this many chunks, then stall (never send more, never finish)."""
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Answer with an HTTP error and an OpenAI-style error body."""
+
+    status: int
+    message: str = "something went wrong"
+    type: str = "server_error"
+    code: str | None = None
+    retry_after_ms: int | None = None
+    """Sent as ``retry-after-ms`` so SDK retries in tests need not wait long."""
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Read the request and never send a response (not even headers)."""
+
+
+Behaviour = Reply | Fail | Hang
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def split_text(text: str, parts: int) -> list[str]:
+    """Split ``text`` into ``parts`` contiguous, non-empty pieces (fewer if it is short)."""
+    parts = max(1, min(parts, len(text))) if text else 1
+    size, extra = divmod(len(text), parts)
+    pieces: list[str] = []
+    start = 0
+    for i in range(parts):
+        end = start + size + (1 if i < extra else 0)
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+@dataclass
+class FakeOpenAIServer:
+    """Each request consumes the next scripted behaviour; the last one repeats."""
+
+    behaviours: list[Behaviour] = field(default_factory=lambda: [Reply("hello")])
+    requests: list[RecordedRequest] = field(default_factory=list)
+    disconnects: int = 0
+    """How many times a client went away while the server was stalled."""
+
+    port: int = 0
+    _server: uvicorn.Server | None = None
+    _task: asyncio.Task[None] | None = None
+    _release: asyncio.Event = field(default_factory=asyncio.Event)
+    _disconnected: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def script(self, *behaviours: Behaviour) -> None:
+        if not behaviours:
+            raise ValueError("script at least one behaviour")
+        self.behaviours = list(behaviours)
+
+    async def wait_for_disconnect(self, timeout_s: float = 5.0) -> None:
+        await asyncio.wait_for(self._disconnected.wait(), timeout_s)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app(),
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+        )
+        server = _QuietServer(config)
+        self._server = server
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
+        deadline = time.monotonic() + 5.0
+        while not server.started:
+            if self._task.done():
+                self._task.result()  # surface the startup error
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake OpenAI server did not start")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        """Idempotent; after it returns the port refuses connections."""
+        if self._server is None or self._task is None:
+            return
+        self._release.set()  # let stalled handlers finish so shutdown is prompt
+        self._server.should_exit = True
+        await self._task
+        self._server = None
+        self._task = None
+
+    # -- the ASGI app ------------------------------------------------------
+
+    def _app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+
+    def _next_behaviour(self) -> Behaviour:
+        if len(self.behaviours) > 1:
+            return self.behaviours.pop(0)
+        return self.behaviours[0]
+
+    async def _chat(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(RecordedRequest(dict(request.headers), body))
+        behaviour = self._next_behaviour()
+        if isinstance(behaviour, Fail):
+            error = {
+                "message": behaviour.message,
+                "type": behaviour.type,
+                "param": None,
+                "code": behaviour.code,
+            }
+            headers = {}
+            if behaviour.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(behaviour.retry_after_ms)
+            return JSONResponse({"error": error}, status_code=behaviour.status, headers=headers)
+        if isinstance(behaviour, Hang):
+            await self._stall_until_disconnect(request)
+            return Response(status_code=503)
+        model = str(body.get("model", "fake-model"))
+        if body.get("stream"):
+            return StreamingResponse(
+                self._sse(behaviour, model),
+                media_type="text/event-stream",
+                headers={"cache-control": "no-cache"},
+            )
+        return JSONResponse(_completion(behaviour.text, model))
+
+    async def _stall_until_disconnect(self, request: Request) -> None:
+        # After the body is read, the next ASGI message is the disconnect.
+        receive = asyncio.ensure_future(request.receive())
+        release = asyncio.ensure_future(self._release.wait())
+        done, pending = await asyncio.wait({receive, release}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if receive in done and receive.result().get("type") == "http.disconnect":
+            self._note_disconnect()
+
+    def _note_disconnect(self) -> None:
+        self.disconnects += 1
+        self._disconnected.set()
+
+    async def _sse(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
+        created = int(time.time())
+        pieces = split_text(reply.text, reply.chunks)
+        for event in _events(model, created, pieces, reply.hang_after_chunks):
+            if event is None:
+                try:
+                    # Starlette cancels this generator when the client disconnects.
+                    await self._release.wait()
+                except asyncio.CancelledError:
+                    self._note_disconnect()
+                    raise
+                return
+            yield event
+
+
+def _events(
+    model: str, created: int, pieces: list[str], hang_after: int | None
+) -> Iterator[bytes | None]:
+    """SSE frames of a chat completion stream; ``None`` marks where to stall."""
+
+    def frame(delta: dict[str, Any], finish: str | None) -> bytes:
+        chunk = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    yield frame({"role": "assistant", "content": ""}, None)
+    for i, piece in enumerate(pieces):
+        if hang_after is not None and i == hang_after:
+            yield None
+            return
+        yield frame({"content": piece}, None)
+    if hang_after is not None and hang_after >= len(pieces):
+        yield None
+        return
+    yield frame({}, "stop")
+    yield b"data: [DONE]\n\n"
+
+
+def _completion(text: str, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+class _QuietServer(uvicorn.Server):
+    """Leaves the test runner's signal handlers alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
