@@ -1,8 +1,8 @@
 """A scriptable OpenAI-compatible server on 127.0.0.1 for testing real SDK clients.
 
-It runs uvicorn inside the test's own event loop, so tests can script
-behaviours, inspect recorded requests and observe client disconnects without
-threads or sleeps.
+It runs uvicorn on its own event loop in a background thread, so the test's
+event loop holds only client-side tasks and a test can prove that a client
+leaves none behind.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -83,9 +84,10 @@ class FakeOpenAIServer:
 
     port: int = 0
     _server: uvicorn.Server | None = None
-    _task: asyncio.Task[None] | None = None
-    _release: asyncio.Event = field(default_factory=asyncio.Event)
-    _disconnected: asyncio.Event = field(default_factory=asyncio.Event)
+    _thread: threading.Thread | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _release: asyncio.Event | None = None
+    _disconnected: threading.Event = field(default_factory=threading.Event)
 
     @property
     def base_url(self) -> str:
@@ -97,11 +99,13 @@ class FakeOpenAIServer:
         self.behaviours = list(behaviours)
 
     async def wait_for_disconnect(self, timeout_s: float = 5.0) -> None:
-        await asyncio.wait_for(self._disconnected.wait(), timeout_s)
+        """Return once a stalled request has seen its client hang up."""
+        if not await asyncio.to_thread(self._disconnected.wait, timeout_s):
+            raise TimeoutError("the client never closed the connection")
 
     # -- lifecycle ---------------------------------------------------------
 
-    async def start(self) -> None:
+    def start(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
@@ -113,26 +117,37 @@ class FakeOpenAIServer:
             access_log=False,
             timeout_graceful_shutdown=2,
         )
-        server = _QuietServer(config)
+        server = uvicorn.Server(config)
         self._server = server
-        self._task = asyncio.create_task(server.serve(sockets=[sock]))
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._release = asyncio.Event()
+            await server.serve(sockets=[sock])
+
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(main(),), name="fake-openai-server", daemon=True
+        )
+        self._thread.start()
         deadline = time.monotonic() + 5.0
         while not server.started:
-            if self._task.done():
-                self._task.result()  # surface the startup error
-            if time.monotonic() > deadline:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("fake OpenAI server did not start")
-            await asyncio.sleep(0.01)
+            time.sleep(0.005)
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
         """Idempotent; after it returns the port refuses connections."""
-        if self._server is None or self._task is None:
+        if self._server is None or self._thread is None:
             return
-        self._release.set()  # let stalled handlers finish so shutdown is prompt
+        if self._loop is not None and self._release is not None:
+            # Let stalled handlers finish so shutdown is prompt.
+            self._loop.call_soon_threadsafe(self._release.set)
         self._server.should_exit = True
-        await self._task
+        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            raise RuntimeError("fake OpenAI server did not stop")
         self._server = None
-        self._task = None
+        self._thread = None
 
     # -- the ASGI app ------------------------------------------------------
 
@@ -174,6 +189,7 @@ class FakeOpenAIServer:
     async def _stall_until_disconnect(self, request: Request) -> None:
         # After the body is read, the next ASGI message is the disconnect.
         receive = asyncio.ensure_future(request.receive())
+        assert self._release is not None
         release = asyncio.ensure_future(self._release.wait())
         done, pending = await asyncio.wait({receive, release}, return_when=asyncio.FIRST_COMPLETED)
         for task in pending:
@@ -192,6 +208,7 @@ class FakeOpenAIServer:
         pieces = split_text(reply.text, reply.chunks)
         for event in _events(model, created, pieces, reply.hang_after_chunks):
             if event is None:
+                assert self._release is not None
                 try:
                     # Starlette cancels this generator when the client disconnects.
                     await self._release.wait()
@@ -202,9 +219,7 @@ class FakeOpenAIServer:
             yield event
 
 
-def _events(
-    model: str, created: int, pieces: list[str], hang_after: int | None
-) -> Iterator[bytes | None]:
+def _events(model: str, created: int, pieces: list[str], hang_after: int | None) -> Iterator[bytes | None]:
     """SSE frames of a chat completion stream; ``None`` marks where to stall."""
 
     def frame(delta: dict[str, Any], finish: str | None) -> bytes:
@@ -246,11 +261,3 @@ def _completion(text: str, model: str) -> dict[str, Any]:
         ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
-
-
-class _QuietServer(uvicorn.Server):
-    """Leaves the test runner's signal handlers alone."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield

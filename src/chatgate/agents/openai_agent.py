@@ -77,12 +77,11 @@ class OpenAIAgent:
         parts: list[str] = []
         failure: AgentError | None = None
         try:
-            iterator = aiter(chunks)
             while True:
                 # Errors are caught around the read only, never around ``yield``,
                 # so nothing the consumer throws in is mistaken for a model error.
                 try:
-                    chunk = await anext(iterator)
+                    chunk = await anext(chunks)
                 except StopAsyncIteration:
                     break
                 except Exception as exc:

@@ -63,7 +63,9 @@ class Admission:
             raise self._refuse(platform, "invalid_delivery_id", "delivery_id must not be empty")
         if len(inbound.text) > MAX_TEXT_CHARS:
             raise self._refuse(
-                platform, "too_large", f"text is {len(inbound.text)} characters; the limit is {MAX_TEXT_CHARS}"
+                platform,
+                "too_large",
+                f"text is {len(inbound.text)} characters; the limit is {MAX_TEXT_CHARS}",
             )
         denied = self._authz.check(source)
         if denied is not None:

@@ -36,7 +36,9 @@ class GatewayMetrics:
         )
         self.commit_seconds = Histogram("chatgate_store_commit_seconds", "Store transaction time", registry=r)
         self.commit_batch = Histogram(
-            "chatgate_store_commit_batch", "Writes per commit", buckets=(1, 2, 4, 8, 16, 64, 256, 512),
+            "chatgate_store_commit_batch",
+            "Writes per commit",
+            buckets=(1, 2, 4, 8, 16, 64, 256, 512),
             registry=r,
         )
 

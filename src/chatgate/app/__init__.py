@@ -1,0 +1,1 @@
+"""Composition root: config, CLI, HTTP surfaces, wiring."""

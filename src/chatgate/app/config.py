@@ -1,0 +1,199 @@
+"""Configuration: one YAML file plus ``CHATGATE_*`` environment overrides.
+
+Validated with pydantic at start-up so a mistake is reported with the offending
+key before anything connects. Secrets are never in the YAML: the file names the
+environment variable that holds each one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class ConfigError(Exception):
+    """A configuration mistake, already phrased for the user."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+
+
+class SqliteConfig(_Section):
+    path: str | None = None
+    """Defaults to ``<state_dir>/chatgate.db``."""
+    synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "FULL"
+    group_commit: bool = True
+
+
+class StoreConfig(_Section):
+    backend: Literal["sqlite"] = "sqlite"
+    sqlite: SqliteConfig = SqliteConfig()
+
+
+class EchoConfig(_Section):
+    chunk_delay_ms: float = Field(30.0, ge=0)
+    chunk_chars: int = Field(6, ge=1)
+
+
+class OpenAIConfig(_Section):
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    timeout_seconds: float = Field(120.0, gt=0)
+
+
+class AgentConfig(_Section):
+    kind: Literal["echo", "openai"] = "echo"
+    echo: EchoConfig = EchoConfig()
+    openai: OpenAIConfig = OpenAIConfig()
+    turn_timeout_seconds: float = Field(600.0, gt=0)
+    history_limit: int = Field(50, ge=0)
+
+
+class IsolationOverride(_Section):
+    group_sessions_per_user: bool | None = None
+    thread_sessions_per_user: bool | None = None
+
+
+class SessionsConfig(_Section):
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    platforms: dict[str, IsolationOverride] = {}
+    busy_policy: Literal["queue", "interrupt"] = "queue"
+
+
+class SchedulerConfig(_Section):
+    max_concurrent_turns: int = Field(64, ge=1)
+    lease_seconds: float = Field(30.0, gt=0)
+    max_turn_attempts: int = Field(3, ge=1)
+
+
+class DeliveryConfig(_Section):
+    max_attempts: int = Field(8, ge=1)
+    send_timeout_seconds: float = Field(30.0, gt=0)
+
+
+class WebChatConfig(_Section):
+    enabled: bool = True
+    allow_all: bool | None = None
+    """``None``: allow everyone when bound to loopback, nobody otherwise."""
+    allow_users: list[str] = []
+    access_token_env: str | None = None
+    max_text_chars: int = Field(16_000, ge=1)
+    draft_interval_ms: float = Field(50.0, ge=0)
+
+
+class PlatformsConfig(_Section):
+    web: WebChatConfig = WebChatConfig()
+
+
+class ShutdownConfig(_Section):
+    drain_seconds: float = Field(10.0, ge=0)
+    outbox_flush_seconds: float = Field(5.0, ge=0)
+
+
+class GatewayConfig(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CHATGATE_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    profile: str = "default"
+    state_dir: str | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    http: HttpConfig = HttpConfig()
+    store: StoreConfig = StoreConfig()
+    agent: AgentConfig = AgentConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
+    platforms: PlatformsConfig = PlatformsConfig()
+    shutdown: ShutdownConfig = ShutdownConfig()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment overrides the YAML file (passed as init values).
+        return (env_settings, init_settings)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _format(exc: ValidationError, where: str) -> str:
+    lines = [f"invalid configuration in {where}:"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        problem = "unknown key (check the spelling)" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"  {key}: {problem}")
+    lines.append("See docs/configuration.md for every key and its default.")
+    return "\n".join(lines)
+
+
+def load_config(path: Path | None) -> GatewayConfig:
+    """Read, merge with the environment and validate; ``ConfigError`` names the key."""
+    where = str(path) if path else "defaults"
+    data: Any = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must contain a mapping at the top level")
+    try:
+        config = GatewayConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(_format(exc, where + " (and CHATGATE_* environment variables)")) from exc
+    check_secrets(config, os.environ)
+    return config
+
+
+def check_secrets(config: GatewayConfig, environ: Any) -> None:
+    """Every secret a config names must exist now, not at the first message."""
+    if config.agent.kind == "openai" and not environ.get(config.agent.openai.api_key_env):
+        raise ConfigError(
+            f"agent.openai.api_key_env: environment variable {config.agent.openai.api_key_env}"
+            " is not set; export it with your API key (the key never goes in the YAML file)"
+        )
+    web = config.platforms.web
+    if web.access_token_env and not environ.get(web.access_token_env):
+        raise ConfigError(
+            f"platforms.web.access_token_env: environment variable {web.access_token_env} is not set"
+        )
+    if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
+        raise ConfigError(
+            f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"
+            " loopback; set an access token env var (or bind http.host to 127.0.0.1)"
+        )
+
+
+def secret(environ: Any, name: str | None) -> str | None:
+    return environ.get(name) if name else None

@@ -1,0 +1,229 @@
+"""The composition root: builds every part from the config and owns their lifetimes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import uvicorn
+
+from chatgate.agents.base import Agent
+from chatgate.agents.echo import EchoAgent
+from chatgate.app.config import GatewayConfig, is_loopback, secret
+from chatgate.app.http import build_app
+from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
+from chatgate.engine.admission import Admission
+from chatgate.engine.authz import Authorizer, PlatformAccess
+from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
+from chatgate.engine.looplag import LoopLagMonitor
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.ports import Adapter
+from chatgate.engine.scheduler import Scheduler, SchedulerSettings
+from chatgate.engine.turn import TurnRunner, TurnSettings
+from chatgate.platforms.webchat.adapter import WebChatAdapter
+from chatgate.store.base import Store
+from chatgate.store.sqlite import SqliteStore
+
+log = logging.getLogger(__name__)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the gateway owns shutdown."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class StartupError(Exception):
+    """The gateway cannot start; the message says what to do."""
+
+
+def build_agent(config: GatewayConfig) -> Agent:
+    if config.agent.kind == "openai":
+        from chatgate.agents.openai_agent import OpenAIAgent
+
+        oa = config.agent.openai
+        return OpenAIAgent(
+            base_url=oa.base_url,
+            model=oa.model,
+            api_key=os.environ.get(oa.api_key_env, ""),
+            temperature=oa.temperature,
+            max_tokens=oa.max_tokens,
+            timeout_s=oa.timeout_seconds,
+        )
+    return EchoAgent(
+        chunk_delay_ms=config.agent.echo.chunk_delay_ms, chunk_chars=config.agent.echo.chunk_chars
+    )
+
+
+def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics) -> Store:
+    sq = config.store.sqlite
+    return SqliteStore(
+        Path(sq.path) if sq.path else state_dir / "chatgate.db",
+        synchronous=sq.synchronous,
+        group_commit=sq.group_commit,
+        on_commit=metrics.observe_commit,
+    )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StartupError(
+            f"cannot listen on {host}:{port}: {exc.strerror}. Is another gateway running?"
+            " Pick another port with --port or http.port."
+        ) from exc
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        state_dir: Path,
+        *,
+        store: Store | None = None,
+        agent: Agent | None = None,
+    ) -> None:
+        self.config = config
+        self.state_dir = state_dir
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.metrics = GatewayMetrics()
+        self.store = store or build_store(config, state_dir, self.metrics)
+        self.agent = agent or build_agent(config)
+        self.adapters: dict[str, Adapter] = {}
+        sessions = config.sessions
+        web_cfg = config.platforms.web
+        rules: dict[str, PlatformAccess] = {}
+        if web_cfg.enabled:
+            allow_all = web_cfg.allow_all if web_cfg.allow_all is not None else is_loopback(config.http.host)
+            rules["web"] = PlatformAccess(allow_all=allow_all, allow_users=frozenset(web_cfg.allow_users))
+        self.delivery = DeliveryWorker(
+            self.store,
+            self.adapters,
+            self.metrics,
+            DeliverySettings(
+                max_attempts=config.delivery.max_attempts, send_timeout=config.delivery.send_timeout_seconds
+            ),
+        )
+        self.admission = Admission(
+            self.store,
+            Authorizer(rules),
+            self.metrics,
+            profile=config.profile,
+            isolation=IsolationPolicy(sessions.group_sessions_per_user, sessions.thread_sessions_per_user),
+            overrides={
+                name: PolicyOverride(o.group_sessions_per_user, o.thread_sessions_per_user)
+                for name, o in sessions.platforms.items()
+            },
+            on_queued=self._on_queued,
+            on_reply=self.delivery.wake,
+            stop_session=self._stop_session,
+        )
+        self.runner = TurnRunner(
+            self.store,
+            self.agent,
+            self.adapters,
+            self.admission.policy_for,
+            TurnSettings(
+                history_limit=config.agent.history_limit,
+                max_attempts=config.scheduler.max_turn_attempts,
+                timeout_seconds=config.agent.turn_timeout_seconds,
+                draft_interval=web_cfg.draft_interval_ms / 1000,
+            ),
+        )
+        self.scheduler = Scheduler(
+            self.store,
+            self.runner,
+            self.metrics,
+            self.owner,
+            SchedulerSettings(
+                max_concurrent_turns=config.scheduler.max_concurrent_turns,
+                lease_seconds=config.scheduler.lease_seconds,
+                busy_policy=sessions.busy_policy,
+            ),
+            on_committed=self.delivery.wake,
+        )
+        self.web: WebChatAdapter | None = None
+        if web_cfg.enabled:
+            self.web = WebChatAdapter(
+                self.store,
+                self.admission,
+                max_text_chars=web_cfg.max_text_chars,
+                access_token=secret(os.environ, web_cfg.access_token_env),
+            )
+            self.adapters["web"] = self.web
+        self.lag = LoopLagMonitor(self.metrics)
+        self._server: _Server | None = None
+        self._server_task: asyncio.Task[None] | None = None
+        self._sock: socket.socket | None = None
+        self.port: int | None = None
+
+    def _on_queued(self, key: str) -> None:
+        self.scheduler.on_queued(key)
+
+    async def _stop_session(self, key: str) -> None:
+        await self.scheduler.stop_session(key)
+
+    async def start(self) -> None:
+        await self.store.open()
+        released = await self.store.recover(self.owner)
+        if released:
+            log.warning("resuming %d session(s) a previous gateway left unfinished", released)
+        self.lag.start()
+        self.delivery.start()
+        self.scheduler.start()
+        await self._start_http()
+
+    async def _start_http(self) -> None:
+        http = self.config.http
+        self._sock = bind_socket(http.host, http.port)
+        self.port = self._sock.getsockname()[1]
+        app = build_app(self.store, self.metrics, self.web)
+        uv_config = uvicorn.Config(
+            app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0
+        )
+        self._server = _Server(uv_config)
+        self._server_task = asyncio.create_task(
+            self._server.serve(sockets=[self._sock]), name="chatgate-http"
+        )
+        while not self._server.started:
+            if self._server_task.done():
+                await self._server_task
+                raise StartupError("the HTTP server stopped during start-up; see the log above")
+            await asyncio.sleep(0.01)
+        log.info("chatgate listening on http://%s:%d/", http.host, self.port)
+
+    async def stop(self) -> None:
+        """Stop intake, let turns finish within the budget, flush the outbox, close."""
+        shutdown = self.config.shutdown
+        if self._server is not None and self._server_task is not None:
+            self._server.should_exit = True
+            await asyncio.gather(self._server_task, return_exceptions=True)
+            self._server_task = None
+        finished = await self.scheduler.drain(shutdown.drain_seconds)
+        if not finished:
+            log.warning(
+                "turns still running after %.0fs; they stay queued for the next start", shutdown.drain_seconds
+            )
+        await self.scheduler.stop()
+        await self.delivery.flush(shutdown.outbox_flush_seconds)
+        await self.delivery.stop()
+        await self.agent.aclose()
+        await self.lag.stop()
+        await self.store.close()
+        log.info("chatgate stopped")

@@ -1,0 +1,54 @@
+"""The one ASGI app: the web chat page and socket, health and metrics."""
+
+from __future__ import annotations
+
+import contextlib
+from importlib import resources
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.platforms.webchat.adapter import WebChatAdapter
+from chatgate.store.base import Store, StoreUnavailable
+
+
+def _page() -> str:
+    return resources.files("chatgate.platforms.webchat").joinpath("static/index.html").read_text("utf-8")
+
+
+def build_app(store: Store, metrics: GatewayMetrics, web: WebChatAdapter | None) -> Starlette:
+    page = _page()
+
+    async def index(request: Request) -> Response:
+        if web is None:
+            return Response("the web chat is disabled (platforms.web.enabled: false)\n", status_code=404)
+        return HTMLResponse(page)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def metrics_endpoint(request: Request) -> Response:
+        # On an outage the gauge keeps its last known value.
+        with contextlib.suppress(StoreUnavailable):
+            metrics.queue_depth.set(await store.queue_depth())
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def ws_endpoint(ws: WebSocket) -> None:
+        if web is None:
+            await ws.close(code=1008, reason="web chat disabled")
+            return
+        await web.serve(ws)
+
+    return Starlette(
+        routes=[
+            Route("/", index),
+            Route("/healthz", healthz),
+            Route("/metrics", metrics_endpoint),
+            WebSocketRoute("/ws", ws_endpoint),
+        ]
+    )

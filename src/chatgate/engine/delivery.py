@@ -1,0 +1,128 @@
+"""The outbox delivery worker: at-least-once to the adapter, which confirms.
+
+Rows are claimed head-of-chat only (the store never hands out a row while an
+earlier one of the same chat is still open), so each chat's messages arrive in
+order while different chats are delivered concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+from chatgate.domain.outbound import Deferred, Delivered, Rejected, RetryLater
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.ports import Adapter
+from chatgate.store.base import OutboxRow, OutboxSettlement, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    batch: int = 256
+    poll_interval: float = 1.0
+    send_timeout: float = 30.0
+    max_attempts: int = 8
+    retry_base: float = 1.0
+    retry_max: float = 300.0
+    unknown_platform_retry: float = 60.0
+
+
+class DeliveryWorker:
+    def __init__(
+        self,
+        store: Store,
+        adapters: dict[str, Adapter],
+        metrics: GatewayMetrics,
+        settings: DeliverySettings = DeliverySettings(),
+    ) -> None:
+        self._store = store
+        self._adapters = adapters
+        self._metrics = metrics
+        self.settings = settings
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="chatgate-delivery")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def flush(self, timeout: float) -> None:
+        """Deliver what is due now, for at most ``timeout`` seconds (used at shutdown)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                delivered = await asyncio.wait_for(self.run_once(), max(0.01, deadline - time.monotonic()))
+            except (TimeoutError, StoreUnavailable):
+                return
+            if delivered == 0:
+                return
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+            self._wake.clear()
+            try:
+                if await self.run_once():
+                    self._wake.set()
+            except StoreUnavailable as exc:
+                log.warning("delivery paused: %s", exc)
+
+    async def run_once(self) -> int:
+        rows = await self._store.claim_outbox(self.settings.batch)
+        if not rows:
+            return 0
+        settlements = await asyncio.gather(*(self._deliver(row) for row in rows))
+        await self._store.settle_outbox(list(settlements))
+        return len(rows)
+
+    def _retry_at(self, row: OutboxRow) -> float:
+        delay = min(self.settings.retry_max, self.settings.retry_base * 2 ** max(0, row.attempts - 1))
+        return float(time.time() + delay * (0.5 + random.random() / 2))
+
+    async def _deliver(self, row: OutboxRow) -> OutboxSettlement:
+        adapter = self._adapters.get(row.platform)
+        if adapter is None:
+            log.warning("no adapter for platform %r; outbox row %d waits", row.platform, row.id)
+            self._metrics.deliveries.labels(row.platform, "no_adapter").inc()
+            return OutboxSettlement(
+                row.id,
+                "pending",
+                retry_at=time.time() + self.settings.unknown_platform_retry,
+                error=f"platform {row.platform!r} is not enabled",
+            )
+        try:
+            result = await asyncio.wait_for(adapter.deliver(row), self.settings.send_timeout)
+        except Exception as exc:  # an adapter bug or transport error must not stop delivery
+            reason = f"{type(exc).__name__}: {exc}"
+            log.warning("delivery of outbox row %d failed: %s", row.id, reason)
+            result = RetryLater(reason, 0.0)
+        if isinstance(result, Delivered):
+            self._metrics.deliveries.labels(row.platform, "sent").inc()
+            return OutboxSettlement(row.id, "sent", platform_message_id=result.platform_message_id)
+        if isinstance(result, Deferred):
+            self._metrics.deliveries.labels(row.platform, "deferred").inc()
+            return OutboxSettlement(
+                row.id, "pending", retry_at=time.time() + result.retry_in, error=result.reason
+            )
+        if isinstance(result, Rejected) or row.attempts >= self.settings.max_attempts:
+            log.error("outbox row %d failed for good: %s", row.id, result.reason)
+            self._metrics.deliveries.labels(row.platform, "failed").inc()
+            return OutboxSettlement(row.id, "failed", error=result.reason)
+        self._metrics.deliveries.labels(row.platform, "retry").inc()
+        retry_at = max(self._retry_at(row), time.time() + result.retry_after)
+        return OutboxSettlement(row.id, "pending", retry_at=retry_at, error=result.reason)

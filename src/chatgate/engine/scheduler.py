@@ -1,0 +1,230 @@
+"""Runs at most one turn per session, in admission order, many sessions at once.
+
+Sessions are claimed from the store with a lease (owner + expiry), so several
+processes can share one store and a crashed owner's sessions are picked up
+again. The scheduler is woken by admissions in this process and polls for the
+rest (leases that expired, sessions whose retry time came).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.turn import TurnRunner
+from chatgate.store.base import Claim, LeaseLost, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+BusyPolicy = Literal["queue", "interrupt"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings:
+    max_concurrent_turns: int = 64
+    lease_seconds: float = 30.0
+    poll_interval: float = 1.0
+    busy_policy: BusyPolicy = "queue"
+    interrupt_batch: int = 20
+    retry_base: float = 0.5
+    retry_max: float = 60.0
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: Store,
+        runner: TurnRunner,
+        metrics: GatewayMetrics,
+        owner: str,
+        settings: SchedulerSettings = SchedulerSettings(),
+        on_committed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._metrics = metrics
+        self.owner = owner
+        self.settings = settings
+        self._on_committed = on_committed
+        self._wake = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._turns: dict[str, asyncio.Task[object]] = {}
+        self._interrupted: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._stopping = False
+
+    @property
+    def batch(self) -> int:
+        return self.settings.interrupt_batch if self.settings.busy_policy == "interrupt" else 1
+
+    # ------------------------------------------------------------ control
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._claim_loop(), name="chatgate-scheduler")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def on_queued(self, session_key: str) -> None:
+        """A new message was committed for ``session_key``."""
+        if self.settings.busy_policy == "interrupt":
+            turn = self._turns.get(session_key)
+            if turn is not None and not turn.done():
+                self._interrupted.add(session_key)
+                turn.cancel()
+        self._wake.set()
+
+    async def stop_session(self, session_key: str) -> None:
+        """Cancel this session's running turn (its items were cancelled in the store)."""
+        turn = self._turns.get(session_key)
+        if turn is not None and not turn.done():
+            self._interrupted.add(session_key)
+            turn.cancel()
+        self._wake.set()
+
+    def running(self) -> int:
+        return len(self._workers)
+
+    async def stop(self) -> None:
+        """Stop claiming, cancel running turns; their items stay queued for the next start."""
+        self._stopping = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        workers = list(self._workers.values())
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+    async def drain(self, timeout: float) -> bool:
+        """Stop claiming and wait up to ``timeout`` for running turns to finish."""
+        self._stopping = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        workers = list(self._workers.values())
+        if not workers:
+            return True
+        _, pending = await asyncio.wait(workers, timeout=timeout)
+        return not pending
+
+    # ------------------------------------------------------------ loops
+
+    async def _claim_loop(self) -> None:
+        while not self._stopping:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+            self._wake.clear()
+            free = self.settings.max_concurrent_turns - len(self._workers)
+            if free <= 0:
+                continue
+            try:
+                claims = await self._store.claim_sessions(
+                    self.owner, free, self.settings.lease_seconds, self.batch
+                )
+            except StoreUnavailable as exc:
+                log.warning("cannot claim sessions: %s", exc)
+                continue
+            for claim in claims:
+                self._workers[claim.session_key] = asyncio.create_task(
+                    self._work(claim), name=f"chatgate-session:{claim.session_key}"
+                )
+            if len(claims) == free:
+                self._wake.set()  # there may be more waiting
+
+    async def _work(self, claim: Claim) -> None:
+        key = claim.session_key
+        heartbeat = asyncio.create_task(self._heartbeat(key), name=f"chatgate-lease:{key}")
+        current: Claim | None = claim
+        try:
+            while current is not None:
+                current = await self._run_one(current)
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            self._workers.pop(key, None)
+            self._turns.pop(key, None)
+            if not self._stopping:
+                self._wake.set()
+
+    async def _run_one(self, claim: Claim) -> Claim | None:
+        key = claim.session_key
+        seqs = tuple(i.seq for i in claim.items)
+        started = time.perf_counter()
+        turn = asyncio.create_task(self._runner.run(claim), name=f"chatgate-turn:{key}")
+        self._turns[key] = turn
+        try:
+            outcome = await asyncio.shield(turn)
+        except asyncio.CancelledError:
+            turn.cancel()
+            await asyncio.gather(turn, return_exceptions=True)
+            interrupted = key in self._interrupted
+            self._interrupted.discard(key)
+            await self._abandon(key, seqs, None, "interrupted" if interrupted else None)
+            if interrupted and not self._stopping and not _being_cancelled():
+                return None
+            raise
+        except Exception as exc:
+            log.exception("turn failed", extra={"session_key": key})
+            await self._abandon(key, seqs, self._backoff(key), f"turn failed: {exc}")
+            return None
+        try:
+            nxt = await self._store.complete_turn(
+                self.owner, outcome, self.settings.lease_seconds, self.batch
+            )
+        except LeaseLost as exc:
+            log.info("turn result discarded: %s", exc, extra={"session_key": key})
+            await self._abandon(key, seqs, None, None)
+            return None
+        except StoreUnavailable as exc:
+            log.warning("cannot commit turn: %s", exc, extra={"session_key": key})
+            await self._abandon(key, seqs, self._backoff(key), f"commit failed: {exc}")
+            return None
+        self._failures.pop(key, None)
+        self._metrics.turns.labels(outcome.outcome).inc()
+        self._metrics.turn_seconds.observe(time.perf_counter() - started)
+        self._on_committed()
+        return nxt
+
+    def _backoff(self, key: str) -> float:
+        n = self._failures.get(key, 0) + 1
+        self._failures[key] = n
+        delay = min(self.settings.retry_max, self.settings.retry_base * 2 ** (n - 1))
+        return float(time.time() + delay * (0.5 + random.random() / 2))
+
+    async def _abandon(
+        self, key: str, seqs: tuple[int, ...], retry_at: float | None, error: str | None
+    ) -> None:
+        """Hand the items back; if even that fails, the lease expiry hands them back."""
+        try:
+            await asyncio.shield(self._store.abandon_turn(self.owner, key, seqs, retry_at, error))
+        except (StoreUnavailable, asyncio.CancelledError) as exc:
+            log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
+
+    async def _heartbeat(self, key: str) -> None:
+        interval = self.settings.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                held = await self._store.renew_lease(key, self.owner, self.settings.lease_seconds)
+            except StoreUnavailable as exc:
+                log.warning("cannot renew lease on %s: %s", key, exc)
+                continue
+            if not held:
+                turn = self._turns.get(key)
+                if turn is not None:
+                    log.warning("lost the lease on %s; cancelling its turn", key)
+                    self._interrupted.add(key)
+                    turn.cancel()
+
+
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

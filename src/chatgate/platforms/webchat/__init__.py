@@ -1,0 +1,1 @@
+"""The built-in web chat: one page and a WebSocket at ``/ws``."""
