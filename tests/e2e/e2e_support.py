@@ -1,0 +1,145 @@
+"""A real gateway subprocess and real WebSocket chat clients, for end-to-end tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import websockets
+import yaml
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class GatewayProcess:
+    """``chatgate run`` in a child process, on a fixed port so clients can reconnect."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any], port: int | None = None) -> None:
+        self.tmp = tmp
+        self.port = port or free_port()
+        self.state_dir = tmp / "state"
+        self.config_path = tmp / "chatgate.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.proc: asyncio.subprocess.Process | None = None
+        self.starts = 0
+
+    async def start(self) -> None:
+        self.starts += 1
+        log = (self.tmp / f"gateway-{self.starts}.log").open("wb")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "chatgate.app.cli", "run",
+            "--config", str(self.config_path), "--state-dir", str(self.state_dir), "--port", str(self.port),
+            stdout=log, stderr=log, env=env,
+        )  # fmt: skip
+        log.close()
+        await self.wait_ready()
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            assert self.proc is not None
+            if self.proc.returncode is not None:
+                raise AssertionError(f"gateway exited with {self.proc.returncode}: {self.logs()}")
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+                writer.close()
+                await writer.wait_closed()
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"gateway did not listen within {timeout}s: {self.logs()}")
+
+    async def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        await self.proc.wait()
+
+    async def terminate(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return await asyncio.wait_for(self.proc.wait(), timeout)
+
+    def logs(self) -> str:
+        return "\n".join(
+            p.read_text(errors="replace")[-4000:] for p in sorted(self.tmp.glob("gateway-*.log"))
+        )
+
+
+@dataclass
+class ChatClient:
+    """A web chat user who keeps resending unacknowledged messages after reconnects."""
+
+    url: str
+    chat_id: str
+    messages: list[tuple[str, str]]
+    window: int = 3
+    acked: set[str] = field(default_factory=set)
+    duplicate_acks: set[str] = field(default_factory=set)
+    finals: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    """in_reply_to -> every (message_id, text) final frame received for it."""
+    first_final_order: list[str] = field(default_factory=list)
+    connects: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    disconnects: list[str] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return all(mid in self.finals for mid, _ in self.messages)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not self.done and not stop.is_set():
+            try:
+                await self._session(stop)
+            except (OSError, websockets.ConnectionClosed, websockets.InvalidHandshake, TimeoutError) as exc:
+                self.disconnects.append(type(exc).__name__)
+            if not self.done:
+                await asyncio.sleep(0.05)
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        async with websockets.connect(self.url, open_timeout=5, max_size=None) as ws:
+            self.connects += 1
+            await ws.send(
+                json.dumps({"type": "hello", "chat_id": self.chat_id, "user_id": "u-" + self.chat_id})
+            )
+            ready = False
+            sent: set[str] = set()
+            while not self.done and not stop.is_set():
+                if ready:
+                    for mid, text in self.messages:
+                        if mid in sent or mid in self.acked:
+                            continue
+                        in_flight = len(sent - self.acked)
+                        if in_flight >= self.window:
+                            break
+                        await ws.send(json.dumps({"type": "message", "id": mid, "text": text}))
+                        sent.add(mid)
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                kind = frame["type"]
+                if kind == "ready":
+                    ready = True
+                elif kind == "ack":
+                    self.acked.add(frame["id"])
+                    if frame["duplicate"]:
+                        self.duplicate_acks.add(frame["id"])
+                elif kind in ("final", "notice"):
+                    if kind == "final":
+                        reply_to = frame["in_reply_to"]
+                        if reply_to not in self.finals:
+                            self.first_final_order.append(reply_to)
+                        self.finals.setdefault(reply_to, []).append((frame["message_id"], frame["text"]))
+                    await ws.send(json.dumps({"type": "received", "message_id": frame["message_id"]}))
+                elif kind == "error":
+                    self.errors.append(frame)
