@@ -23,4 +23,7 @@ def setup_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    # uvicorn logs every WebSocket open/close at INFO; that is noise for a chat gateway.
+    quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
+    logging.getLogger("uvicorn.access").setLevel(quiet)
+    logging.getLogger("uvicorn.error").setLevel(quiet)

@@ -1,0 +1,79 @@
+"""The command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from chatgate import __version__
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.source import Source
+from chatgate.store.base import AdmitRequest
+from chatgate.store.sqlite import SqliteStore
+
+CLI = [sys.executable, "-m", "chatgate.app.cli"]
+
+
+def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_version_prints_the_package_version() -> None:
+    result = _run("version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"chatgate {__version__}"
+
+
+def test_invalid_config_exits_78_naming_the_key_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sessions:\n  busy_polcy: queue\n")
+    result = _run("run", "--config", str(bad), "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 78
+    assert "sessions.busy_polcy" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "state").exists(), "nothing is touched before the config is valid"
+
+
+def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        result = _run("run", "--state-dir", str(tmp_path / "state"), "--port", str(port))
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "--port" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_sessions_lists_sessions_with_last_activity(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+
+    async def seed() -> None:
+        store = SqliteStore(state / "chatgate.db")
+        await store.open()
+        try:
+            for chat in ("alpha", "beta"):
+                source = Source(platform="web", chat_id=chat, chat_type="dm", user_id="u1")
+                inbound = Inbound(transport="web", delivery_id=f"{chat}/1", source=source, text="hi")
+                await store.admit(AdmitRequest(inbound=inbound, session_key=f"agent:main:web:dm:{chat}"))
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    result = _run("sessions", "--state-dir", str(state))
+    assert result.returncode == 0, result.stderr
+    assert "agent:main:web:dm:alpha" in result.stdout
+    assert "agent:main:web:dm:beta" in result.stdout
+    assert "LAST ACTIVITY" in result.stdout
+
+
+def test_sessions_without_a_database_says_so(tmp_path: Path) -> None:
+    result = _run("sessions", "--state-dir", str(tmp_path / "empty"))
+    assert result.returncode == 0
+    assert "no sessions yet" in result.stdout
