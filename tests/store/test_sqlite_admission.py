@@ -1,0 +1,49 @@
+"""Admission dedupe as seen in the file: one inbox row per (transport, delivery_id)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+
+async def test_fifty_concurrent_copies_of_one_delivery_leave_exactly_one_inbox_row(open_store, make, query):
+    store = await open_store()
+    results = await asyncio.gather(*(store.admit(make.request("d1", "k1", "hi")) for _ in range(50)))
+    assert sum(r.new for r in results) == 1
+    assert {(r.seq, r.session_key) for r in results} == {(results[0].seq, "k1")}
+    assert query("SELECT transport, delivery_id, session_key, status FROM inbox") == [
+        ("webchat", "d1", "k1", "queued")
+    ]
+    assert query("SELECT COUNT(*) FROM sessions") == [(1,)]
+
+
+async def test_redelivery_under_another_session_key_keeps_the_stored_key_and_payload(open_store, make, query):
+    store = await open_store()
+    first = await store.admit(make.request("d1", "k1", "original"))
+    again = await store.admit(make.request("d1", "k-other", "edited", chat_name="Renamed"))
+    assert (again.new, again.seq, again.session_key) == (False, first.seq, "k1")
+    ((key, payload),) = query("SELECT session_key, inbound_json FROM inbox")
+    assert key == "k1"
+    assert json.loads(payload)["text"] == "original"
+    assert query("SELECT COUNT(*) FROM sessions WHERE key = 'k-other'") == [(0,)]
+    assert query("SELECT COUNT(*) FROM chat_labels") == [(0,)]
+
+
+async def test_identical_texts_with_different_delivery_ids_are_two_inbox_rows(open_store, make, query):
+    store = await open_store()
+    a = await store.admit(make.request("d1", "k1", "same words"))
+    b = await store.admit(make.request("d2", "k1", "same words"))
+    assert a.new and b.new and a.seq != b.seq
+    assert query("SELECT delivery_id, json_extract(inbound_json, '$.text') FROM inbox ORDER BY seq") == [
+        ("d1", "same words"),
+        ("d2", "same words"),
+    ]
+
+
+async def test_stored_inbound_round_trips_through_the_claim(open_store, make):
+    store = await open_store()
+    request = make.request("d1", "k1", "héllo ✓", chat_type="group", chat_name="Ops", user_id="u9")
+    await store.admit(request)
+    (claim,) = await store.claim_sessions("w", 1, 30.0, 1)
+    assert claim.items[0].inbound == request.inbound
+    assert await store.session_source("k1") == request.inbound.source
