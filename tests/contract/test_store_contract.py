@@ -440,12 +440,6 @@ async def test_session_waiting_to_retry_is_not_claimed_until_its_retry_time(stor
     assert info is not None and info.last_error is None
 
 
-@pytest.mark.xfail(
-    reason="BUG: abandon_turn by an owner that already lost the lease still decrements the attempts of"
-    " the items (sqlite_ops.abandon_turn: the inbox UPDATE has no lease-owner guard), so a stale abandon"
-    " (the scheduler abandons after LeaseLost) erases an attempt of the new owner's running turn",
-    strict=True,
-)
 async def test_abandon_turn_by_a_former_owner_changes_nothing(store):
     await store.admit(req("d1", "k1"))
     (stale,) = await store.claim_sessions("w1", 10, 0.05, 1)  # attempt 1
@@ -537,12 +531,6 @@ async def test_complete_turn_for_cancelled_items_raises_lease_lost(store):
     assert texts(after) == ["three"]  # cancelled items never come back
 
 
-@pytest.mark.xfail(
-    reason="BUG: engine/admission.py builds /stop and /new replies as 'Dropped {cancelled} waiting"
-    " message(s).' but nothing fills the placeholder: sqlite_ops.admit inserts req.reply verbatim although"
-    " it knows the cancelled count in the same transaction, so the user sees the literal '{cancelled}'",
-    strict=True,
-)
 async def test_cancel_reply_states_how_many_items_were_cancelled(store):
     await store.admit(req("d1", "k1"))
     await store.admit(req("d2", "k1"))
@@ -580,14 +568,6 @@ async def test_claim_outbox_hands_out_only_the_head_row_of_each_chat(store):
     assert statuses == {"a1": "sending", "a2": "pending", "a3": "pending"}
 
 
-@pytest.mark.xfail(
-    reason="BUG (minor): claim_outbox returns each row as it was before the claim (sqlite_ops.claim_outbox"
-    " SELECTs, then UPDATEs status/attempts): status 'pending' and attempts not counting this attempt,"
-    " unlike QueuedItem.attempts ('this one included'); delivery.py's backoff 2 ** (attempts - 1) and"
-    " 'attempts >= max_attempts' assume the current attempt is counted (first two tries share one delay,"
-    " max_attempts=8 allows 9 sends)",
-    strict=True,
-)
 async def test_claimed_outbox_rows_are_sending_and_count_this_attempt(store):
     await put_outbox(store, draft("a1", "c1"))
     (row,) = await store.claim_outbox(10)
@@ -617,7 +597,7 @@ async def test_head_row_waiting_to_retry_holds_back_the_rest_of_its_chat(store):
     assert await store.claim_outbox(10) == []
     (again,) = await eventually(lambda: store.claim_outbox(10))
     assert time.time() >= retry_at
-    assert (again.idem_key, again.attempts) == ("a1", 1)
+    assert (again.idem_key, again.attempts) == ("a1", 2)  # the second attempt, this one counted
 
 
 async def test_failed_head_row_no_longer_holds_back_its_chat(store):

@@ -122,13 +122,6 @@ async def test_store_never_opened_raises_store_unavailable(tmp_path, call):
     assert not (tmp_path / "never.db").exists()
 
 
-@pytest.mark.xfail(
-    reason="BUG: open() after close() on the same SqliteStore reports success (and starts a new writer"
-    " thread) but the writer keeps its _closed flag and the reader pool stays shut down, so every later"
-    " call raises StoreUnavailable ('store is closed'); open() should either work or raise"
-    " (sqlite.py SqliteStore.open / sqlite_writer.py GroupCommitWriter.start)",
-    strict=True,
-)
 async def test_a_closed_store_object_that_opens_again_is_usable(open_store, make):
     store = await open_store()
     await store.admit(make.request("d1"))

@@ -148,13 +148,6 @@ _CLOSE_DURING_READS = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    reason="BUG: SqliteStore.close() shuts the reader pool down with wait=False, cancel_futures=True and"
-    " then closes reader connections from another thread while a read is still running on them: the"
-    " running read can segfault the process (sqlite.py _close_readers), and a read still queued for a"
-    " reader thread ends with CancelledError instead of StoreUnavailable",
-    strict=True,
-)
 def test_closing_the_store_during_reads_neither_crashes_nor_leaks_cancellation(
     tmp_path: Path, shm_locker_script: str
 ):

@@ -73,7 +73,9 @@ class AdmitRequest:
     """One inbound event to commit, with what admission decided about it.
 
     ``queued`` is false for control commands: they are recorded as done, their
-    reply (``reply``) is committed in the same transaction.
+    reply (``reply``) is committed in the same transaction. With
+    ``cancel_queued``, ``{cancelled}`` in the reply text becomes the number of
+    queued items the same transaction cancelled.
     """
 
     inbound: Inbound
@@ -129,6 +131,8 @@ class OutboxSettlement:
     platform_message_id: str | None = None
     retry_at: float | None = None
     error: str | None = None
+    counts_attempt: bool = True
+    """False when nothing was tried (no route to the chat yet): the attempt is given back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +144,17 @@ class SessionInfo:
     created_at: float
     last_activity: float
     queued: int
+    """Unfinished items, including those a turn is working on."""
     leased_by: str | None
+    last_error: str | None
+    waiting: int
+    """Unfinished items no turn has picked up yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    depth: int
+    oldest_admitted_at: float | None
     last_error: str | None
 
 
@@ -149,7 +163,7 @@ class Store(Protocol):
 
     async def close(self) -> None: ...
 
-    async def ping(self) -> None: ...
+    async def ping(self, timeout: float = 1.0) -> None: ...
 
     async def recover(self, owner: str) -> int:
         """Take over what a dead predecessor left: leases, mid-send rows."""
@@ -191,6 +205,8 @@ class Store(Protocol):
     async def list_sessions(self, limit: int = 100) -> list[SessionInfo]: ...
 
     async def queue_depth(self) -> int: ...
+
+    async def queue_stats(self) -> QueueStats: ...
 
     async def claim_outbox(self, limit: int) -> list[OutboxRow]: ...
 

@@ -75,6 +75,10 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (platform, scope, chat_id)
     );
     """,
+    # 1 -> 2: which owner's turn an item is in, so status can tell running from waiting.
+    """
+    ALTER TABLE inbox ADD COLUMN claimed_by TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -28,6 +28,7 @@ from chatgate.store.base import (
     Claim,
     OutboxRow,
     OutboxSettlement,
+    QueueStats,
     SessionInfo,
     StoreUnavailable,
     TurnOutcome,
@@ -92,6 +93,7 @@ class SqliteStore:
         self._reader_conns: list[sqlite3.Connection] = []
         self._reader_lock = threading.Lock()
         self._opened = False
+        self._closed = False
 
     # ------------------------------------------------------------ lifecycle
 
@@ -121,7 +123,9 @@ class SqliteStore:
     async def open(self) -> None:
         if self._opened:
             return
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self._closed:
+            raise StoreUnavailable("this store was closed; create a new SqliteStore to reopen the file")
+        await asyncio.to_thread(Path(self.path).parent.mkdir, parents=True, exist_ok=True)
         await asyncio.to_thread(self._writer.start)
         self._opened = True
 
@@ -129,8 +133,11 @@ class SqliteStore:
         if not self._opened:
             return
         self._opened = False
+        self._closed = True
         await asyncio.to_thread(self._writer.stop)
-        self._readers.shutdown(wait=False, cancel_futures=True)
+        # Let running reads finish (queued ones see _closed and fail fast) before their
+        # connections are closed: closing a connection under a running read crashes sqlite3.
+        await asyncio.to_thread(self._readers.shutdown, wait=True)
         await asyncio.to_thread(self._close_readers)
 
     def _close_readers(self) -> None:
@@ -147,6 +154,8 @@ class SqliteStore:
             raise StoreUnavailable("store is not open")
 
         def call() -> T:
+            if self._closed:
+                raise StoreUnavailable("store is closed")
             try:
                 return fn(self._reader())
             except sqlite3.Error as exc:
@@ -165,8 +174,31 @@ class SqliteStore:
 
     # ------------------------------------------------------------ protocol
 
-    async def ping(self) -> None:
-        await self._read(lambda c: c.execute("SELECT 1").fetchone())
+    async def ping(self, timeout: float = 1.0) -> None:
+        """Prove the database can be read and write-locked now, on a connection of its own.
+
+        A dedicated short-timeout connection keeps a stuck ping from tying up the
+        reader pool or the writer.
+        """
+        if not self._opened:
+            raise StoreUnavailable("store is not open")
+
+        def probe() -> None:
+            try:
+                conn = self._connect(self.path)
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"database not usable: {exc}") from exc
+            finally:
+                conn.close()
+
+        await asyncio.to_thread(probe)
 
     async def recover(self, owner: str) -> int:
         return await self._write(lambda c: ops.recover(c, owner))
@@ -230,6 +262,19 @@ class SqliteStore:
     async def queue_depth(self) -> int:
         def read(c: sqlite3.Connection) -> int:
             return int(c.execute("SELECT COUNT(*) FROM inbox WHERE status = 'queued'").fetchone()[0])
+
+        return await self._read(read)
+
+    async def queue_stats(self) -> QueueStats:
+        def read(c: sqlite3.Connection) -> QueueStats:
+            depth, oldest = c.execute(
+                "SELECT COUNT(*), MIN(admitted_at) FROM inbox WHERE status = 'queued'"
+            ).fetchone()
+            row = c.execute(
+                "SELECT last_error FROM sessions WHERE last_error IS NOT NULL"
+                " ORDER BY last_activity DESC LIMIT 1"
+            ).fetchone()
+            return QueueStats(int(depth), oldest, row[0] if row else None)
 
         return await self._read(read)
 

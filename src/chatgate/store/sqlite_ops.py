@@ -11,6 +11,7 @@ import json
 import sqlite3
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from chatgate.agents.base import HistoryEntry
@@ -151,14 +152,17 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
     if req.reset_session:
         conn.execute("UPDATE sessions SET session_id = ? WHERE key = ?", (new_session_id(), req.session_key))
     if req.reply is not None:
-        insert_outbox(conn, req.reply, now)
+        reply = req.reply
+        if req.cancel_queued:
+            reply = replace(reply, text=reply.text.replace("{cancelled}", str(cancelled)))
+        insert_outbox(conn, reply, now)
     return AdmitResult(new=True, seq=seq, session_key=req.session_key, cancelled=cancelled)
 
 
 # ---------------------------------------------------------------- scheduling
 
 
-def _take_batch(conn: sqlite3.Connection, key: str, session_id: str, batch: int) -> Claim | None:
+def _take_batch(conn: sqlite3.Connection, key: str, session_id: str, batch: int, owner: str) -> Claim | None:
     rows = conn.execute(
         "SELECT seq, inbound_json, attempts FROM inbox WHERE session_key = ? AND status = 'queued'"
         " ORDER BY seq LIMIT ?",
@@ -167,7 +171,9 @@ def _take_batch(conn: sqlite3.Connection, key: str, session_id: str, batch: int)
     if not rows:
         return None
     seqs = [r[0] for r in rows]
-    conn.executemany("UPDATE inbox SET attempts = attempts + 1 WHERE seq = ?", [(s,) for s in seqs])
+    conn.executemany(
+        "UPDATE inbox SET attempts = attempts + 1, claimed_by = ? WHERE seq = ?", [(owner, s) for s in seqs]
+    )
     items = tuple(
         QueuedItem(seq=r[0], session_key=key, inbound=Inbound.from_dict(json.loads(r[1])), attempts=r[2] + 1)
         for r in rows
@@ -191,7 +197,7 @@ def claim_sessions(
             "UPDATE sessions SET lease_owner = ?, lease_expires = ? WHERE key = ?",
             (owner, now + lease_s, key),
         )
-        claim = _take_batch(conn, key, session_id, batch)
+        claim = _take_batch(conn, key, session_id, batch, owner)
         if claim is not None:
             claims.append(claim)
     return claims
@@ -238,7 +244,7 @@ def complete_turn(
         " lease_expires = ? WHERE key = ?",
         (now, now + lease_s, out.session_key),
     )
-    claim = _take_batch(conn, out.session_key, held[0], batch)
+    claim = _take_batch(conn, out.session_key, held[0], batch, owner)
     if claim is None:
         conn.execute(
             "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?",
@@ -255,8 +261,12 @@ def abandon_turn(
     retry_at: float | None,
     error: str | None,
 ) -> None:
+    held = conn.execute("SELECT 1 FROM sessions WHERE key = ? AND lease_owner = ?", (key, owner)).fetchone()
+    if held is None:
+        return  # a former owner: the session and its attempts belong to someone else now
     conn.executemany(
-        "UPDATE inbox SET attempts = MAX(attempts - 1, 0) WHERE seq = ? AND status = 'queued'",
+        "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL"
+        " WHERE seq = ? AND status = 'queued'",
         [(s,) for s in seqs],
     )
     conn.execute(
@@ -273,6 +283,11 @@ def recover(conn: sqlite3.Connection, owner: str) -> int:
         " WHERE lease_owner IS NOT NULL AND lease_owner != ?",
         (owner,),
     ).rowcount
+    conn.execute(
+        "UPDATE inbox SET claimed_by = NULL WHERE status = 'queued' AND claimed_by IS NOT NULL"
+        " AND claimed_by != ?",
+        (owner,),
+    )
     conn.execute(
         "UPDATE outbox SET status = 'pending', possibly_duplicate = 1, next_attempt_at = NULL"
         " WHERE status = 'sending'"
@@ -296,16 +311,28 @@ def claim_outbox(conn: sqlite3.Connection, limit: int, now: float) -> list[Outbo
         "UPDATE outbox SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
         [(r[0],) for r in rows],
     )
-    return [outbox_row(r) for r in rows]
+    return [replace(outbox_row(r), status="sending", attempts=r[9] + 1) for r in rows]
 
 
 def settle_outbox(conn: sqlite3.Connection, settlements: list[OutboxSettlement], now: float) -> None:
     for s in settlements:
+        # A row the client already confirmed stays confirmed whatever a racing send reports.
         conn.execute(
             "UPDATE outbox SET status = ?, platform_message_id = COALESCE(?, platform_message_id),"
-            " next_attempt_at = ?, last_error = ?,"
-            " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END WHERE id = ?",
-            (s.status, s.platform_message_id, s.retry_at, s.error, s.status, now, s.id),
+            " next_attempt_at = ?, last_error = ?, attempts = attempts - ?,"
+            " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
+            " WHERE id = ? AND (confirmed_at IS NULL OR ? = 'sent')",
+            (
+                s.status,
+                s.platform_message_id,
+                s.retry_at,
+                s.error,
+                0 if s.counts_attempt else 1,
+                s.status,
+                now,
+                s.id,
+                s.status,
+            ),
         )
 
 
@@ -345,7 +372,9 @@ def history(conn: sqlite3.Connection, session_id: str, limit: int) -> list[Histo
 _SESSION_INFO = (
     "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
     " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
-    " s.lease_owner, s.last_error FROM sessions s"
+    " s.lease_owner, s.last_error,"
+    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
+    " AND i.claimed_by IS NULL) FROM sessions s"
 )
 
 
