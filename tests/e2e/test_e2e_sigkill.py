@@ -8,7 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from e2e_support import ChatClient, GatewayProcess
+
+from support.procs import ChatClient, GatewayProcess
 
 pytestmark = pytest.mark.slow
 

@@ -5,20 +5,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
 
 from chatgate import __version__
+from chatgate.app import ops_cli
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
+from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
+from chatgate.app.replace import stop_gateway
+from chatgate.store.base import StoreUnavailable
 
 EX_CONFIG = 78
+EX_FORCED = 70
 log = logging.getLogger("chatgate")
 
 
@@ -32,7 +40,7 @@ def _load(args: argparse.Namespace) -> GatewayConfig:
     return load_config(Path(args.config) if args.config else None)
 
 
-async def _run(config: GatewayConfig, state_dir: Path) -> int:
+async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
     from chatgate.app.gateway import Gateway
 
     gateway = Gateway(config, state_dir)
@@ -45,16 +53,70 @@ async def _run(config: GatewayConfig, state_dir: Path) -> int:
     except BaseException:
         await gateway.stop()
         raise
+    lock.update(
+        LockRecord.for_this_process(http=f"{config.http.host}:{gateway.port}", state_dir=str(state_dir))
+    )
     print(f"chatgate {__version__} is running: open http://{config.http.host}:{gateway.port}/", flush=True)
     print(f"state: {state_dir}  (stop with Ctrl+C)", flush=True)
     await stop.wait()
     log.info("shutting down")
+    deadline = config.shutdown.hard_deadline_seconds
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(sig)
-        # A second signal during shutdown exits at once; nothing committed is lost.
-        loop.add_signal_handler(sig, lambda: os._exit(130))
-    await gateway.stop()
+        # A second signal forces exit at once: everything committed is safe in the store.
+        loop.add_signal_handler(sig, functools.partial(_force_exit, "second signal"))
+    watchdog = threading.Timer(deadline, _force_exit, args=(f"shutdown exceeded {deadline:.0f}s",))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        await gateway.stop()
+    finally:
+        watchdog.cancel()
     return 0
+
+
+def _force_exit(reason: str) -> None:
+    sys.stderr.write(f"chatgate: forcing exit ({reason}); unfinished work resumes at the next start\n")
+    sys.stderr.flush()
+    os._exit(EX_FORCED)
+
+
+def _acquire_runtime_lock(state_dir: Path, replace: bool, replace_timeout: float) -> FileLock:
+    lock = runtime_lock(state_dir)
+    record = LockRecord.for_this_process(state_dir=str(state_dir))
+    try:
+        lock.acquire(record)
+    except LockHeld as held:
+        if not replace:
+            raise
+        if held.record is None:
+            raise LockUnavailable(
+                f"{held.path} is locked by a process that left no record; stop it by hand"
+            ) from held
+        report = stop_gateway(held.record, timeout=replace_timeout)
+        log.info(
+            "replaced gateway pid %d in %.1fs (forced: %s, orphans reaped: %s, skipped: %s)",
+            report.pid,
+            report.seconds,
+            report.forced,
+            report.reaped,
+            report.skipped,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                lock.acquire(record)
+                break
+            except LockHeld:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+    if lock.previous is not None and lock.previous.process() is None:
+        log.warning(
+            "the previous gateway (pid %d) did not shut down cleanly; resuming its unfinished work",
+            lock.previous.pid,
+        )
+    return lock
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -63,14 +125,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args)
     if args.port is not None:
         config.http.port = args.port
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, args.log_format)
     state_dir = resolve_state_dir(args.state_dir, config)
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return asyncio.run(_run(config, state_dir))
-    except StartupError as exc:
+        lock = _acquire_runtime_lock(state_dir, args.replace, args.replace_timeout)
+    except LockHeld as held:
+        who = f"pid {held.record.pid}" if held.record else "another process"
+        print(
+            f"chatgate: a gateway is already running for {state_dir} ({who}).\n"
+            "  Stop it with `chatgate stop`, or start with `chatgate run --replace` to take over.",
+            file=sys.stderr,
+        )
+        return EX_CONFIG
+    except LockUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    try:
+        return asyncio.run(_run(config, state_dir, lock))
+    except (StartupError, StoreUnavailable) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
+    finally:
+        lock.release()
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -108,6 +185,15 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_state(
+    command: Callable[[argparse.Namespace, Path], int],
+) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        return command(args, resolve_state_dir(args.state_dir, _load(args)))
+
+    return run
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -119,11 +205,31 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the gateway")
     common(run)
     run.add_argument("--port", type=int, help="HTTP port for the web chat, health and metrics")
+    run.add_argument(
+        "--replace", action="store_true", help="stop the gateway running on this state dir, then start"
+    )
+    run.add_argument("--replace-timeout", type=float, default=60.0, help="seconds to wait before killing it")
+    run.add_argument("--log-format", choices=("text", "json"), default="text")
     run.set_defaults(func=cmd_run)
     sessions = sub.add_parser("sessions", help="list sessions with their last activity")
     common(sessions)
     sessions.add_argument("--limit", type=int, default=100)
     sessions.set_defaults(func=cmd_sessions)
+    status = sub.add_parser("status", help="is a gateway running for this state dir, and how is it doing")
+    common(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=_with_state(ops_cli.cmd_status))
+    stop = sub.add_parser("stop", help="stop the gateway running for this state dir")
+    common(stop)
+    stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a clean stop")
+    stop.add_argument("--force", action="store_true", help="kill it if it does not stop in time")
+    stop.set_defaults(func=_with_state(ops_cli.cmd_stop))
+    config = sub.add_parser("config", help="configuration tools")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    check = config_sub.add_parser("check", help="validate a config file without starting")
+    check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
+    check.add_argument("--config", help=argparse.SUPPRESS)
+    check.set_defaults(func=ops_cli.cmd_config_check)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
     return parser

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 
 class ConfigError(Exception):
@@ -102,8 +102,17 @@ class PlatformsConfig(_Section):
 
 
 class ShutdownConfig(_Section):
-    drain_seconds: float = Field(10.0, ge=0)
+    drain_seconds: float = Field(30.0, ge=0)
+    """How long running turns may take to finish before they are returned to the queue."""
     outbox_flush_seconds: float = Field(5.0, ge=0)
+    adapter_close_seconds: float = Field(5.0, ge=0)
+    hard_deadline_seconds: float = Field(60.0, gt=0)
+    """After this long in shutdown the process exits regardless (nothing committed is lost)."""
+
+
+class LocksConfig(_Section):
+    credential_dir: str | None = None
+    """Machine-wide directory for per-credential locks (default: <tmp>/chatgate-locks)."""
 
 
 class GatewayConfig(BaseSettings):
@@ -122,6 +131,7 @@ class GatewayConfig(BaseSettings):
     delivery: DeliveryConfig = DeliveryConfig()
     platforms: PlatformsConfig = PlatformsConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
+    locks: LocksConfig = LocksConfig()
 
     @classmethod
     def settings_customise_sources(
@@ -172,6 +182,11 @@ def load_config(path: Path | None) -> GatewayConfig:
         config = GatewayConfig(**data)
     except ValidationError as exc:
         raise ConfigError(_format(exc, where + " (and CHATGATE_* environment variables)")) from exc
+    except SettingsError as exc:
+        raise ConfigError(
+            f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
+            " must hold JSON; or set one key at a time, e.g. CHATGATE_HTTP__PORT=9000"
+        ) from exc
     check_secrets(config, os.environ)
     return config
 

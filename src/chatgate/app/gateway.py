@@ -7,16 +7,20 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
+from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.config import GatewayConfig, is_loopback, secret
 from chatgate.app.http import build_app
+from chatgate.app.logs import LAST_PROBLEM
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.engine.admission import Admission
 from chatgate.engine.authz import Authorizer, PlatformAccess
@@ -27,7 +31,7 @@ from chatgate.engine.ports import Adapter
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.platforms.webchat.adapter import WebChatAdapter
-from chatgate.store.base import Store
+from chatgate.store.base import Store, StoreUnavailable
 from chatgate.store.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
@@ -168,10 +172,53 @@ class Gateway:
             )
             self.adapters["web"] = self.web
         self.lag = LoopLagMonitor(self.metrics)
+        self._started = time.monotonic()
         self._server: _Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
         self.port: int | None = None
+
+    async def ready(self) -> list[str]:
+        """Why the gateway cannot serve right now (empty when it can)."""
+        reasons = []
+        try:
+            await asyncio.wait_for(self.store.ping(), 3.0)
+        except (StoreUnavailable, TimeoutError) as exc:
+            reasons.append(f"store: {exc or 'no answer within 3s'}")
+        for name, adapter in self.adapters.items():
+            state = adapter.state()
+            self.metrics.adapter_connected.labels(name).set(1 if state.connected else 0)
+            if not state.connected:
+                reasons.append(f"{name}: not connected ({state.detail})")
+        return reasons
+
+    async def status(self) -> dict[str, Any]:
+        now = time.time()
+        info: dict[str, Any] = {
+            "running": True,
+            "pid": os.getpid(),
+            "version": __version__,
+            "uptime_seconds": round(time.monotonic() - self._started, 1),
+            "state_dir": str(self.state_dir),
+            "http": f"{self.config.http.host}:{self.port}",
+            "agent": self.agent.name,
+            "adapters": {
+                name: {"connected": a.state().connected, "detail": a.state().detail}
+                for name, a in self.adapters.items()
+            },
+            "running_turns": self.scheduler.running(),
+            "last_error": LAST_PROBLEM.last.message,
+        }
+        try:
+            stats = await self.store.queue_stats()
+            info["queue_depth"] = stats.depth
+            info["oldest_queued_seconds"] = (
+                round(now - stats.oldest_admitted_at, 1) if stats.oldest_admitted_at else None
+            )
+            info["last_session_error"] = stats.last_error
+        except StoreUnavailable as exc:
+            info["store_error"] = str(exc)
+        return info
 
     def _on_queued(self, key: str) -> None:
         self.scheduler.on_queued(key)
@@ -180,6 +227,7 @@ class Gateway:
         await self.scheduler.stop_session(key)
 
     async def start(self) -> None:
+        self._started = time.monotonic()
         await self.store.open()
         released = await self.store.recover(self.owner)
         if released:
@@ -193,7 +241,7 @@ class Gateway:
         http = self.config.http
         self._sock = bind_socket(http.host, http.port)
         self.port = self._sock.getsockname()[1]
-        app = build_app(self.store, self.metrics, self.web)
+        app = build_app(self.store, self.metrics, self.web, ready=self.ready, status=self.status)
         uv_config = uvicorn.Config(
             app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0
         )
@@ -209,21 +257,34 @@ class Gateway:
         log.info("chatgate listening on http://%s:%d/", http.host, self.port)
 
     async def stop(self) -> None:
-        """Stop intake, let turns finish within the budget, flush the outbox, close."""
-        shutdown = self.config.shutdown
-        if self._server is not None and self._server_task is not None:
-            self._server.should_exit = True
-            await asyncio.gather(self._server_task, return_exceptions=True)
-            self._server_task = None
-        finished = await self.scheduler.drain(shutdown.drain_seconds)
-        if not finished:
+        """Stop intake, let turns finish within the budget, flush the outbox, close.
+
+        Whatever does not fit in a budget stays in the store for the next start:
+        unfinished turns are queued again, undelivered replies stay pending.
+        """
+        budget = self.config.shutdown
+        for adapter in self.adapters.values():
+            adapter.stop_intake()
+        if not await self.scheduler.drain(budget.drain_seconds):
             log.warning(
-                "turns still running after %.0fs; they stay queued for the next start", shutdown.drain_seconds
+                "turns still running after %.0fs; they go back to the queue for the next start",
+                budget.drain_seconds,
             )
         await self.scheduler.stop()
-        await self.delivery.flush(shutdown.outbox_flush_seconds)
+        await self.delivery.flush(budget.outbox_flush_seconds)
         await self.delivery.stop()
+        await self._stop_http(budget.adapter_close_seconds)
         await self.agent.aclose()
         await self.lag.stop()
         await self.store.close()
         log.info("chatgate stopped")
+
+    async def _stop_http(self, timeout: float) -> None:
+        if self._server is None or self._server_task is None:
+            return
+        self._server.should_exit = True
+        done, _ = await asyncio.wait({self._server_task}, timeout=timeout)
+        if not done:
+            self._server.force_exit = True
+            await asyncio.gather(self._server_task, return_exceptions=True)
+        self._server_task = None

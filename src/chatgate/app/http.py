@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -21,7 +23,23 @@ def _page() -> str:
     return resources.files("chatgate.platforms.webchat").joinpath("static/index.html").read_text("utf-8")
 
 
-def build_app(store: Store, metrics: GatewayMetrics, web: WebChatAdapter | None) -> Starlette:
+ReadyCheck = Callable[[], Awaitable[list[str]]]
+StatusReport = Callable[[], Awaitable[dict[str, Any]]]
+
+
+def _is_local(request: Request) -> bool:
+    host = request.client.host if request.client else ""
+    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+
+
+def build_app(
+    store: Store,
+    metrics: GatewayMetrics,
+    web: WebChatAdapter | None,
+    *,
+    ready: ReadyCheck | None = None,
+    status: StatusReport | None = None,
+) -> Starlette:
     page = _page()
 
     async def index(request: Request) -> Response:
@@ -31,6 +49,17 @@ def build_app(store: Store, metrics: GatewayMetrics, web: WebChatAdapter | None)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        reasons = await ready() if ready is not None else []
+        if reasons:
+            return JSONResponse({"status": "unavailable", "reasons": reasons}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def status_endpoint(request: Request) -> Response:
+        if not _is_local(request):
+            return JSONResponse({"error": "status is only served to local clients"}, status_code=403)
+        return JSONResponse(await status() if status is not None else {"running": True})
 
     async def metrics_endpoint(request: Request) -> Response:
         # On an outage the gauge keeps its last known value.
@@ -48,6 +77,8 @@ def build_app(store: Store, metrics: GatewayMetrics, web: WebChatAdapter | None)
         routes=[
             Route("/", index),
             Route("/healthz", healthz),
+            Route("/readyz", readyz),
+            Route("/status", status_endpoint),
             Route("/metrics", metrics_endpoint),
             WebSocketRoute("/ws", ws_endpoint),
         ]

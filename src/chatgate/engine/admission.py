@@ -7,6 +7,7 @@ adapter acknowledge it upstream.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
@@ -54,6 +55,12 @@ class Admission:
         return resolve_policy(platform, self._isolation, self._overrides)
 
     async def admit(self, inbound: Inbound) -> Admitted:
+        started = time.perf_counter()
+        admitted = await self._admit(inbound)
+        self._metrics.admission_seconds.labels(inbound.source.platform).observe(time.perf_counter() - started)
+        return admitted
+
+    async def _admit(self, inbound: Inbound) -> Admitted:
         platform = inbound.source.platform
         try:
             source = canonical_source(inbound.source)
@@ -81,7 +88,7 @@ class Admission:
             self._on_queued(key)
         else:
             self._metrics.duplicates.labels(source.platform).inc()
-        return Admitted(new=result.new, seq=result.seq, session_key=key)
+        return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
 
     def _refuse(self, platform: str, code: str, message: str) -> AdmissionRefused:
         self._metrics.refused.labels(platform or "unknown", code).inc()
@@ -117,7 +124,7 @@ class Admission:
             self._on_reply()
         else:
             self._metrics.duplicates.labels(inbound.source.platform).inc()
-        return Admitted(new=result.new, seq=result.seq, session_key=key)
+        return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
 
     async def _reply_text(self, command: Command, key: str) -> str:
         if command.name == "help":
@@ -130,7 +137,7 @@ class Admission:
         if info is None:
             return f"Session {key}: no messages yet."
         state = "running a reply" if info.leased_by else "idle"
-        lines = [f"Session {key}", f"State: {state}", f"Waiting messages: {info.queued}"]
+        lines = [f"Session {key}", f"State: {state}", f"Waiting messages: {info.waiting}"]
         if info.last_error:
             lines.append(f"Last error: {info.last_error}")
         return "\n".join(lines)

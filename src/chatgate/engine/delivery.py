@@ -104,6 +104,7 @@ class DeliveryWorker:
                 "pending",
                 retry_at=time.time() + self.settings.unknown_platform_retry,
                 error=f"platform {row.platform!r} is not enabled",
+                counts_attempt=False,
             )
         try:
             result = await asyncio.wait_for(adapter.deliver(row), self.settings.send_timeout)
@@ -113,11 +114,18 @@ class DeliveryWorker:
             result = RetryLater(reason, 0.0)
         if isinstance(result, Delivered):
             self._metrics.deliveries.labels(row.platform, "sent").inc()
+            self._metrics.delivery_seconds.labels(row.platform, row.kind).observe(
+                max(0.0, time.time() - row.created_at)
+            )
             return OutboxSettlement(row.id, "sent", platform_message_id=result.platform_message_id)
         if isinstance(result, Deferred):
             self._metrics.deliveries.labels(row.platform, "deferred").inc()
             return OutboxSettlement(
-                row.id, "pending", retry_at=time.time() + result.retry_in, error=result.reason
+                row.id,
+                "pending",
+                retry_at=time.time() + result.retry_in,
+                error=result.reason,
+                counts_attempt=False,
             )
         if isinstance(result, Rejected) or row.attempts >= self.settings.max_attempts:
             log.error("outbox row %d failed for good: %s", row.id, result.reason)

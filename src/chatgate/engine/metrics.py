@@ -42,6 +42,26 @@ class GatewayMetrics:
             registry=r,
         )
 
+        self.admission_seconds = Histogram(
+            "chatgate_admission_seconds",
+            "Time to admit an inbound event (through commit)",
+            ["platform"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+            registry=r,
+        )
+        self.delivery_seconds = Histogram(
+            "chatgate_delivery_seconds",
+            "Time from a reply being recorded to the platform accepting it",
+            ["platform", "kind"],
+            registry=r,
+        )
+        self.adapter_connected = Gauge(
+            "chatgate_adapter_connected",
+            "1 when the adapter is connected to its platform",
+            ["platform"],
+            registry=r,
+        )
+
     def observe_commit(self, writes: int, seconds: float) -> None:
         """Called from the writer thread; prometheus_client metrics are thread-safe."""
         self.commit_batch.observe(writes)

@@ -35,6 +35,12 @@ class InboundSink(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class AdapterState:
+    connected: bool
+    detail: str = ""
+
+
 class Adapter(Protocol):
     """One platform: decodes its events into ``Inbound`` and delivers outbox rows."""
 
@@ -45,4 +51,12 @@ class Adapter(Protocol):
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         """Show the reply so far (best effort; previews are not durable)."""
+        ...
+
+    def stop_intake(self) -> None:
+        """Stop acknowledging new deliveries (shutdown); outbound keeps working."""
+        ...
+
+    def state(self) -> AdapterState:
+        """Whether the adapter is connected to its platform, for /readyz and status."""
         ...

@@ -19,7 +19,7 @@ from typing import Literal
 
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.turn import TurnRunner
-from chatgate.store.base import Claim, LeaseLost, Store, StoreUnavailable
+from chatgate.store.base import Claim, LeaseLost, Store, StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 BusyPolicy = Literal["queue", "interrupt"]
@@ -133,6 +133,10 @@ class Scheduler:
                 log.warning("cannot claim sessions: %s", exc)
                 continue
             for claim in claims:
+                if claim.session_key in self._workers:
+                    # Our own worker still runs it (its lease lapsed): never run a session twice.
+                    await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
+                    continue
                 self._workers[claim.session_key] = asyncio.create_task(
                     self._work(claim), name=f"chatgate-session:{claim.session_key}"
                 )
@@ -167,7 +171,7 @@ class Scheduler:
             await asyncio.gather(turn, return_exceptions=True)
             interrupted = key in self._interrupted
             self._interrupted.discard(key)
-            await self._abandon(key, seqs, None, "interrupted" if interrupted else None)
+            await self._abandon(key, seqs, None, None)
             if interrupted and not self._stopping and not _being_cancelled():
                 return None
             raise
@@ -175,10 +179,14 @@ class Scheduler:
             log.exception("turn failed", extra={"session_key": key})
             await self._abandon(key, seqs, self._backoff(key), f"turn failed: {exc}")
             return None
+        commit = asyncio.ensure_future(
+            self._store.complete_turn(self.owner, outcome, self.settings.lease_seconds, self.batch)
+        )
         try:
-            nxt = await self._store.complete_turn(
-                self.owner, outcome, self.settings.lease_seconds, self.batch
-            )
+            nxt = await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            await self._settle_interrupted_commit(key, commit)
+            raise
         except LeaseLost as exc:
             log.info("turn result discarded: %s", exc, extra={"session_key": key})
             await self._abandon(key, seqs, None, None)
@@ -192,6 +200,15 @@ class Scheduler:
         self._metrics.turn_seconds.observe(time.perf_counter() - started)
         self._on_committed()
         return nxt
+
+    async def _settle_interrupted_commit(self, key: str, commit: asyncio.Future[Claim | None]) -> None:
+        """The commit was already handed to the store: see it through, give back what it claimed."""
+        try:
+            nxt = await commit
+        except (StoreError, asyncio.CancelledError):
+            return
+        if nxt is not None:
+            await self._abandon(key, tuple(i.seq for i in nxt.items), None, None)
 
     def _backoff(self, key: str) -> float:
         n = self._failures.get(key, 0) + 1
@@ -209,14 +226,18 @@ class Scheduler:
             log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
 
     async def _heartbeat(self, key: str) -> None:
-        interval = self.settings.lease_seconds / 3
+        lease = self.settings.lease_seconds
+        last_renewed = time.monotonic()
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(lease / 3)
             try:
-                held = await self._store.renew_lease(key, self.owner, self.settings.lease_seconds)
+                held = await self._store.renew_lease(key, self.owner, lease)
             except StoreUnavailable as exc:
                 log.warning("cannot renew lease on %s: %s", key, exc)
-                continue
+                # Past the lease another owner may take the session: stop before it does.
+                held = time.monotonic() - last_renewed < lease * 0.9
+            else:
+                last_renewed = time.monotonic() if held else last_renewed
             if not held:
                 turn = self._turns.get(key)
                 if turn is not None:

@@ -12,13 +12,18 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
 from chatgate.domain.source import Source
-from chatgate.engine.ports import AdmissionRefused, InboundSink
+from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
 from chatgate.platforms.webchat.connection import Connection
 from chatgate.platforms.webchat.protocol import FrameError, Hello, Message, Received, decode
 from chatgate.store.base import OutboxRow, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
+
+
+def web_delivery_id(chat_id: str, message_id: str) -> str:
+    """Unambiguous per-chat dedupe key: the length prefix keeps ("a/b", "c") apart from ("a", "b/c")."""
+    return f"{len(chat_id)}:{chat_id}/{message_id}"
 
 
 def row_frame(row: OutboxRow) -> dict[str, Any]:
@@ -43,6 +48,10 @@ class WebChatAdapter:
         self._max_text = max_text_chars
         self._token = access_token
         self._chats: dict[str, set[Connection]] = {}
+        self._intake_open = True
+
+    def stop_intake(self) -> None:
+        self._intake_open = False
 
     # ------------------------------------------------------------ outbound
 
@@ -68,6 +77,10 @@ class WebChatAdapter:
         for conn in self._live(source.chat_id or ""):
             if not conn.syncing:
                 conn.send(frame)
+
+    def state(self) -> AdapterState:
+        clients = sum(len(self._live(chat)) for chat in list(self._chats))
+        return AdapterState(connected=True, detail=f"{clients} browser connection(s)")
 
     # ------------------------------------------------------------ inbound
 
@@ -150,6 +163,11 @@ class WebChatAdapter:
         conn.syncing = False
 
     async def _message(self, conn: Connection, msg: Message) -> None:
+        if not self._intake_open:
+            self._error(
+                conn, "shutting_down", "the gateway is restarting; send this again after reconnecting", msg.id
+            )
+            return
         if len(msg.text) > self._max_text:
             self._error(
                 conn,
@@ -164,7 +182,7 @@ class WebChatAdapter:
         assert conn.chat_id is not None
         inbound = Inbound(
             transport=PLATFORM,
-            delivery_id=f"{conn.chat_id}/{msg.id}",
+            delivery_id=web_delivery_id(conn.chat_id, msg.id),
             source=Source(
                 platform=PLATFORM,
                 chat_id=conn.chat_id,

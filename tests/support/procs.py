@@ -35,17 +35,23 @@ class GatewayProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.starts = 0
 
-    async def start(self) -> None:
+    async def start(
+        self, *extra: str, wait: bool = True, launcher: list[str] | None = None, port: int | None = None
+    ) -> None:
+        """Start ``chatgate run``; ``launcher`` replaces ``python -m chatgate.app.cli``."""
         self.starts += 1
         log = (self.tmp / f"gateway-{self.starts}.log").open("wb")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+        command = launcher or [sys.executable, "-m", "chatgate.app.cli"]
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "chatgate.app.cli", "run",
-            "--config", str(self.config_path), "--state-dir", str(self.state_dir), "--port", str(self.port),
+            *command, "run",
+            "--config", str(self.config_path), "--state-dir", str(self.state_dir),
+            "--port", str(self.port if port is None else port), *extra,
             stdout=log, stderr=log, env=env,
         )  # fmt: skip
         log.close()
-        await self.wait_ready()
+        if wait:
+            await self.wait_ready()
 
     async def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = asyncio.get_running_loop().time() + timeout

@@ -1,0 +1,113 @@
+"""Operator commands: ``status``, ``stop`` and ``config check``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from chatgate.app.config import GatewayConfig, load_config
+from chatgate.app.locks import is_held, read_record, runtime_lock
+from chatgate.app.replace import stop_gateway
+
+EX_NOT_RUNNING = 3  # LSB: "program is not running"
+
+
+def _live_status(http: str, timeout: float = 3.0) -> dict[str, Any] | None:
+    host, _, port = http.rpartition(":")
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    url = f"http://{host}:{port}/status"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            data: dict[str, Any] = json.load(resp)
+            return data
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+
+
+def gather_status(state_dir: Path) -> dict[str, Any]:
+    path = runtime_lock(state_dir).path
+    record = read_record(path)
+    if not is_held(path) or record is None:
+        return {"running": False, "state_dir": str(state_dir)}
+    info: dict[str, Any] = {
+        "running": True,
+        "pid": record.pid,
+        "version": record.version,
+        "state_dir": str(state_dir),
+        "uptime_seconds": round(time.time() - record.started_at, 1),
+    }
+    http = record.extra.get("http")
+    live = _live_status(http) if isinstance(http, str) else None
+    if live is None:
+        info["detail"] = "running, but its HTTP status endpoint did not answer (starting or stuck?)"
+    else:
+        info.update(live)
+    return info
+
+
+def _print_status(info: dict[str, Any]) -> None:
+    if not info["running"]:
+        print(f"chatgate is not running (state dir {info['state_dir']})")
+        return
+    print(f"chatgate {info.get('version', '?')} is running: pid {info['pid']}, up {info['uptime_seconds']}s")
+    print(f"  state dir:     {info['state_dir']}")
+    if "http" in info:
+        print(f"  http:          http://{info['http']}/")
+    for name, adapter in info.get("adapters", {}).items():
+        state = "connected" if adapter["connected"] else "DISCONNECTED"
+        print(f"  adapter {name}: {state} {adapter.get('detail', '')}".rstrip())
+    if "queue_depth" in info:
+        oldest = info.get("oldest_queued_seconds")
+        suffix = f" (oldest waiting {oldest}s)" if oldest is not None else ""
+        print(f"  queue:         {info['queue_depth']} message(s){suffix}")
+        print(f"  running turns: {info.get('running_turns', 0)}")
+    for key in ("last_error", "last_session_error", "store_error", "detail"):
+        if info.get(key):
+            print(f"  {key.replace('_', ' ')}: {info[key]}")
+
+
+def cmd_status(args: argparse.Namespace, state_dir: Path) -> int:
+    info = gather_status(state_dir)
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+    else:
+        _print_status(info)
+    return 0 if info["running"] else EX_NOT_RUNNING
+
+
+def cmd_stop(args: argparse.Namespace, state_dir: Path) -> int:
+    path = runtime_lock(state_dir).path
+    record = read_record(path)
+    if not is_held(path) or record is None:
+        print(f"chatgate is not running (state dir {state_dir})")
+        return 0
+    print(f"stopping chatgate pid {record.pid}…", flush=True)
+    report = stop_gateway(record, timeout=args.timeout, force=args.force)
+    if not report.stopped:
+        print(
+            f"pid {record.pid} is still running after {args.timeout:.0f}s;"
+            " wait longer (--timeout) or use --force to kill it",
+            file=sys.stderr,
+        )
+        return 1
+    how = "killed" if report.forced else "stopped"
+    print(f"{how} pid {record.pid} in {report.seconds:.1f}s")
+    if report.reaped:
+        print(f"also stopped orphaned child process(es): {report.reaped}")
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    path = Path(args.file) if args.file else (Path(args.config) if args.config else None)
+    config: GatewayConfig = load_config(path)  # raises ConfigError, reported by main()
+    where = path or "built-in defaults"
+    http = f"{config.http.host}:{config.http.port}"
+    print(f"{where}: OK (agent {config.agent.kind}, store {config.store.backend}, http {http})")
+    return 0

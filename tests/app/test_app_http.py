@@ -1,0 +1,74 @@
+"""HTTP surfaces of an in-process gateway: readiness follows the store, status stays local."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from chatgate.app.config import GatewayConfig
+from chatgate.app.gateway import Gateway
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
+    for name in list(__import__("os").environ):
+        if name.startswith("CHATGATE_"):
+            monkeypatch.delenv(name)
+    config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
+    gw = Gateway(config, tmp_path)
+    await gw.start()
+    yield gw
+    await gw.stop()
+
+
+async def test_readyz_turns_503_while_the_store_is_locked_and_200_after(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    base = f"http://127.0.0.1:{gateway.port}"
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        ok = await http.get("/readyz")
+        assert ok.status_code == 200 and ok.json() == {"status": "ready"}
+
+        blocker = sqlite3.connect(tmp_path / "chatgate.db", isolation_level=None, check_same_thread=False)
+        await asyncio.to_thread(blocker.execute, "BEGIN IMMEDIATE")  # holds the write lock
+        try:
+            down = await http.get("/readyz")
+            assert down.status_code == 503
+            body = down.json()
+            assert body["status"] == "unavailable"
+            assert any(reason.startswith("store:") for reason in body["reasons"]), body
+            healthy = await http.get("/healthz")
+            assert healthy.status_code == 200, "liveness does not depend on the store"
+        finally:
+            await asyncio.to_thread(blocker.execute, "ROLLBACK")
+            blocker.close()
+
+        again = await http.get("/readyz")
+        assert again.status_code == 200
+
+
+async def test_status_endpoint_reports_adapters_and_queue(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as http:
+        info = (await http.get("/status")).json()
+    assert info["running"] is True
+    assert info["adapters"]["web"]["connected"] is True
+    assert info["queue_depth"] == 0
+    assert info["agent"] == "echo"
+
+
+async def test_metrics_expose_the_lifecycle_histograms(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as http:
+        text = (await http.get("/metrics")).text
+    for name in (
+        "chatgate_admission_seconds",
+        "chatgate_turn_seconds",
+        "chatgate_delivery_seconds",
+        "chatgate_store_commit_seconds",
+        "chatgate_event_loop_lag_seconds",
+    ):
+        assert f"# TYPE {name} histogram" in text, name
