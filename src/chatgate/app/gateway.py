@@ -79,7 +79,9 @@ def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics)
 
 def bind_socket(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets of a TCP-typed listener,
+    # and without it every reply frame waits for the peer's delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chatgate.domain.source import Source
@@ -43,7 +43,22 @@ class Inbound:
     payload: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "transport": self.transport,
+            "delivery_id": self.delivery_id,
+            "source": self.source.to_dict(),
+            "text": self.text,
+            "kind": self.kind,
+            "action_id": self.action_id,
+            "message_ref": self.message_ref,
+            "reply_to": self.reply_to,
+            "received_at": self.received_at,
+            "attachments": [
+                {"kind": a.kind, "ref": a.ref, "mime": a.mime, "name": a.name, "size": a.size}
+                for a in self.attachments
+            ],
+            "payload": self.payload,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Inbound:

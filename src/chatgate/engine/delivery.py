@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from chatgate.domain.outbound import Deferred, Delivered, Rejected, RetryLater
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
+from chatgate.engine.tasks import cancel_and_wait
 from chatgate.store.base import OutboxRow, OutboxSettlement, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,12 @@ class DeliverySettings:
 
 
 class DeliveryWorker:
+    """Claims due rows and delivers each in a task of its own.
+
+    A slow or hung send holds up only its own chat (the store never hands out a
+    chat's next row while one is being sent); every other chat keeps flowing.
+    """
+
     def __init__(
         self,
         store: Store,
@@ -47,48 +54,75 @@ class DeliveryWorker:
         self.settings = settings
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._stopping = False
 
     def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.create_task(self._loop(), name="chatgate-delivery")
 
     def wake(self) -> None:
         self._wake.set()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        """Stop claiming and cancel in-flight sends (their rows are resent after a restart)."""
+        self._stopping = True
+        tasks = [*self._inflight, *([self._task] if self._task else [])]
+        await cancel_and_wait(tasks)
+        self._task = None
 
     async def flush(self, timeout: float) -> None:
         """Deliver what is due now, for at most ``timeout`` seconds (used at shutdown)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self._inflight:
+                await asyncio.wait(set(self._inflight), timeout=max(0.0, deadline - time.monotonic()))
+                continue
             try:
-                delivered = await asyncio.wait_for(self.run_once(), max(0.01, deadline - time.monotonic()))
+                claimed = await asyncio.wait_for(self._claim(), max(0.01, deadline - time.monotonic()))
             except (TimeoutError, StoreUnavailable):
                 return
-            if delivered == 0:
+            if claimed == 0:
                 return
 
     async def _loop(self) -> None:
-        while True:
+        while not self._stopping:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
             self._wake.clear()
+            if self._stopping:
+                return
             try:
-                if await self.run_once():
+                if await self._claim():
                     self._wake.set()
             except StoreUnavailable as exc:
                 log.warning("delivery paused: %s", exc)
 
-    async def run_once(self) -> int:
-        rows = await self._store.claim_outbox(self.settings.batch)
-        if not rows:
+    async def _claim(self) -> int:
+        room = self.settings.batch - len(self._inflight)
+        if room <= 0:
             return 0
-        settlements = await asyncio.gather(*(self._deliver(row) for row in rows))
-        await self._store.settle_outbox(list(settlements))
+        rows = await self._store.claim_outbox(room)
+        for row in rows:
+            task = asyncio.create_task(self._deliver_and_settle(row), name=f"chatgate-deliver:{row.id}")
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
         return len(rows)
+
+    async def run_once(self) -> int:
+        """Claim due rows and wait until each is delivered and settled (tests, shutdown)."""
+        claimed = await self._claim()
+        if self._inflight:
+            await asyncio.wait(set(self._inflight))
+        return claimed
+
+    async def _deliver_and_settle(self, row: OutboxRow) -> None:
+        settlement = await self._deliver(row)
+        try:
+            await self._store.settle_outbox([settlement])
+        except StoreUnavailable as exc:
+            log.warning("could not record delivery of outbox row %d (%s); it is resent later", row.id, exc)
+        self._wake.set()  # the chat's next row may be due now
 
     def _retry_at(self, row: OutboxRow) -> float:
         delay = min(self.settings.retry_max, self.settings.retry_base * 2 ** max(0, row.attempts - 1))

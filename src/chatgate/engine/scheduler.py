@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.tasks import cancel_and_wait
 from chatgate.engine.turn import TurnRunner
 from chatgate.store.base import Claim, LeaseLost, Store, StoreError, StoreUnavailable
 
@@ -95,20 +96,13 @@ class Scheduler:
     async def stop(self) -> None:
         """Stop claiming, cancel running turns; their items stay queued for the next start."""
         self._stopping = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
-            await asyncio.gather(self._loop_task, return_exceptions=True)
-        workers = list(self._workers.values())
-        for worker in workers:
-            worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await cancel_and_wait([*([self._loop_task] if self._loop_task else []), *self._workers.values()])
 
     async def drain(self, timeout: float) -> bool:
         """Stop claiming and wait up to ``timeout`` for running turns to finish."""
         self._stopping = True
         if self._loop_task is not None:
-            self._loop_task.cancel()
-            await asyncio.gather(self._loop_task, return_exceptions=True)
+            await cancel_and_wait([self._loop_task])
         workers = list(self._workers.values())
         if not workers:
             return True

@@ -137,7 +137,8 @@ class TurnRunner:
         adapter = self._adapters.get(source.platform)
         drafts = adapter is not None and adapter.capabilities.drafts
         so_far = ""
-        last_draft = 0.0
+        # The first preview waits one interval too: a reply that is done by then needs no draft.
+        last_draft = time.monotonic()
         async for event in self._agent.stream(request):
             if isinstance(event, TextDelta):
                 so_far += event.text

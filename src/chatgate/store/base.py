@@ -75,7 +75,7 @@ class AdmitRequest:
     ``queued`` is false for control commands: they are recorded as done, their
     reply (``reply``) is committed in the same transaction. With
     ``cancel_queued``, ``{cancelled}`` in the reply text becomes the number of
-    queued items the same transaction cancelled.
+    waiting items (not yet picked up by a turn) the same transaction dropped.
     """
 
     inbound: Inbound

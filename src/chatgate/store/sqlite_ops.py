@@ -86,6 +86,7 @@ def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> N
 
 def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResult:
     inbound = req.inbound
+    inbound_dict = inbound.to_dict()
     row = conn.execute(
         "INSERT INTO inbox (transport, delivery_id, session_key, status, inbound_json,"
         " admitted_at, finished_at, outcome) VALUES (?,?,?,?,?,?,?,?)"
@@ -95,7 +96,7 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
             inbound.delivery_id,
             req.session_key,
             "queued" if req.queued else "done",
-            _dumps(inbound.to_dict()),
+            _dumps(inbound_dict),
             now,
             None if req.queued else now,
             None if req.queued else "command",
@@ -109,20 +110,17 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
         return AdmitResult(new=False, seq=seq, session_key=key)
     seq = row[0]
     source = inbound.source
-    conn.execute(
-        "INSERT INTO sessions (key, session_id, platform, chat_id, source_json, created_at,"
-        " last_activity) VALUES (?,?,?,?,?,?,?) ON CONFLICT (key) DO UPDATE SET"
-        " source_json = excluded.source_json, last_activity = excluded.last_activity",
-        (
-            req.session_key,
-            new_session_id(),
-            source.platform,
-            source.chat_id,
-            _dumps(source.to_dict()),
-            now,
-            now,
-        ),
-    )
+    source_json = _dumps(inbound_dict["source"])
+    updated = conn.execute(
+        "UPDATE sessions SET source_json = ?, last_activity = ? WHERE key = ?",
+        (source_json, now, req.session_key),
+    ).rowcount
+    if not updated:
+        conn.execute(
+            "INSERT INTO sessions (key, session_id, platform, chat_id, source_json, created_at,"
+            " last_activity) VALUES (?,?,?,?,?,?,?)",
+            (req.session_key, new_session_id(), source.platform, source.chat_id, source_json, now, now),
+        )
     if source.chat_id and (source.chat_name is not None or source.chat_topic is not None):
         conn.execute(
             "INSERT INTO chat_labels (platform, scope, chat_id, chat_name, chat_topic,"
@@ -138,8 +136,13 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
                 seq,
             ),
         )
-    cancelled = 0
+    cancelled = waiting = 0
     if req.cancel_queued:
+        # Only messages no turn has picked up count as "waiting"; a running one is stopped, not dropped.
+        waiting = conn.execute(
+            "SELECT COUNT(*) FROM inbox WHERE session_key = ? AND status = 'queued' AND claimed_by IS NULL",
+            (req.session_key,),
+        ).fetchone()[0]
         cancelled = conn.execute(
             "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
             " WHERE session_key = ? AND status = 'queued'",
@@ -154,7 +157,7 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
     if req.reply is not None:
         reply = req.reply
         if req.cancel_queued:
-            reply = replace(reply, text=reply.text.replace("{cancelled}", str(cancelled)))
+            reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
         insert_outbox(conn, reply, now)
     return AdmitResult(new=True, seq=seq, session_key=req.session_key, cancelled=cancelled)
 

@@ -1,0 +1,99 @@
+"""The benchmarks under bench/ run: a --quick run exits 0 and prints one JSON object.
+
+No performance thresholds: these only prove the scripts work end to end (real SQLite
+files, a real gateway subprocess, real WebSocket clients) and report what they claim.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import connect
+
+from chatgate.app.config import GatewayConfig
+from chatgate.app.gateway import Gateway
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"
+
+
+def run_bench(script: str, *args: str, timeout: float = 180) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    result = json.loads(proc.stdout)  # the whole stdout is exactly one JSON object
+    assert isinstance(result, dict)
+    return result
+
+
+def test_admission_bench_quick_run_reports_both_commit_modes_as_json(tmp_path: Path) -> None:
+    result = run_bench("admission.py", "--dir", str(tmp_path))
+    assert result["synchronous"] == "FULL"
+    assert result["correct"] is True
+    for key in ("events", "concurrency", "python", "sqlite", "ratio"):
+        assert key in result
+    for mode in ("group_commit", "one_commit_per_event"):
+        figures = result[mode]
+        for key in ("admissions_per_s", "runs", "median_batch", "p50_ms", "p99_ms"):
+            assert key in figures, (mode, key)
+        assert figures["admissions_per_s"] > 0
+        assert figures["runs"] and all(run["correct"] for run in figures["runs"])
+        assert all(run["rows_on_disk"] == figures["events"] for run in figures["runs"])
+    assert result["one_commit_per_event"]["median_batch"] == 1
+    assert result["ratio"] > 0
+    assert list(tmp_path.iterdir()) == []  # the temp databases were removed
+
+
+def _check_e2e(result: dict[str, Any]) -> None:
+    assert result["correct"] is True, result
+    for key in ("messages_per_s", "latency_ms", "loop_lag_p99_s", "loop_lag_max_s", "phases", "client_procs"):
+        assert key in result
+    assert result["messages_per_s"] > 0
+    assert {"p50", "p99"} <= set(result["latency_ms"])
+    assert result["loop_lag_p99_s"] is not None
+    phase = result["phases"][0]
+    assert phase["finals"] == phase["messages"] == result["chats"] * result["messages_per_chat"]
+    assert phase["problems"] == []
+    assert result["shutdown"]["exited_on_sigterm"] is True
+    assert result["shutdown"]["exit_code"] == 0
+    assert result["database"]["ok"] is True
+    assert result["database"]["unconfirmed"] == 0
+
+
+def test_e2e_bench_quick_run_gets_every_final_once_in_order_and_stops_the_gateway(tmp_path: Path) -> None:
+    result = run_bench("e2e.py", "--dir", str(tmp_path))
+    _check_e2e(result)
+    assert result["client_procs"] == 1
+
+
+def test_e2e_bench_quick_run_with_two_client_processes_merges_their_figures(tmp_path: Path) -> None:
+    result = run_bench("e2e.py", "--dir", str(tmp_path), "--client-procs", "2")
+    _check_e2e(result)
+    assert result["client_procs"] == 2
+
+
+async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
+    config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
+    gateway = Gateway(config, tmp_path / "state")
+    await gateway.start()
+    try:
+        async with connect(f"ws://127.0.0.1:{gateway.port}/ws", open_timeout=30) as ws:
+            await ws.send(json.dumps({"type": "hello", "chat_id": "nagle", "user_id": "u1"}))
+            assert json.loads(await ws.recv())["type"] == "ready"
+            assert gateway._server is not None
+            connections = gateway._server.server_state.connections
+            server_socks = [c.transport.get_extra_info("socket") for c in connections]
+            assert server_socks
+            assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in server_socks)
+    finally:
+        await gateway.stop()

@@ -1,0 +1,193 @@
+"""The delivery worker: order per chat, independence across chats, retries and failures."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from chatgate.domain.outbound import Deferred, DeliveryResult, Rejected, RetryLater
+from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.store.base import OutboxRow
+from chatgate.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    from conftest import MakeHarness
+
+    Wait = Callable[..., Awaitable[Any]]
+
+
+def deliveries(h: Any, outcome: str) -> float:
+    return float(h.metric("chatgate_deliveries_total", platform="test", outcome=outcome))
+
+
+async def test_a_deferred_row_stays_open_and_later_rows_of_its_chat_wait_behind_it_in_order(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness()
+    offline = {"X"}
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        return Deferred("client offline", retry_in=0.02) if row.chat_id in offline else None
+
+    h.adapter.script = script
+    for text in ("a1", "a2", "a3"):
+        await h.send(text, chat_id="X")
+    await wait(lambda: h.query("SELECT COUNT(*) FROM outbox WHERE chat_id = 'X'") == [(3,)])
+    seen = len(h.adapter.calls)
+    await wait(lambda: len(h.adapter.calls) >= seen + 2, message="a1 deferred again")
+
+    assert {r.text for r in h.adapter.calls} == {"echo: a1"}, "only the head of the chat is tried"
+    assert h.outbox("echo: a1")[0][0] in ("pending", "sending")
+    assert h.outbox("echo: a2") == [("pending", 0, "final")]
+    assert h.outbox("echo: a3") == [("pending", 0, "final")]
+    await h.send("y1", chat_id="Y")
+    await h.delivered("echo: y1")  # another chat is not held up
+    assert h.adapter.texts("X") == []
+
+    offline.clear()
+    assert await h.finals("X", 3) == ["echo: a1", "echo: a2", "echo: a3"]
+    assert deliveries(h, "deferred") >= 3
+    await wait(lambda: h.query("SELECT status FROM outbox") == [("sent",)] * 4, message="all settled sent")
+
+
+async def test_retry_later_for_one_chat_does_not_delay_other_chats(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness()
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        return RetryLater("429 too many requests", retry_after=60.0) if row.chat_id == "X" else None
+
+    h.adapter.script = script
+    await h.send("x1", chat_id="X")
+    await wait(lambda: h.adapter.calls_for("echo: x1"), message="x1 attempted")
+    for i in range(3):
+        await h.send(f"y{i}", chat_id="Y")
+
+    assert await h.finals("Y", 3) == ["echo: y0", "echo: y1", "echo: y2"]
+    assert len(h.adapter.calls_for("echo: x1")) == 1, "x1 waits for its retry_after"
+    assert h.outbox("echo: x1") == [("pending", 1, "final")]
+    assert deliveries(h, "retry") == 1
+
+
+async def test_a_rejected_row_is_marked_failed_counted_and_does_not_block_its_chat(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness()
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        return Rejected("message is too long") if row.text == "echo: bad" else None
+
+    h.adapter.script = script
+    await h.send("bad")
+    await h.send("good")
+
+    assert await h.finals("c1", 1) == ["echo: good"]
+    assert h.outbox("echo: bad") == [("failed", 1, "final")]
+    assert h.query("SELECT last_error FROM outbox WHERE text = 'echo: bad'") == [("message is too long",)]
+    assert len(h.adapter.calls_for("echo: bad")) == 1, "a rejection is not retried"
+    assert deliveries(h, "failed") == 1
+    assert deliveries(h, "sent") == 1
+
+
+async def test_an_adapter_that_raises_is_retried_until_the_row_is_delivered_once(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness()
+    failures = {"left": 2}
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        if row.text == "echo: flaky" and failures["left"] > 0:
+            failures["left"] -= 1
+            raise ConnectionError("socket closed")
+        return None
+
+    h.adapter.script = script
+    await h.send("flaky")
+
+    await h.delivered("echo: flaky")
+    await wait(lambda: h.outbox("echo: flaky")[0][0] == "sent", message="settled as sent")
+    assert len(h.adapter.calls_for("echo: flaky")) == 3
+    assert [r.text for r in h.adapter.delivered] == ["echo: flaky"]
+    assert h.outbox("echo: flaky") == [("sent", 3, "final")]
+    assert deliveries(h, "retry") == 2
+    assert deliveries(h, "sent") == 1
+
+
+def always_raise_for(text: str) -> Callable[[OutboxRow], DeliveryResult | None]:
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        if row.text == text:
+            raise ConnectionError("platform unreachable")
+        return None
+
+    return script
+
+
+async def test_an_adapter_that_keeps_raising_ends_failed_and_the_chat_moves_on(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(delivery={"max_attempts": 3})
+    h.adapter.script = always_raise_for("echo: doomed")
+    await h.send("doomed")
+    await h.send("after")
+
+    assert await h.finals("c1", 1) == ["echo: after"]
+    assert h.outbox("echo: doomed")[0][0] == "failed"
+    assert deliveries(h, "failed") == 1
+    assert "echo: doomed" not in [r.text for r in h.adapter.delivered]
+
+
+async def test_a_row_that_keeps_failing_is_tried_exactly_max_attempts_times(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(delivery={"max_attempts": 3})
+    h.adapter.script = always_raise_for("echo: doomed")
+    await h.send("doomed")
+    await h.send("after")
+    await h.finals("c1", 1)
+
+    assert len(h.adapter.calls_for("echo: doomed")) == 3
+    assert h.outbox("echo: doomed") == [("failed", 3, "final")]
+
+
+async def test_a_hung_send_in_one_chat_does_not_hold_up_other_chats(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness(delivery={"send_timeout": 30.0})
+    release = asyncio.Event()
+
+    async def script(row: OutboxRow) -> DeliveryResult | None:
+        if row.chat_id == "X":
+            await release.wait()  # a platform call that hangs (until the send timeout)
+        return None
+
+    h.adapter.script = script
+    await h.send("x1", chat_id="X")
+    await wait(lambda: h.adapter.calls_for("echo: x1"), message="x1 in flight")
+    await h.send("y1", chat_id="Y")
+    try:
+        await h.delivered("echo: y1", timeout=3.0)
+    finally:
+        release.set()
+
+
+async def test_the_delivery_worker_stops_even_when_woken_just_before(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "delivery.db")
+    await store.open()
+    worker = DeliveryWorker(store, {}, GatewayMetrics(), DeliverySettings(poll_interval=30.0))
+    worker.start()
+    await asyncio.sleep(0)  # one loop step: the worker is now parked on its wake event
+    task = worker._task
+    worker.wake()  # e.g. a turn committed ...
+    stopping = asyncio.ensure_future(worker.stop())  # ... as shutdown began
+    try:
+        await asyncio.wait_for(asyncio.shield(stopping), 3.0)
+    finally:
+        if task is not None and not task.done():
+            task.cancel()  # clean up after the bug: a second cancel gets through
+        await asyncio.gather(stopping, return_exceptions=True)
+        await store.close()
