@@ -139,3 +139,27 @@ async def test_a_failed_commit_fences_its_session_in_order_without_blocking_othe
     assert h.query(
         "SELECT COUNT(*) FROM transcript t JOIN sessions s ON s.key = t.session_key WHERE s.chat_id = 'A'"
     ) == [(4,)]
+
+
+async def test_at_capacity_busy_sessions_yield_so_a_waiting_session_is_not_starved(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness(scheduler={"max_concurrent_turns": 2, "turns_before_yield": 2})
+    gate = h.agent.hold_every_turn()  # nothing finishes until every message is queued
+    for i in range(30):
+        for chat in ("busy1", "busy2"):
+            await h.send(f"{chat} {i}", chat_id=chat, delivery_id=f"{chat}-{i}")
+        if i == 5:  # admitted before 48 of the busy sessions' messages
+            await h.send("late arrival", chat_id="late", delivery_id="late-0")
+    await wait(lambda: h.agent.active == 2, message="both slots busy")
+    gate.set()
+
+    await h.finals("late", 1, timeout=30)
+    answered_before_late = [t.texts for t in h.agent.turns if t.texts != ("late arrival",)][
+        : next(i for i, t in enumerate(h.agent.turns) if t.texts == ("late arrival",))
+    ]
+    # Without yielding, both busy sessions would hold the two slots for all 60 messages first;
+    # with it, the late session gets a slot once the messages admitted before it are answered.
+    assert len(answered_before_late) < 20, answered_before_late
+    for chat in ("busy1", "busy2"):
+        assert await h.finals(chat, 30, timeout=30) == [f"echo: {chat} {i}" for i in range(30)]

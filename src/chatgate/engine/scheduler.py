@@ -33,6 +33,7 @@ class SchedulerSettings:
     poll_interval: float = 1.0
     busy_policy: BusyPolicy = "queue"
     interrupt_batch: int = 20
+    turns_before_yield: int = 4
     retry_base: float = 0.5
     retry_max: float = 60.0
 
@@ -141,9 +142,17 @@ class Scheduler:
         key = claim.session_key
         heartbeat = asyncio.create_task(self._heartbeat(key), name=f"chatgate-lease:{key}")
         current: Claim | None = claim
+        turns = 0
         try:
             while current is not None:
-                current = await self._run_one(current)
+                turns += 1
+                # At capacity, a busy session yields its slot now and then so that sessions
+                # waiting for a slot get one in admission order instead of starving.
+                yield_slot = (
+                    turns % self.settings.turns_before_yield == 0
+                    and len(self._workers) >= self.settings.max_concurrent_turns
+                )
+                current = await self._run_one(current, take_next=not yield_slot)
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
@@ -152,7 +161,7 @@ class Scheduler:
             if not self._stopping:
                 self._wake.set()
 
-    async def _run_one(self, claim: Claim) -> Claim | None:
+    async def _run_one(self, claim: Claim, take_next: bool = True) -> Claim | None:
         key = claim.session_key
         seqs = tuple(i.seq for i in claim.items)
         started = time.perf_counter()
@@ -174,7 +183,9 @@ class Scheduler:
             await self._abandon(key, seqs, self._backoff(key), f"turn failed: {exc}")
             return None
         commit = asyncio.ensure_future(
-            self._store.complete_turn(self.owner, outcome, self.settings.lease_seconds, self.batch)
+            self._store.complete_turn(
+                self.owner, outcome, self.settings.lease_seconds, self.batch if take_next else 0
+            )
         )
         try:
             nxt = await asyncio.shield(commit)
