@@ -206,9 +206,10 @@ class WebChatAdapter:
 
     async def _received(self, conn: Connection, frame: Received) -> None:
         ident = frame.message_id
-        if not (ident.startswith("o") and ident[1:].isdigit()):
-            self._error(conn, "invalid_frame", f"unknown message_id {ident!r}")
+        if ident not in conn.awaiting_receipt or not (ident.startswith("o") and ident[1:].isdigit()):
+            self._error(conn, "invalid_frame", f"{ident!r} was not sent on this connection or is confirmed")
             return
+        conn.awaiting_receipt.discard(ident)
         assert conn.chat_id is not None
         try:
             await self._store.confirm_outbox(PLATFORM, conn.chat_id, int(ident[1:]))

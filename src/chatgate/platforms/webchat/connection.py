@@ -26,6 +26,8 @@ class Connection:
         self.user_name: str | None = None
         self.syncing = False
         self.held: list[dict[str, Any]] = []
+        self.awaiting_receipt: set[str] = set()
+        """Message ids framed on this socket and not yet confirmed by the client."""
         self._queue: asyncio.Queue[str | None] = asyncio.Queue(max_queued)
         self._writer: asyncio.Task[None] | None = None
         self.closed = False
@@ -43,6 +45,8 @@ class Connection:
         """Queue a frame; ``False`` when the socket is gone or hopelessly behind."""
         if self.closed:
             return False
+        if frame.get("type") in ("final", "notice"):
+            self.awaiting_receipt.add(frame["message_id"])
         try:
             self._queue.put_nowait(encode(frame))
         except asyncio.QueueFull:

@@ -68,6 +68,8 @@ def decode(raw: str | bytes) -> Hello | Message | Received:
         data: Any = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise FrameError("invalid_json", f"frame is not JSON: {exc.msg} at {exc.pos}") from exc
+    except RecursionError as exc:
+        raise FrameError("invalid_json", "frame is nested too deeply") from exc
     if not isinstance(data, dict):
         raise FrameError("invalid_frame", "frame must be a JSON object")
     frame_id = data.get("id") if isinstance(data.get("id"), str) else None
