@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.outbound import Deferred, DeliveryResult, Rejected, RetryLater
@@ -191,3 +192,32 @@ async def test_the_delivery_worker_stops_even_when_woken_just_before(tmp_path: P
             task.cancel()  # clean up after the bug: a second cancel gets through
         await asyncio.gather(stopping, return_exceptions=True)
         await store.close()
+
+
+async def test_a_429_penalizes_only_its_chat_whose_messages_then_arrive_in_order(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness()
+    penalized: list[float] = []
+    x_calls: list[float] = []
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        if row.chat_id == "X":
+            x_calls.append(time.monotonic())
+            if not penalized:
+                penalized.append(x_calls[-1])
+                return RetryLater("429: retry after 1.5s", retry_after=1.5)
+        return None
+
+    h.adapter.script = script
+    for i in range(3):
+        await h.send(f"x{i}", chat_id="X")
+    await wait(lambda: penalized, message="the 429")
+    for i in range(5):
+        await h.send(f"y{i}", chat_id="Y")
+    assert await h.finals("Y", 5) == [f"echo: y{i}" for i in range(5)]
+    assert h.adapter.texts("X") == [], "X waits out its penalty while Y flows"
+
+    assert await h.finals("X", 3, timeout=20) == ["echo: x0", "echo: x1", "echo: x2"]
+    assert len(x_calls) == 4, "x0 twice (penalized, then delivered), x1 and x2 once"
+    assert x_calls[1] - penalized[0] >= 1.5, "nothing went to X before its retry_after ran out"

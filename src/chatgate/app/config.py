@@ -62,6 +62,8 @@ class AgentConfig(_Section):
     openai: OpenAIConfig = OpenAIConfig()
     turn_timeout_seconds: float = Field(600.0, gt=0)
     history_limit: int = Field(50, ge=0)
+    silence_marker: str = "NO_REPLY"
+    """A final equal to this sends nothing (the agent chose not to answer); empty to disable."""
 
 
 class IsolationOverride(_Section):
@@ -85,6 +87,10 @@ class SchedulerConfig(_Section):
 class DeliveryConfig(_Section):
     max_attempts: int = Field(8, ge=1)
     send_timeout_seconds: float = Field(30.0, gt=0)
+    max_age_seconds: float = Field(24 * 3600.0, gt=0)
+    """Replies not delivered within this long are abandoned (logged) instead of sent late."""
+    duplicate_marker: str = "(possible repeat) "
+    """Prefixed to a reply re-sent after a send whose outcome is unknown; empty to disable."""
 
 
 class WebChatConfig(_Section):

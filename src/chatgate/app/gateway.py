@@ -28,6 +28,7 @@ from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.looplag import LoopLagMonitor
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
+from chatgate.engine.ratelimit import PlatformLimits, RateBudget
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.platforms.webchat.adapter import WebChatAdapter
@@ -118,13 +119,17 @@ class Gateway:
         if web_cfg.enabled:
             allow_all = web_cfg.allow_all if web_cfg.allow_all is not None else is_loopback(config.http.host)
             rules["web"] = PlatformAccess(allow_all=allow_all, allow_users=frozenset(web_cfg.allow_users))
+        self.budget = RateBudget()
         self.delivery = DeliveryWorker(
             self.store,
             self.adapters,
             self.metrics,
             DeliverySettings(
-                max_attempts=config.delivery.max_attempts, send_timeout=config.delivery.send_timeout_seconds
+                max_attempts=config.delivery.max_attempts,
+                send_timeout=config.delivery.send_timeout_seconds,
+                max_age=config.delivery.max_age_seconds,
             ),
+            self.budget,
         )
         self.admission = Admission(
             self.store,
@@ -150,7 +155,9 @@ class Gateway:
                 max_attempts=config.scheduler.max_turn_attempts,
                 timeout_seconds=config.agent.turn_timeout_seconds,
                 draft_interval=web_cfg.draft_interval_ms / 1000,
+                silence_marker=config.agent.silence_marker,
             ),
+            self.budget,
         )
         self.scheduler = Scheduler(
             self.store,
@@ -172,13 +179,21 @@ class Gateway:
                 max_text_chars=web_cfg.max_text_chars,
                 access_token=secret(os.environ, web_cfg.access_token_env),
             )
-            self.adapters["web"] = self.web
+            self.add_adapter(self.web)
         self.lag = LoopLagMonitor(self.metrics)
         self._started = time.monotonic()
         self._server: _Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
         self.port: int | None = None
+
+    def add_adapter(self, adapter: Adapter) -> None:
+        """Register a platform: its rate limits join the shared budget."""
+        caps = adapter.capabilities
+        self.budget.configure(
+            adapter.platform, PlatformLimits(caps.chat_min_interval, caps.platform_max_rate)
+        )
+        self.adapters[adapter.platform] = adapter
 
     async def ready(self) -> list[str]:
         """Why the gateway cannot serve right now (empty when it can)."""

@@ -19,6 +19,13 @@ class Capabilities:
     markdown: str = "plain"
     confirms_receipt: bool = False
     """The client confirms each final it displayed (so unconfirmed ones are re-sent)."""
+    typing: bool = False
+    edit_interval: float = 1.0
+    """Seconds between two edits of a streaming preview."""
+    chat_min_interval: float = 0.0
+    """Seconds between two calls (send, edit, typing) to one chat."""
+    platform_max_rate: float | None = None
+    """Calls per second across all chats of this platform, if the platform limits it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,4 +56,13 @@ class Rejected:
     reason: str
 
 
-DeliveryResult = Delivered | Deferred | RetryLater | Rejected
+@dataclass(frozen=True, slots=True)
+class Ambiguous:
+    """No answer: the platform may or may not have shown the message."""
+
+    reason: str
+
+
+DeliveryResult = Delivered | Deferred | RetryLater | Rejected | Ambiguous
+
+PREVIEW_CURSOR = " ▍"

@@ -14,9 +14,10 @@ import random
 import time
 from dataclasses import dataclass
 
-from chatgate.domain.outbound import Deferred, Delivered, Rejected, RetryLater
+from chatgate.domain.outbound import Ambiguous, Deferred, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
+from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.tasks import cancel_and_wait
 from chatgate.store.base import OutboxRow, OutboxSettlement, Store, StoreUnavailable
 
@@ -32,6 +33,10 @@ class DeliverySettings:
     retry_base: float = 1.0
     retry_max: float = 300.0
     unknown_platform_retry: float = 60.0
+    max_age: float = 24 * 3600.0
+    """Rows older than this are abandoned (logged, failed) instead of delivered late."""
+    max_inline_wait: float = 1.0
+    """A rate-limit wait up to this long happens in the row's task; longer ones reschedule the row."""
 
 
 class DeliveryWorker:
@@ -47,8 +52,10 @@ class DeliveryWorker:
         adapters: dict[str, Adapter],
         metrics: GatewayMetrics,
         settings: DeliverySettings = DeliverySettings(),
+        budget: RateBudget | None = None,
     ) -> None:
         self._store = store
+        self._budget = budget or RateBudget()
         self._adapters = adapters
         self._metrics = metrics
         self.settings = settings
@@ -129,6 +136,14 @@ class DeliveryWorker:
         return float(time.time() + delay * (0.5 + random.random() / 2))
 
     async def _deliver(self, row: OutboxRow) -> OutboxSettlement:
+        age = time.time() - row.created_at
+        if age > self.settings.max_age:
+            log.warning(
+                "outbox row %d is %.0fs old (limit %.0fs); abandoned instead of delivered late",
+                row.id, age, self.settings.max_age, extra={"session_key": row.session_key},
+            )  # fmt: skip
+            self._metrics.deliveries.labels(row.platform, "expired").inc()
+            return OutboxSettlement(row.id, "failed", error=f"expired after {age:.0f}s")
         adapter = self._adapters.get(row.platform)
         if adapter is None:
             log.warning("no adapter for platform %r; outbox row %d waits", row.platform, row.id)
@@ -140,12 +155,24 @@ class DeliveryWorker:
                 error=f"platform {row.platform!r} is not enabled",
                 counts_attempt=False,
             )
+        wait = self._budget.delay(row.platform, row.chat_id)
+        if wait > self.settings.max_inline_wait:
+            self._metrics.deliveries.labels(row.platform, "rate_limited").inc()
+            return OutboxSettlement(
+                row.id, "pending", retry_at=time.time() + wait, error="rate limited", counts_attempt=False
+            )
+        if wait > 0:
+            await asyncio.sleep(wait)  # only this row's task waits; other chats keep going
+        self._budget.take(row.platform, row.chat_id)
         try:
             result = await asyncio.wait_for(adapter.deliver(row), self.settings.send_timeout)
+        except TimeoutError:
+            result = Ambiguous(f"no answer within {self.settings.send_timeout:.0f}s")
         except Exception as exc:  # an adapter bug or transport error must not stop delivery
-            reason = f"{type(exc).__name__}: {exc}"
-            log.warning("delivery of outbox row %d failed: %s", row.id, reason)
-            result = RetryLater(reason, 0.0)
+            result = RetryLater(f"{type(exc).__name__}: {exc}", 0.0)
+        return self._settle(row, result)
+
+    def _settle(self, row: OutboxRow, result: DeliveryResult) -> OutboxSettlement:
         if isinstance(result, Delivered):
             self._metrics.deliveries.labels(row.platform, "sent").inc()
             self._metrics.delivery_seconds.labels(row.platform, row.kind).observe(
@@ -162,9 +189,19 @@ class DeliveryWorker:
                 counts_attempt=False,
             )
         if isinstance(result, Rejected) or row.attempts >= self.settings.max_attempts:
-            log.error("outbox row %d failed for good: %s", row.id, result.reason)
+            log.error(
+                "outbox row %d failed for good after %d attempt(s): %s",
+                row.id, row.attempts, result.reason, extra={"session_key": row.session_key},
+            )  # fmt: skip
             self._metrics.deliveries.labels(row.platform, "failed").inc()
             return OutboxSettlement(row.id, "failed", error=result.reason)
+        log.warning("delivery of outbox row %d will be retried: %s", row.id, result.reason)
+        if isinstance(result, Ambiguous):
+            # The platform may have shown it: the retry carries the duplicate marker.
+            self._metrics.deliveries.labels(row.platform, "ambiguous").inc()
+            return OutboxSettlement(row.id, "ambiguous", retry_at=self._retry_at(row), error=result.reason)
         self._metrics.deliveries.labels(row.platform, "retry").inc()
+        if result.retry_after > 0:
+            self._budget.penalize(row.platform, row.chat_id, result.retry_after)
         retry_at = max(self._retry_at(row), time.time() + result.retry_after)
         return OutboxSettlement(row.id, "pending", retry_at=retry_at, error=result.reason)

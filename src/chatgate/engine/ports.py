@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,6 +40,28 @@ class InboundSink(Protocol):
 class AdapterState:
     connected: bool
     detail: str = ""
+
+
+class EditablePlatform(Protocol):
+    """The message operations of a platform that can edit what it sent.
+
+    Adapters with ``capabilities.edit`` implement these; the stream consumer uses
+    them for previews and ``engine.finals.deliver_final`` for the durable final.
+    """
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult: ...
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult: ...
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None: ...
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        """Remove a message; ``False`` when the platform refused."""
+        ...
 
 
 class Adapter(Protocol):

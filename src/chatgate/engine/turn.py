@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,8 +22,10 @@ from chatgate.agents.base import (
 )
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
-from chatgate.domain.source import Source
 from chatgate.engine.ports import Adapter
+from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.replies import final_drafts, reply_draft
+from chatgate.engine.streaming import StreamConsumer
 from chatgate.store.base import Claim, OutboxDraft, Store, TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -36,12 +37,14 @@ class TurnSettings:
     max_attempts: int = 3
     timeout_seconds: float = 600.0
     draft_interval: float = 0.1
+    silence_marker: str = "NO_REPLY"
 
 
-def egress_target(source: Source) -> dict[str, str]:
-    """What an adapter needs besides the chat id to route a reply correctly."""
-    target = {"thread_id": source.thread_id, "scope_id": source.scope_id, "user_id": source.user_id}
-    return {k: v for k, v in target.items() if v}
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    text: str
+    outcome: str
+    preview_message_id: str | None = None
 
 
 class TurnRunner:
@@ -52,50 +55,39 @@ class TurnRunner:
         adapters: dict[str, Adapter],
         policy_for: Callable[[str], IsolationPolicy],
         settings: TurnSettings = TurnSettings(),
+        budget: RateBudget | None = None,
     ) -> None:
         self._store = store
         self._agent = agent
         self._adapters = adapters
         self._policy_for = policy_for
         self.settings = settings
-
-    def _draft(
-        self, source: Source, key: str, kind: str, text: str, idem: str, reply_to: str | None
-    ) -> OutboxDraft:
-        return OutboxDraft(
-            idem_key=idem,
-            platform=source.platform,
-            chat_id=source.chat_id or "",
-            session_key=key,
-            kind=kind,  # type: ignore[arg-type]
-            text=text,
-            in_reply_to=reply_to,
-            target=egress_target(source),
-        )
+        self._budget = budget or RateBudget()
 
     async def run(self, claim: Claim) -> TurnOutcome:
         items = claim.items
         last = items[-1]
         source = last.inbound.source
+        key = claim.session_key
         seqs = tuple(i.seq for i in items)
         attempts = max(i.attempts for i in items)
         reply_to = last.inbound.message_ref
+        adapter = self._adapters.get(source.platform)
+        caps = adapter.capabilities if adapter is not None else None
         if attempts > self.settings.max_attempts:
             text = (
                 f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
                 "while working on it, so I gave up instead of trying forever. Please send it again."
             )
-            log.error("giving up on a turn", extra={"session_key": claim.session_key, "seqs": seqs})
-            final = self._draft(source, claim.session_key, "final", text, f"final:{last.seq}", reply_to)
-            return TurnOutcome(claim.session_key, claim.session_id, seqs, (), (final,), "given_up")
+            log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
+            finals = final_drafts(source, key, last.seq, text, reply_to, caps, None)
+            return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
         outbox: list[OutboxDraft] = []
         if attempts > 1:
             notice = "The gateway restarted while answering this message; answering it again."
             outbox.append(
-                self._draft(
-                    source, claim.session_key, "notice", notice, f"notice:{last.seq}:{attempts}", reply_to
-                )
+                reply_draft(source, key, "notice", notice, f"notice:{last.seq}:{attempts}", reply_to)
             )
         policy = self._policy_for(source.platform)
         shared = is_shared_session(source, policy)
@@ -117,38 +109,44 @@ class TurnRunner:
                 for i in items
             ),
             model_input="\n".join(inputs),
-            session_key=claim.session_key,
+            session_key=key,
         )
+        consumer = StreamConsumer(
+            adapter,
+            source,
+            reply_to,
+            self._budget,
+            draft_interval=self.settings.draft_interval,
+            silence_marker=self.settings.silence_marker,
+        )
+        reply = await self._reply(request, consumer)
+        transcript = [HistoryEntry("user", model_input) for model_input in inputs]
+        transcript.append(HistoryEntry("assistant", reply.text))
+        if self.settings.silence_marker and reply.text.strip() == self.settings.silence_marker:
+            log.info("the agent chose not to reply", extra={"session_key": key, "seqs": seqs})
+            return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), "silent")
+        outbox += final_drafts(source, key, last.seq, reply.text, reply_to, caps, reply.preview_message_id)
+        return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    async def _reply(self, request: AgentRequest, consumer: StreamConsumer) -> _Reply:
         try:
-            text, outcome = await asyncio.wait_for(
-                self._stream(request, source, reply_to), self.settings.timeout_seconds
-            )
+            async with asyncio.timeout(self.settings.timeout_seconds):
+                text, outcome = await self._stream(request, consumer)
         except TimeoutError:
             text = f"Sorry, the agent did not finish within {self.settings.timeout_seconds:.0f} seconds."
             outcome = "timeout"
-        outbox.append(self._draft(source, claim.session_key, "final", text, f"final:{last.seq}", reply_to))
-        transcript = [HistoryEntry("user", model_input) for model_input in inputs]
-        transcript.append(HistoryEntry("assistant", text))
-        return TurnOutcome(
-            claim.session_key, claim.session_id, seqs, tuple(transcript), tuple(outbox), outcome
-        )
+        except asyncio.CancelledError:
+            await asyncio.shield(consumer.interrupted())
+            raise
+        return _Reply(text, outcome, consumer.state.message_id)
 
-    async def _stream(self, request: AgentRequest, source: Source, reply_to: str | None) -> tuple[str, str]:
-        adapter = self._adapters.get(source.platform)
-        drafts = adapter is not None and adapter.capabilities.drafts
+    async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str]:
+        await consumer.begin()
         so_far = ""
-        # The first preview waits one interval too: a reply that is done by then needs no draft.
-        last_draft = time.monotonic()
         async for event in self._agent.stream(request):
             if isinstance(event, TextDelta):
                 so_far += event.text
-                now = time.monotonic()
-                if drafts and adapter is not None and now - last_draft >= self.settings.draft_interval:
-                    last_draft = now
-                    try:
-                        await adapter.draft(source, reply_to, so_far)
-                    except Exception:  # a preview is best effort; the final is durable
-                        log.debug("draft failed", exc_info=True)
+                await consumer.update(so_far)
             elif isinstance(event, Final):
                 return event.text, "ok"
             elif isinstance(event, AgentError):

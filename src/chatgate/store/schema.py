@@ -79,6 +79,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE inbox ADD COLUMN claimed_by TEXT;
     """,
+    # 2 -> 3: rows left ambiguous (no answer from the platform) are open too.
+    """
+    DROP INDEX outbox_open;
+    CREATE INDEX outbox_open ON outbox (platform, chat_id, id)
+        WHERE status IN ('pending', 'sending', 'ambiguous');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -302,19 +302,29 @@ def recover(conn: sqlite3.Connection, owner: str) -> int:
 
 
 def claim_outbox(conn: sqlite3.Connection, limit: int, now: float) -> list[OutboxRow]:
+    """Claim due head-of-chat rows; a row left ambiguous is claimed as a possible duplicate."""
     rows = conn.execute(
-        f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.status = 'pending'"
+        f"SELECT {_OUTBOX_COLUMNS} FROM outbox o WHERE o.status IN ('pending', 'ambiguous')"
         " AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?)"
         " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
-        " AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN ('pending', 'sending'))"
+        " AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN ('pending', 'sending', 'ambiguous'))"
         " ORDER BY o.id LIMIT ?",
         (now, limit),
     ).fetchall()
     conn.executemany(
-        "UPDATE outbox SET status = 'sending', attempts = attempts + 1 WHERE id = ?",
+        "UPDATE outbox SET possibly_duplicate = MAX(possibly_duplicate, status = 'ambiguous'),"
+        " status = 'sending', attempts = attempts + 1 WHERE id = ?",
         [(r[0],) for r in rows],
     )
-    return [replace(outbox_row(r), status="sending", attempts=r[9] + 1) for r in rows]
+    return [
+        replace(
+            outbox_row(r),
+            status="sending",
+            attempts=r[9] + 1,
+            possibly_duplicate=bool(r[10]) or r[8] == "ambiguous",
+        )
+        for r in rows
+    ]
 
 
 def settle_outbox(conn: sqlite3.Connection, settlements: list[OutboxSettlement], now: float) -> None:

@@ -1,0 +1,59 @@
+"""Outbox drafts for a turn's replies: finals split at the platform's limit, notices.
+
+Every draft has a stable idempotency key derived from the inbox item, so a
+turn that is recorded twice (a retry after an ambiguous commit) records each
+reply once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatgate.domain.outbound import Capabilities
+from chatgate.domain.source import Source
+from chatgate.domain.splitting import split_text
+from chatgate.engine.finals import PREVIEW_KEY
+from chatgate.store.base import OutboxDraft, OutboxKind
+
+
+def egress_target(source: Source) -> dict[str, Any]:
+    """What an adapter needs besides the chat id to route a reply correctly."""
+    target = {"thread_id": source.thread_id, "scope_id": source.scope_id, "user_id": source.user_id}
+    return {k: v for k, v in target.items() if v}
+
+
+def reply_draft(
+    source: Source, session_key: str, kind: OutboxKind, text: str, idem_key: str, reply_to: str | None
+) -> OutboxDraft:
+    return OutboxDraft(
+        idem_key=idem_key,
+        platform=source.platform,
+        chat_id=source.chat_id or "",
+        session_key=session_key,
+        kind=kind,
+        text=text,
+        in_reply_to=reply_to,
+        target=egress_target(source),
+    )
+
+
+def final_drafts(
+    source: Source,
+    session_key: str,
+    seq: int,
+    text: str,
+    reply_to: str | None,
+    capabilities: Capabilities | None,
+    preview_message_id: str | None,
+) -> list[OutboxDraft]:
+    """The final as one row per part, in order; the first part takes over the streamed preview."""
+    caps = capabilities or Capabilities()
+    parts = split_text(text, caps.max_length, caps.length_unit) or [text]
+    drafts = []
+    for index, part in enumerate(parts):
+        idem = f"final:{seq}" if index == 0 else f"final:{seq}:{index}"
+        draft = reply_draft(source, session_key, "final", part, idem, reply_to)
+        if index == 0 and preview_message_id:
+            draft.target[PREVIEW_KEY] = preview_message_id
+        drafts.append(draft)
+    return drafts

@@ -1,0 +1,148 @@
+"""The stream consumer: shows a turn's reply while the agent writes it.
+
+Draft-capable adapters (the web chat) get prefix-stable drafts. Editable
+platforms get one preview message that is edited at most once per
+``edit_interval``, always with a cursor, so a preview can never be mistaken for
+the final: the final is the outbox row, and it edits the preview to the exact
+final text (``engine.finals``). Previews are best effort: a rate-limited,
+failing or slow platform only makes them sparser, never delays the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, RetryLater
+from chatgate.domain.source import Source
+from chatgate.engine.ports import Adapter, EditablePlatform
+from chatgate.engine.ratelimit import RateBudget
+
+log = logging.getLogger(__name__)
+TYPING_EVERY = 4.0
+
+
+@dataclass
+class PreviewState:
+    message_id: str | None = None
+    acked_text: str | None = None
+    """The last preview payload the platform acknowledged (cursor included)."""
+    edits: int = 0
+
+
+def _target(source: Source) -> dict[str, str]:
+    target = {"thread_id": source.thread_id, "scope_id": source.scope_id, "user_id": source.user_id}
+    return {k: v for k, v in target.items() if v}
+
+
+class StreamConsumer:
+    def __init__(
+        self,
+        adapter: Adapter | None,
+        source: Source,
+        reply_to: str | None,
+        budget: RateBudget,
+        *,
+        draft_interval: float,
+        silence_marker: str = "",
+        call_timeout: float = 10.0,
+    ) -> None:
+        self._adapter = adapter
+        self._source = source
+        self._reply_to = reply_to
+        self._budget = budget
+        self._silence = silence_marker
+        self._timeout = call_timeout
+        caps = adapter.capabilities if adapter is not None else None
+        self._drafts = bool(caps and caps.drafts)
+        self._editable: EditablePlatform | None = (
+            adapter if caps is not None and caps.edit and not caps.drafts else None  # type: ignore[assignment]
+        )
+        self._typing = bool(caps and caps.typing)
+        self._interval = draft_interval if self._drafts else (caps.edit_interval if caps else 1.0)
+        self._max_preview = (caps.max_length if caps else 4096) - len(PREVIEW_CURSOR)
+        self._started = time.monotonic()
+        self._last_update = self._started
+        self._last_typing = -TYPING_EVERY
+        self.state = PreviewState()
+
+    @property
+    def _chat(self) -> str:
+        return self._source.chat_id or ""
+
+    @property
+    def _platform(self) -> str:
+        return self._source.platform
+
+    async def begin(self) -> None:
+        await self._maybe_type()
+
+    async def update(self, text: str) -> None:
+        """The reply so far; called on every delta."""
+        now = time.monotonic()
+        if now - self._last_update < self._interval:
+            await self._maybe_type()
+            return
+        if self._silence and self._silence.startswith(text.strip()):
+            return  # this may still become the silence marker: show nothing yet
+        self._last_update = now
+        if self._drafts and self._adapter is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._adapter.draft(self._source, self._reply_to, text), self._timeout)
+        elif self._editable is not None and len(text) <= self._max_preview:
+            await self._preview(text + PREVIEW_CURSOR)
+
+    async def interrupted(self) -> None:
+        """The turn was cancelled: take the cursor off the preview so it cannot look unfinished-forever."""
+        if self._editable is None or self.state.message_id is None or self.state.acked_text is None:
+            return
+        text = self.state.acked_text.removesuffix(PREVIEW_CURSOR) + " …(stopped)"
+        target = _target(self._source)
+        with contextlib.suppress(Exception):
+            edited = await asyncio.wait_for(
+                self._editable.edit_message(self._chat, self.state.message_id, text, target), self._timeout
+            )
+            if not isinstance(edited, Delivered):
+                await asyncio.wait_for(
+                    self._editable.delete_message(self._chat, self.state.message_id, target), self._timeout
+                )
+
+    async def _maybe_type(self) -> None:
+        if not self._typing or self.state.message_id is not None or self._editable is None:
+            return
+        now = time.monotonic()
+        if now - self._last_typing < TYPING_EVERY or self._budget.delay(self._platform, self._chat) > 0:
+            return
+        self._last_typing = now
+        self._budget.take(self._platform, self._chat)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                self._editable.send_typing(self._chat, _target(self._source)), self._timeout
+            )
+
+    async def _preview(self, payload: str) -> None:
+        assert self._editable is not None
+        if self._budget.delay(self._platform, self._chat) > 0:
+            return  # rate-limited: skip this preview, the final is durable anyway
+        self._budget.take(self._platform, self._chat)
+        target = _target(self._source)
+        try:
+            if self.state.message_id is None:
+                call = self._editable.send_message(self._chat, payload, target, self._reply_to)
+            else:
+                call = self._editable.edit_message(self._chat, self.state.message_id, payload, target)
+            result = await asyncio.wait_for(call, self._timeout)
+        except Exception as exc:  # previews are best effort
+            log.debug("preview failed: %s", exc)
+            return
+        if isinstance(result, Delivered):
+            if self.state.message_id is None:
+                self.state.message_id = result.platform_message_id
+            else:
+                self.state.edits += 1
+            self.state.acked_text = payload
+        elif isinstance(result, RetryLater):
+            self._budget.penalize(self._platform, self._chat, result.retry_after)

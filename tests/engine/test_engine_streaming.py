@@ -1,0 +1,203 @@
+"""Streaming previews and honest finals over a scriptable editable platform.
+
+The platform double is the seam: it keeps what a user would see (``rendered``:
+message id -> text) and can be told to fail edits midway, refuse edits, drop
+preview edits while acknowledging them, or fail sends before succeeding. The
+stream consumer, the outbox and the delivery worker are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import pytest
+from conftest import RecordingAdapter, wait_until
+
+from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
+from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult, Rejected
+from chatgate.engine.finals import deliver_final
+from chatgate.store.base import OutboxRow
+
+if TYPE_CHECKING:
+    from conftest import MakeHarness
+
+EditMode = Literal["always", "fail_midway", "impossible", "acked_not_rendered"]
+SendMode = Literal["succeed", "fail_then_succeed"]
+FinalMode = Literal["edit_preview", "fresh_message"]
+StreamMode = Literal["clean", "cancelled"]
+
+
+class EditablePlatformDouble(RecordingAdapter):
+    """What a user of an editable platform would see, with scriptable misbehaviour."""
+
+    def __init__(self, edits: EditMode, sends: SendMode, max_length: int = 4096) -> None:
+        super().__init__()
+        self.capabilities = Capabilities(
+            edit=edits != "impossible", drafts=False, max_length=max_length, edit_interval=0.02
+        )
+        self.edits_mode = edits
+        self.sends_mode = sends
+        self.rendered: dict[str, str] = {}
+        self.history: list[tuple[str, str, str]] = []  # (op, message id, text)
+        self._ids = itertools.count(1)
+        self._sends_to_fail = 1 if sends == "fail_then_succeed" else 0
+        self._edits_ok = 2 if edits == "fail_midway" else None
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        if self._sends_to_fail:
+            self._sends_to_fail -= 1
+            raise ConnectionError("platform unreachable")
+        message_id = f"m{next(self._ids)}"
+        self.rendered[message_id] = text
+        self.history.append(("send", message_id, text))
+        return Delivered(message_id)
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        if self.edits_mode == "impossible":
+            return Rejected("this platform cannot edit messages")
+        if self._edits_ok is not None:
+            if self._edits_ok == 0:
+                return Rejected("message can no longer be edited")
+            self._edits_ok -= 1
+        self.history.append(("edit", message_id, text))
+        if self.edits_mode == "acked_not_rendered" and text.endswith(PREVIEW_CURSOR):
+            return Delivered(message_id)  # acknowledged, silently dropped (a throttled preview)
+        self.rendered[message_id] = text
+        return Delivered(message_id)
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+        self.history.append(("typing", "", ""))
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        self.history.append(("delete", message_id, ""))
+        return self.rendered.pop(message_id, None) is not None
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+        self.calls.append(row)
+        result = await deliver_final(self, row, "(possible repeat) ")
+        if isinstance(result, Delivered):
+            self.delivered.append(replace(row, platform_message_id=result.platform_message_id))
+        return result
+
+
+class SlowWriter:
+    """An agent that writes its reply in small pieces, slowly enough for previews."""
+
+    name = "slow-writer"
+
+    def __init__(self, pieces: int, delay: float) -> None:
+        self.pieces = pieces
+        self.delay = delay
+        self.started = asyncio.Event()
+
+    async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        text = request.messages[-1].text
+        reply = f"answer to {text}: " + " ".join(f"word{i}" for i in range(self.pieces))
+        step = max(1, len(reply) // self.pieces)
+        for start in range(0, len(reply), step):
+            self.started.set()
+            await asyncio.sleep(self.delay)
+            yield TextDelta(reply[start : start + step])
+        yield Final(reply)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _final_rows(h: Any) -> list[tuple[str, str, str | None]]:
+    return h.query("SELECT status, text, platform_message_id FROM outbox WHERE kind = 'final' ORDER BY id")
+
+
+@pytest.mark.parametrize("stream", ["clean", "cancelled"])
+@pytest.mark.parametrize("final_mode", ["edit_preview", "fresh_message"])
+@pytest.mark.parametrize("sends", ["succeed", "fail_then_succeed"])
+@pytest.mark.parametrize("edits", ["always", "fail_midway", "impossible", "acked_not_rendered"])
+async def test_a_recorded_final_is_exactly_what_the_platform_shows_last(
+    make_harness: MakeHarness, edits: EditMode, sends: SendMode, final_mode: FinalMode, stream: StreamMode
+) -> None:
+    platform = EditablePlatformDouble(edits, sends)
+    pieces, delay = (12, 0.03) if final_mode == "edit_preview" else (1, 0.0)
+    agent = SlowWriter(pieces, delay)
+    h = await make_harness(agent=agent, adapter=platform)
+
+    if stream == "cancelled":
+        await h.send("first", delivery_id="first")
+        await asyncio.wait_for(agent.started.wait(), 10)
+        await asyncio.sleep(delay * 4)
+        await h.send("/stop", delivery_id="stop")
+    await h.send("second", delivery_id="second")
+    await h.finals("c1", 1, timeout=20)
+    await h.delivery.flush(5)
+
+    rows = _final_rows(h)
+    sent = [(text, mid) for status, text, mid in rows if status == "sent"]
+    assert sent, rows
+    for text, message_id in sent:
+        # The heart of it: recorded as delivered => that exact text is what the user sees.
+        assert platform.rendered.get(message_id) == text, (text, platform.history)
+    assert all(status in ("sent", "failed") for status, _, _ in rows), rows
+    finals = [text for text, _ in sent]
+    for text in finals:
+        shown = [m for m, t in platform.rendered.items() if t == text]
+        assert len(shown) == 1, f"final rendered {len(shown)} times: {platform.history}"
+    assert not any(t.endswith(PREVIEW_CURSOR) for t in platform.rendered.values()), platform.rendered
+    if stream == "cancelled":
+        assert not any(t.startswith("answer to first") and " …(stopped)" not in t for t in finals)
+    if final_mode == "edit_preview" and edits == "always" and sends == "succeed" and stream == "clean":
+        # The final took over the streamed preview instead of adding a message.
+        assert len(platform.rendered) == 1 and platform.history[0][0] == "send"
+        assert any(op == "edit" for op, _, _ in platform.history)
+
+
+async def test_previews_never_show_before_an_interval_and_stay_prefix_stable(
+    make_harness: MakeHarness,
+) -> None:
+    platform = EditablePlatformDouble("always", "succeed")
+    h = await make_harness(agent=SlowWriter(20, 0.03), adapter=platform)
+    await h.send("hello", delivery_id="p1")
+    (final,) = await h.finals("c1", 1, timeout=20)
+    previews = [t for op, _, t in platform.history if op in ("send", "edit") and t.endswith(PREVIEW_CURSOR)]
+    assert len(previews) >= 2, platform.history
+    bare = [p.removesuffix(PREVIEW_CURSOR) for p in previews]
+    for earlier, later in itertools.pairwise([*bare, final]):
+        assert later.startswith(earlier), (earlier, later)
+
+
+async def test_a_long_final_arrives_as_ordered_parts_within_the_limit(make_harness: MakeHarness) -> None:
+    platform = EditablePlatformDouble("always", "succeed", max_length=120)
+    h = await make_harness(agent=SlowWriter(60, 0.0), adapter=platform)
+    await h.send("long one", delivery_id="long")
+    await h.finals("c1", 2, timeout=20)
+    await h.delivery.flush(5)
+    rows = _final_rows(h)
+    assert len(rows) >= 3 and all(status == "sent" for status, _, _ in rows), rows
+    assert all(len(text) <= 120 for _, text, _ in rows)
+    expected = "answer to long one: " + " ".join(f"word{i}" for i in range(60))
+    assert "".join(text for _, text, _ in rows) == expected
+    shown = [platform.rendered[mid] for _, _, mid in rows]
+    assert shown == [text for _, text, _ in rows]
+
+
+async def test_silence_marker_sends_nothing_and_records_why(make_harness: MakeHarness) -> None:
+    class Silent(SlowWriter):
+        async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+            for piece in ("NO_", "REP", "LY"):
+                await asyncio.sleep(0.03)
+                yield TextDelta(piece)
+            yield Final("NO_REPLY")
+
+    platform = EditablePlatformDouble("always", "succeed")
+    h = await make_harness(agent=Silent(1, 0), adapter=platform)
+    await h.send("say nothing", delivery_id="quiet")
+    await wait_until(lambda: h.inbox("quiet")[0] == "done", 10, "the silent turn to finish")
+    assert h.inbox("quiet")[2] == "silent"
+    assert h.query("SELECT COUNT(*) FROM outbox WHERE kind = 'final'") == [(0,)]
+    assert not any(t.startswith("NO_") for t in platform.rendered.values()), platform.history
