@@ -201,3 +201,42 @@ async def test_silence_marker_sends_nothing_and_records_why(make_harness: MakeHa
     assert h.inbox("quiet")[2] == "silent"
     assert h.query("SELECT COUNT(*) FROM outbox WHERE kind = 'final'") == [(0,)]
     assert not any(t.startswith("NO_") for t in platform.rendered.values()), platform.history
+
+
+async def test_a_final_mid_send_at_a_crash_is_shown_again_once_with_the_duplicate_marker(
+    make_harness: MakeHarness,
+) -> None:
+    """The crash is a real one for the store: the row is left 'sending' by an owner that never
+    settles it, and a new owner runs the restart recovery the gateway runs at start."""
+    platform = EditablePlatformDouble("impossible", "succeed")
+    crashed = await make_harness(agent="echo", adapter=platform, start=False)
+    await crashed.store.recover(crashed.owner)
+    await crashed.admission.admit(crashed.inbound("hello", delivery_id="c1"))
+    (claim,) = await crashed.store.claim_sessions(crashed.owner, 1, 30.0, 1)
+    outcome = await crashed.runner.run(claim)
+    await crashed.store.complete_turn(crashed.owner, outcome, 30.0, 1)
+    (row,) = await crashed.store.claim_outbox(10)  # marked 'sending' ...
+    await deliver_final(platform, row, "(possible repeat) ")  # ... shown once, then the process dies
+    await crashed.store.close()
+
+    h = await make_harness(agent="echo", adapter=platform)  # the restart: recover() then deliver
+    await h.finals("c1", 1)
+    shown = sorted(platform.rendered.values())
+    assert shown == ["(possible repeat) echo: hello", "echo: hello"], platform.history
+    assert h.query("SELECT status, possibly_duplicate FROM outbox") == [("sent", 1)]
+
+
+async def test_a_final_never_attempted_before_a_crash_is_shown_once_without_a_marker(
+    make_harness: MakeHarness,
+) -> None:
+    platform = EditablePlatformDouble("impossible", "succeed")
+    crashed = await make_harness(agent="echo", adapter=platform, start=False)
+    await crashed.store.recover(crashed.owner)
+    await crashed.admission.admit(crashed.inbound("hello", delivery_id="c1"))
+    (claim,) = await crashed.store.claim_sessions(crashed.owner, 1, 30.0, 1)
+    await crashed.store.complete_turn(crashed.owner, await crashed.runner.run(claim), 30.0, 1)
+    await crashed.store.close()  # dies after the commit, before any delivery
+
+    h = await make_harness(agent="echo", adapter=platform)
+    await h.finals("c1", 1)
+    assert list(platform.rendered.values()) == ["echo: hello"]

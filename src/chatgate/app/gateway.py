@@ -158,6 +158,7 @@ class Gateway:
                 silence_marker=config.agent.silence_marker,
             ),
             self.budget,
+            on_preview=lambda platform, op: self.metrics.preview_updates.labels(platform, op).inc(),
         )
         self.scheduler = Scheduler(
             self.store,

@@ -55,6 +55,12 @@ class GatewayMetrics:
             ["platform", "kind"],
             registry=r,
         )
+        self.preview_updates = Counter(
+            "chatgate_preview_updates",
+            "Streaming preview sends and edits acknowledged by the platform",
+            ["platform", "op"],
+            registry=r,
+        )
         self.adapter_connected = Gauge(
             "chatgate_adapter_connected",
             "1 when the adapter is connected to its platform",

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, RetryLater
@@ -49,7 +50,9 @@ class StreamConsumer:
         draft_interval: float,
         silence_marker: str = "",
         call_timeout: float = 10.0,
+        on_update: Callable[[str, str], None] = lambda platform, op: None,
     ) -> None:
+        self._on_update = on_update
         self._adapter = adapter
         self._source = source
         self._reply_to = reply_to
@@ -92,6 +95,7 @@ class StreamConsumer:
         if self._drafts and self._adapter is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._adapter.draft(self._source, self._reply_to, text), self._timeout)
+                self._on_update(self._platform, "draft")
         elif self._editable is not None and len(text) <= self._max_preview:
             await self._preview(text + PREVIEW_CURSOR)
 
@@ -141,8 +145,10 @@ class StreamConsumer:
         if isinstance(result, Delivered):
             if self.state.message_id is None:
                 self.state.message_id = result.platform_message_id
+                self._on_update(self._platform, "send")
             else:
                 self.state.edits += 1
+                self._on_update(self._platform, "edit")
             self.state.acked_text = payload
         elif isinstance(result, RetryLater):
             self._budget.penalize(self._platform, self._chat, result.retry_after)

@@ -56,7 +56,9 @@ class TurnRunner:
         policy_for: Callable[[str], IsolationPolicy],
         settings: TurnSettings = TurnSettings(),
         budget: RateBudget | None = None,
+        on_preview: Callable[[str, str], None] = lambda platform, op: None,
     ) -> None:
+        self._on_preview = on_preview
         self._store = store
         self._agent = agent
         self._adapters = adapters
@@ -118,6 +120,7 @@ class TurnRunner:
             self._budget,
             draft_interval=self.settings.draft_interval,
             silence_marker=self.settings.silence_marker,
+            on_update=self._on_preview,
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
