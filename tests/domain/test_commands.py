@@ -28,8 +28,7 @@ def test_surrounding_whitespace_is_ignored() -> None:
 
 def test_bot_mention_for_this_bot_is_accepted_case_insensitively() -> None:
     assert parse_command("/status@MyBot", bot_name="mybot") == Command("status", "")
-    assert parse_command("/new@mybot fresh start", bot_name="MyBot") == Command("new",
-                                                                                "fresh start")
+    assert parse_command("/new@mybot fresh start", bot_name="MyBot") == Command("new", "fresh start")
 
 
 def test_bot_mention_for_another_bot_is_rejected() -> None:
@@ -49,8 +48,9 @@ def test_unknown_slash_word_is_not_a_command() -> None:
     assert parse_command("/foo@mybot", bot_name="mybot") is None
 
 
-@pytest.mark.parametrize("text", ["hello", "", "   ", "/", "status", "please /stop",
-                                  "/ stop", "/@mybot", "//stop"])
+@pytest.mark.parametrize(
+    "text", ["hello", "", "   ", "/", "status", "please /stop", "/ stop", "/@mybot", "//stop"]
+)
 def test_non_command_text_is_not_a_command(text: str) -> None:
     assert parse_command(text, bot_name="mybot") is None
 
@@ -61,9 +61,7 @@ def test_args_after_the_command_are_captured_and_trimmed() -> None:
 
 
 def test_args_may_span_lines() -> None:
-    assert parse_command("/new first line\nsecond line") == Command(
-        "new", "first line\nsecond line"
-    )
+    assert parse_command("/new first line\nsecond line") == Command("new", "first line\nsecond line")
 
 
 @pytest.mark.parametrize("sep", ["\n", "\t"])

@@ -11,16 +11,27 @@ from chatgate.domain.source import Source
 
 
 def thread_source(**kw: object) -> Source:
-    fields: dict[str, object] = {"platform": "discord", "chat_id": "th1", "chat_type": "thread",
-                                 "thread_id": "th1", "parent_chat_id": "c1", "user_id": "u1",
-                                 "user_name": "Ann"}
+    fields: dict[str, object] = {
+        "platform": "discord",
+        "chat_id": "th1",
+        "chat_type": "thread",
+        "thread_id": "th1",
+        "parent_chat_id": "c1",
+        "user_id": "u1",
+        "user_name": "Ann",
+    }
     fields.update(kw)
     return Source(**fields)  # type: ignore[arg-type]
 
 
 def group_source(**kw: object) -> Source:
-    fields: dict[str, object] = {"platform": "discord", "chat_id": "c1", "chat_type": "group",
-                                 "user_id": "u1", "user_name": "Ann"}
+    fields: dict[str, object] = {
+        "platform": "discord",
+        "chat_id": "c1",
+        "chat_type": "group",
+        "user_id": "u1",
+        "user_name": "Ann",
+    }
     fields.update(kw)
     return Source(**fields)  # type: ignore[arg-type]
 
@@ -82,8 +93,7 @@ def test_private_session_without_user_name_shows_only_the_id() -> None:
 
 
 def test_private_session_without_user_id_says_unknown() -> None:
-    text = render_session_context(group_source(user_id=None, user_name=None), ChatLabels(),
-                                  shared=False)
+    text = render_session_context(group_source(user_id=None, user_name=None), ChatLabels(), shared=False)
     assert "User: id unknown" in text.splitlines()
 
 
@@ -110,8 +120,7 @@ def test_unnamed_group_without_chat_id_is_marked_unnamed() -> None:
 
 
 def test_platform_label_overrides_platform_id() -> None:
-    text = render_session_context(group_source(), ChatLabels(), shared=True,
-                                  platform_label="Discord")
+    text = render_session_context(group_source(), ChatLabels(), shared=True, platform_label="Discord")
     assert text.splitlines()[1] == "Platform: Discord"
 
 

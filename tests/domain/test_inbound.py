@@ -14,9 +14,19 @@ def full_inbound() -> Inbound:
     return Inbound(
         transport="discord-gw",
         delivery_id="d-1",
-        source=Source(platform="discord", chat_id="th1", chat_type="thread", user_id="u1",
-                      user_name="Ann", thread_id="th1", parent_chat_id="c1", scope_id="g1",
-                      chat_name="design", chat_topic="v2", user_id_alt="alt1"),
+        source=Source(
+            platform="discord",
+            chat_id="th1",
+            chat_type="thread",
+            user_id="u1",
+            user_name="Ann",
+            thread_id="th1",
+            parent_chat_id="c1",
+            scope_id="g1",
+            chat_name="design",
+            chat_topic="v2",
+            user_id_alt="alt1",
+        ),
         text="approve",
         kind="button",
         action_id="act-1",
@@ -24,8 +34,7 @@ def full_inbound() -> Inbound:
         reply_to="msg-0",
         received_at=1700000000.25,
         attachments=(
-            Attachment(kind="image", ref="https://cdn/x.png", mime="image/png", name="x.png",
-                       size=1234),
+            Attachment(kind="image", ref="https://cdn/x.png", mime="image/png", name="x.png", size=1234),
             Attachment(kind="file", ref="file-2"),
         ),
         payload={"custom_id": "approve:1", "nested": {"values": ["a", "b"]}},
@@ -57,9 +66,7 @@ def test_round_trip_restores_typed_source_and_attachments() -> None:
 
 def test_action_id_message_ref_and_reply_to_stay_in_their_own_fields() -> None:
     data = full_inbound().to_dict()
-    assert (data["action_id"], data["message_ref"], data["reply_to"]) == (
-        "act-1", "msg-1", "msg-0"
-    )
+    assert (data["action_id"], data["message_ref"], data["reply_to"]) == ("act-1", "msg-1", "msg-0")
     restored = Inbound.from_dict(data)
     assert restored.action_id == "act-1"
     assert restored.message_ref == "msg-1"
@@ -68,9 +75,14 @@ def test_action_id_message_ref_and_reply_to_stay_in_their_own_fields() -> None:
 
 
 def test_absent_identities_stay_none_and_do_not_borrow_from_each_other() -> None:
-    slash = Inbound(transport="t", delivery_id="d-2",
-                    source=Source(platform="discord", chat_id="c1", chat_type="group"),
-                    text="/status", kind="command", action_id="act-9")
+    slash = Inbound(
+        transport="t",
+        delivery_id="d-2",
+        source=Source(platform="discord", chat_id="c1", chat_type="group"),
+        text="/status",
+        kind="command",
+        action_id="act-9",
+    )
     restored = Inbound.from_dict(slash.to_dict())
     assert restored.action_id == "act-9"
     assert restored.message_ref is None
@@ -78,8 +90,9 @@ def test_absent_identities_stay_none_and_do_not_borrow_from_each_other() -> None
 
 
 def test_minimal_inbound_round_trips_with_defaults() -> None:
-    minimal = Inbound(transport="webchat", delivery_id="d-3",
-                      source=Source(platform="webchat", chat_id="c1"), text="hi")
+    minimal = Inbound(
+        transport="webchat", delivery_id="d-3", source=Source(platform="webchat", chat_id="c1"), text="hi"
+    )
     restored = Inbound.from_dict(minimal.to_dict())
     assert restored == minimal
     assert restored.kind == "text"

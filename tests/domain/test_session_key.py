@@ -29,16 +29,26 @@ ALL_POLICIES = (PER_USER, SHARED, THREAD_PER_USER, THREAD_ONLY_PER_USER)
 
 
 def group(**kw: object) -> Source:
-    fields: dict[str, object] = {"platform": "discord", "chat_id": "c1", "chat_type": "group",
-                                 "user_id": "u1"}
+    fields: dict[str, object] = {
+        "platform": "discord",
+        "chat_id": "c1",
+        "chat_type": "group",
+        "user_id": "u1",
+    }
     fields.update(kw)
     return Source(**fields)  # type: ignore[arg-type]
 
 
 def discord_thread(**kw: object) -> Source:
     # Discord: a thread is its own chat, so chat_id == thread_id.
-    fields: dict[str, object] = {"platform": "discord", "chat_id": "th1", "chat_type": "thread",
-                                 "thread_id": "th1", "user_id": "u1", "parent_chat_id": "c1"}
+    fields: dict[str, object] = {
+        "platform": "discord",
+        "chat_id": "th1",
+        "chat_type": "thread",
+        "thread_id": "th1",
+        "user_id": "u1",
+        "parent_chat_id": "c1",
+    }
     fields.update(kw)
     return Source(**fields)  # type: ignore[arg-type]
 
@@ -59,8 +69,7 @@ def test_telegram_dm_keys_by_chat_id_alone() -> None:
 
 
 def test_dm_with_chat_id_never_gets_a_user_suffix_even_if_user_differs() -> None:
-    src = Source(platform="telegram", chat_id="c9", chat_type="dm", user_id="u1",
-                 user_id_alt="alt1")
+    src = Source(platform="telegram", chat_id="c9", chat_type="dm", user_id="u1", user_id_alt="alt1")
     assert session_key(src) == "agent:main:telegram:dm:c9"
 
 
@@ -75,8 +84,7 @@ def test_dm_without_chat_id_falls_back_to_user_id() -> None:
 
 
 def test_dm_without_chat_id_prefers_user_id_alt_over_user_id() -> None:
-    src = Source(platform="webchat", chat_id=None, chat_type="dm", user_id="u1",
-                 user_id_alt="alt1")
+    src = Source(platform="webchat", chat_id=None, chat_type="dm", user_id="u1", user_id_alt="alt1")
     assert session_key(src) == "agent:main:webchat:dm:alt1"
 
 
@@ -159,9 +167,7 @@ def test_thread_per_user_appends_the_participant() -> None:
 
 def test_thread_per_user_needs_group_per_user_too() -> None:
     # participant only when group_sessions_per_user AND NOT (thread and not thread-per-user)
-    assert session_key(discord_thread(), THREAD_ONLY_PER_USER) == (
-        "agent:main:discord:thread:th1:th1"
-    )
+    assert session_key(discord_thread(), THREAD_ONLY_PER_USER) == ("agent:main:discord:thread:th1:th1")
 
 
 def test_thread_key_does_not_include_parent_chat_id() -> None:
@@ -174,8 +180,9 @@ def test_thread_key_does_not_include_parent_chat_id() -> None:
 
 
 def test_empty_string_ids_are_omitted_not_joined_as_empty_segments() -> None:
-    src = Source(platform="slack", chat_id="", chat_type="group", user_id="", thread_id="",
-                 scope_id="", user_id_alt="")
+    src = Source(
+        platform="slack", chat_id="", chat_type="group", user_id="", thread_id="", scope_id="", user_id_alt=""
+    )
     assert session_key(src, THREAD_PER_USER) == "agent:main:slack:group"
 
 
@@ -218,21 +225,19 @@ def test_platform_override_turns_per_user_on_while_default_is_off() -> None:
     assert policy.group_sessions_per_user is True
     assert session_key(group(), policy) == "agent:main:discord:group:c1:u1"
     tg = group(platform="telegram")
-    assert session_key(tg, resolve_policy("telegram", SHARED, overrides)) == (
-        "agent:main:telegram:group:c1"
-    )
+    assert session_key(tg, resolve_policy("telegram", SHARED, overrides)) == ("agent:main:telegram:group:c1")
 
 
 def test_platform_override_turns_thread_per_user_on_while_default_is_off() -> None:
-    policy = resolve_policy("discord", PER_USER,
-                            {"discord": PolicyOverride(thread_sessions_per_user=True)})
+    policy = resolve_policy("discord", PER_USER, {"discord": PolicyOverride(thread_sessions_per_user=True)})
     assert policy == THREAD_PER_USER
     assert session_key(discord_thread(), policy) == "agent:main:discord:thread:th1:th1:u1"
 
 
 def test_platform_override_turns_thread_per_user_off_while_default_is_on() -> None:
-    policy = resolve_policy("discord", THREAD_PER_USER,
-                            {"discord": PolicyOverride(thread_sessions_per_user=False)})
+    policy = resolve_policy(
+        "discord", THREAD_PER_USER, {"discord": PolicyOverride(thread_sessions_per_user=False)}
+    )
     assert policy == PER_USER
     assert session_key(discord_thread(), policy) == "agent:main:discord:thread:th1:th1"
 
@@ -242,8 +247,7 @@ def test_unset_override_fields_fall_back_to_the_default(default: IsolationPolicy
     assert resolve_policy("x", default, {"x": PolicyOverride()}) == default
     only_group = resolve_policy("x", default, {"x": PolicyOverride(group_sessions_per_user=False)})
     assert only_group.thread_sessions_per_user is default.thread_sessions_per_user
-    only_thread = resolve_policy("x", default,
-                                 {"x": PolicyOverride(thread_sessions_per_user=True)})
+    only_thread = resolve_policy("x", default, {"x": PolicyOverride(thread_sessions_per_user=True)})
     assert only_thread.group_sessions_per_user is default.group_sessions_per_user
 
 
@@ -256,8 +260,9 @@ def test_slack_puts_scope_right_after_chat_type() -> None:
 
 
 def test_slack_thread_key_carries_scope_channel_and_thread() -> None:
-    src = Source(platform="slack", chat_id="C1", chat_type="group", user_id="U1", scope_id="T1",
-                 thread_id="171.5")
+    src = Source(
+        platform="slack", chat_id="C1", chat_type="group", user_id="U1", scope_id="T1", thread_id="171.5"
+    )
     assert session_key(src) == "agent:main:slack:group:T1:C1:171.5"
     assert session_key(src, THREAD_PER_USER) == "agent:main:slack:group:T1:C1:171.5:U1"
 
@@ -309,32 +314,58 @@ def test_canonical_source_strips_whitespace_from_ids_so_lanes_share_a_key() -> N
 
 
 def test_canonical_source_turns_int_ids_into_strings() -> None:
-    src = canonical_source(Source(platform="telegram", chat_id=12345, chat_type="dm",  # type: ignore[arg-type]
-                                  user_id=67, thread_id=0))  # type: ignore[arg-type]
+    src = canonical_source(
+        Source(
+            platform="telegram",
+            chat_id=12345,
+            chat_type="dm",  # type: ignore[arg-type]
+            user_id=67,
+            thread_id=0,
+        )
+    )  # type: ignore[arg-type]
     assert src.chat_id == "12345"
     assert src.user_id == "67"
     assert src.thread_id == "0"
     assert session_key(src) == session_key(
-        canonical_source(Source(platform="telegram", chat_id="12345", chat_type="dm",
-                                user_id="67", thread_id="0"))
+        canonical_source(
+            Source(platform="telegram", chat_id="12345", chat_type="dm", user_id="67", thread_id="0")
+        )
     )
 
 
 @pytest.mark.parametrize("blank", ["", "   ", "\t\n", None])
 def test_canonical_source_maps_blank_ids_and_labels_to_none(blank: str | None) -> None:
-    src = canonical_source(Source(
-        platform="discord", chat_id=blank, chat_type="group", user_id=blank, user_name=blank,
-        thread_id=blank, parent_chat_id=blank, scope_id=blank, chat_name=blank,
-        chat_topic=blank, user_id_alt=blank,
-    ))
-    for name in ("chat_id", "user_id", "user_name", "thread_id", "parent_chat_id", "scope_id",
-                 "chat_name", "chat_topic", "user_id_alt"):
+    src = canonical_source(
+        Source(
+            platform="discord",
+            chat_id=blank,
+            chat_type="group",
+            user_id=blank,
+            user_name=blank,
+            thread_id=blank,
+            parent_chat_id=blank,
+            scope_id=blank,
+            chat_name=blank,
+            chat_topic=blank,
+            user_id_alt=blank,
+        )
+    )
+    for name in (
+        "chat_id",
+        "user_id",
+        "user_name",
+        "thread_id",
+        "parent_chat_id",
+        "scope_id",
+        "chat_name",
+        "chat_topic",
+        "user_id_alt",
+    ):
         assert getattr(src, name) is None, name
 
 
 def test_canonical_source_lowercases_platform_and_chat_type() -> None:
-    src = canonical_source(Source(platform=" Discord ", chat_id="c1",
-                                  chat_type=" GROUP ", user_id="u1"))  # type: ignore[arg-type]
+    src = canonical_source(Source(platform=" Discord ", chat_id="c1", chat_type=" GROUP ", user_id="u1"))  # type: ignore[arg-type]
     assert (src.platform, src.chat_type) == ("discord", "group")
     assert session_key(src) == "agent:main:discord:group:c1:u1"
 
@@ -361,15 +392,26 @@ def test_canonical_source_is_idempotent() -> None:
 
 
 def test_source_from_dict_canonicalizes_and_ignores_unknown_keys() -> None:
-    src = Source.from_dict({"platform": "Discord", "chat_id": " c1 ", "chat_type": "group",
-                            "user_id": 42, "bogus": "x"})
+    src = Source.from_dict(
+        {"platform": "Discord", "chat_id": " c1 ", "chat_type": "group", "user_id": 42, "bogus": "x"}
+    )
     assert src == Source(platform="discord", chat_id="c1", chat_type="group", user_id="42")
 
 
 def test_source_dict_round_trip_preserves_every_field() -> None:
-    src = Source(platform="slack", chat_id="C1", chat_type="thread", user_id="U1", user_name="Ann",
-                 thread_id="171.5", parent_chat_id="C0", scope_id="T1", chat_name="general",
-                 chat_topic="ops", user_id_alt="alt")
+    src = Source(
+        platform="slack",
+        chat_id="C1",
+        chat_type="thread",
+        user_id="U1",
+        user_name="Ann",
+        thread_id="171.5",
+        parent_chat_id="C0",
+        scope_id="T1",
+        chat_name="general",
+        chat_topic="ops",
+        user_id_alt="alt",
+    )
     assert Source.from_dict(src.to_dict()) == src
 
 
@@ -399,9 +441,13 @@ def test_thread_per_user_is_not_shared() -> None:
 
 
 _AGREEMENT_CASES = [
-    pytest.param(policy, in_thread, id=f"group={policy.group_sessions_per_user}-"
-                                       f"thread={policy.thread_sessions_per_user}-"
-                                       f"in_thread={in_thread}")
+    pytest.param(
+        policy,
+        in_thread,
+        id=f"group={policy.group_sessions_per_user}-"
+        f"thread={policy.thread_sessions_per_user}-"
+        f"in_thread={in_thread}",
+    )
     for policy in (PER_USER, SHARED, THREAD_PER_USER)
     for in_thread in (False, True)
 ] + [
@@ -451,11 +497,16 @@ def sources(draw: st.DrawFn, chat_id: st.SearchStrategy[str | None] = maybe_ids)
     )
 
 
-@given(src=sources(), policy=policies, profile=profiles,
-       user_name=labels, chat_name=labels, chat_topic=labels)
+@given(
+    src=sources(), policy=policies, profile=profiles, user_name=labels, chat_name=labels, chat_topic=labels
+)
 def test_key_is_deterministic_and_labels_never_change_it(
-    src: Source, policy: IsolationPolicy, profile: str | None,
-    user_name: str | None, chat_name: str | None, chat_topic: str | None,
+    src: Source,
+    policy: IsolationPolicy,
+    profile: str | None,
+    user_name: str | None,
+    chat_name: str | None,
+    chat_topic: str | None,
 ) -> None:
     key = session_key(src, policy, profile)
     assert session_key(src, policy, profile) == key
@@ -465,9 +516,7 @@ def test_key_is_deterministic_and_labels_never_change_it(
 
 
 @given(src=sources(), policy=policies, profile=profiles)
-def test_key_has_no_empty_segments(
-    src: Source, policy: IsolationPolicy, profile: str | None
-) -> None:
+def test_key_has_no_empty_segments(src: Source, policy: IsolationPolicy, profile: str | None) -> None:
     key = session_key(src, policy, profile)
     assert "::" not in key
     assert not key.endswith(":")
@@ -485,17 +534,24 @@ def test_distinct_chat_ids_never_collide_for_the_same_platform_and_type(
     assert session_key(a, policy, profile) != session_key(b, policy, profile)
 
 
-@given(src=sources(), policy=policies, pad_left=st.sampled_from(["", " ", "\t", "  \n"]),
-       pad_right=st.sampled_from(["", " ", "\n", " \t "]))
+@given(
+    src=sources(),
+    policy=policies,
+    pad_left=st.sampled_from(["", " ", "\t", "  \n"]),
+    pad_right=st.sampled_from(["", " ", "\n", " \t "]),
+)
 def test_whitespace_padding_on_ids_never_changes_the_canonical_key(
     src: Source, policy: IsolationPolicy, pad_left: str, pad_right: str
 ) -> None:
     def pad(value: str | None) -> str | None:
         return None if value is None else f"{pad_left}{value}{pad_right}"
 
-    padded = replace(src, chat_id=pad(src.chat_id), user_id=pad(src.user_id),
-                     thread_id=pad(src.thread_id), scope_id=pad(src.scope_id),
-                     user_id_alt=pad(src.user_id_alt))
-    assert session_key(canonical_source(padded), policy) == session_key(
-        canonical_source(src), policy
+    padded = replace(
+        src,
+        chat_id=pad(src.chat_id),
+        user_id=pad(src.user_id),
+        thread_id=pad(src.thread_id),
+        scope_id=pad(src.scope_id),
+        user_id_alt=pad(src.user_id_alt),
     )
+    assert session_key(canonical_source(padded), policy) == session_key(canonical_source(src), policy)
