@@ -13,7 +13,7 @@ from chatgate.engine.ports import AdmissionRefused
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from conftest import Harness, MakeHarness
+    from support.engine_harness import Harness, MakeHarness
 
     Wait = Callable[..., Awaitable[Any]]
 

@@ -10,7 +10,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from conftest import Harness, MakeHarness
+    from support.engine_harness import Harness, MakeHarness
 
     Wait = Callable[..., Awaitable[Any]]
 

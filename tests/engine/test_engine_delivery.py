@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from conftest import MakeHarness
+    from support.engine_harness import MakeHarness
 
     Wait = Callable[..., Awaitable[Any]]
 
@@ -88,6 +88,7 @@ async def test_a_rejected_row_is_marked_failed_counted_and_does_not_block_its_ch
     await h.send("good")
 
     assert await h.finals("c1", 1) == ["echo: good"]
+    await h.delivery.flush(5)  # the adapter answered; wait until the worker settled both rows
     assert h.outbox("echo: bad") == [("failed", 1, "final")]
     assert h.query("SELECT last_error FROM outbox WHERE text = 'echo: bad'") == [("message is too long",)]
     assert len(h.adapter.calls_for("echo: bad")) == 1, "a rejection is not retried"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from conftest import MakeHarness, TranscriptFaults
+    from support.engine_harness import MakeHarness, TranscriptFaults
 
     Wait = Callable[..., Awaitable[Any]]
 

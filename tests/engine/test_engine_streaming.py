@@ -15,15 +15,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
-from conftest import RecordingAdapter, wait_until
 
 from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
 from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.engine.finals import deliver_final
 from chatgate.store.base import OutboxRow
+from support.engine_harness import RecordingAdapter, wait_until
 
 if TYPE_CHECKING:
-    from conftest import MakeHarness
+    from support.engine_harness import MakeHarness
 
 EditMode = Literal["always", "fail_midway", "impossible", "acked_not_rendered"]
 SendMode = Literal["succeed", "fail_then_succeed"]

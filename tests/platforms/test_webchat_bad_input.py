@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import StartGateway, WebClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chatgate.platforms.webchat.protocol import FrameError, Hello, Message, Received, decode
+from support.web_harness import StartGateway, WebClient
 
 Connect = Callable[[int], Awaitable[WebClient]]
 

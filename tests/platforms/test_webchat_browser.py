@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import InboxInsertSwitch, StartGateway, web_config
+
+from support.web_harness import InboxInsertSwitch, StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 

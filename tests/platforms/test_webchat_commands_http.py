@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import httpx
-from conftest import FRAME_TIMEOUT, StartGateway, WebClient, of_type, web_config
 from prometheus_client.parser import text_string_to_metric_families
 
 from chatgate.domain.commands import help_text
+from support.web_harness import FRAME_TIMEOUT, StartGateway, WebClient, of_type, web_config
 
 Connect = Callable[[int], Awaitable[WebClient]]
 

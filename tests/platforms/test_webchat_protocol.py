@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from conftest import StartGateway, WebClient, of_type, web_config
+from support.web_harness import StartGateway, WebClient, of_type, web_config
 
 Connect = Callable[[int], Awaitable[WebClient]]
 

@@ -6,9 +6,8 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from conftest import STOP_TIMEOUT, web_config
-
 from chatgate.app.gateway import Gateway
+from support.web_harness import STOP_TIMEOUT, web_config
 
 
 async def test_delivery_worker_stops_when_woken_just_before_stop(tmp_path: Path) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from conftest import InboxInsertSwitch, StartGateway, WebClient, of_type, web_config
-
 from chatgate.store.sqlite import SqliteStore
+from support.web_harness import InboxInsertSwitch, StartGateway, WebClient, of_type, web_config
 
 Connect = Callable[[int], Awaitable[WebClient]]
 

@@ -89,7 +89,7 @@ class DeliveryWorker:
                 claimed = await asyncio.wait_for(self._claim(), max(0.01, deadline - time.monotonic()))
             except (TimeoutError, StoreUnavailable):
                 return
-            if claimed == 0:
+            if claimed == 0 and not self._inflight:  # the loop may have claimed what we did not
                 return
 
     async def _loop(self) -> None:

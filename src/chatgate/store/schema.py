@@ -85,6 +85,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX outbox_open ON outbox (platform, chat_id, id)
         WHERE status IN ('pending', 'sending', 'ambiguous');
     """,
+    # 3 -> 4: named cursors of upstream transports (e.g. a Telegram getUpdates offset).
+    """
+    CREATE TABLE cursors (
+        name        TEXT PRIMARY KEY,
+        value       TEXT NOT NULL,
+        updated_at  REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -294,3 +294,22 @@ class SqliteStore:
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         now = time.time()
         return await self._write(lambda c: ops.confirm_outbox(c, platform, chat_id, row_id, now))
+
+    async def get_cursor(self, name: str) -> str | None:
+        def read(c: sqlite3.Connection) -> str | None:
+            row = c.execute("SELECT value FROM cursors WHERE name = ?", (name,)).fetchone()
+            return str(row[0]) if row else None
+
+        return await self._read(read)
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        now = time.time()
+
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO cursors (name, value, updated_at) VALUES (?,?,?) ON CONFLICT (name)"
+                " DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                (name, value, now),
+            )
+
+        await self._write(write)

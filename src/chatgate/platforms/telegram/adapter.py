@@ -1,0 +1,228 @@
+"""The native Telegram adapter: long polling in, streaming edits and finals out.
+
+Inbound: ``Poller`` fetches updates, ``decode`` turns each into an ``Inbound``,
+admission commits it, and only then does the offset advance (and a button
+press get its ``answerCallbackQuery``). Updates of different chats in one batch
+are admitted concurrently; within a chat, in update order.
+
+Outbound: ``TelegramOutbound`` implements the ``EditablePlatform`` operations the
+stream consumer uses for previews; ``deliver`` puts an outbox row on Telegram
+through ``engine.finals.deliver_final`` (editing the preview into the final).
+
+``/command@ThisBot`` is rewritten to ``/command`` here (the bot's username is
+known only after ``getMe``), so admission parses it like any command; a command
+addressed to another bot stays ordinary text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiogram import Bot
+from aiogram.client.session.aiohttp import AiohttpSession
+from aiogram.client.telegram import TelegramAPIServer
+from aiogram.exceptions import AiogramError, TelegramAPIError
+from aiogram.types import BotCommand
+from aiogram.utils.token import TokenValidationError
+
+from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.source import Source
+from chatgate.engine.finals import deliver_final
+from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
+from chatgate.platforms.telegram.decode import ALLOWED_UPDATES, PLATFORM, Decoded, Unsupported, decode_update
+from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
+from chatgate.platforms.telegram.poller import CursorStore, Poller, Raw
+from chatgate.store.base import OutboxRow, StoreUnavailable
+
+log = logging.getLogger(__name__)
+REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramSettings:
+    token: str
+    api_base: str = "https://api.telegram.org"
+    poll_timeout: int = 25
+    drop_pending_updates: bool = False
+    duplicate_marker: str = ""
+
+
+def _chat_of(raw: Raw) -> str:
+    """The chat an update belongs to, so one chat's updates are admitted in order."""
+    update = raw.update
+    if update is None:
+        return ""
+    if update.message is not None:
+        return str(update.message.chat.id)
+    query = update.callback_query
+    if query is not None and query.message is not None:
+        return str(query.message.chat.id)
+    return ""
+
+
+class TelegramAdapter:
+    platform = PLATFORM
+    capabilities = Capabilities(
+        edit=True,
+        drafts=False,
+        buttons=True,
+        threads=True,
+        max_length=4096,
+        length_unit="utf16",
+        markdown="html",
+        typing=True,
+        edit_interval=1.0,
+        chat_min_interval=1.0,
+        platform_max_rate=30.0,
+    )
+
+    def __init__(self, settings: TelegramSettings, store: CursorStore, sink: InboundSink) -> None:
+        try:
+            session = AiohttpSession(api=TelegramAPIServer.from_base(settings.api_base))
+            self._bot = Bot(settings.token, session=session)
+        except TokenValidationError as exc:
+            raise ValueError("the Telegram bot token is malformed (expected <digits>:<secret>)") from exc
+        self._token = settings.token
+        self._settings = settings
+        self._sink = sink
+        self.bot_id = self._bot.id
+        self.username: str | None = None
+        self._outbound = TelegramOutbound(self._bot, self.redact)
+        self._connected = False
+        self._detail = "not started"
+        self._commands_set = False
+        self.poller = Poller(
+            self._bot,
+            store,
+            f"telegram:{self.bot_id}:offset",
+            self._handle_batch,
+            poll_timeout=settings.poll_timeout,
+            allowed_updates=list(ALLOWED_UPDATES),
+            drop_pending=settings.drop_pending_updates,
+            on_connect=self._on_connect,
+            on_state=self._set_state,
+            redact=self.redact,
+        )
+
+    def redact(self, text: str) -> str:
+        """Errors may quote the request URL, which holds the token: never let it out."""
+        return text.replace(self._token, "<token>") if self._token else text
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._detail = "connecting"
+        self.poller.start()
+
+    def stop_intake(self) -> None:
+        self.poller.stop()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """After ``stop_intake`` and the outbox flush: end polling and close the HTTP session."""
+        self.poller.stop()
+        await self.poller.wait_stopped(timeout)
+        await self._bot.session.close()
+        self._connected = False
+        self._detail = "stopped"
+
+    def state(self) -> AdapterState:
+        return AdapterState(self._connected, self._detail)
+
+    def _set_state(self, connected: bool, detail: str) -> None:
+        self._connected = connected
+        name = f"@{self.username}" if self.username else f"bot {self.bot_id}"
+        self._detail = f"{name}: {detail}"
+
+    async def _on_connect(self) -> None:
+        me = await self._bot.get_me(request_timeout=REQUEST_TIMEOUT)
+        self.username = me.username
+        self._set_state(True, "connected")
+        if not self._commands_set:
+            commands = [BotCommand(command=c.name, description=c.summary) for c in CONTROL_COMMANDS]
+            try:
+                await self._bot.set_my_commands(commands, request_timeout=REQUEST_TIMEOUT)
+                self._commands_set = True
+            except (TelegramAPIError, AiogramError, TimeoutError) as exc:
+                log.warning("could not register the bot commands: %s", self.redact(str(exc)))
+
+    # ------------------------------------------------------------ inbound
+
+    async def _handle_batch(self, items: list[Raw]) -> int | None:
+        by_chat: dict[str, list[Raw]] = {}
+        for raw in items:
+            by_chat.setdefault(_chat_of(raw), []).append(raw)
+        failed = await asyncio.gather(*(self._handle_chat(chat) for chat in by_chat.values()))
+        retry = [f for f in failed if f is not None]
+        return min(retry) if retry else None
+
+    async def _handle_chat(self, items: list[Raw]) -> int | None:
+        for raw in items:
+            if not await self._handle_one(raw):
+                return raw.update_id
+        return None
+
+    async def _handle_one(self, raw: Raw) -> bool:
+        """Admit one update; ``False`` when it must be fetched again (storage trouble)."""
+        if raw.update is None:
+            log.warning("skipped Telegram update %d: %s", raw.update_id, raw.error)
+            return True
+        decoded = decode_update(raw.update, self.bot_id, self.username)
+        if isinstance(decoded, Unsupported):
+            log.info("skipped Telegram update %d: %s", raw.update_id, decoded.reason)
+            if decoded.callback_id is not None:
+                await self._answer(decoded.callback_id, None)
+            return True
+        return await self._admit(raw.update_id, decoded)
+
+    async def _admit(self, update_id: int, decoded: Decoded) -> bool:
+        try:
+            await self._sink.admit(decoded.inbound)
+        except AdmissionRefused as exc:
+            log.info(
+                "refused Telegram update %d (%s): %s", update_id, exc.code, exc.message,
+                extra={"platform": PLATFORM, "code": exc.code},
+            )  # fmt: skip
+            if decoded.callback_id is not None:
+                await self._answer(decoded.callback_id, REFUSED_TEXT if exc.code == "unauthorized" else None)
+            return True
+        except StoreUnavailable as exc:
+            log.warning("Telegram update %d not saved, it will be fetched again: %s", update_id, exc)
+            return False
+        if decoded.callback_id is not None:
+            await self._answer(decoded.callback_id, None)
+        return True
+
+    async def _answer(self, callback_id: str, text: str | None) -> None:
+        """Stop the button's spinner (best effort: a query older than ~15 s cannot be answered)."""
+        try:
+            await self._bot.answer_callback_query(callback_id, text=text, request_timeout=REQUEST_TIMEOUT)
+        except (TelegramAPIError, AiogramError, TimeoutError) as exc:
+            log.info("could not answer callback query: %s", self.redact(str(exc)))
+
+    # ------------------------------------------------------------ outbound
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+        return await deliver_final(self, row, self._settings.duplicate_marker)
+
+    async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
+        return None  # Telegram previews are edits of a sent message (capabilities.drafts is False)
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        return await self._outbound.send_message(chat_id, text, target, reply_to)
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await self._outbound.edit_message(chat_id, message_id, text, target)
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+        await self._outbound.send_typing(chat_id, target)
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        return await self._outbound.delete_message(chat_id, message_id, target)

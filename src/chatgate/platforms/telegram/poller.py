@@ -1,0 +1,234 @@
+"""Long polling with a durable offset: commit every update, then advance.
+
+The loop calls ``getUpdates(offset, timeout)`` itself (not aiogram's
+dispatcher), hands each batch to ``handle`` (which admits every update and
+says which ones must be fetched again), stores the next offset in the
+gateway's store, and only then asks for more: the next ``getUpdates`` with the
+higher offset is what confirms the batch to Telegram. So
+
+- an update is confirmed upstream only after its admission committed;
+- a crash before the cursor is stored refetches the batch, and admission
+  recognizes each redelivered update by its delivery id (``<bot id>:<update id>``);
+- a restart resumes from the stored offset; a cold start (no offset stored)
+  takes every update Telegram still holds, unless ``drop_pending_updates``.
+
+An update that cannot be decoded, or whose type is unsupported, is logged and
+skipped; its id still advances the offset so it is not fetched forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiogram import Bot
+from aiogram.exceptions import (
+    ClientDecodeError,
+    TelegramConflictError,
+    TelegramRetryAfter,
+    TelegramUnauthorizedError,
+)
+from aiogram.methods import GetUpdates
+from aiogram.types import Update
+from pydantic import ValidationError
+
+from chatgate.store.base import StoreUnavailable
+
+log = logging.getLogger(__name__)
+MAX_BACKOFF = 30.0
+
+
+class CursorStore(Protocol):
+    async def get_cursor(self, name: str) -> str | None: ...
+
+    async def set_cursor(self, name: str, value: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """One entry of a getUpdates answer: decoded, or the reason it could not be."""
+
+    update_id: int
+    update: Update | None
+    error: str | None = None
+
+
+Handler = Callable[[list[Raw]], Awaitable[int | None]]
+"""Admit a batch; return the lowest update id that must be fetched again, or ``None``."""
+
+
+def split_raw(bot: Bot, data: Any) -> list[Raw]:
+    """Decode a getUpdates answer that aiogram could not decode as a whole, update by update."""
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list):
+        return []
+    items = []
+    for entry in result:
+        update_id = entry.get("update_id") if isinstance(entry, dict) else None
+        if not isinstance(update_id, int) or isinstance(update_id, bool):
+            log.warning("skipping a Telegram update without an update_id")
+            continue
+        try:
+            items.append(Raw(update_id, Update.model_validate(entry, context={"bot": bot})))
+        except ValidationError as exc:
+            fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:3])
+            items.append(Raw(update_id, None, f"malformed update ({exc.error_count()} error(s): {fields})"))
+    return items
+
+
+class Poller:
+    def __init__(
+        self,
+        bot: Bot,
+        store: CursorStore,
+        cursor_name: str,
+        handle: Handler,
+        *,
+        poll_timeout: int,
+        allowed_updates: list[str],
+        drop_pending: bool,
+        on_connect: Callable[[], Awaitable[None]],
+        on_state: Callable[[bool, str], None],
+        redact: Callable[[str], str],
+    ) -> None:
+        self._bot = bot
+        self._store = store
+        self.cursor_name = cursor_name
+        self._handle = handle
+        self._timeout = poll_timeout
+        self._allowed = allowed_updates
+        self._drop_pending = drop_pending
+        self._on_connect = on_connect
+        self._on_state = on_state
+        self._redact = redact
+        self.offset: int | None = None
+        self._loaded = False
+        self._stopping = False
+        self._stop_event = asyncio.Event()
+        self._fetching = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._stopping = False
+        self._stop_event.clear()
+        self._task = asyncio.create_task(self._run(), name="chatgate-telegram-poll")
+
+    def stop(self) -> None:
+        """Stop asking for updates: a long poll in flight is abandoned (nothing in it was confirmed)."""
+        self._stopping = True
+        self._stop_event.set()
+        if self._task is not None and self._fetching:
+            self._task.cancel()
+
+    async def wait_stopped(self, timeout: float) -> None:
+        """Let the batch being admitted finish (then its offset is stored), within ``timeout``."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake up at once when stopped."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop_event.wait(), seconds)
+
+    async def _run(self) -> None:
+        backoff = 1.0
+        connected = False
+        while not self._stopping:
+            try:
+                if not connected:
+                    await self._connect()
+                    connected = True
+                await self._poll_once()
+                backoff = 1.0
+            except asyncio.CancelledError:
+                if self._stopping:
+                    return
+                raise
+            except TelegramRetryAfter as exc:
+                self._on_state(True, f"getUpdates flood control: waiting {exc.retry_after}s")
+                await self._pause(float(exc.retry_after))
+            except Exception as exc:  # the loop must survive anything a poll can throw
+                await self._failed(exc, backoff)
+                backoff = min(MAX_BACKOFF, backoff * 2)
+
+    async def _failed(self, exc: Exception, backoff: float) -> None:
+        if isinstance(exc, ClientDecodeError):
+            reason = f"unreadable answer from Telegram: {exc.message}"
+        else:
+            reason = self._redact(f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, TelegramUnauthorizedError):
+            reason = f"the bot token was refused ({reason}); check platforms.telegram.token_env"
+            backoff = max(backoff, MAX_BACKOFF)
+        elif isinstance(exc, TelegramConflictError):
+            reason = f"another client is polling this bot or a webhook is set ({reason})"
+        self._on_state(False, reason)
+        log.warning("telegram polling failed, retrying in %.0fs: %s", backoff, reason)
+        await self._pause(backoff)
+
+    async def _connect(self) -> None:
+        """getMe (and the caller's start-up calls), the stored offset, and the optional drop."""
+        self._fetching = True
+        try:
+            await self._on_connect()
+        finally:
+            self._fetching = False
+        if not self._loaded:
+            stored = await self._store.get_cursor(self.cursor_name)
+            self.offset = int(stored) if stored else None
+            if self._drop_pending:
+                await self._drop()
+            self._loaded = True
+
+    async def _drop(self) -> None:
+        self._fetching = True
+        try:
+            last = await self._bot(GetUpdates(offset=-1, timeout=0, allowed_updates=self._allowed))
+        finally:
+            self._fetching = False
+        if last:
+            self.offset = max(u.update_id for u in last) + 1
+            await self._store.set_cursor(self.cursor_name, str(self.offset))
+            log.info("dropped pending Telegram updates (platforms.telegram.drop_pending_updates)")
+
+    async def _fetch(self) -> list[Raw]:
+        method = GetUpdates(offset=self.offset, timeout=self._timeout, allowed_updates=self._allowed)
+        self._fetching = True
+        try:
+            updates = await self._bot(method, request_timeout=self._timeout + 15)
+        except ClientDecodeError as exc:
+            items = split_raw(self._bot, exc.data)
+            if not items:
+                raise
+            return items
+        finally:
+            self._fetching = False
+        return [Raw(u.update_id, u) for u in updates]
+
+    async def _poll_once(self) -> None:
+        items = await self._fetch()
+        self._on_state(True, "polling")
+        if self._stopping or not items:
+            return
+        items.sort(key=lambda r: r.update_id)
+        retry_from = await self._handle(items)
+        following = retry_from if retry_from is not None else items[-1].update_id + 1
+        if self.offset is None or following > self.offset:
+            self.offset = following
+            try:
+                await self._store.set_cursor(self.cursor_name, str(following))
+            except StoreUnavailable as exc:
+                # Safe to go on: every update below the offset is committed in the inbox, so a
+                # restart from an older stored offset only refetches what admission deduplicates.
+                log.warning("could not store the Telegram offset %d: %s", following, exc)
+        if retry_from is not None:
+            await self._pause(1.0)  # storage trouble: give it a moment before fetching again
