@@ -38,7 +38,7 @@ class Received(_Frame):
 
 
 ClientFrame = Annotated[Hello | Message | Received, Field(discriminator="type")]
-_CLIENT = TypeAdapter(ClientFrame)
+_CLIENT: TypeAdapter[Hello | Message | Received] = TypeAdapter(ClientFrame)
 KNOWN_TYPES = ("hello", "message", "received")
 
 
