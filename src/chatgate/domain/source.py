@@ -67,3 +67,14 @@ def canonical_source(source: Source) -> Source:
     if chat_type not in CHAT_TYPES:
         raise ValueError(f"unknown chat_type {chat_type!r}; expected one of {sorted(CHAT_TYPES)}")
     return replace(source, platform=platform, chat_type=chat_type, **changes)  # type: ignore[arg-type]
+
+
+def egress_target(source: Source) -> dict[str, str]:
+    """What a reply needs besides the chat id to reach the right place.
+
+    Thread, scope and the triggering author are stored with every outbox row, so
+    replies of turns no inbound frame warmed up (resumed after a restart) route
+    correctly.
+    """
+    target = {"thread_id": source.thread_id, "scope_id": source.scope_id, "user_id": source.user_id}
+    return {k: v for k, v in target.items() if v}

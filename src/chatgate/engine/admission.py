@@ -14,7 +14,7 @@ from dataclasses import replace
 from chatgate.domain.commands import Command, help_text, parse_command
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
-from chatgate.domain.source import canonical_source
+from chatgate.domain.source import canonical_source, egress_target
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted
@@ -106,7 +106,7 @@ class Admission:
             kind="command",
             text=text,
             in_reply_to=inbound.message_ref,
-            target=_target(inbound),
+            target=egress_target(inbound.source),
         )
         request = AdmitRequest(
             inbound=inbound,
@@ -141,9 +141,3 @@ class Admission:
         if info.last_error:
             lines.append(f"Last error: {info.last_error}")
         return "\n".join(lines)
-
-
-def _target(inbound: Inbound) -> dict[str, str]:
-    s = inbound.source
-    target = {"thread_id": s.thread_id, "scope_id": s.scope_id, "user_id": s.user_id}
-    return {k: v for k, v in target.items() if v}

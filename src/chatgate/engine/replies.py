@@ -7,19 +7,11 @@ reply once.
 
 from __future__ import annotations
 
-from typing import Any
-
 from chatgate.domain.outbound import Capabilities
-from chatgate.domain.source import Source
+from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import split_text
 from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.store.base import OutboxDraft, OutboxKind
-
-
-def egress_target(source: Source) -> dict[str, Any]:
-    """What an adapter needs besides the chat id to route a reply correctly."""
-    target = {"thread_id": source.thread_id, "scope_id": source.scope_id, "user_id": source.user_id}
-    return {k: v for k, v in target.items() if v}
 
 
 def reply_draft(
@@ -33,7 +25,7 @@ def reply_draft(
         kind=kind,
         text=text,
         in_reply_to=reply_to,
-        target=egress_target(source),
+        target=dict(egress_target(source)),
     )
 
 

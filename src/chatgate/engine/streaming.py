@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, RetryLater
-from chatgate.domain.source import Source
+from chatgate.domain.source import Source, egress_target
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 
@@ -32,11 +32,6 @@ class PreviewState:
     acked_text: str | None = None
     """The last preview payload the platform acknowledged (cursor included)."""
     edits: int = 0
-
-
-def _target(source: Source) -> dict[str, str]:
-    target = {"thread_id": source.thread_id, "scope_id": source.scope_id, "user_id": source.user_id}
-    return {k: v for k, v in target.items() if v}
 
 
 class StreamConsumer:
@@ -104,7 +99,7 @@ class StreamConsumer:
         if self._editable is None or self.state.message_id is None or self.state.acked_text is None:
             return
         text = self.state.acked_text.removesuffix(PREVIEW_CURSOR) + " …(stopped)"
-        target = _target(self._source)
+        target = egress_target(self._source)
         with contextlib.suppress(Exception):
             edited = await asyncio.wait_for(
                 self._editable.edit_message(self._chat, self.state.message_id, text, target), self._timeout
@@ -124,7 +119,7 @@ class StreamConsumer:
         self._budget.take(self._platform, self._chat)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
-                self._editable.send_typing(self._chat, _target(self._source)), self._timeout
+                self._editable.send_typing(self._chat, egress_target(self._source)), self._timeout
             )
 
     async def _preview(self, payload: str) -> None:
@@ -132,7 +127,7 @@ class StreamConsumer:
         if self._budget.delay(self._platform, self._chat) > 0:
             return  # rate-limited: skip this preview, the final is durable anyway
         self._budget.take(self._platform, self._chat)
-        target = _target(self._source)
+        target = egress_target(self._source)
         try:
             if self.state.message_id is None:
                 call = self._editable.send_message(self._chat, payload, target, self._reply_to)
