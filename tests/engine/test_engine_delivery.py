@@ -11,6 +11,7 @@ from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.store.base import OutboxRow
 from chatgate.store.sqlite import SqliteStore
+from support.engine_harness import wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -222,3 +223,20 @@ async def test_a_429_penalizes_only_its_chat_whose_messages_then_arrive_in_order
     assert await h.finals("X", 3, timeout=20) == ["echo: x0", "echo: x1", "echo: x2"]
     assert len(x_calls) == 4, "x0 twice (penalized, then delivered), x1 and x2 once"
     assert x_calls[1] - penalized[0] >= 1.5, "nothing went to X before its retry_after ran out"
+
+
+async def test_rows_older_than_max_age_are_abandoned_unless_the_client_pulls_them(
+    make_harness: MakeHarness,
+) -> None:
+    from chatgate.domain.outbound import Capabilities
+
+    pushed = await make_harness(delivery={"max_age": 0.0}, db="pushed.db")
+    await pushed.send("too late")
+    await wait_until(lambda: pushed.outbox("echo: too late") == [("failed", 1, "final")], 10, "expiry")
+    assert pushed.adapter.texts() == []
+    assert deliveries(pushed, "expired") == 1
+
+    pulling = await make_harness(delivery={"max_age": 0.0}, db="pulled.db")
+    pulling.adapter.capabilities = Capabilities(confirms_receipt=True)
+    await pulling.send("worth the wait")
+    assert await pulling.finals("c1", 1) == ["echo: worth the wait"]

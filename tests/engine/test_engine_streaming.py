@@ -180,6 +180,8 @@ async def test_a_long_final_arrives_as_ordered_parts_within_the_limit(make_harne
     rows = _final_rows(h)
     assert len(rows) >= 3 and all(status == "sent" for status, _, _ in rows), rows
     assert all(len(text) <= 120 for _, text, _ in rows)
+    # Room is left for the duplicate marker, so a resent part still fits.
+    assert all(len("(possible repeat) " + text) <= 120 for _, text, _ in rows)
     expected = "answer to long one: " + " ".join(f"word{i}" for i in range(60))
     assert "".join(text for _, text, _ in rows) == expected
     shown = [platform.rendered[mid] for _, _, mid in rows]
@@ -240,3 +242,19 @@ async def test_a_final_never_attempted_before_a_crash_is_shown_once_without_a_ma
     h = await make_harness(agent="echo", adapter=platform)
     await h.finals("c1", 1)
     assert list(platform.rendered.values()) == ["echo: hello"]
+
+
+async def test_an_agent_that_crashes_mid_stream_leaves_no_cursor_behind(make_harness: MakeHarness) -> None:
+    class Crashes(SlowWriter):
+        async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+            for piece in ("partial ", "answer ", "then "):
+                await asyncio.sleep(0.05)
+                yield TextDelta(piece)
+            raise RuntimeError("agent bug")
+
+    platform = EditablePlatformDouble("always", "succeed")
+    h = await make_harness(agent=Crashes(1, 0), adapter=platform, scheduler={"retry_base": 30.0})
+    await h.send("boom", delivery_id="boom")
+    await wait_until(lambda: any("(stopped)" in t for t in platform.rendered.values()), 10, "the cleanup")
+    assert platform.rendered, platform.history
+    assert not any(t.endswith(PREVIEW_CURSOR) for t in platform.rendered.values()), platform.rendered

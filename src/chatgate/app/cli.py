@@ -151,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from chatgate.store.sqlite import SqliteStore
+    from chatgate.store.sqlite import read_sessions
 
     config = _load(args)
     state_dir = resolve_state_dir(args.state_dir, config)
@@ -160,24 +160,20 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         print(f"no sessions yet (no database at {path})")
         return 0
 
-    async def listing() -> int:
-        store = SqliteStore(path)
-        await store.open()
-        try:
-            sessions = await store.list_sessions(args.limit)
-        finally:
-            await store.close()
-        if not sessions:
-            print("no sessions yet")
-            return 0
-        print(f"{'SESSION KEY':<48} {'LAST ACTIVITY':<20} {'QUEUED':>6}  STATE")
-        for s in sessions:
-            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_activity))
-            state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
-            print(f"{s.session_key:<48} {when:<20} {s.queued:>6}  {state}")
+    try:
+        sessions = read_sessions(path, args.limit)
+    except StoreUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
+    if not sessions:
+        print("no sessions yet")
         return 0
-
-    return asyncio.run(listing())
+    print(f"{'SESSION KEY':<48} {'LAST ACTIVITY':<20} {'QUEUED':>6}  STATE")
+    for s in sessions:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_activity))
+        state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
+        print(f"{s.session_key:<48} {when:<20} {s.queued:>6}  {state}")
+    return 0
 
 
 def cmd_version(args: argparse.Namespace) -> int:

@@ -28,8 +28,11 @@ StatusReport = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def _is_local(request: Request) -> bool:
-    host = request.client.host if request.client else ""
-    return host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+    """Loopback, or a connection from this host to one of its own addresses."""
+    host = (request.client.host if request.client else "").removeprefix("::ffff:")
+    server = request.scope.get("server")
+    own = str(server[0]).removeprefix("::ffff:") if server else None
+    return host in ("::1", "localhost") or host.startswith("127.") or (bool(host) and host == own)
 
 
 def build_app(

@@ -20,9 +20,11 @@ EX_NOT_RUNNING = 3  # LSB: "program is not running"
 
 def _live_status(http: str, timeout: float = 3.0) -> dict[str, Any] | None:
     host, _, port = http.rpartition(":")
-    if host in ("0.0.0.0", "::", ""):
+    if host in ("0.0.0.0", ""):
         host = "127.0.0.1"
-    url = f"http://{host}:{port}/status"
+    elif host == "::":
+        host = "::1"
+    url = f"http://[{host}]:{port}/status" if ":" in host else f"http://{host}:{port}/status"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             data: dict[str, Any] = json.load(resp)

@@ -137,14 +137,16 @@ class DeliveryWorker:
 
     async def _deliver(self, row: OutboxRow) -> OutboxSettlement:
         age = time.time() - row.created_at
-        if age > self.settings.max_age:
+        adapter = self._adapters.get(row.platform)
+        # A client that confirms receipt pulls what it missed when it comes back: never too late.
+        pulls = adapter is not None and adapter.capabilities.confirms_receipt
+        if age > self.settings.max_age and not pulls:
             log.warning(
                 "outbox row %d is %.0fs old (limit %.0fs); abandoned instead of delivered late",
                 row.id, age, self.settings.max_age, extra={"session_key": row.session_key},
             )  # fmt: skip
             self._metrics.deliveries.labels(row.platform, "expired").inc()
             return OutboxSettlement(row.id, "failed", error=f"expired after {age:.0f}s")
-        adapter = self._adapters.get(row.platform)
         if adapter is None:
             log.warning("no adapter for platform %r; outbox row %d waits", row.platform, row.id)
             self._metrics.deliveries.labels(row.platform, "no_adapter").inc()

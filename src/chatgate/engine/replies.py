@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chatgate.domain.outbound import Capabilities
 from chatgate.domain.source import Source, egress_target
-from chatgate.domain.splitting import split_text
+from chatgate.domain.splitting import measure, split_text
 from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.store.base import OutboxDraft, OutboxKind
 
@@ -37,10 +37,16 @@ def final_drafts(
     reply_to: str | None,
     capabilities: Capabilities | None,
     preview_message_id: str | None,
+    reserve: str = "",
 ) -> list[OutboxDraft]:
-    """The final as one row per part, in order; the first part takes over the streamed preview."""
+    """The final as one row per part, in order; the first part takes over the streamed preview.
+
+    Parts leave room for ``reserve`` (the duplicate marker a resend may prefix), so a
+    resent part still fits the platform's limit.
+    """
     caps = capabilities or Capabilities()
-    parts = split_text(text, caps.max_length, caps.length_unit) or [text]
+    room = caps.max_length - (0 if caps.confirms_receipt else measure(reserve, caps.length_unit))
+    parts = split_text(text, room, caps.length_unit) or [text]
     drafts = []
     for index, part in enumerate(parts):
         idem = f"final:{seq}" if index == 0 else f"final:{seq}:{index}"

@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, RetryLater
+from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, LengthUnit, RetryLater
 from chatgate.domain.source import Source, egress_target
+from chatgate.domain.splitting import measure
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 
@@ -61,7 +62,8 @@ class StreamConsumer:
         )
         self._typing = bool(caps and caps.typing)
         self._interval = draft_interval if self._drafts else (caps.edit_interval if caps else 1.0)
-        self._max_preview = (caps.max_length if caps else 4096) - len(PREVIEW_CURSOR)
+        self._unit: LengthUnit = caps.length_unit if caps else "chars"
+        self._max_preview = (caps.max_length if caps else 4096) - measure(PREVIEW_CURSOR, self._unit)
         self._started = time.monotonic()
         self._last_update = self._started
         self._last_typing = -TYPING_EVERY
@@ -91,7 +93,7 @@ class StreamConsumer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._adapter.draft(self._source, self._reply_to, text), self._timeout)
                 self._on_update(self._platform, "draft")
-        elif self._editable is not None and len(text) <= self._max_preview:
+        elif self._editable is not None and measure(text, self._unit) <= self._max_preview:
             await self._preview(text + PREVIEW_CURSOR)
 
     async def interrupted(self) -> None:

@@ -38,6 +38,7 @@ class TurnSettings:
     timeout_seconds: float = 600.0
     draft_interval: float = 0.1
     silence_marker: str = "NO_REPLY"
+    duplicate_marker: str = "(possible repeat) "
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,16 @@ class TurnRunner:
         if self.settings.silence_marker and reply.text.strip() == self.settings.silence_marker:
             log.info("the agent chose not to reply", extra={"session_key": key, "seqs": seqs})
             return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), "silent")
-        outbox += final_drafts(source, key, last.seq, reply.text, reply_to, caps, reply.preview_message_id)
+        outbox += final_drafts(
+            source,
+            key,
+            last.seq,
+            reply.text,
+            reply_to,
+            caps,
+            reply.preview_message_id,
+            reserve=self.settings.duplicate_marker,
+        )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 
     async def _reply(self, request: AgentRequest, consumer: StreamConsumer) -> _Reply:
@@ -138,7 +148,7 @@ class TurnRunner:
         except TimeoutError:
             text = f"Sorry, the agent did not finish within {self.settings.timeout_seconds:.0f} seconds."
             outcome = "timeout"
-        except asyncio.CancelledError:
+        except BaseException:  # cancelled, or the agent raised: no preview keeps its cursor
             await asyncio.shield(consumer.interrupted())
             raise
         return _Reply(text, outcome, consumer.state.message_id)

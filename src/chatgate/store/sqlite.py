@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -68,6 +70,29 @@ def migrate(conn: sqlite3.Connection) -> int:
     return SCHEMA_VERSION
 
 
+def read_sessions(path: Path, limit: int) -> list[SessionInfo]:
+    """List sessions without opening a store: read-only, no writer, no migration.
+
+    For the CLI, which may run while a gateway owns the database.
+    """
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise StoreUnavailable(
+                f"{path} has schema v{version}; this chatgate reads v{SCHEMA_VERSION}."
+                " Run the matching chatgate version (a newer gateway upgrades the file when it starts)."
+            )
+        return ops.list_sessions(conn, limit)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot read {path}: {exc}") from exc
+    finally:
+        conn.close()
+
+
 class SqliteStore:
     """The Store protocol over one SQLite file."""
 
@@ -94,6 +119,7 @@ class SqliteStore:
         self._reader_lock = threading.Lock()
         self._opened = False
         self._closed = False
+        self._lock_fd: int | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -126,7 +152,12 @@ class SqliteStore:
         if self._closed:
             raise StoreUnavailable("this store was closed; create a new SqliteStore to reopen the file")
         await asyncio.to_thread(Path(self.path).parent.mkdir, parents=True, exist_ok=True)
-        await asyncio.to_thread(self._writer.start)
+        await asyncio.to_thread(self._lock_database)
+        try:
+            await asyncio.to_thread(self._writer.start)
+        except BaseException:
+            self._unlock_database()
+            raise
         self._opened = True
 
     async def close(self) -> None:
@@ -139,6 +170,30 @@ class SqliteStore:
         # connections are closed: closing a connection under a running read crashes sqlite3.
         await asyncio.to_thread(self._readers.shutdown, wait=True)
         await asyncio.to_thread(self._close_readers)
+        self._unlock_database()
+
+    def _lock_database(self) -> None:
+        """One store per database file, across processes and state directories.
+
+        The gateway's runtime lock guards a state directory; two directories can
+        still name the same ``store.sqlite.path``, and two owners of one file would
+        take each other's leases at start-up. The kernel drops this lock on death.
+        """
+        fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreUnavailable(
+                f"{self.path} is already open in another chatgate process; a database serves one"
+                " gateway (stop the other one, or give this one its own store.sqlite.path)"
+            ) from None
+        self._lock_fd = fd
+
+    def _unlock_database(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def _close_readers(self) -> None:
         with self._reader_lock:

@@ -1,0 +1,74 @@
+"""One store per database file; the CLI reads it without becoming a second owner."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.source import Source
+from chatgate.store.base import AdmitRequest, StoreUnavailable
+from chatgate.store.schema import SCHEMA_VERSION
+from chatgate.store.sqlite import SqliteStore, read_sessions
+
+
+def _request(delivery: str) -> AdmitRequest:
+    source = Source(platform="web", chat_id="c1", user_id="u1")
+    return AdmitRequest(Inbound("web", delivery, source, "hi"), "agent:main:web:dm:c1")
+
+
+async def test_a_second_store_on_the_same_file_is_refused_until_the_first_closes(tmp_path: Path) -> None:
+    first = SqliteStore(tmp_path / "db.sqlite")
+    await first.open()
+    second = SqliteStore(tmp_path / "db.sqlite")
+    with pytest.raises(StoreUnavailable, match="already open in another chatgate process"):
+        await second.open()
+    await first.close()
+    third = SqliteStore(tmp_path / "db.sqlite")
+    await third.open()
+    await third.close()
+
+
+async def test_another_process_cannot_open_the_file_while_a_store_holds_it(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        script = (
+            "import asyncio, sys; from chatgate.store.sqlite import SqliteStore; "
+            "from chatgate.store.base import StoreUnavailable\n"
+            "async def main():\n"
+            f"    try: await SqliteStore({str(path)!r}).open()\n"
+            "    except StoreUnavailable: sys.exit(7)\n"
+            "asyncio.run(main())"
+        )
+        child = await asyncio.create_subprocess_exec(sys.executable, "-c", script)
+        assert await child.wait() == 7
+    finally:
+        await store.close()
+
+
+async def test_read_sessions_works_beside_a_running_store_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        await store.admit(_request("d1"))
+        sessions = await asyncio.to_thread(read_sessions, path, 10)
+        assert [s.session_key for s in sessions] == ["agent:main:web:dm:c1"]
+        assert (await store.admit(_request("d2"))).new, "the owner keeps writing"
+    finally:
+        await store.close()
+
+
+def test_read_sessions_refuses_a_database_of_another_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()
+    with pytest.raises(StoreUnavailable, match="schema"):
+        read_sessions(path, 10)
