@@ -1,0 +1,198 @@
+"""The shell tool: run one command in a working directory without blocking the event loop.
+
+The command runs as ``/bin/sh -c`` in a new session, so the whole process group can be
+killed on timeout or cancellation. Output is read from both pipes concurrently and stored
+up to a cap per stream; past the cap it is still drained so the child never blocks on a
+full pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_READ_CHUNK = 64 * 1024
+_SETTLE_S = 5.0
+"""After a kill, how long to wait for the pipes to close and the shell to be reaped."""
+
+SHELL_TOOL_SCHEMA: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "shell",
+        "description": (
+            "Run a shell command (/bin/sh -c) in the session's working directory and return its "
+            "exit code, stdout and stderr. Long output is truncated; a command that runs too long "
+            "is killed with its children. Dangerous commands wait for a human's approval."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command line to run with /bin/sh -c."},
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ShellResult:
+    """What a command did. ``exit_code`` is None when it was killed for timing out;
+    negative (``-signal``) when something else killed it."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    truncated: bool
+    duration: float
+    stdout_bytes: int = 0
+    """Bytes the command wrote to stdout, including any past the cap."""
+    stderr_bytes: int = 0
+
+    def render(self) -> str:
+        """The text the agent sees as the tool's result."""
+        if self.timed_out:
+            status = "exit code: none (timed out)"
+        elif self.exit_code is not None and self.exit_code < 0:
+            status = f"exit code: {self.exit_code} (killed by {_signal_name(-self.exit_code)})"
+        else:
+            status = f"exit code: {self.exit_code}"
+        parts = [f"{status}, {self.duration:.2f} s"]
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            parts.append(f"{name}:\n{text.removesuffix(chr(10))}" if text else f"{name}: (empty)")
+        if self.truncated:
+            parts.append(
+                f"[output truncated: the command wrote {self.stdout_bytes} bytes to stdout and "
+                f"{self.stderr_bytes} to stderr; only the beginning of each is shown]"
+            )
+        if self.timed_out:
+            parts.append(f"[timed out after {self.duration:.1f} s: the command and its children were killed]")
+        return "\n".join(parts)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Capture:
+    """Keeps the first ``cap`` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.data)
+
+    def text(self) -> str:
+        # A cut in the middle of a character drops that character instead of showing U+FFFD.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        return decoder.decode(bytes(self.data), final=not self.truncated)
+
+
+async def _drain(stream: asyncio.StreamReader | None, capture: _Capture) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(_READ_CHUNK):
+        capture.feed(chunk)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _close_pipes(process: asyncio.subprocess.Process) -> None:
+    # A daemon that left the group may hold the pipes open forever; stop reading them.
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
+async def run_shell(
+    command: str,
+    *,
+    workdir: Path,
+    timeout: float = 60.0,
+    output_cap: int = 16_000,
+    env: Mapping[str, str] | None = None,
+) -> ShellResult:
+    """Run ``command`` with ``/bin/sh -c`` in ``workdir``; never blocks the event loop.
+
+    ``output_cap`` is in bytes, per stream. ``env`` replaces the environment when given
+    (None inherits the gateway's). Stdin is /dev/null. On timeout the process group is
+    killed with SIGKILL; on cancellation too, and CancelledError propagates.
+    """
+    if timeout <= 0:
+        raise ValueError("timeout must be > 0")
+    if output_cap < 0:
+        raise ValueError("output_cap must be >= 0")
+    started = time.monotonic()
+    process = await asyncio.create_subprocess_exec(
+        "/bin/sh",
+        "-c",
+        command,
+        cwd=workdir,
+        env=dict(env) if env is not None else None,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    out, err = _Capture(output_cap), _Capture(output_cap)
+    timed_out = False
+    try:
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(_drain(process.stdout, out), _drain(process.stderr, err))
+                returncode: int | None = await process.wait()
+        except TimeoutError:
+            timed_out = True
+            _kill_group(process.pid)
+            returncode = await _settle(process, out, err)
+    except BaseException:
+        _kill_group(process.pid)
+        _close_pipes(process)
+        raise
+    return ShellResult(
+        exit_code=None if timed_out else returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        timed_out=timed_out,
+        truncated=out.truncated or err.truncated,
+        duration=time.monotonic() - started,
+        stdout_bytes=out.total,
+        stderr_bytes=err.total,
+    )
+
+
+async def _settle(process: asyncio.subprocess.Process, out: _Capture, err: _Capture) -> int | None:
+    """After the kill: keep what was already written, reap the shell; bounded."""
+    try:
+        async with asyncio.timeout(_SETTLE_S):
+            await asyncio.gather(_drain(process.stdout, out), _drain(process.stderr, err))
+            return await process.wait()
+    except TimeoutError:
+        _close_pipes(process)
+        return process.returncode
