@@ -120,7 +120,7 @@ def _acquire_runtime_lock(state_dir: Path, replace: bool, replace_timeout: float
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from chatgate.app.gateway import StartupError
+    from chatgate.app.gateway import CredentialInUse, StartupError
 
     config = _load(args)
     if args.port is not None:
@@ -143,6 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EX_CONFIG
     try:
         return asyncio.run(_run(config, state_dir, lock))
+    except CredentialInUse as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return EX_CONFIG  # like the runtime lock: a restart will not fix it
     except (StartupError, StoreUnavailable) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1

@@ -103,8 +103,23 @@ class WebChatConfig(_Section):
     draft_interval_ms: float = Field(50.0, ge=0)
 
 
+class TelegramConfig(_Section):
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    enabled: bool = False
+    token_env: str | None = None
+    """Name of the environment variable that holds the bot token (required when enabled)."""
+    allow_users: list[str] = []
+    """Telegram user ids allowed to talk to the agent; everyone else is refused (default deny)."""
+    api_base: str = "https://api.telegram.org"
+    poll_timeout_seconds: int = Field(25, ge=1, le=50)
+    drop_pending_updates: bool = False
+    """Skip the updates Telegram holds at start-up instead of answering the backlog."""
+
+
 class PlatformsConfig(_Section):
     web: WebChatConfig = WebChatConfig()
+    telegram: TelegramConfig = TelegramConfig()
 
 
 class ShutdownConfig(_Section):
@@ -208,6 +223,17 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
     if web.access_token_env and not environ.get(web.access_token_env):
         raise ConfigError(
             f"platforms.web.access_token_env: environment variable {web.access_token_env} is not set"
+        )
+    telegram = config.platforms.telegram
+    if telegram.enabled and not telegram.token_env:
+        raise ConfigError(
+            "platforms.telegram.token_env: required when platforms.telegram.enabled is true; name the"
+            " environment variable that holds the bot token (the token never goes in the YAML file)"
+        )
+    if telegram.enabled and telegram.token_env and not environ.get(telegram.token_env):
+        raise ConfigError(
+            f"platforms.telegram.token_env: environment variable {telegram.token_env} is not set;"
+            " export it with the token from @BotFather"
         )
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
         raise ConfigError(

@@ -11,15 +11,24 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
 from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.echo import EchoAgent
-from chatgate.app.config import GatewayConfig, is_loopback, secret
+from chatgate.app.config import ConfigError, GatewayConfig, TelegramConfig, is_loopback, secret
 from chatgate.app.http import build_app
+from chatgate.app.locks import (
+    FileLock,
+    LockHeld,
+    LockRecord,
+    LockUnavailable,
+    credential_lock,
+    default_credential_dir,
+    ensure_shared_dir,
+)
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.engine.admission import Admission
@@ -35,6 +44,9 @@ from chatgate.platforms.webchat.adapter import WebChatAdapter
 from chatgate.store.base import Store, StoreUnavailable
 from chatgate.store.sqlite import SqliteStore
 
+if TYPE_CHECKING:
+    from chatgate.platforms.telegram.adapter import TelegramAdapter
+
 log = logging.getLogger(__name__)
 
 
@@ -48,6 +60,10 @@ class _Server(uvicorn.Server):
 
 class StartupError(Exception):
     """The gateway cannot start; the message says what to do."""
+
+
+class CredentialInUse(StartupError):
+    """Another process holds a platform credential this gateway would use (one process per credential)."""
 
 
 def build_agent(config: GatewayConfig) -> Agent:
@@ -119,6 +135,9 @@ class Gateway:
         if web_cfg.enabled:
             allow_all = web_cfg.allow_all if web_cfg.allow_all is not None else is_loopback(config.http.host)
             rules["web"] = PlatformAccess(allow_all=allow_all, allow_users=frozenset(web_cfg.allow_users))
+        tg_cfg = config.platforms.telegram
+        if tg_cfg.enabled:
+            rules["telegram"] = PlatformAccess(allow_users=frozenset(tg_cfg.allow_users))
         self.budget = RateBudget()
         self.delivery = DeliveryWorker(
             self.store,
@@ -181,12 +200,69 @@ class Gateway:
                 access_token=secret(os.environ, web_cfg.access_token_env),
             )
             self.add_adapter(self.web)
+        self.telegram: TelegramAdapter | None = None
+        self._telegram_token: str | None = None
+        self._credential_locks: list[FileLock] = []
+        if tg_cfg.enabled:
+            self.telegram = self._build_telegram(tg_cfg)
+            self.add_adapter(self.telegram)
         self.lag = LoopLagMonitor(self.metrics)
         self._started = time.monotonic()
         self._server: _Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
         self.port: int | None = None
+
+    def _build_telegram(self, cfg: TelegramConfig) -> TelegramAdapter:
+        from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings  # imports aiogram
+
+        token = secret(os.environ, cfg.token_env)
+        if not token:
+            raise ConfigError(
+                f"platforms.telegram.token_env: environment variable {cfg.token_env or '(unset)'} is not"
+                " set; export it with the token from @BotFather"
+            )
+        settings = TelegramSettings(
+            token=token,
+            api_base=cfg.api_base,
+            poll_timeout=cfg.poll_timeout_seconds,
+            drop_pending_updates=cfg.drop_pending_updates,
+            duplicate_marker=self.config.delivery.duplicate_marker,
+        )
+        try:
+            adapter = TelegramAdapter(settings, self.store, self.admission)
+        except ValueError as exc:
+            raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
+        self._telegram_token = token
+        return adapter
+
+    def _lock_credentials(self) -> None:
+        """One process per bot token, across state directories (blocking: runs in a thread)."""
+        if self._telegram_token is None:
+            return
+        configured = self.config.locks.credential_dir
+        lock_dir = Path(configured) if configured else default_credential_dir()
+        ensure_shared_dir(lock_dir)
+        lock = credential_lock(lock_dir, "telegram", self._telegram_token)
+        try:
+            lock.acquire(LockRecord.for_this_process(platform="telegram", state_dir=str(self.state_dir)))
+        except LockHeld as held:
+            record = held.record
+            who = f"pid {record.pid}" if record else "another process"
+            where = record.extra.get("state_dir") if record else None
+            raise CredentialInUse(
+                f"telegram: this bot token is already in use by {who}"
+                + (f" (state dir {where})" if where else "")
+                + ". One process per bot: stop that gateway, or disable platforms.telegram here."
+            ) from None
+        except LockUnavailable as exc:
+            raise StartupError(f"telegram: {exc}") from exc
+        self._credential_locks.append(lock)
+
+    def _release_credentials(self) -> None:
+        for lock in self._credential_locks:
+            lock.release()
+        self._credential_locks.clear()
 
     def add_adapter(self, adapter: Adapter) -> None:
         """Register a platform: its rate limits join the shared budget."""
@@ -246,6 +322,7 @@ class Gateway:
 
     async def start(self) -> None:
         self._started = time.monotonic()
+        await asyncio.to_thread(self._lock_credentials)
         await self.store.open()
         released = await self.store.recover(self.owner)
         if released:
@@ -254,6 +331,8 @@ class Gateway:
         self.delivery.start()
         self.scheduler.start()
         await self._start_http()
+        if self.telegram is not None:
+            self.telegram.start()  # after the store is open: polling commits every update before the offset
 
     async def _start_http(self) -> None:
         http = self.config.http
@@ -292,9 +371,12 @@ class Gateway:
         await self.delivery.flush(budget.outbox_flush_seconds)
         await self.delivery.stop()
         await self._stop_http(budget.adapter_close_seconds)
+        if self.telegram is not None:
+            await self.telegram.close(budget.adapter_close_seconds)
         await self.agent.aclose()
         await self.lag.stop()
         await self.store.close()
+        self._release_credentials()
         log.info("chatgate stopped")
 
     async def _stop_http(self, timeout: float) -> None:

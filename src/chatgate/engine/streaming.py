@@ -117,8 +117,7 @@ class StreamConsumer:
         now = time.monotonic()
         if now - self._last_typing < TYPING_EVERY or self._budget.delay(self._platform, self._chat) > 0:
             return
-        self._last_typing = now
-        self._budget.take(self._platform, self._chat)
+        self._last_typing = now  # typing respects a penalty but does not spend the chat's message budget
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
                 self._editable.send_typing(self._chat, egress_target(self._source)), self._timeout

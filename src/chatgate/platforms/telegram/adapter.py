@@ -40,6 +40,8 @@ from chatgate.store.base import OutboxRow, StoreUnavailable
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
+MAX_UNEXPECTED_FAILURES = 3
+"""An update whose handling keeps failing for an unknown reason is skipped after this many tries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,7 @@ class TelegramAdapter:
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
+        self._failures: dict[int, int] = {}
         self.poller = Poller(
             self._bot,
             store,
@@ -167,6 +170,20 @@ class TelegramAdapter:
 
     async def _handle_one(self, raw: Raw) -> bool:
         """Admit one update; ``False`` when it must be fetched again (storage trouble)."""
+        try:
+            handled = await self._decode_and_admit(raw)
+        except Exception:
+            # A bug, not bad input: retry a few times, then skip it so one update cannot stop intake.
+            tries = self._failures[raw.update_id] = self._failures.get(raw.update_id, 0) + 1
+            log.exception("handling Telegram update %d failed (try %d)", raw.update_id, tries)
+            if tries < MAX_UNEXPECTED_FAILURES:
+                return False
+            log.error("skipped Telegram update %d after %d failed tries", raw.update_id, tries)
+            handled = True
+        self._failures.pop(raw.update_id, None)
+        return handled
+
+    async def _decode_and_admit(self, raw: Raw) -> bool:
         if raw.update is None:
             log.warning("skipped Telegram update %d: %s", raw.update_id, raw.error)
             return True

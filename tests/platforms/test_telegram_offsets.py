@@ -1,0 +1,172 @@
+"""Durable offsets: committed before acknowledged, resumed from the store, never skipping the backlog."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from telegram_double import (
+    BOT_ID,
+    TOKEN,
+    TOKEN_ENV,
+    BotApiDouble,
+    Gateways,
+    User,
+    echo_of,
+    private,
+    telegram_config,
+)
+
+from chatgate.store.base import StoreUnavailable
+from chatgate.store.sqlite import SqliteStore
+
+ADA = User(4242, "Ada", "Lovelace", username="ada")
+FEW = [User(4300 + n, f"Few{n}") for n in range(3)]
+CURSOR = f"telegram:{BOT_ID}:offset"
+
+
+@pytest.fixture
+async def double() -> AsyncIterator[BotApiDouble]:
+    server = BotApiDouble()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    harness = Gateways(tmp_path)
+    yield harness
+    await harness.stop_all()
+
+
+def _texts(double: BotApiDouble, chat_id: int) -> list[str]:
+    return [m.text for m in double.view(chat_id)]
+
+
+async def test_a_cold_start_answers_the_backlog_telegram_holds(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    for n, user in enumerate(FEW):
+        await double.push_message(private(user), user, f"before start {n}")
+    await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [u.id for u in FEW]}))
+    await double.wait_for(lambda: len(double.all_sent()) >= 3, what="the backlog answered")
+    assert [_texts(double, u.id) for u in FEW] == [[echo_of(f"before start {n}")] for n in range(3)]
+    assert double.offsets[0] is None, "a cold start must not pass an offset (that would skip the backlog)"
+
+
+async def test_drop_pending_updates_skips_the_backlog_and_answers_what_comes_after(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    for n in range(3):
+        await double.push_message(private(ADA), ADA, f"stale {n}")
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [ADA.id], "drop_pending_updates": True}
+    )
+    gateway = await gateways.start(config)
+    await double.wait_for(lambda: double.confirmed_below > 0, what="the backlog dropped")
+    await double.push_message(private(ADA), ADA, "fresh")
+    await double.wait_for(lambda: len(double.view(ADA.id)) >= 1)
+    await double.wait_for(lambda: double.confirmed_below == double.next_update_id)
+    assert _texts(double, ADA.id) == [echo_of("fresh")]
+    assert await gateway.store.queue_depth() == 0
+
+
+async def test_a_restart_resumes_from_the_stored_offset_and_repeats_nothing(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    config = telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id, *(u.id for u in FEW)]})
+    first = await gateways.start(config)
+    for n, user in enumerate(FEW[:2]):
+        await double.push_message(private(user), user, f"one {n}")
+    await double.wait_for(lambda: len(double.all_sent()) >= 2)
+    stored = await first.store.get_cursor(CURSOR)
+    assert stored == str(double.next_update_id)
+    # From now on Telegram "never hears" confirmations: only our stored offset keeps old updates away.
+    double.keep_confirmed = True
+    double.confirmed_below = 0
+    await gateways.stop(first)
+    calls_before = len(double.offsets)
+
+    second = await gateways.start(config)
+    await double.push_message(private(ADA), ADA, "two")
+    await double.wait_for(lambda: len(double.all_sent()) >= 3)
+    assert double.offsets[calls_before] == int(stored), "the restart did not resume from the stored offset"
+    assert [_texts(double, u.id) for u in FEW[:2]] == [[echo_of("one 0")], [echo_of("one 1")]]
+    assert _texts(double, ADA.id) == [echo_of("two")]
+    assert await second.store.get_cursor(CURSOR) == str(double.next_update_id)
+
+
+class InboxSwitch:
+    """sqlite3 connections that refuse INSERT INTO inbox while blocked (the storage seam)."""
+
+    def __init__(self) -> None:
+        self.blocked = threading.Event()
+        self.denied = 0
+
+    def connect(self, path: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=30.0, cached_statements=0
+        )
+        conn.set_authorizer(self._authorize)
+        return conn
+
+    def _authorize(self, action: int, arg1: str | None, *_: str | None) -> int:
+        if action == sqlite3.SQLITE_INSERT and arg1 == "inbox" and self.blocked.is_set():
+            self.denied += 1
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+
+async def test_an_update_that_could_not_be_committed_is_not_acknowledged_and_is_answered_once_later(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    switch = InboxSwitch()
+    store = SqliteStore(tmp_path / "state" / "chatgate.db", connect=switch.connect)
+    gateway = await gateways.start(
+        telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}), store=store
+    )
+    switch.blocked.set()
+    update_id, _ = await double.push_message(private(ADA), ADA, "while the disk refuses")
+    polls = double.get_updates_calls
+    await double.wait_for(
+        lambda: switch.denied >= 2 and double.get_updates_calls >= polls + 1, what="retries"
+    )
+    assert double.confirmed_below <= update_id, "an update that was not committed was acknowledged"
+    assert double.offsets[-1] == update_id, "the poller moved past an update it could not commit"
+    assert await gateway.store.get_cursor(CURSOR) == str(update_id)
+
+    switch.blocked.clear()
+    await double.wait_for(lambda: len(double.view(ADA.id)) >= 1, what="answered after the disk recovered")
+    await double.wait_for(lambda: double.confirmed_below == update_id + 1)
+    assert _texts(double, ADA.id) == [echo_of("while the disk refuses")]
+    assert await gateway.store.get_cursor(CURSOR) == str(update_id + 1)
+
+
+async def test_store_cursors_are_absent_until_set_overwritten_in_place_and_survive_a_reopen(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cursors.db"
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        assert await store.get_cursor("telegram:1:offset") is None
+        await store.set_cursor("telegram:1:offset", "10")
+        await store.set_cursor("telegram:1:offset", "11")
+        await store.set_cursor("telegram:2:offset", "5")
+        assert await store.get_cursor("telegram:1:offset") == "11"
+    finally:
+        await store.close()
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        assert await reopened.get_cursor("telegram:1:offset") == "11"
+        assert await reopened.get_cursor("telegram:2:offset") == "5"
+    finally:
+        await reopened.close()
+    with pytest.raises(StoreUnavailable):
+        await reopened.get_cursor("telegram:1:offset")
