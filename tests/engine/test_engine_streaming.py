@@ -258,3 +258,25 @@ async def test_an_agent_that_crashes_mid_stream_leaves_no_cursor_behind(make_har
     await wait_until(lambda: any("(stopped)" in t for t in platform.rendered.values()), 10, "the cleanup")
     assert platform.rendered, platform.history
     assert not any(t.endswith(PREVIEW_CURSOR) for t in platform.rendered.values()), platform.rendered
+
+
+async def test_a_finished_turn_stopped_before_its_commit_leaves_no_cursor_behind(
+    make_harness: MakeHarness,
+) -> None:
+    """/stop lands between the agent's last word and the commit: the result is discarded, and the
+    preview it streamed is closed instead of keeping its cursor forever."""
+    from chatgate.store.base import LeaseLost
+
+    platform = EditablePlatformDouble("always", "succeed")
+    h = await make_harness(agent=SlowWriter(12, 0.03), adapter=platform, start=False)
+    await h.store.recover(h.owner)
+    await h.admission.admit(h.inbound("first", delivery_id="first"))
+    (claim,) = await h.store.claim_sessions(h.owner, 1, 30.0, 1)
+    outcome = await h.runner.run(claim)
+    assert any(t.endswith(PREVIEW_CURSOR) for t in platform.rendered.values()), "a preview was streamed"
+    await h.admission.admit(h.inbound("/stop", delivery_id="stop"))  # cancels the item
+    with pytest.raises(LeaseLost):
+        await h.store.complete_turn(h.owner, outcome, 30.0, 1)
+    await h.runner.discard(outcome)
+    assert not any(t.endswith(PREVIEW_CURSOR) for t in platform.rendered.values()), platform.rendered
+    assert any(t.endswith("…(stopped)") for t in platform.rendered.values()), platform.rendered

@@ -195,6 +195,7 @@ class Scheduler:
         except LeaseLost as exc:
             log.info("turn result discarded: %s", exc, extra={"session_key": key})
             await self._abandon(key, seqs, None, None)
+            await self._runner.discard(outcome)  # its streamed preview must not keep a cursor
             return None
         except StoreUnavailable as exc:
             log.warning("cannot commit turn: %s", exc, extra={"session_key": key})

@@ -25,6 +25,22 @@ from chatgate.engine.ratelimit import RateBudget
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0
+STOPPED_SUFFIX = " …(stopped)"
+
+
+async def close_preview(
+    platform: EditablePlatform,
+    chat_id: str,
+    message_id: str,
+    text: str,
+    target: dict[str, str],
+    timeout: float = 10.0,
+) -> None:
+    """Replace a preview that will never become a final; delete it if it cannot be edited."""
+    with contextlib.suppress(Exception):
+        edited = await asyncio.wait_for(platform.edit_message(chat_id, message_id, text, target), timeout)
+        if not isinstance(edited, Delivered):
+            await asyncio.wait_for(platform.delete_message(chat_id, message_id, target), timeout)
 
 
 @dataclass
@@ -100,16 +116,15 @@ class StreamConsumer:
         """The turn was cancelled: take the cursor off the preview so it cannot look unfinished-forever."""
         if self._editable is None or self.state.message_id is None or self.state.acked_text is None:
             return
-        text = self.state.acked_text.removesuffix(PREVIEW_CURSOR) + " …(stopped)"
-        target = egress_target(self._source)
-        with contextlib.suppress(Exception):
-            edited = await asyncio.wait_for(
-                self._editable.edit_message(self._chat, self.state.message_id, text, target), self._timeout
-            )
-            if not isinstance(edited, Delivered):
-                await asyncio.wait_for(
-                    self._editable.delete_message(self._chat, self.state.message_id, target), self._timeout
-                )
+        text = self.state.acked_text.removesuffix(PREVIEW_CURSOR) + STOPPED_SUFFIX
+        await close_preview(
+            self._editable,
+            self._chat,
+            self.state.message_id,
+            text,
+            egress_target(self._source),
+            self._timeout,
+        )
 
     async def _maybe_type(self) -> None:
         if not self._typing or self.state.message_id is not None or self._editable is None:

@@ -22,10 +22,11 @@ from chatgate.agents.base import (
 )
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
+from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
-from chatgate.engine.streaming import StreamConsumer
+from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
 from chatgate.store.base import Claim, OutboxDraft, Store, TurnOutcome
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,20 @@ class TurnRunner:
             reserve=self.settings.duplicate_marker,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    async def discard(self, outcome: TurnOutcome) -> None:
+        """A finished turn whose result will not be recorded (stopped meanwhile): close its preview."""
+        for draft in outcome.outbox:
+            preview = draft.target.get(PREVIEW_KEY)
+            adapter = self._adapters.get(draft.platform)
+            if preview and adapter is not None and adapter.capabilities.edit:
+                await close_preview(
+                    adapter,  # type: ignore[arg-type]
+                    draft.chat_id,
+                    str(preview),
+                    draft.text + STOPPED_SUFFIX,
+                    {k: str(v) for k, v in draft.target.items() if k != PREVIEW_KEY},
+                )
 
     async def _reply(self, request: AgentRequest, consumer: StreamConsumer) -> _Reply:
         try:
