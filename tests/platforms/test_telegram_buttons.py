@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from telegram_double import (
     BOT_ID,
     BOT_USERNAME,
-    TOKEN,
-    TOKEN_ENV,
     BotApiDouble,
     Chat,
     Gateways,
@@ -29,22 +25,6 @@ from chatgate.platforms.telegram.adapter import REFUSED_TEXT
 ALLOWED = User(7001, "Alma")
 STRANGER = User(7999, "Mallory")
 GROUP = Chat(-1005000000001, "supergroup", title="Team")
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    harness = Gateways(tmp_path)
-    yield harness
-    await harness.stop_all()
 
 
 def _inbox_row(db: Path, update_id: int) -> dict[str, Any] | None:

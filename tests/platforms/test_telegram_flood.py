@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, echo_of, private, telegram_config
+from telegram_double import BotApiDouble, Gateways, User, echo_of, private, telegram_config
 
 A, B, C = User(5001, "Ann"), User(5002, "Bob"), User(5003, "Cyd")
 RETRY_AFTER = 4
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    harness = Gateways(tmp_path)
-    yield harness
-    await harness.stop_all()
 
 
 async def test_a_429_delays_only_its_chat_which_resumes_after_retry_after(

@@ -7,14 +7,10 @@ quoting it, and each conversation's answers appear in the order its messages wer
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 from telegram_double import (
     BOT_ID,
-    TOKEN,
-    TOKEN_ENV,
     BotApiDouble,
     Chat,
     Gateways,
@@ -25,22 +21,6 @@ from telegram_double import (
 )
 
 from chatgate.domain.outbound import PREVIEW_CURSOR
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    harness = Gateways(tmp_path)
-    yield harness
-    await harness.stop_all()
 
 
 def _conversations() -> list[tuple[Chat, User, int | None, int]]:

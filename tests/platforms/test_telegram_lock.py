@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +35,6 @@ def _cli_status(state_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
     command = [sys.executable, "-m", "chatgate.app.cli", "status", "--json", "--state-dir", str(state_dir)]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def _config(double: BotApiDouble, locks: Path) -> dict[str, Any]:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from telegram_double import (
     BOT_ID,
-    TOKEN,
-    TOKEN_ENV,
     BotApiDouble,
     Gateways,
     User,
@@ -26,22 +23,6 @@ from chatgate.store.sqlite import SqliteStore
 ADA = User(4242, "Ada", "Lovelace", username="ada")
 FEW = [User(4300 + n, f"Few{n}") for n in range(3)]
 CURSOR = f"telegram:{BOT_ID}:offset"
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    harness = Gateways(tmp_path)
-    yield harness
-    await harness.stop_all()
 
 
 def _texts(double: BotApiDouble, chat_id: int) -> list[str]:

@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from telegram_double import (
-    TOKEN,
-    TOKEN_ENV,
     BotApiDouble,
     EntityError,
     Gateways,
@@ -36,14 +34,6 @@ async def double() -> AsyncIterator[BotApiDouble]:
     await server.start()
     yield server
     await server.stop()
-
-
-@pytest.fixture
-async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    harness = Gateways(tmp_path)
-    yield harness
-    await harness.stop_all()
 
 
 def _long_text() -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +23,6 @@ from support.procs import GatewayProcess
 pytestmark = pytest.mark.slow
 MARKER = "(possible repeat) "
 RESUME_NOTICE = "The gateway restarted while answering this message"
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def _config(double: BotApiDouble, tmp_path: Path, users: list[str]) -> dict[str, Any]:

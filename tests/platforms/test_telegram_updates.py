@@ -7,7 +7,6 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ import pytest
 from telegram_double import (
     BOT_ID,
     TOKEN,
-    TOKEN_ENV,
     BotApiDouble,
     Chat,
     Gateways,
@@ -34,22 +32,6 @@ ADA = User(8001, "Ada", "Lovelace", username="ada")
 NOLAST = User(8002, "", username="only_username")
 FORUM = Chat(-1006000000001, "supergroup", title="Forum HQ", is_forum=True)
 GROUP = Chat(-1006000000002, "group", title="Old group")
-
-
-@pytest.fixture
-async def double() -> AsyncIterator[BotApiDouble]:
-    server = BotApiDouble()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def gateways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateways]:
-    monkeypatch.setenv(TOKEN_ENV, TOKEN)
-    harness = Gateways(tmp_path)
-    yield harness
-    await harness.stop_all()
 
 
 def _inbox(db: Path) -> dict[int, dict[str, Any]]:
