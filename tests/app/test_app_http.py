@@ -72,3 +72,39 @@ async def test_metrics_expose_the_lifecycle_histograms(gateway: Gateway) -> None
         "chatgate_event_loop_lag_seconds",
     ):
         assert f"# TYPE {name} histogram" in text, name
+
+
+async def test_readyz_turns_503_as_soon_as_shutdown_starts_while_turns_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import websockets
+
+    for name in list(__import__("os").environ):
+        if name.startswith("CHATGATE_"):
+            monkeypatch.delenv(name)
+    config = GatewayConfig(
+        http={"port": 0},
+        agent={"echo": {"chunk_delay_ms": 300, "chunk_chars": 1}},
+        shutdown={"drain_seconds": 10},
+    )
+    gw = Gateway(config, tmp_path)
+    await gw.start()
+    base = f"http://127.0.0.1:{gw.port}"
+    async with websockets.connect(f"ws://127.0.0.1:{gw.port}/ws") as ws:
+        await ws.send(json.dumps({"type": "hello", "chat_id": "c1", "user_id": "u1"}))
+        await ws.send(json.dumps({"type": "message", "id": "m1", "text": "a slow one"}))
+        while json.loads(await ws.recv())["type"] != "ack":
+            pass
+        stopping = asyncio.create_task(gw.stop())
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            while not stopping.done():
+                response = await http.get("/readyz")
+                if response.status_code == 503:
+                    break
+                await asyncio.sleep(0.01)
+        assert response.status_code == 503, "not ready while draining"
+        assert any("shutting down" in r for r in response.json()["reasons"])
+        assert not stopping.done(), "the turn is still draining"
+        await stopping

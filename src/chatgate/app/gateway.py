@@ -208,6 +208,7 @@ class Gateway:
             self.add_adapter(self.telegram)
         self.lag = LoopLagMonitor(self.metrics)
         self._started = time.monotonic()
+        self._stopping = False
         self._server: _Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
@@ -274,7 +275,7 @@ class Gateway:
 
     async def ready(self) -> list[str]:
         """Why the gateway cannot serve right now (empty when it can)."""
-        reasons = []
+        reasons = ["shutting down: new messages are not accepted"] if self._stopping else []
         try:
             await asyncio.wait_for(self.store.ping(), 3.0)
         except (StoreUnavailable, TimeoutError) as exc:
@@ -360,6 +361,7 @@ class Gateway:
         unfinished turns are queued again, undelivered replies stay pending.
         """
         budget = self.config.shutdown
+        self._stopping = True
         for adapter in self.adapters.values():
             adapter.stop_intake()
         if not await self.scheduler.drain(budget.drain_seconds):
