@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from chatgate.agents.base import HistoryEntry
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.source import Source
 from chatgate.store.base import (
     AdmitRequest,
     Claim,
@@ -31,9 +30,9 @@ from chatgate.store.base import (
     OutboxSettlement,
     Store,
     StoreUnavailable,
-    TurnOutcome,
 )
 from chatgate.store.sqlite import SqliteStore
+from support.store_values import outcome, src
 
 T = TypeVar("T")
 BACKENDS = ["sqlite"]  # "postgres" joins when its backend lands
@@ -97,29 +96,6 @@ async def store(open_store: OpenStore) -> Store:
 # ------------------------------------------------------------------ builders
 
 
-def src(
-    chat_id: str = "c1",
-    *,
-    platform: str = "webchat",
-    user_id: str = "u1",
-    chat_type: str = "dm",
-    scope_id: str | None = None,
-    chat_name: str | None = None,
-    chat_topic: str | None = None,
-    user_name: str | None = None,
-) -> Source:
-    return Source(
-        platform=platform,
-        chat_id=chat_id,
-        chat_type=chat_type,  # type: ignore[arg-type]
-        user_id=user_id,
-        user_name=user_name,
-        scope_id=scope_id,
-        chat_name=chat_name,
-        chat_topic=chat_topic,
-    )
-
-
 def req(
     delivery_id: str,
     key: str = "k1",
@@ -163,18 +139,6 @@ def draft(
         text=text if text is not None else f"text of {idem_key}",
         in_reply_to="m1",
         target={"chat_id": chat_id, "n": 1},
-    )
-
-
-def outcome(claim: Claim, *outbox: OutboxDraft, reply: str = "ok") -> TurnOutcome:
-    transcript = tuple(HistoryEntry(role="user", content=i.inbound.text) for i in claim.items)
-    return TurnOutcome(
-        session_key=claim.session_key,
-        session_id=claim.session_id,
-        item_seqs=tuple(i.seq for i in claim.items),
-        transcript=(*transcript, HistoryEntry(role="assistant", content=reply)),
-        outbox=outbox,
-        outcome="answered",
     )
 
 

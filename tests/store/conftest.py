@@ -15,36 +15,18 @@ from typing import Any
 
 import pytest
 
-from chatgate.agents.base import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.source import Source
 from chatgate.store.base import AdmitRequest, Claim, OutboxDraft, TurnOutcome
 from chatgate.store.sqlite import SqliteStore
+from support.store_values import outcome, src
 
 
 class Make:
     """Small builders for the values that cross the Store protocol."""
 
-    def source(
-        self,
-        chat_id: str = "c1",
-        *,
-        platform: str = "webchat",
-        user_id: str = "u1",
-        chat_type: str = "dm",
-        scope_id: str | None = None,
-        chat_name: str | None = None,
-        chat_topic: str | None = None,
-    ) -> Source:
-        return Source(
-            platform=platform,
-            chat_id=chat_id,
-            chat_type=chat_type,  # type: ignore[arg-type]
-            user_id=user_id,
-            scope_id=scope_id,
-            chat_name=chat_name,
-            chat_topic=chat_topic,
-        )
+    def source(self, chat_id: str = "c1", **fields: Any) -> Source:
+        return src(chat_id, **fields)
 
     def inbound(
         self, delivery_id: str, text: str = "hello", *, transport: str = "webchat", **source: Any
@@ -90,15 +72,7 @@ class Make:
         )
 
     def outcome(self, claim: Claim, *outbox: OutboxDraft, reply: str = "ok") -> TurnOutcome:
-        transcript = tuple(HistoryEntry(role="user", content=i.inbound.text) for i in claim.items)
-        return TurnOutcome(
-            session_key=claim.session_key,
-            session_id=claim.session_id,
-            item_seqs=tuple(i.seq for i in claim.items),
-            transcript=(*transcript, HistoryEntry(role="assistant", content=reply)),
-            outbox=outbox,
-            outcome="answered",
-        )
+        return outcome(claim, *outbox, reply=reply)
 
 
 @pytest.fixture
