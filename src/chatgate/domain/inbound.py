@@ -28,6 +28,12 @@ class Inbound:
     - ``message_ref``: the platform message this event is, or the message a
       component is attached to; ``None`` for a slash command.
     - ``reply_to``: the message the user quoted.
+
+    ``observes_labels`` says whether this event carries the chat's current labels
+    (``None``: it does when it names any). A text frame that names none clears
+    them; an interaction (whose body has no display labels) never touches them.
+    ``reply_route`` names a reply path other than the chat ("interaction": answer
+    through the interaction's follow-up), decided by the adapter that decoded it.
     """
 
     transport: str
@@ -41,6 +47,13 @@ class Inbound:
     received_at: float = 0.0
     attachments: tuple[Attachment, ...] = ()
     payload: dict[str, Any] = field(default_factory=dict)
+    observes_labels: bool | None = None
+    reply_route: str | None = None
+
+    def labels_observed(self) -> bool:
+        if self.observes_labels is not None:
+            return self.observes_labels
+        return self.source.chat_name is not None or self.source.chat_topic is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +71,8 @@ class Inbound:
                 for a in self.attachments
             ],
             "payload": self.payload,
+            "observes_labels": self.observes_labels,
+            "reply_route": self.reply_route,
         }
 
     @classmethod

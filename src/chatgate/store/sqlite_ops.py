@@ -121,7 +121,7 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
             " last_activity) VALUES (?,?,?,?,?,?,?)",
             (req.session_key, new_session_id(), source.platform, source.chat_id, source_json, now, now),
         )
-    if source.chat_id and (source.chat_name is not None or source.chat_topic is not None):
+    if source.chat_id and inbound.labels_observed():
         conn.execute(
             "INSERT INTO chat_labels (platform, scope, chat_id, chat_name, chat_topic,"
             " observed_seq) VALUES (?,?,?,?,?,?) ON CONFLICT (platform, scope, chat_id)"
