@@ -117,9 +117,39 @@ class TelegramConfig(_Section):
     """Skip the updates Telegram holds at start-up instead of answering the backlog."""
 
 
+class RelayPlatformConfig(_Section):
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    platform: str
+    """The fronted platform's name as the connector's descriptor names it (e.g. ``discord``)."""
+    bot_id: str = ""
+    """The bot identity sent in ``hello`` (the connector validates ``platform:botId``)."""
+    allow_users: list[str] = []
+    """User ids of that platform allowed to talk to the agent (default deny)."""
+    allow_all: bool = False
+
+
+class RelayConfig(_Section):
+    enabled: bool = False
+    url: str | None = None
+    """The connector's base URL (``wss://relay.example``, ``http://127.0.0.1:8787``); ``/relay`` is added."""
+    gateway_id: str | None = None
+    secret_env: str | None = None
+    """Name of the environment variable that holds this gateway's relay secret."""
+    platforms: list[RelayPlatformConfig] = [RelayPlatformConfig(platform="discord")]
+    outbound_timeout_seconds: float = Field(20.0, gt=0)
+    """An action with no ``outbound_result`` within this long is recorded as ambiguous."""
+    handshake_timeout_seconds: float = Field(15.0, gt=0)
+    reconnect_initial_seconds: float = Field(1.0, gt=0)
+    reconnect_max_seconds: float = Field(30.0, gt=0)
+    going_idle_timeout_seconds: float = Field(5.0, ge=0)
+    token_ttl_seconds: int = Field(300, ge=30)
+
+
 class PlatformsConfig(_Section):
     web: WebChatConfig = WebChatConfig()
     telegram: TelegramConfig = TelegramConfig()
+    relay: RelayConfig = RelayConfig()
 
 
 class ShutdownConfig(_Section):
@@ -235,11 +265,42 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             f"platforms.telegram.token_env: environment variable {telegram.token_env} is not set;"
             " export it with the token from @BotFather"
         )
+    check_relay(config, environ)
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
         raise ConfigError(
             f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"
             " loopback; set an access token env var (or bind http.host to 127.0.0.1)"
         )
+
+
+def check_relay(config: GatewayConfig, environ: Any) -> None:
+    relay = config.platforms.relay
+    if not relay.enabled:
+        return
+    for key in ("url", "gateway_id", "secret_env"):
+        if not getattr(relay, key):
+            raise ConfigError(f"platforms.relay.{key}: required when platforms.relay.enabled is true")
+    assert relay.gateway_id is not None and relay.url is not None
+    if ":" in relay.gateway_id:
+        raise ConfigError("platforms.relay.gateway_id: must not contain ':' (it is part of the signed token)")
+    if not relay.url.startswith(("ws://", "wss://", "http://", "https://")):
+        raise ConfigError("platforms.relay.url: must start with ws://, wss://, http:// or https://")
+    if not environ.get(relay.secret_env):
+        raise ConfigError(
+            f"platforms.relay.secret_env: environment variable {relay.secret_env} is not set; export it"
+            " with the secret the connector issued when you enrolled this gateway"
+        )
+    names = [p.platform.strip().lower() for p in relay.platforms]
+    if not names:
+        raise ConfigError("platforms.relay.platforms: name at least one fronted platform (e.g. discord)")
+    for index, name in enumerate(names):
+        where = f"platforms.relay.platforms.{index}.platform"
+        if not name or names.index(name) != index:
+            raise ConfigError(f"{where}: {name or '(empty)'} is empty or listed twice")
+        if name == "web" or (name == "telegram" and config.platforms.telegram.enabled):
+            raise ConfigError(
+                f"{where}: {name} is already served natively here; a platform is either native or relayed"
+            )
 
 
 def secret(environ: Any, name: str | None) -> str | None:

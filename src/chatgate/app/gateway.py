@@ -18,7 +18,7 @@ import uvicorn
 from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.echo import EchoAgent
-from chatgate.app.config import ConfigError, GatewayConfig, TelegramConfig, is_loopback, secret
+from chatgate.app.config import ConfigError, GatewayConfig, RelayConfig, TelegramConfig, is_loopback, secret
 from chatgate.app.http import build_app
 from chatgate.app.locks import (
     FileLock,
@@ -45,6 +45,7 @@ from chatgate.store.base import Store, StoreUnavailable
 from chatgate.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from chatgate.platforms.relay.adapter import RelayHub
     from chatgate.platforms.telegram.adapter import TelegramAdapter
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,12 @@ class Gateway:
         tg_cfg = config.platforms.telegram
         if tg_cfg.enabled:
             rules["telegram"] = PlatformAccess(allow_users=frozenset(tg_cfg.allow_users))
+        relay_cfg = config.platforms.relay
+        if relay_cfg.enabled:
+            for fronted in relay_cfg.platforms:
+                rules[fronted.platform.strip().lower()] = PlatformAccess(
+                    allow_all=fronted.allow_all, allow_users=frozenset(fronted.allow_users)
+                )
         self.budget = RateBudget()
         self.delivery = DeliveryWorker(
             self.store,
@@ -201,11 +208,16 @@ class Gateway:
             )
             self.add_adapter(self.web)
         self.telegram: TelegramAdapter | None = None
-        self._telegram_token: str | None = None
+        self._credentials: list[tuple[str, str]] = []
         self._credential_locks: list[FileLock] = []
         if tg_cfg.enabled:
             self.telegram = self._build_telegram(tg_cfg)
             self.add_adapter(self.telegram)
+        self.relay: RelayHub | None = None
+        if relay_cfg.enabled:
+            self.relay = self._build_relay(relay_cfg)
+            for fronted_adapter in self.relay.platforms.values():
+                self.add_adapter(fronted_adapter)
         self.lag = LoopLagMonitor(self.metrics)
         self._started = time.monotonic()
         self._stopping = False
@@ -234,30 +246,67 @@ class Gateway:
             adapter = TelegramAdapter(settings, self.store, self.admission)
         except ValueError as exc:
             raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
-        self._telegram_token = token
+        self._credentials.append(("telegram", token))
         return adapter
 
+    def _build_relay(self, cfg: RelayConfig) -> RelayHub:
+        from chatgate.platforms.relay.adapter import RelayHub
+        from chatgate.platforms.relay.connection import RelaySettings
+
+        assert cfg.url and cfg.gateway_id
+        relay_secret = secret(os.environ, cfg.secret_env)
+        if not relay_secret:
+            raise ConfigError(f"platforms.relay.secret_env: environment variable {cfg.secret_env} is not set")
+        settings = RelaySettings(
+            url=cfg.url,
+            gateway_id=cfg.gateway_id,
+            secret=relay_secret,
+            identities=tuple((p.platform.strip().lower(), p.bot_id) for p in cfg.platforms),
+            outbound_timeout=cfg.outbound_timeout_seconds,
+            handshake_timeout=cfg.handshake_timeout_seconds,
+            reconnect_initial=cfg.reconnect_initial_seconds,
+            reconnect_max=cfg.reconnect_max_seconds,
+            going_idle_timeout=cfg.going_idle_timeout_seconds,
+            token_ttl=cfg.token_ttl_seconds,
+        )
+        self._credentials.append(("relay", f"{settings.url}|{settings.gateway_id}"))
+        return RelayHub(
+            settings,
+            self.store,
+            self.admission,
+            stop_session=self._stop_session,
+            duplicate_marker=self.config.delivery.duplicate_marker,
+            on_rejected=lambda reason: self.metrics.refused.labels("relay", "rejected_frame").inc(),
+        )
+
     def _lock_credentials(self) -> None:
-        """One process per bot token, across state directories (blocking: runs in a thread)."""
-        if self._telegram_token is None:
+        """One process per bot token or relay identity, across state directories (blocking: in a thread)."""
+        if not self._credentials:
             return
         configured = self.config.locks.credential_dir
         lock_dir = Path(configured) if configured else default_credential_dir()
         ensure_shared_dir(lock_dir)
-        lock = credential_lock(lock_dir, "telegram", self._telegram_token)
+        for kind, credential in self._credentials:
+            self._lock_credential(lock_dir, kind, credential)
+
+    def _lock_credential(self, lock_dir: Path, kind: str, credential: str) -> None:
+        what = "bot token" if kind == "telegram" else "relay gateway id"
+        lock = credential_lock(lock_dir, kind, credential)
         try:
-            lock.acquire(LockRecord.for_this_process(platform="telegram", state_dir=str(self.state_dir)))
+            lock.acquire(LockRecord.for_this_process(platform=kind, state_dir=str(self.state_dir)))
         except LockHeld as held:
+            self._release_credentials()
             record = held.record
             who = f"pid {record.pid}" if record else "another process"
             where = record.extra.get("state_dir") if record else None
             raise CredentialInUse(
-                f"telegram: this bot token is already in use by {who}"
+                f"{kind}: this {what} is already in use by {who}"
                 + (f" (state dir {where})" if where else "")
-                + ". One process per bot: stop that gateway, or disable platforms.telegram here."
+                + f". One process per {what}: stop that gateway, or disable platforms.{kind} here."
             ) from None
         except LockUnavailable as exc:
-            raise StartupError(f"telegram: {exc}") from exc
+            self._release_credentials()
+            raise StartupError(f"{kind}: {exc}") from exc
         self._credential_locks.append(lock)
 
     def _release_credentials(self) -> None:
@@ -334,6 +383,8 @@ class Gateway:
         await self._start_http()
         if self.telegram is not None:
             self.telegram.start()  # after the store is open: polling commits every update before the offset
+        if self.relay is not None:
+            self.relay.start()
 
     async def _start_http(self) -> None:
         http = self.config.http
@@ -375,6 +426,8 @@ class Gateway:
         await self._stop_http(budget.adapter_close_seconds)
         if self.telegram is not None:
             await self.telegram.close(budget.adapter_close_seconds)
+        if self.relay is not None:
+            await self.relay.close(budget.adapter_close_seconds)
         await self.agent.aclose()
         await self.lag.stop()
         await self.store.close()

@@ -66,3 +66,6 @@ class Ambiguous:
 DeliveryResult = Delivered | Deferred | RetryLater | Rejected | Ambiguous
 
 PREVIEW_CURSOR = " ▍"
+
+REPLY_VIA_KEY = "reply_via"
+"""Outbox target key naming a reply route other than the chat (e.g. "interaction")."""

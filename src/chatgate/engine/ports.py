@@ -68,7 +68,11 @@ class Adapter(Protocol):
     """One platform: decodes its events into ``Inbound`` and delivers outbox rows."""
 
     platform: str
-    capabilities: Capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Read per use: a relayed platform's limits arrive with the connector's descriptor."""
+        ...
 
     async def deliver(self, row: OutboxRow) -> DeliveryResult: ...
 

@@ -7,6 +7,8 @@ reply once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from chatgate.domain.outbound import Capabilities
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
@@ -15,7 +17,13 @@ from chatgate.store.base import OutboxDraft, OutboxKind
 
 
 def reply_draft(
-    source: Source, session_key: str, kind: OutboxKind, text: str, idem_key: str, reply_to: str | None
+    source: Source,
+    session_key: str,
+    kind: OutboxKind,
+    text: str,
+    idem_key: str,
+    reply_to: str | None,
+    route: Mapping[str, str] | None = None,
 ) -> OutboxDraft:
     return OutboxDraft(
         idem_key=idem_key,
@@ -25,7 +33,7 @@ def reply_draft(
         kind=kind,
         text=text,
         in_reply_to=reply_to,
-        target=dict(egress_target(source)),
+        target={**egress_target(source), **(route or {})},
     )
 
 
@@ -38,6 +46,7 @@ def final_drafts(
     capabilities: Capabilities | None,
     preview_message_id: str | None,
     reserve: str = "",
+    route: Mapping[str, str] | None = None,
 ) -> list[OutboxDraft]:
     """The final as one row per part, in order; the first part takes over the streamed preview.
 
@@ -50,7 +59,7 @@ def final_drafts(
     drafts = []
     for index, part in enumerate(parts):
         idem = f"final:{seq}" if index == 0 else f"final:{seq}:{index}"
-        draft = reply_draft(source, session_key, "final", part, idem, reply_to)
+        draft = reply_draft(source, session_key, "final", part, idem, reply_to, route)
         if index == 0 and preview_message_id:
             draft.target[PREVIEW_KEY] = preview_message_id
         drafts.append(draft)

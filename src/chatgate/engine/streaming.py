@@ -63,6 +63,7 @@ class StreamConsumer:
         silence_marker: str = "",
         call_timeout: float = 10.0,
         on_update: Callable[[str, str], None] = lambda platform, op: None,
+        previews: bool = True,
     ) -> None:
         self._on_update = on_update
         self._adapter = adapter
@@ -72,10 +73,11 @@ class StreamConsumer:
         self._silence = silence_marker
         self._timeout = call_timeout
         caps = adapter.capabilities if adapter is not None else None
-        self._drafts = bool(caps and caps.drafts)
+        self._drafts = bool(caps and caps.drafts) and previews
         self._editable: EditablePlatform | None = (
             adapter if caps is not None and caps.edit and not caps.drafts else None  # type: ignore[assignment]
         )
+        self._previews = previews
         self._typing = bool(caps and caps.typing)
         self._interval = draft_interval if self._drafts else (caps.edit_interval if caps else 1.0)
         self._unit: LengthUnit = caps.length_unit if caps else "chars"
@@ -109,7 +111,7 @@ class StreamConsumer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._adapter.draft(self._source, self._reply_to, text), self._timeout)
                 self._on_update(self._platform, "draft")
-        elif self._editable is not None and measure(text, self._unit) <= self._max_preview:
+        elif self._previews and self._editable is not None and measure(text, self._unit) <= self._max_preview:
             await self._preview(text + PREVIEW_CURSOR)
 
     async def interrupted(self) -> None:

@@ -21,6 +21,7 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.outbound import REPLY_VIA_KEY
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.engine.ports import Adapter
@@ -76,6 +77,8 @@ class TurnRunner:
         seqs = tuple(i.seq for i in items)
         attempts = max(i.attempts for i in items)
         reply_to = last.inbound.message_ref
+        # An interaction is answered through its own route (e.g. a Discord follow-up), never a chat preview.
+        route = {REPLY_VIA_KEY: last.inbound.reply_route} if last.inbound.reply_route else {}
         adapter = self._adapters.get(source.platform)
         caps = adapter.capabilities if adapter is not None else None
         if attempts > self.settings.max_attempts:
@@ -84,14 +87,14 @@ class TurnRunner:
                 "while working on it, so I gave up instead of trying forever. Please send it again."
             )
             log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
-            finals = final_drafts(source, key, last.seq, text, reply_to, caps, None)
+            finals = final_drafts(source, key, last.seq, text, reply_to, caps, None, route=route)
             return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
         outbox: list[OutboxDraft] = []
         if attempts > 1:
             notice = "The gateway restarted while answering this message; answering it again."
             outbox.append(
-                reply_draft(source, key, "notice", notice, f"notice:{last.seq}:{attempts}", reply_to)
+                reply_draft(source, key, "notice", notice, f"notice:{last.seq}:{attempts}", reply_to, route)
             )
         policy = self._policy_for(source.platform)
         shared = is_shared_session(source, policy)
@@ -123,6 +126,7 @@ class TurnRunner:
             draft_interval=self.settings.draft_interval,
             silence_marker=self.settings.silence_marker,
             on_update=self._on_preview,
+            previews=not route,
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
@@ -139,6 +143,7 @@ class TurnRunner:
             caps,
             reply.preview_message_id,
             reserve=self.settings.duplicate_marker,
+            route=route,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 

@@ -152,6 +152,15 @@ class SessionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RejectedInbound:
+    transport: str
+    delivery_id: str | None
+    reason: str
+    excerpt: str
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
     depth: int
     oldest_admitted_at: float | None
@@ -223,3 +232,11 @@ class Store(Protocol):
     async def set_cursor(self, name: str, value: str) -> None:
         """Store ``value`` under ``name``; returns only after it is committed."""
         ...
+
+    async def record_rejected(
+        self, transport: str, delivery_id: str | None, reason: str, excerpt: str
+    ) -> None:
+        """Keep a delivery that can never be admitted, with why (so acking it loses nothing silently)."""
+        ...
+
+    async def rejected(self, limit: int = 100) -> list[RejectedInbound]: ...

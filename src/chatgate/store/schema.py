@@ -93,6 +93,17 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at  REAL NOT NULL
     );
     """,
+    # 4 -> 5: inbound deliveries that can never be admitted (malformed, unsupported), with why.
+    """
+    CREATE TABLE rejected_inbound (
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
+        transport    TEXT NOT NULL,
+        delivery_id  TEXT,
+        reason       TEXT NOT NULL,
+        excerpt      TEXT NOT NULL,
+        received_at  REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -31,6 +31,7 @@ from chatgate.store.base import (
     OutboxRow,
     OutboxSettlement,
     QueueStats,
+    RejectedInbound,
     SessionInfo,
     StoreUnavailable,
     TurnOutcome,
@@ -368,3 +369,28 @@ class SqliteStore:
             )
 
         await self._write(write)
+
+    async def record_rejected(
+        self, transport: str, delivery_id: str | None, reason: str, excerpt: str
+    ) -> None:
+        now = time.time()
+
+        def write(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO rejected_inbound (transport, delivery_id, reason, excerpt, received_at)"
+                " VALUES (?,?,?,?,?)",
+                (transport, delivery_id, reason[:500], excerpt[:500], now),
+            )
+
+        await self._write(write)
+
+    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
+        def read(c: sqlite3.Connection) -> list[RejectedInbound]:
+            rows = c.execute(
+                "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
+                " ORDER BY id DESC LIMIT ?",
+                (limit,),
+            ).fetchall()
+            return [RejectedInbound(*row) for row in rows]
+
+        return await self._read(read)

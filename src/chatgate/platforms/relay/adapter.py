@@ -1,0 +1,376 @@
+"""The relay adapter: platforms fronted by a relay connector, over one WebSocket.
+
+``RelayHub`` owns the connection and the intake; one ``RelayPlatform`` per
+fronted platform is what the engine sees as that platform's adapter.
+
+Intake is one task that takes ``inbound`` and ``passthrough_forward`` frames in
+arrival order. Each is admitted (committed) before its ``inbound_ack`` is sent:
+a replay of an admitted delivery is a duplicate that is acknowledged again and
+never run twice; a frame whose intake is cancelled or fails before the commit
+is not acknowledged, so the connector replays it. A frame that can never be
+admitted (malformed, unsupported, refused) is recorded with its reason and
+acknowledged, so it is not replayed forever. While the store is unavailable the
+intake retries the same frame (later frames wait behind it: order is kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from chatgate.domain.commands import parse_command
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbound import (
+    REPLY_VIA_KEY,
+    Ambiguous,
+    Capabilities,
+    Deferred,
+    Delivered,
+    DeliveryResult,
+    Rejected,
+    RetryLater,
+)
+from chatgate.domain.source import Source
+from chatgate.engine.finals import deliver_final
+from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
+from chatgate.engine.tasks import cancel_and_wait
+from chatgate.platforms.relay.connection import (
+    FrameHandler,
+    NoResult,
+    NotSent,
+    OpResult,
+    Outcome,
+    RelayConnection,
+    RelaySettings,
+)
+from chatgate.platforms.relay.discord_interaction import Unsupported, decode_interaction
+from chatgate.platforms.relay.text_lane import TRANSPORT, Unusable, decode_event
+from chatgate.platforms.relay.wire import BadFrame, Descriptor
+from chatgate.store.base import OutboxRow, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+INTERACTION_TOKEN_KIND = "discord.interaction_token"
+STORE_RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+MAX_BODY_B64 = 512 * 1024
+
+
+def _default_capabilities(platform: str) -> Capabilities:
+    """Until the connector's descriptor arrives (rows wait: the relay is not connected)."""
+    if platform == "telegram":
+        return Capabilities(edit=True, max_length=4096, length_unit="utf16", typing=True)
+    return Capabilities(edit=True, max_length=2000, typing=True)
+
+
+class RelayHub(FrameHandler):
+    def __init__(
+        self,
+        settings: RelaySettings,
+        store: Store,
+        sink: InboundSink,
+        *,
+        stop_session: Callable[[str], Awaitable[None]],
+        duplicate_marker: str = "",
+        on_rejected: Callable[[str], None] = lambda reason: None,
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._sink = sink
+        self._stop_session = stop_session
+        self._on_rejected = on_rejected
+        self.duplicate_marker = duplicate_marker
+        self.connection = RelayConnection(settings, self)
+        self.platforms = {p: RelayPlatform(self, p) for p, _ in settings.identities}
+        self._queue: asyncio.Queue[tuple[dict[str, Any], float]] = asyncio.Queue()
+        self._intake: asyncio.Task[None] | None = None
+        self._idle: asyncio.Task[bool] | None = None
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        self.acked = 0
+        self.admitted = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._intake = asyncio.create_task(self._run_intake(), name="relay-intake")
+        self.connection.start()
+
+    def stop_intake(self) -> None:
+        """Shutdown began: ask the connector to buffer for us.
+
+        Intake keeps admitting until ``close`` (after the outbox flush), so a frame that
+        races the flip is committed, not lost; the next start runs it.
+        """
+        if self._idle is None:
+            self._idle = asyncio.create_task(
+                self.connection.go_idle(self.settings.going_idle_timeout), name="relay-going-idle"
+            )
+
+    async def close(self, budget: float) -> None:
+        """After the outbox flush: finish going idle, let in-flight requests answer, close (all bounded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        if self._idle is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._idle), max(0.0, deadline - loop.time()))
+        await cancel_and_wait([t for t in (self._idle, self._intake, *self._side_tasks) if t is not None])
+        await self.connection.close(drain_timeout=max(0.0, min(5.0, deadline - loop.time() - 1.0)))
+
+    def state(self, platform: str) -> AdapterState:
+        conn = self.connection.state
+        if conn.revoked:
+            return AdapterState(False, conn.detail)
+        if platform not in conn.descriptors or not conn.connected:
+            return AdapterState(False, f"relay {self.connection.url}: {conn.detail}")
+        return AdapterState(True, f"relay {self.connection.url}: connected")
+
+    def descriptor(self, platform: str) -> Descriptor | None:
+        return self.connection.state.descriptors.get(platform)
+
+    # ------------------------------------------------------------ frames from the connection
+
+    def on_descriptor(self, descriptor: Descriptor) -> None:
+        log.info(
+            "relay: %s fronted (%s, max %d %s, edit=%s, ops=%s)",
+            descriptor.platform,
+            descriptor.label or "no label",
+            descriptor.max_message_length or 4096,
+            descriptor.len_unit,
+            descriptor.supports_edit,
+            ",".join(descriptor.supported_ops or ["legacy"]),
+        )
+
+    def on_frame(self, frame: dict[str, Any], received_at: float) -> None:
+        kind = frame["type"]
+        if kind in ("inbound", "passthrough_forward"):
+            self._queue.put_nowait((frame, received_at))
+        elif kind == "interrupt_inbound":
+            key = frame.get("session_key")
+            if isinstance(key, str) and key:
+                log.info("relay: interrupt for %s (chat %s)", key, frame.get("chat_id"))
+                task = asyncio.create_task(self._interrupt(key), name="relay-interrupt")
+                self._side_tasks.add(task)
+                task.add_done_callback(self._side_tasks.discard)
+            else:
+                self.on_bad_frame(BadFrame("interrupt_inbound without a session_key", json.dumps(frame)[:80]))
+        else:
+            self.on_bad_frame(BadFrame(f"unknown frame type {kind!r}", json.dumps(frame)[:80]))
+
+    async def _interrupt(self, session_key: str) -> None:
+        try:
+            await self._stop_session(session_key)
+        except Exception:
+            log.exception("relay: stopping %s failed", session_key)
+
+    def on_bad_frame(self, bad: BadFrame) -> None:
+        log.warning("relay: ignored a frame: %s", bad.reason, extra={"excerpt": bad.excerpt})
+        self._on_rejected(bad.reason)
+
+    def on_state(self) -> None:
+        return None
+
+    # ------------------------------------------------------------ intake
+
+    async def _run_intake(self) -> None:
+        while True:
+            frame, received_at = await self._queue.get()
+            try:
+                await self._take(frame, received_at)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug, not bad input: log it; the frame is not acked, so it comes back
+                log.exception("relay: handling a %s frame failed", frame.get("type"))
+
+    async def _take(self, frame: dict[str, Any], received_at: float) -> None:
+        buffer_id = frame.get("bufferId")
+        buffer_id = str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
+        decoded = self._decode(frame, buffer_id, received_at)
+        if isinstance(decoded, str):
+            await self._reject(frame, buffer_id, None, decoded)
+            return
+        if decoded.source.platform not in self.platforms:
+            reason = f"platform {decoded.source.platform!r} is not fronted by this gateway"
+            await self._reject(frame, buffer_id, decoded.delivery_id, reason)
+            return
+        try:
+            admitted = await self._admit(decoded)
+        except AdmissionRefused as exc:
+            await self._reject(frame, buffer_id, decoded.delivery_id, f"{exc.code}: {exc.message}")
+            return
+        self.admitted += admitted.new
+        await self._ack(buffer_id)
+        command = parse_command(decoded.text) if decoded.kind in ("text", "command") else None
+        if admitted.new and command is not None and command.name == "stop":
+            # Other gateways of a fleet may run this session: the connector routes the stop to them.
+            await self.connection.send_frame(
+                {"type": "interrupt", "session_key": admitted.session_key, "reason": "/stop"}
+            )
+
+    def _decode(self, frame: dict[str, Any], buffer_id: str | None, received_at: float) -> Inbound | str:
+        if frame["type"] == "inbound":
+            event = decode_event(frame.get("event"), buffer_id, received_at=received_at)
+            return event.reason if isinstance(event, Unusable) else event
+        forward = frame.get("forward")
+        if not isinstance(forward, dict):
+            return "passthrough_forward without a 'forward' object"
+        platform = forward.get("platform")
+        if platform != "discord":
+            return f"passthrough for platform {platform!r} is not supported (only discord interactions)"
+        body_b64 = forward.get("bodyB64")
+        if not isinstance(body_b64, str) or len(body_b64) > MAX_BODY_B64:
+            return "passthrough_forward.bodyB64 is missing or too large"
+        try:
+            body = base64.b64decode(body_b64, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            return f"passthrough_forward.bodyB64 is not base64: {exc}"
+        decoded = decode_interaction(body, received_at=received_at)
+        if isinstance(decoded, Unsupported):
+            return decoded.reason
+        return decoded
+
+    async def _admit(self, inbound: Inbound) -> Admitted:
+        """Admit, retrying while the store is unavailable: nothing later is admitted before this one."""
+        attempt = 0
+        while True:
+            try:
+                return await self._sink.admit(inbound)
+            except StoreUnavailable as exc:
+                pause = STORE_RETRY_SECONDS[min(attempt, len(STORE_RETRY_SECONDS) - 1)]
+                attempt += 1
+                log.warning(
+                    "relay: store unavailable (%s); retrying %s in %.1fs", exc, inbound.delivery_id, pause
+                )
+                await asyncio.sleep(pause)
+
+    async def _reject(
+        self, frame: dict[str, Any], buffer_id: str | None, delivery_id: str | None, reason: str
+    ) -> None:
+        log.warning(
+            "relay: rejected a %s frame: %s",
+            frame.get("type"),
+            reason,
+            extra={"buffer_id": buffer_id, "delivery_id": delivery_id, "reason": reason},
+        )
+        self._on_rejected(reason)
+        excerpt = json.dumps(frame, ensure_ascii=False)[:500]
+        while True:
+            try:
+                await self._store.record_rejected(TRANSPORT, delivery_id or buffer_id, reason, excerpt)
+                break
+            except StoreUnavailable as exc:
+                log.warning("relay: cannot record a rejected frame yet (%s)", exc)
+                await asyncio.sleep(STORE_RETRY_SECONDS[-1])
+        await self._ack(buffer_id)
+
+    async def _ack(self, buffer_id: str | None) -> None:
+        if buffer_id is None:
+            return
+        if await self.connection.send_frame({"type": "inbound_ack", "bufferId": buffer_id}):
+            self.acked += 1
+
+    # ------------------------------------------------------------ outbound
+
+    async def request(self, platform: str, action: dict[str, Any]) -> DeliveryResult:
+        return _as_delivery(await self.connection.request(action, platform))
+
+
+def _as_delivery(outcome: Outcome) -> DeliveryResult:
+    if isinstance(outcome, NotSent):
+        return RetryLater(outcome.reason, retry_after=2.0)
+    if isinstance(outcome, NoResult):
+        return Ambiguous(outcome.reason)
+    assert isinstance(outcome, OpResult)
+    if outcome.success:
+        return Delivered(outcome.message_id)
+    if outcome.retry_after is not None:
+        return RetryLater(outcome.error or "the connector asked to retry", outcome.retry_after)
+    return Rejected(outcome.error or "the connector refused the action")
+
+
+def _metadata(target: Mapping[str, str]) -> dict[str, str]:
+    """The egress discriminators the connector routes by (scope, the triggering author, thread)."""
+    return {k: str(target[k]) for k in ("scope_id", "user_id", "thread_id") if target.get(k)}
+
+
+class RelayPlatform:
+    """One fronted platform as an engine adapter (``EditablePlatform`` over relay ops)."""
+
+    def __init__(self, hub: RelayHub, platform: str) -> None:
+        self._hub = hub
+        self.platform = platform
+        self._fallback = _default_capabilities(platform)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        descriptor = self._hub.descriptor(self.platform)
+        return descriptor.capabilities() if descriptor is not None else self._fallback
+
+    def stop_intake(self) -> None:
+        self._hub.stop_intake()
+
+    def state(self) -> AdapterState:
+        return self._hub.state(self.platform)
+
+    async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
+        return None  # previews are edits of a sent message
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None:
+            return Deferred("the relay is not connected", retry_in=2.0)
+        if row.target.get(REPLY_VIA_KEY) == "interaction" and descriptor.supports("follow_up"):
+            text = row.text
+            if row.possibly_duplicate and self._hub.duplicate_marker:
+                text = f"{self._hub.duplicate_marker}{text}"
+            action = {
+                "op": "follow_up",
+                "session_key": row.session_key,
+                "kind": INTERACTION_TOKEN_KIND,
+                "content": text,
+                "metadata": _metadata({k: str(v) for k, v in row.target.items()}),
+            }
+            return await self._hub.request(self.platform, action)
+        return await deliver_final(self, row, self._hub.duplicate_marker)
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        action: dict[str, Any] = {
+            "op": "send",
+            "chat_id": chat_id,
+            "content": text,
+            "metadata": _metadata(target),
+        }
+        if reply_to:
+            action["reply_to"] = reply_to
+        return await self._hub.request(self.platform, action)
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        action = {
+            "op": "edit",
+            "chat_id": chat_id,
+            "message_id": message_id,
+            "content": text,
+            "metadata": _metadata(target),
+        }
+        result = await self._hub.request(self.platform, action)
+        return Delivered(message_id) if isinstance(result, Delivered) else result
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+        await self._hub.request(
+            self.platform, {"op": "typing", "chat_id": chat_id, "metadata": _metadata(target)}
+        )
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("delete"):
+            return False
+        action = {"op": "delete", "chat_id": chat_id, "message_id": message_id, "metadata": _metadata(target)}
+        return isinstance(await self._hub.request(self.platform, action), Delivered)

@@ -1,0 +1,486 @@
+"""Raw Discord interaction bodies (relayed ``passthrough_forward`` frames) as ``Inbound`` events.
+
+A relayed interaction must land in the same session as a text message from the same
+chat, so its source keys exactly as the text lane's: a guild channel is ``group``, a
+DM ``dm``, and a thread (channel type 10, 11 or 12) is ``thread`` with the channel as
+both chat and thread and ``channel.parent_id`` as the parent (never guessed).
+
+Identities stay apart: the interaction id is the ``action_id`` (two clicks are two
+actions) and the dedupe key; ``message_ref`` is the message a component (or a modal
+opened from one) is attached to; a message context-menu command quotes its target
+as ``reply_to``. Nothing submitted is lost: ``text`` (what the agent reads) carries
+every value, and ``payload`` keeps the structure text flattens. A body has no chat
+labels, so the event never touches them, and replies go through the interaction's
+follow-up.
+
+A ping or autocomplete (answered by the connector), an unknown type or a malformed
+body becomes an ``Unsupported`` with its reason; this function never raises on input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from chatgate.domain.inbound import Attachment, Inbound, InboundKind
+from chatgate.domain.source import ChatType, Source
+
+PLATFORM = "discord"
+TRANSPORT = "relay"
+REPLY_ROUTE = "interaction"
+MAX_BODY_BYTES = 256 * 1024
+MAX_TEXT_CHARS = 32_000
+THREAD_CHANNEL_TYPES = frozenset({10, 11, 12})
+SELECT_KINDS = {3: "string", 5: "user", 6: "role", 7: "mentionable", 8: "channel"}
+SUBCOMMAND, SUBCOMMAND_GROUP = 1, 2
+OPTION_KINDS = {6: "user", 7: "channel", 8: "role", 9: "mentionable", 11: "attachment"}
+ACTION_ROW, TEXT_DISPLAY, LABEL, FILE_UPLOAD = 1, 10, 18, 19
+PROMPT_PREFIX = "hp1"
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    reason: str
+    action_id: str | None
+    """The interaction id when it could be read, so the rejection can be recorded."""
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _fail(reason: str) -> NoReturn:
+    raise _Reject(reason)
+
+
+@dataclass(slots=True)
+class _Decoded:
+    kind: InboundKind
+    text: str
+    payload: dict[str, Any]
+    reply_to: str | None = None
+    attachments: list[Attachment] = field(default_factory=list)
+
+
+# -- typed reads: a wrong type is a reason, never an exception ------------------------------
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _fail(f"{where} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _opt_obj(parent: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
+    value = parent.get(key)
+    return None if value is None else _obj(value, f"{where}.{key}")
+
+
+def _need_str(parent: dict[str, Any], key: str, where: str) -> str:
+    value = parent.get(key)
+    if value is None:
+        _fail(f"{where}.{key} is missing")
+    if not isinstance(value, str) or not value.strip():
+        _fail(f"{where}.{key} must be a non-empty string, got {_show(value)}")
+    return value
+
+
+def _str(parent: dict[str, Any], key: str, where: str) -> str | None:
+    return None if parent.get(key) is None else _need_str(parent, key, where)
+
+
+def _int(parent: dict[str, Any], key: str, where: str, *, required: bool = False) -> int | None:
+    value = parent.get(key)
+    if value is None:
+        if required:
+            _fail(f"{where}.{key} is missing")
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        _fail(f"{where}.{key} must be an integer, got {_show(value)}")
+    return value
+
+
+def _list(parent: dict[str, Any], key: str, where: str) -> list[Any]:
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        _fail(f"{where}.{key} must be an array, got {type(value).__name__}")
+    return value
+
+
+def _str_list(parent: dict[str, Any], key: str, where: str) -> list[str]:
+    values = _list(parent, key, where)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            _fail(f"{where}.{key}[{i}] must be a string, got {_show(value)}")
+    return values
+
+
+def _label(obj: Any, *keys: str) -> str | None:
+    """First non-empty string among ``keys``: display labels are observations, read leniently."""
+    if not isinstance(obj, dict):
+        return None
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _resolved(resolved: dict[str, Any], section: str, item_id: str) -> dict[str, Any] | None:
+    table = resolved.get(section)
+    entry = table.get(item_id) if isinstance(table, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def _show(value: Any) -> str:
+    """A short description of a bad value (never a deep repr: the body may nest deeply)."""
+    return repr(value)[:60] if isinstance(value, str | int | float) else type(value).__name__
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "(empty)" if value is None or value == "" else str(value)
+
+
+# -- source -----------------------------------------------------------------------------------
+
+
+def _source(data: dict[str, Any]) -> Source:
+    guild_id = _str(data, "guild_id", "interaction")
+    channel = _opt_obj(data, "channel", "interaction")
+    channel_id = _str(data, "channel_id", "interaction")
+    inner_id = _str(channel, "id", "interaction.channel") if channel is not None else None
+    if channel_id and inner_id and channel_id != inner_id:
+        _fail(f"interaction.channel_id {channel_id!r} and channel.id {inner_id!r} disagree")
+    chat_id = channel_id or inner_id
+    if chat_id is None:
+        _fail("interaction has no channel (channel_id or channel.id)")
+    channel_type = _int(channel, "type", "interaction.channel") if channel is not None else None
+    thread_id = parent_id = None
+    chat_type: ChatType
+    if channel is not None and channel_type in THREAD_CHANNEL_TYPES:
+        chat_type, thread_id = "thread", chat_id
+        parent_id = _str(channel, "parent_id", "interaction.channel")
+    else:
+        chat_type = "group" if guild_id else "dm"
+    member = _opt_obj(data, "member", "interaction")
+    # A DM (or an app installed by the user, outside the guild) has a user and no member.
+    user = _opt_obj(data, "user", "interaction") if member is None else _opt_obj(member, "user", "member")
+    if user is None:
+        _fail("interaction has no user (member.user or user)")
+    name = _label(member, "nick") or _label(user, "global_name", "username")
+    return Source(
+        platform=PLATFORM,
+        chat_id=chat_id,
+        chat_type=chat_type,
+        user_id=_need_str(user, "id", "interaction.user"),
+        user_name=name,
+        thread_id=thread_id,
+        parent_chat_id=parent_id,
+        scope_id=guild_id,
+    )
+
+
+# -- what resolved ids name -------------------------------------------------------------------
+
+
+def _user_name(resolved: dict[str, Any], user_id: str) -> str | None:
+    return _label(_resolved(resolved, "members", user_id), "nick") or _label(
+        _resolved(resolved, "users", user_id), "global_name", "username"
+    )
+
+
+def _resolved_name(resolved: dict[str, Any], kind: str, item_id: str) -> str | None:
+    if kind in ("user", "mentionable") and (name := _user_name(resolved, item_id)):
+        return name
+    if kind in ("role", "mentionable"):
+        return _label(_resolved(resolved, "roles", item_id), "name")
+    if kind == "channel":
+        return _label(_resolved(resolved, "channels", item_id), "name")
+    if kind == "attachment":
+        return _label(_resolved(resolved, "attachments", item_id), "filename")
+    return None
+
+
+def _attachment(resolved: dict[str, Any], item_id: str) -> Attachment:
+    found = _resolved(resolved, "attachments", item_id) or {}
+    size = found.get("size")
+    return Attachment(
+        kind="document",
+        ref=_label(found, "url") or item_id,
+        mime=_label(found, "content_type"),
+        name=_label(found, "filename"),
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
+
+
+# -- application commands (type 2) ------------------------------------------------------------
+
+
+def _command(data: dict[str, Any]) -> _Decoded:
+    command_type = _int(data, "type", "data", required=True)
+    name = _need_str(data, "name", "data")
+    resolved = _opt_obj(data, "resolved", "data") or {}
+    base: dict[str, Any] = {"discord_type": 2, "command_type": command_type, "name": name}
+    if command_id := _label(data, "id"):
+        base["command_id"] = command_id
+    if command_type == 1:
+        return _chat_input(data, name, resolved, base)
+    if command_type in (2, 3):
+        target_id = _need_str(data, "target_id", "data")
+        base["target_id"] = target_id
+        if command_type == 2:
+            return _user_menu(name, target_id, resolved, base)
+        return _message_menu(name, target_id, resolved, base)
+    _fail(f"application command type {command_type} is not supported (1 chat input, 2 user, 3 message)")
+
+
+def _chat_input(data: dict[str, Any], name: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
+    path: list[str] = []
+    options, where = _list(data, "options", "data"), "data.options"
+    while True:
+        level = [_obj(o, f"{where}[{i}]") for i, o in enumerate(options)]
+        types = [_int(o, "type", f"{where}[{i}]", required=True) for i, o in enumerate(level)]
+        nested = [o for o, t in zip(level, types, strict=True) if t in (SUBCOMMAND, SUBCOMMAND_GROUP)]
+        if not nested:
+            break
+        if len(level) != 1 or len(path) == 2:
+            _fail(f"{where}: a subcommand must be the only option at its level, at most two levels deep")
+        path.append(_need_str(nested[0], "name", where))
+        options, where = _list(nested[0], "options", where), f"{where}[0].options"
+    values: dict[str, Any] = {}
+    names: dict[str, Any] = {}
+    attachments: list[Attachment] = []
+    for i, option in enumerate(level):
+        spot = f"{where}[{i}]"
+        key = _need_str(option, "name", spot)
+        value = option.get("value")
+        if isinstance(value, dict | list) or value is None:
+            _fail(f"{spot}.value must be a string, number or boolean, got {_show(value)}")
+        if key in values:
+            _fail(f"{spot}: option {key!r} appears twice")
+        values[key] = value
+        kind = OPTION_KINDS.get(_int(option, "type", spot, required=True) or 0)
+        if kind is not None:
+            names[key] = {"kind": kind, "id": str(value), "name": _resolved_name(resolved, kind, str(value))}
+            if kind == "attachment":
+                attachments.append(_attachment(resolved, str(value)))
+    words = ["/" + name, *path, *(f"{key}:{_render(value)}" for key, value in values.items())]
+    payload = {**base, "path": path, "options": values}
+    if names:
+        payload["resolved"] = names
+    return _Decoded("command", " ".join(words), payload, attachments=attachments)
+
+
+def _user_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
+    user = _resolved(resolved, "users", target_id)
+    display = _user_name(resolved, target_id)
+    target = {
+        "kind": "user",
+        "id": target_id,
+        "name": display,
+        "username": _label(user, "username"),
+        "global_name": _label(user, "global_name"),
+        "nick": _label(_resolved(resolved, "members", target_id), "nick"),
+    }
+    who = f"{display} (id {target_id})" if display else f"(id {target_id})"
+    return _Decoded("context_menu", f"/{name} on user {who}", {**base, "target": target})
+
+
+def _message_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
+    message = _resolved(resolved, "messages", target_id)
+    if message is None:
+        _fail(f"message context menu without data.resolved.messages[{target_id!r}]")
+    content = message.get("content", "")
+    if not isinstance(content, str):
+        _fail(f"data.resolved.messages[{target_id!r}].content must be a string")
+    author = message.get("author")
+    author_name = _label(message.get("member"), "nick") or _label(author, "global_name", "username")
+    files = []
+    for item in message.get("attachments") or ():
+        if isinstance(item, dict):
+            keys = ("id", "filename", "url", "content_type", "size")
+            files.append({k: v for k in keys if isinstance(v := item.get(k), str | int)})
+    target = {
+        "kind": "message",
+        "id": target_id,
+        "author": {"id": _label(author, "id"), "name": author_name},
+        "content": content,
+        "attachments": files,
+    }
+    head = f"/{name} on message {target_id} by {author_name or '(unknown author)'}:"
+    text = f"{head}\n{content or '(no text)'}"
+    return _Decoded("context_menu", text, {**base, "target": target}, reply_to=target_id)
+
+
+# -- message components (type 3) --------------------------------------------------------------
+
+
+def _prompt_response(custom_id: str) -> dict[str, str] | None:
+    parts = custom_id.split(":")
+    if len(parts) != 3 or parts[0] != PROMPT_PREFIX or not parts[1] or not parts[2]:
+        return None
+    return {"prompt_id": parts[1], "option_id": parts[2]}
+
+
+def _names(resolved: dict[str, Any], kind: str, values: list[str]) -> dict[str, str | None]:
+    return {value: _resolved_name(resolved, kind, value) for value in values}
+
+
+def _component(data: dict[str, Any]) -> _Decoded:
+    custom_id = _need_str(data, "custom_id", "data")
+    component_type = _int(data, "component_type", "data", required=True)
+    payload: dict[str, Any] = {"discord_type": 3, "component_type": component_type, "custom_id": custom_id}
+    if component_type == 2:
+        if (answer := _prompt_response(custom_id)) is not None:
+            payload["prompt_response"] = answer
+        return _Decoded("button", custom_id, payload)
+    kind = SELECT_KINDS.get(component_type or 0)
+    if kind is None:
+        _fail(f"unsupported component type {component_type} (2 button, 3/5/6/7/8 selects)")
+    values = _str_list(data, "values", "data")
+    payload["values"] = values
+    if kind != "string":
+        payload["resolved"] = _names(_opt_obj(data, "resolved", "data") or {}, kind, values)
+    return _Decoded("select", f"{custom_id}: {', '.join(values) or '(none)'}", payload)
+
+
+# -- modal submits (type 5) -------------------------------------------------------------------
+
+
+def _field(component: dict[str, Any], where: str, label: str | None) -> dict[str, Any] | None:
+    field_type = _int(component, "type", where, required=True)
+    if field_type == TEXT_DISPLAY:
+        return None
+    found: dict[str, Any] = {"id": _need_str(component, "custom_id", where), "type": field_type}
+    if label is not None:
+        found["label"] = label
+    if component.get("values") is not None:
+        found["values"] = _str_list(component, "values", where)
+    else:
+        value = component.get("value")
+        if isinstance(value, dict | list):
+            _fail(f"{where}.value must be a string, number or boolean")
+        found["value"] = value
+    return found
+
+
+def _modal_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
+    fields: list[dict[str, Any]] = []
+    for i, raw in enumerate(_list(data, "components", "data")):
+        where = f"data.components[{i}]"
+        top = _obj(raw, where)
+        top_type = _int(top, "type", where, required=True)
+        found: list[dict[str, Any] | None] = []
+        if top_type == ACTION_ROW:
+            for j, child in enumerate(_list(top, "components", where)):
+                spot = f"{where}.components[{j}]"
+                found.append(_field(_obj(child, spot), spot, None))
+        elif top_type == LABEL:
+            spot = f"{where}.component"
+            found.append(_field(_obj(top.get("component"), spot), spot, _label(top, "label")))
+        elif top.get("custom_id") is not None:
+            found = [_field(top, where, None)]
+        fields += [f for f in found if f is not None]
+    return fields
+
+
+def _modal(data: dict[str, Any]) -> _Decoded:
+    custom_id = _need_str(data, "custom_id", "data")
+    resolved = _opt_obj(data, "resolved", "data") or {}
+    fields = _modal_fields(data)
+    lines = [custom_id]
+    attachments: list[Attachment] = []
+    for f in fields:
+        if "values" in f:
+            kind = SELECT_KINDS.get(f["type"])
+            if kind is not None and kind != "string":
+                f["resolved"] = _names(resolved, kind, f["values"])
+            if f["type"] == FILE_UPLOAD:
+                attachments += [_attachment(resolved, v) for v in f["values"]]
+            lines.append(f"{f['id']}: {', '.join(f['values']) or '(empty)'}")
+        else:
+            lines.append(f"{f['id']}: {_render(f['value'])}")
+    payload = {"discord_type": 5, "custom_id": custom_id, "fields": fields}
+    return _Decoded("modal", "\n".join(lines), payload, attachments=attachments)
+
+
+# -- the entry point --------------------------------------------------------------------------
+
+
+def _decode(body: dict[str, Any], action_id: str | None, received_at: float) -> Inbound:
+    if action_id is None:
+        _fail("interaction.id is missing or not a non-empty string")
+    kind = _int(body, "type", "interaction", required=True)
+    if kind == 1:
+        _fail("ping (interaction type 1) is answered by the connector, never forwarded to the gateway")
+    if kind == 4:
+        _fail("autocomplete (interaction type 4) is not answered by the gateway (the connector answers it)")
+    if kind not in (2, 3, 5):
+        _fail(f"unsupported interaction type {kind} (2 command, 3 component, 5 modal submit)")
+    source = _source(body)
+    data = _obj(body.get("data"), "interaction.data")
+    decoded = _command(data) if kind == 2 else _component(data) if kind == 3 else _modal(data)
+    message_ref = None
+    if kind != 2 and (message := _opt_obj(body, "message", "interaction")) is not None:
+        message_ref = _str(message, "id", "interaction.message")
+    if len(decoded.text) > MAX_TEXT_CHARS:
+        _fail(f"text is {len(decoded.text)} characters; the limit is {MAX_TEXT_CHARS}")
+    inbound = Inbound(
+        transport=TRANSPORT,
+        delivery_id=f"discord:interaction:{action_id}",
+        source=source,
+        text=decoded.text,
+        kind=decoded.kind,
+        action_id=action_id,
+        message_ref=message_ref,
+        reply_to=decoded.reply_to,
+        received_at=received_at,
+        attachments=tuple(decoded.attachments),
+        payload=decoded.payload,
+        observes_labels=False,
+        reply_route=REPLY_ROUTE,
+    )
+    try:  # what admission stores must encode: no lone surrogates (from \ud800 escapes), no NaN
+        json.dumps(inbound.to_dict(), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except ValueError as exc:
+        _fail(f"interaction cannot be stored as UTF-8 JSON: {exc}")
+    return inbound
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_interaction(body: bytes, *, received_at: float) -> Inbound | Unsupported:
+    """Decode one interaction body exactly as Discord POSTed it; bad input becomes ``Unsupported``."""
+    if not isinstance(body, bytes | bytearray):
+        return Unsupported(f"body must be bytes, got {type(body).__name__}", None)
+    if len(body) > MAX_BODY_BYTES:
+        return Unsupported(f"body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}", None)
+    try:
+        raw = bytes(body).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Unsupported(f"body is not valid UTF-8 (byte {exc.start})", None)
+    try:
+        parsed: Any = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        return Unsupported("body is not usable JSON: nested too deeply", None)
+    except ValueError as exc:
+        return Unsupported(f"body is not JSON: {exc}", None)
+    if not isinstance(parsed, dict):
+        return Unsupported(f"body must be a JSON object, got {type(parsed).__name__}", None)
+    raw_id = parsed.get("id")
+    action_id = raw_id if isinstance(raw_id, str) and raw_id.strip() else None
+    try:
+        return _decode(parsed, action_id, received_at)
+    except _Reject as exc:
+        return Unsupported(exc.reason, action_id)
+    except RecursionError:  # a value nested near the parser's limit, touched one level deeper
+        return Unsupported("body is not usable: nested too deeply", action_id)
