@@ -23,6 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+API_KEY = "sk-test-SECRET-0123456789abcdef"
+"""The key the tests' clients send; error messages must never show it."""
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -51,7 +54,30 @@ class Hang:
     """Read the request and never send a response (not even headers)."""
 
 
-Behaviour = Reply | Fail | Hang
+@dataclass(frozen=True)
+class ScriptedCall:
+    """One tool call the fake model makes; ``arguments`` is raw text (it may be invalid JSON)."""
+
+    name: str
+    arguments: str
+    call_id: str | None = "call_1"
+    """None streams the call without an id, as some lax servers do."""
+    pieces: int = 3
+    """Stream the arguments as this many fragments, each in a chunk of its own."""
+
+
+@dataclass(frozen=True)
+class CallTools:
+    """Answer by calling tools: stream ``text`` first (if any), then each call."""
+
+    calls: tuple[ScriptedCall, ...]
+    text: str = ""
+    text_chunks: int = 1
+    with_index: bool = True
+    """False omits ``index`` from the tool-call deltas (seen from some compatible servers)."""
+
+
+Behaviour = Reply | Fail | Hang | CallTools
 
 
 @dataclass(frozen=True)
@@ -184,6 +210,8 @@ class FakeOpenAIServer:
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
+        if isinstance(behaviour, CallTools):
+            return JSONResponse(_completion(behaviour.text, model, behaviour.calls))
         return JSONResponse(_completion(behaviour.text, model))
 
     async def _stall_until_disconnect(self, request: Request) -> None:
@@ -203,8 +231,12 @@ class FakeOpenAIServer:
         self.disconnects += 1
         self._disconnected.set()
 
-    async def _sse(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
+    async def _sse(self, reply: Reply | CallTools, model: str) -> AsyncIterator[bytes]:
         created = int(time.time())
+        if isinstance(reply, CallTools):
+            for frame in _tool_call_events(model, created, reply):
+                yield frame
+            return
         pieces = split_text(reply.text, reply.chunks)
         for event in _events(model, created, pieces, reply.hang_after_chunks):
             if event is None:
@@ -219,18 +251,22 @@ class FakeOpenAIServer:
             yield event
 
 
+def _frame(model: str, created: int, delta: dict[str, Any], finish: str | None) -> bytes:
+    chunk = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
 def _events(model: str, created: int, pieces: list[str], hang_after: int | None) -> Iterator[bytes | None]:
     """SSE frames of a chat completion stream; ``None`` marks where to stall."""
 
     def frame(delta: dict[str, Any], finish: str | None) -> bytes:
-        chunk = {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
-        }
-        return f"data: {json.dumps(chunk)}\n\n".encode()
+        return _frame(model, created, delta, finish)
 
     yield frame({"role": "assistant", "content": ""}, None)
     for i, piece in enumerate(pieces):
@@ -245,7 +281,37 @@ def _events(model: str, created: int, pieces: list[str], hang_after: int | None)
     yield b"data: [DONE]\n\n"
 
 
-def _completion(text: str, model: str) -> dict[str, Any]:
+def _tool_call_events(model: str, created: int, reply: CallTools) -> Iterator[bytes]:
+    """Text first, then each call: its id, type and name, then its arguments in fragments."""
+    yield _frame(model, created, {"role": "assistant", "content": None}, None)
+    if reply.text:
+        for piece in split_text(reply.text, reply.text_chunks):
+            yield _frame(model, created, {"content": piece}, None)
+    for index, call in enumerate(reply.calls):
+        position = {"index": index} if reply.with_index else {}
+        head: dict[str, Any] = {**position, "type": "function", "function": {"name": call.name}}
+        if call.call_id is not None:
+            head["id"] = call.call_id
+        yield _frame(model, created, {"tool_calls": [head]}, None)
+        for fragment in split_text(call.arguments, call.pieces):
+            if fragment:
+                piece = {**position, "function": {"arguments": fragment}}
+                yield _frame(model, created, {"tool_calls": [piece]}, None)
+    yield _frame(model, created, {}, "tool_calls")
+    yield b"data: [DONE]\n\n"
+
+
+def _completion(text: str, model: str, calls: tuple[ScriptedCall, ...] = ()) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": (text or None) if calls else text}
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": call.call_id or f"call_{i}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for i, call in enumerate(calls)
+        ]
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -254,8 +320,8 @@ def _completion(text: str, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
+                "message": message,
+                "finish_reason": "tool_calls" if calls else "stop",
                 "logprobs": None,
             }
         ],

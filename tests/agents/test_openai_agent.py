@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, Callable
 
 import openai
 import pytest
-from fake_openai_server import Fail, FakeOpenAIServer, Hang, Reply, split_text
+from fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Hang, Reply, split_text
 
 from chatgate.agents.base import (
     AgentError,
@@ -22,41 +21,7 @@ from chatgate.agents.base import (
 )
 from chatgate.agents.openai_agent import OpenAIAgent
 
-API_KEY = "sk-test-SECRET-0123456789abcdef"
-
-AgentFactory = Callable[..., OpenAIAgent]
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    srv = FakeOpenAIServer()
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-async def make_agent(server: FakeOpenAIServer) -> AsyncIterator[AgentFactory]:
-    agents: list[OpenAIAgent] = []
-
-    def factory(**overrides: Any) -> OpenAIAgent:
-        kwargs: dict[str, Any] = {
-            "base_url": server.base_url,
-            "model": "fake-model",
-            "api_key": API_KEY,
-            "timeout_s": 5.0,
-            "max_retries": 0,
-        }
-        kwargs.update(overrides)
-        agent = OpenAIAgent(**kwargs)
-        agents.append(agent)
-        return agent
-
-    yield factory
-    for agent in agents:
-        await agent.aclose()
+AgentFactory = Callable[..., OpenAIAgent]  # the ``make_agent`` fixture (conftest.py)
 
 
 def make_request(

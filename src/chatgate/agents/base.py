@@ -1,12 +1,21 @@
-"""The Agent protocol: a turn in, an async stream of events out."""
+"""The Agent protocol: a turn in, an async stream of events out.
+
+Tools are offered to an agent through a ``ToolRunner``. The agent decides *what* to
+call; the runner decides *whether* and *how* it runs (the engine wraps it with human
+approvals), so an agent never executes anything itself.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+log = logging.getLogger(__name__)
 
 Role = Literal["user", "assistant"]
+ToolStatus = Literal["ok", "error", "denied"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +35,47 @@ class TurnMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call the agent wants made. ``call_id`` pairs it with its result."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What the model reads back: exit code and output, or why the call did not run."""
+
+    call_id: str
+    content: str
+    status: ToolStatus = "ok"
+
+
+class ToolRunner(Protocol):
+    """Runs the tools of one turn; may wait (for a human) before running a call."""
+
+    def specs(self) -> tuple[dict[str, Any], ...]:
+        """OpenAI-style tool schemas (``{"type": "function", "function": {...}}``)."""
+        ...
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        """Never raises for a tool's failure: a failure is a result the model can read."""
+        ...
+
+
+async def call_tool(tools: ToolRunner, call: ToolCall) -> ToolResult:
+    """``tools.call`` for agents: a runner that breaks its promise and raises still gives
+    the model a result (and leaves a log line), so a turn ends with a reply, not a crash.
+    Cancellation propagates."""
+    try:
+        return await tools.call(call)
+    except Exception as exc:
+        log.exception("tool runner raised for %s (%s)", call.name, call.call_id)
+        return ToolResult(call.call_id, f"the tool failed: {type(exc).__name__}: {exc}", "error")
+
+
+@dataclass(frozen=True, slots=True)
 class AgentRequest:
     system: str
     history: tuple[HistoryEntry, ...]
@@ -34,11 +84,27 @@ class AgentRequest:
     """The turn input as the model should read it (senders named when shared)."""
 
     session_key: str
+    tools: ToolRunner | None = None
+    """The tools this turn may call; None means the agent gets none."""
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    """The agent handed ``call`` to the runner (which may now wait for approval)."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """The runner answered the call with the same ``call_id``."""
+
+    result: ToolResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +118,7 @@ class AgentError:
     retryable: bool = False
 
 
-AgentEvent = TextDelta | Final | AgentError
+AgentEvent = TextDelta | ToolStarted | ToolFinished | Final | AgentError
 
 
 class Agent(Protocol):

@@ -1,11 +1,47 @@
-"""The offline default agent: replies ``echo: <text>`` and streams it in chunks."""
+"""The offline default agent: replies ``echo: <text>`` and streams it in chunks.
+
+A turn input starting with ``!sh `` is a tool request instead: every line that starts
+with ``!sh `` becomes one shell call, in order, so tests and demos can drive tool calls
+and approvals without a model.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 
-from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
+from chatgate.agents.base import (
+    AgentEvent,
+    AgentRequest,
+    Final,
+    TextDelta,
+    ToolCall,
+    ToolFinished,
+    ToolStarted,
+    call_tool,
+)
+
+SHELL_PREFIX = "!sh "
+TOOLS_DISABLED = "tools are not enabled for this agent"
+
+
+def shell_commands(model_input: str) -> list[str] | None:
+    """The commands of a ``!sh`` turn in order, or None when it is not one.
+
+    A line starting with ``!sh `` starts a command; a line that does not continues the
+    previous one, so a multi-line script after one ``!sh`` is a single command.
+    """
+    text = model_input.strip()
+    if not text.startswith(SHELL_PREFIX):
+        return None
+    commands: list[str] = []
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if stripped.startswith(SHELL_PREFIX):
+            commands.append(stripped[len(SHELL_PREFIX) :].strip())
+        else:
+            commands[-1] += "\n" + line
+    return commands
 
 
 class EchoAgent:
@@ -20,12 +56,36 @@ class EchoAgent:
         self._chunk = chunk_chars
 
     async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        commands = shell_commands(request.model_input)
+        if commands is not None:
+            async for event in self._run_commands(request, commands):
+                yield event
+            return
         text = "echo: " + "\n".join(m.text for m in request.messages)
         for start in range(0, len(text), self._chunk):
             if self._delay:
                 await asyncio.sleep(self._delay)
             yield TextDelta(text[start : start + self._chunk])
         yield Final(text)
+
+    async def _run_commands(self, request: AgentRequest, commands: list[str]) -> AsyncIterator[AgentEvent]:
+        # The reply is not streamed in chunks: tool output can be long, and the preview
+        # during the turn belongs to the approval prompts.
+        if request.tools is None:
+            yield Final(TOOLS_DISABLED)
+            return
+        contents: list[str] = []
+        for n, command in enumerate(commands, start=1):
+            call = ToolCall(call_id=f"echo-{n}", name="shell", arguments={"command": command})
+            yield ToolStarted(call)
+            result = await call_tool(request.tools, call)
+            yield ToolFinished(result)
+            contents.append(result.content)
+        if len(contents) == 1:
+            yield Final(contents[0])
+            return
+        # Several results: label each with its command so a reader can tell them apart.
+        yield Final("\n\n".join(f"$ {c}\n{r}" for c, r in zip(commands, contents, strict=True)))
 
     async def aclose(self) -> None:
         return None

@@ -4,26 +4,53 @@ Failures never escape as exceptions: the engine needs every turn to end with
 exactly one ``Final`` or ``AgentError``, and needs to know whether retrying
 the turn could help. Only cancellation propagates, because it is the caller's
 decision, not the model's failure.
+
+With a ``ToolRunner`` in the request the agent runs the usual tool loop: the
+model's streamed tool calls go through the runner one by one, in order, and
+their results go back to the model, for at most ``max_tool_steps`` model calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import openai
 from openai import AsyncOpenAI, AsyncStream, omit
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionChunk,
+    ChatCompletionMessageFunctionToolCallParam,
     ChatCompletionMessageParam,
     ChatCompletionSystemMessageParam,
+    ChatCompletionToolMessageParam,
+    ChatCompletionToolUnionParam,
     ChatCompletionUserMessageParam,
 )
 
-from chatgate.agents.base import AgentError, AgentEvent, AgentRequest, Final, TextDelta
+from chatgate.agents.base import (
+    AgentError,
+    AgentEvent,
+    AgentRequest,
+    Final,
+    TextDelta,
+    ToolCall,
+    ToolFinished,
+    ToolResult,
+    ToolRunner,
+    ToolStarted,
+    call_tool,
+)
+
+log = logging.getLogger(__name__)
 
 _MAX_REASON_CHARS = 300
 _REDACTED = "[redacted]"
+_STEP_SEPARATOR = "\n\n"
 
 
 class OpenAIAgent:
@@ -41,6 +68,7 @@ class OpenAIAgent:
         max_tokens: int | None = None,
         timeout_s: float = 120.0,
         max_retries: int = 2,
+        max_tool_steps: int = 8,
     ) -> None:
         if not api_key:
             # The SDK refuses an empty key; local servers accept any placeholder.
@@ -49,11 +77,15 @@ class OpenAIAgent:
             raise ValueError("timeout_s must be > 0")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if max_tool_steps < 1:
+            raise ValueError("max_tool_steps must be >= 1")
         self._model = model
         self._api_key = api_key
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._timeout_s = timeout_s
+        self._max_tool_steps = max_tool_steps
+        """Model calls per turn; each step after the first answers the previous one's tool calls."""
         self._client = AsyncOpenAI(
             base_url=base_url,
             api_key=api_key,
@@ -62,20 +94,57 @@ class OpenAIAgent:
         )
 
     async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        tools = request.tools
+        specs = list(tools.specs()) if tools is not None else []
+        messages = _build_messages(request)
+        so_far: list[str] = []  # every delta yielded, in all steps; the Final is their concatenation
+        for step in range(1, self._max_tool_steps + 1):
+            outcome = _StepOutcome()
+            # ``aclosing``: if the consumer stops here, the step's HTTP stream closes now, not at GC.
+            async with aclosing(self._model_step(messages, specs, so_far, outcome)) as deltas:
+                async for delta in deltas:
+                    yield delta
+            if outcome.failure is not None:
+                yield outcome.failure
+                return
+            calls = outcome.pending.calls(step)
+            if tools is None or not calls:
+                yield Final("".join(so_far))
+                return
+            if step == self._max_tool_steps:
+                break  # this step's calls are not run: no model call is left to read their results
+            messages.append(_assistant_message(outcome.text, calls))
+            async with aclosing(_run_calls(tools, calls, messages)) as events:
+                async for event in events:
+                    yield event
+
+        note = (
+            f"[stopped: the model still wanted to call tools after {self._max_tool_steps} steps, "
+            "the most one turn allows]"
+        )
+        text = "".join(so_far)
+        yield Final(f"{text}\n\n{note}" if text else note)
+
+    async def _model_step(
+        self,
+        messages: list[ChatCompletionMessageParam],
+        specs: list[dict[str, Any]],
+        so_far: list[str],
+        outcome: _StepOutcome,
+    ) -> AsyncGenerator[TextDelta, None]:
+        """One model call: streams its text and records its tool calls or failure in ``outcome``."""
         try:
             chunks: AsyncStream[ChatCompletionChunk] = await self._client.chat.completions.create(
                 model=self._model,
-                messages=_build_messages(request),
+                messages=messages,
                 stream=True,
                 temperature=omit if self._temperature is None else self._temperature,
                 max_tokens=omit if self._max_tokens is None else self._max_tokens,
+                tools=cast("list[ChatCompletionToolUnionParam]", specs) if specs else omit,
             )
         except Exception as exc:  # CancelledError is a BaseException and propagates.
-            yield self._to_agent_error(exc)
+            outcome.failure = self._to_agent_error(exc)
             return
-
-        parts: list[str] = []
-        failure: AgentError | None = None
         try:
             while True:
                 # Errors are caught around the read only, never around ``yield``,
@@ -85,18 +154,24 @@ class OpenAIAgent:
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
-                    failure = self._to_agent_error(exc)
+                    outcome.failure = self._to_agent_error(exc)
                     break
+                if specs:
+                    outcome.pending.feed(chunk)
                 text = _chunk_text(chunk)
-                if text:
-                    parts.append(text)
-                    yield TextDelta(text)
+                if not text:
+                    continue
+                if not outcome.text and so_far:
+                    # A later step's text starts a new paragraph, in the preview too.
+                    so_far.append(_STEP_SEPARATOR)
+                    yield TextDelta(_STEP_SEPARATOR)
+                outcome.text += text
+                so_far.append(text)
+                yield TextDelta(text)
         finally:
             # Runs on normal end, on error, on cancellation and on early aclose():
             # the HTTP response must not outlive the turn.
             await chunks.close()
-
-        yield failure if failure is not None else Final("".join(parts))
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -122,6 +197,127 @@ def _build_messages(request: AgentRequest) -> list[ChatCompletionMessageParam]:
             messages.append(ChatCompletionUserMessageParam(role="user", content=entry.content))
     messages.append(ChatCompletionUserMessageParam(role="user", content=request.model_input))
     return messages
+
+
+@dataclass
+class _CallDraft:
+    """A tool call as it streams in: arguments arrive as JSON fragments."""
+
+    call_id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _StreamedCall:
+    call_id: str
+    name: str
+    arguments: str
+    """The raw JSON text, sent back to the model exactly as it wrote it."""
+
+
+class _PendingCalls:
+    """Assembles streamed ``tool_calls`` deltas by their index."""
+
+    def __init__(self) -> None:
+        self._drafts: dict[int, _CallDraft] = {}
+        self._last: int | None = None
+
+    def feed(self, chunk: ChatCompletionChunk) -> None:
+        # The SDK does not validate chunks, so read every field defensively.
+        for choice in chunk.choices or ():
+            for delta in getattr(getattr(choice, "delta", None), "tool_calls", None) or ():
+                draft = self._draft_for(getattr(delta, "index", None), getattr(delta, "id", None))
+                call_id = getattr(delta, "id", None)
+                if isinstance(call_id, str) and call_id and draft.call_id is None:
+                    draft.call_id = call_id
+                function = getattr(delta, "function", None)
+                name = getattr(function, "name", None)
+                if isinstance(name, str) and name and not draft.name:
+                    draft.name = name
+                fragment = getattr(function, "arguments", None)
+                if isinstance(fragment, str):
+                    draft.arguments += fragment
+
+    def _draft_for(self, index: object, call_id: object) -> _CallDraft:
+        if not isinstance(index, int):
+            index = self._guess_index(call_id)
+        self._last = index
+        return self._drafts.setdefault(index, _CallDraft())
+
+    def _guess_index(self, call_id: object) -> int:
+        # A server that omits the index: a new id starts a new call, anything else continues.
+        last = self._drafts.get(self._last) if self._last is not None else None
+        if self._last is None or last is None:
+            return 0
+        if isinstance(call_id, str) and call_id and call_id != last.call_id:
+            return max(self._drafts) + 1
+        return self._last
+
+    def calls(self, step: int) -> list[_StreamedCall]:
+        """The complete calls in index order; a call without an id gets one, stable within the turn."""
+        return [
+            _StreamedCall(draft.call_id or f"call-{step}-{index}", draft.name, draft.arguments)
+            for index, draft in sorted(self._drafts.items())
+        ]
+
+
+@dataclass
+class _StepOutcome:
+    """What one model call produced besides its streamed deltas."""
+
+    text: str = ""
+    pending: _PendingCalls = field(default_factory=_PendingCalls)
+    failure: AgentError | None = None
+
+
+async def _run_calls(
+    tools: ToolRunner, calls: list[_StreamedCall], messages: list[ChatCompletionMessageParam]
+) -> AsyncGenerator[AgentEvent, None]:
+    """Runs the calls in order and appends each result as a ``tool`` message."""
+    for call in calls:
+        try:
+            arguments = _decode_arguments(call.arguments)
+        except ValueError as exc:
+            # Bad input from the model: it is not run, and the model reads why.
+            log.warning("model sent unusable tool arguments: %s", exc, extra={"tool": call.name})
+            result = ToolResult(call.call_id, f"not run: {exc}", "error")
+        else:
+            tool_call = ToolCall(call.call_id, call.name, arguments)
+            yield ToolStarted(tool_call)
+            result = await call_tool(tools, tool_call)
+            yield ToolFinished(result)
+        messages.append(
+            ChatCompletionToolMessageParam(role="tool", tool_call_id=call.call_id, content=result.content)
+        )
+
+
+def _decode_arguments(raw: str) -> dict[str, Any]:
+    """The arguments object, or ``ValueError`` with a reason the model can act on."""
+    if not raw.strip():
+        return {}  # some servers send nothing for a call without parameters
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError("the arguments must be a JSON object")
+    return value
+
+
+def _assistant_message(text: str, calls: list[_StreamedCall]) -> ChatCompletionAssistantMessageParam:
+    return ChatCompletionAssistantMessageParam(
+        role="assistant",
+        content=text or None,
+        tool_calls=[
+            ChatCompletionMessageFunctionToolCallParam(
+                id=call.call_id,
+                type="function",
+                function={"name": call.name, "arguments": call.arguments},
+            )
+            for call in calls
+        ],
+    )
 
 
 def _chunk_text(chunk: ChatCompletionChunk) -> str:
