@@ -23,6 +23,7 @@ from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
+from chatgate.relaysim import cli as relaysim_cli
 from chatgate.store.base import StoreUnavailable
 
 EX_CONFIG = 78
@@ -229,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
+    relay_sim = sub.add_parser(
+        "relay-sim", help="run a local relay connector simulator (docs/relay-protocol.md)"
+    )
+    relaysim_cli.add_arguments(relay_sim)
+    relay_sim.set_defaults(func=relaysim_cli.cmd_relay_sim)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
     return parser

@@ -1,0 +1,10 @@
+"""A local relay connector simulator (the connector side of the Hermes relay contract v1).
+
+``RelaySimulator`` is the in-process API for tests; ``chatgate relay-sim`` runs it
+from the command line (``relaysim.cli``).
+"""
+
+from chatgate.relaysim.auth import TokenRejected, make_token, verify_token
+from chatgate.relaysim.server import RelaySimulator
+
+__all__ = ["RelaySimulator", "TokenRejected", "make_token", "verify_token"]

@@ -1,0 +1,87 @@
+"""Outbound action ops: check one against the platform's descriptor and apply it to the simulated chat.
+
+A result is ``{"success": bool, "message_id"?: str, "error"?: str}``. Every refusal
+carries a reason the gateway engineer can act on, never a bare failure.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from chatgate.relaysim.descriptors import SIMULATED_OPS, allowed_ops, max_length, measure
+from chatgate.relaysim.state import SimMessage
+
+_STRING_FIELDS: dict[str, tuple[str, ...]] = {
+    "send": ("chat_id", "content"),
+    "edit": ("chat_id", "message_id", "content"),
+    "typing": ("chat_id",),
+    "follow_up": ("session_key", "kind", "content"),
+    "prompt": ("chat_id", "prompt_id", "content"),
+    "react": ("chat_id", "message_id", "emoji"),
+    "delete": ("chat_id", "message_id"),
+}
+_CONTENT_OPS = frozenset({"send", "edit", "follow_up", "prompt"})
+
+
+def failure(error: str) -> dict[str, Any]:
+    return {"success": False, "error": error}
+
+
+def check(action: Mapping[str, Any], descriptor: Mapping[str, Any]) -> str | None:
+    """Why this action would be refused by the platform, or None if it is acceptable."""
+    op = action.get("op")
+    platform = descriptor["platform"]
+    if not isinstance(op, str) or not op:
+        return "action has no op"
+    if op not in allowed_ops(descriptor):
+        return f"op {op!r} is not supported on {platform} (not in the descriptor's supported_ops)"
+    if op not in SIMULATED_OPS:
+        return f"op {op!r} is advertised but not simulated"
+    for name in _STRING_FIELDS[op]:
+        if not isinstance(action.get(name), str):
+            return f"{op}: {name} must be a string"
+    if op in _CONTENT_OPS:
+        content = str(action["content"])
+        if not content.strip():
+            return f"{op}: content is empty"
+        unit = str(descriptor["len_unit"])
+        size, limit = measure(content, unit), max_length(descriptor)
+        if size > limit:
+            return f"{op}: content is {size} {unit}; {platform} allows {limit}"
+    if op == "send" and not isinstance(action.get("reply_to") or "", str):
+        return "send: reply_to must be a string"
+    if op == "send" and not isinstance(action.get("metadata") or {}, dict):
+        return "send: metadata must be an object"
+    if op == "prompt":
+        return _check_options(action.get("options"))
+    return None
+
+
+def _check_options(options: Any) -> str | None:
+    if not isinstance(options, list) or not options:
+        return "prompt: options must be a non-empty list"
+    for option in options:
+        if not isinstance(option, dict) or not isinstance(option.get("id"), str):
+            return "prompt: every option needs a string id"
+        if not isinstance(option.get("label"), str):
+            return "prompt: every option needs a string label"
+    return None
+
+
+def apply(action: Mapping[str, Any], platform: str, messages: dict[str, SimMessage]) -> dict[str, Any]:
+    """Apply a checked action to the simulated chat and return its success result."""
+    op = str(action["op"])
+    if op in ("send", "follow_up", "prompt"):
+        message_id = uuid.uuid4().hex[:16]
+        chat = str(action.get("chat_id") or action.get("session_key"))
+        messages[message_id] = SimMessage(message_id, platform, chat, str(action["content"]), op)
+        return {"success": True, "message_id": message_id}
+    known = messages.get(str(action.get("message_id")))
+    if op == "edit" and known is not None:
+        known.content = str(action["content"])
+        known.edits += 1
+    if op == "delete" and known is not None:
+        known.deleted = True
+    return {"success": True}
