@@ -274,7 +274,7 @@ class Gateway:
             settings,
             self.store,
             self.admission,
-            stop_session=self._stop_session,
+            stop_session=lambda key: self.admission.interrupt(key, "relay interrupt"),
             duplicate_marker=self.config.delivery.duplicate_marker,
             on_rejected=lambda reason: self.metrics.refused.labels("relay", "rejected_frame").inc(),
         )

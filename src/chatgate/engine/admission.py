@@ -90,6 +90,13 @@ class Admission:
             self._metrics.duplicates.labels(source.platform).inc()
         return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
 
+    async def interrupt(self, session_key: str, reason: str) -> int:
+        """Stop a session from outside a chat (a relay's ``interrupt_inbound``): like /stop, no reply."""
+        cancelled = await self._store.cancel_queued(session_key, f"cancelled by {reason}")
+        if self._stop_session is not None:
+            await self._stop_session(session_key)
+        return cancelled
+
     def _refuse(self, platform: str, code: str, message: str) -> AdmissionRefused:
         self._metrics.refused.labels(platform or "unknown", code).inc()
         log.warning("admission refused", extra={"platform": platform, "code": code, "reason": message})

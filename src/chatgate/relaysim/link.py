@@ -148,6 +148,13 @@ class Link:
                 await self._deliver(entry, replay=False)
                 self._last_sent = entry.buffer_id
 
+    async def send_text(self, text: str) -> None:
+        """Raw text as one WebSocket message (for malformed-frame tests)."""
+        async with self._write_lock:
+            if self._closing:
+                raise LinkClosed("the connection is closing")
+            await self.ws.send_text(text)
+
     async def send_interrupt(self, session_key: str, chat_id: str) -> None:
         await self.send({"type": "interrupt_inbound", "session_key": session_key, "chat_id": chat_id})
 
@@ -346,6 +353,10 @@ class Link:
         buffer_id = parse_buffer_id(frame.get("bufferId"))
         if buffer_id is None:
             raise FrameError(f"bufferId {frame.get('bufferId')!r} is not one this relay issues")
+        if self.state.lose_acks:
+            self.state.lost_acks.append(str(buffer_id))
+            self.ctx.notify()
+            return
         try:
             outcome = await self.ctx.buffer.ack(self.gateway_id, buffer_id)
         except BufferUnavailable as exc:

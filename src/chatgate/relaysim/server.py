@@ -237,6 +237,21 @@ class RelaySimulator:
 
     # -- controlling connections ------------------------------------------------------------------
 
+    async def send_raw(self, gateway_id: str, text: str) -> bool:
+        """Write ``text`` as-is to the gateway's socket (malformed frames); False if not connected."""
+        link = self._state(gateway_id).link
+        if link is None or not link.handshaken:
+            return False
+        await link.send_text(text)
+        return True
+
+    def lose_acks(self, gateway_id: str, lose: bool = True) -> None:
+        """Drop the gateway's acks from now on, as if it died between its commit and its ack."""
+        self._state(gateway_id).lose_acks = lose
+
+    def lost_acks(self, gateway_id: str) -> list[str]:
+        return list(self._state(gateway_id).lost_acks)
+
     def set_secrets(self, gateway_id: str, secrets: Sequence[str]) -> None:
         self._secrets[gateway_id] = list(secrets)
 

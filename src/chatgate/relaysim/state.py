@@ -98,6 +98,8 @@ class GatewayState:
     gateway_id: str
     link: Link | None = None
     idle: bool = False  # buffered-only since going_idle, until the next connection has replayed
+    lose_acks: bool = False  # acks arriving now are dropped, as if the gateway died before sending them
+    lost_acks: list[str] = field(default_factory=list)
     policy: ResultPolicy = field(default_factory=ResultPolicy)
     counters: Counters = field(default_factory=Counters)
     ops: list[ReceivedOp] = field(default_factory=list)

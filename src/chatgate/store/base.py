@@ -233,6 +233,10 @@ class Store(Protocol):
         """Store ``value`` under ``name``; returns only after it is committed."""
         ...
 
+    async def cancel_queued(self, session_key: str, reason: str) -> int:
+        """Cancel the session's unfinished items (its running turn's included); returns how many."""
+        ...
+
     async def record_rejected(
         self, transport: str, delivery_id: str | None, reason: str, excerpt: str
     ) -> None:

@@ -370,6 +370,18 @@ class SqliteStore:
 
         await self._write(write)
 
+    async def cancel_queued(self, session_key: str, reason: str) -> int:
+        now = time.time()
+
+        def write(c: sqlite3.Connection) -> int:
+            return c.execute(
+                "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
+                " WHERE session_key = ? AND status = 'queued'",
+                (now, reason[:80], session_key),
+            ).rowcount
+
+        return await self._write(write)
+
     async def record_rejected(
         self, transport: str, delivery_id: str | None, reason: str, excerpt: str
     ) -> None:

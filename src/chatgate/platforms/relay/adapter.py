@@ -75,7 +75,7 @@ class RelayHub(FrameHandler):
         store: Store,
         sink: InboundSink,
         *,
-        stop_session: Callable[[str], Awaitable[None]],
+        stop_session: Callable[[str], Awaitable[object]],
         duplicate_marker: str = "",
         on_rejected: Callable[[str], None] = lambda reason: None,
     ) -> None:
