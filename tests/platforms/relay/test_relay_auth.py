@@ -1,0 +1,51 @@
+"""The gateway's token against the simulator's independent verifier, and its two 4401 reactions."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chatgate.platforms.relay.auth import make_upgrade_token
+from chatgate.relaysim import verify_token
+from support.relay_harness import GW, SECRET, RelayWorld
+
+
+def test_the_simulator_verifies_the_gateways_token() -> None:
+    token = make_upgrade_token(GW, SECRET)
+    assert verify_token(token, {GW: [SECRET]}) == GW
+
+
+async def test_a_4401_before_any_handshake_is_retried_until_the_secret_is_accepted(
+    world: RelayWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.sim.set_secrets(GW, ["a-different-secret"])
+    gateway = await world.start()
+    assert gateway.relay is not None
+    await world.wait_for(lambda: world.sim.counters(GW).closes_4401 >= 3, "three refused dials")
+    assert not gateway.relay.connection.state.revoked
+    assert any("relay" in reason or "discord" in reason for reason in await gateway.ready())
+    world.sim.set_secrets(GW, [SECRET])  # provisioning caught up
+    await world.sim.wait_connected(GW, 10)
+    assert await gateway.relay.connection.wait_connected(10)
+    assert await gateway.ready() == []
+
+
+async def test_a_4401_after_a_handshake_is_a_revocation_and_the_gateway_stops_dialing(
+    world: RelayWorld,
+) -> None:
+    gateway = await world.start()
+    assert gateway.relay is not None
+    await world.sim.wait_connected(GW, 10)
+    connections = world.sim.counters(GW).connections
+    world.sim.revoke(GW)
+    state = gateway.relay.connection.state
+    await world.wait_for(lambda: state.revoked, "the revocation to be noticed")
+    reasons = await gateway.ready()
+    assert any("revoked" in r and "disabled" in r for r in reasons), reasons
+    status = await gateway.status()
+    assert "revoked" in status["adapters"]["discord"]["detail"]
+    world.sim.set_secrets(GW, [SECRET])  # even a now-valid secret must not be tried again
+    await asyncio.sleep(1.0)  # twenty reconnect periods (0.05 s): a dial would have happened by now
+    assert world.sim.counters(GW).connections == connections
+    assert not world.sim.connected(GW)
