@@ -30,6 +30,7 @@ from chatgate.app.locks import (
     ensure_shared_dir,
 )
 from chatgate.app.logs import LAST_PROBLEM
+from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.engine.admission import Admission
 from chatgate.engine.authz import Authorizer, PlatformAccess
@@ -268,6 +269,8 @@ class Gateway:
             reconnect_max=cfg.reconnect_max_seconds,
             going_idle_timeout=cfg.going_idle_timeout_seconds,
             token_ttl=cfg.token_ttl_seconds,
+            # The connector keeps Discord's registered slash commands in step with what we answer.
+            command_manifest=tuple({"name": c.name, "description": c.summary} for c in CONTROL_COMMANDS),
         )
         self._credentials.append(("relay", f"{settings.url}|{settings.gateway_id}"))
         return RelayHub(

@@ -334,3 +334,21 @@ async def test_stop_in_a_relayed_chat_is_sent_to_the_connector_as_interrupt(worl
     await world.sim.inject_inbound(GW, text_event("/stop", "m14"))
     interrupts = await world.wait_for(lambda: world.sim.interrupts(GW), "an interrupt frame")
     assert interrupts[0].session_key == f"agent:main:discord:group:{CHANNEL}:u1"
+
+
+async def test_graceful_shutdown_goes_idle_and_the_next_start_gets_the_buffered_backlog(
+    world: RelayWorld,
+) -> None:
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    await world.stop()
+    assert world.sim.counters(GW).going_idle == 1 and world.sim.idle(GW)
+    waiting = await world.sim.inject_inbound(GW, text_event("while you were away", "m20"))
+    assert world.sim.unacked(GW) == [waiting]  # buffered by the connector, not lost
+    await world.start()
+    await world.sim.wait_acked(waiting, 10)
+    sent = await world.wait_ops("send", 1)
+    assert sent[0]["content"] == "echo: while you were away"
+    hellos = world.sim.hellos(GW)
+    assert [h.platform for h in hellos] == ["discord", "discord"]
+    assert {c["name"] for c in hellos[-1].command_manifest or []} >= {"help", "new", "stop", "status"}
