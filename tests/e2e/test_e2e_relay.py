@@ -118,6 +118,9 @@ async def test_sigkill_after_commit_before_ack_is_replayed_acked_and_answered_on
         assert contents.count("echo: hello") == 1, contents
         assert contents.count("echo: /ask q:x") == 1, contents
         assert not [c for c in contents if isinstance(c, str) and "possible repeat" in c], contents
+        # The resumed turn's reply carries the egress discriminators from the stored source.
+        final = next(o for o in sim.ops(GW) if o.action.get("content") == "echo: hello")
+        assert final.action["metadata"]["user_id"] == "u1" and final.action["chat_id"] == "c1"
         assert _rows(db, "SELECT COUNT(*) FROM inbox") == [(2,)]
         assert _rows(db, "SELECT COUNT(*) FROM inbox WHERE status = 'done'") == [(2,)]
     finally:
