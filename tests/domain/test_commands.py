@@ -7,7 +7,7 @@ import pytest
 from chatgate.domain.commands import CONTROL_COMMANDS, Command, help_text, parse_command
 
 
-@pytest.mark.parametrize("name", ["help", "new", "stop", "status"])
+@pytest.mark.parametrize("name", ["help", "new", "stop", "status", "approve", "deny"])
 def test_each_control_command_parses_to_its_name_with_no_args(name: str) -> None:
     assert parse_command(f"/{name}") == Command(name, "")
 
@@ -80,5 +80,11 @@ def test_help_text_lists_every_command_with_its_summary() -> None:
     assert len(lines) == 1 + len(CONTROL_COMMANDS)
 
 
-def test_control_commands_are_exactly_help_new_stop_status() -> None:
-    assert [spec.name for spec in CONTROL_COMMANDS] == ["help", "new", "stop", "status"]
+def test_control_commands_are_exactly_help_new_stop_status_approve_deny() -> None:
+    assert [spec.name for spec in CONTROL_COMMANDS] == ["help", "new", "stop", "status", "approve", "deny"]
+
+
+def test_approve_takes_its_tier_as_args() -> None:
+    assert parse_command("/approve") == Command("approve", "")
+    assert parse_command("/Approve Session") == Command("approve", "Session")
+    assert parse_command("/deny") == Command("deny", "")

@@ -149,3 +149,94 @@ class ChatClient:
                     await ws.send(json.dumps({"type": "received", "message_id": frame["message_id"]}))
                 elif kind == "error":
                     self.errors.append(frame)
+
+
+class FrameClient:
+    """One web chat connection that records every frame it receives, in order.
+
+    It confirms every ``final`` and ``notice`` (as the protocol asks) and lets a test wait
+    for a frame matching a predicate without losing the frames around it.
+    """
+
+    def __init__(self, port: int, chat_id: str, user_id: str, user_name: str | None = None) -> None:
+        self.url = f"ws://127.0.0.1:{port}/ws"
+        self.chat_id, self.user_id, self.user_name = chat_id, user_id, user_name
+        self.frames: list[dict[str, Any]] = []
+        self._ws: Any = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def connect(self, timeout: float = 30.0) -> None:
+        """Connect, say hello and wait for ``ready`` (frames of earlier connections are kept)."""
+        start = len(self.frames)
+        self._ws = await websockets.connect(self.url, open_timeout=timeout, max_size=None)
+        hello: dict[str, Any] = {"type": "hello", "chat_id": self.chat_id, "user_id": self.user_id}
+        if self.user_name:
+            hello["user_name"] = self.user_name
+        await self._ws.send(json.dumps(hello))
+        self._reader = asyncio.create_task(self._read(self._ws))
+        await self.wait_for(lambda f: f["type"] == "ready", after=start, timeout=timeout)
+
+    async def _read(self, ws: Any) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in ws:
+                frame = json.loads(raw)
+                self.frames.append(frame)
+                if frame.get("type") in ("final", "notice"):
+                    await ws.send(json.dumps({"type": "received", "message_id": frame["message_id"]}))
+
+    async def close(self) -> None:
+        if self._ws is not None:
+            await self._ws.close()
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+        self._ws = self._reader = None
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        await self._ws.send(json.dumps(frame))
+
+    async def message(self, msg_id: str, text: str) -> None:
+        await self.send({"type": "message", "id": msg_id, "text": text})
+
+    async def tap(self, prompt_id: str, option_id: str, tap_id: str | None = None) -> None:
+        frame = {"type": "button", "prompt_id": prompt_id, "option_id": option_id}
+        if tap_id is not None:
+            frame["id"] = tap_id
+        await self.send(frame)
+
+    def mark(self) -> int:
+        """The index of the next frame: pass it as ``after`` to wait only for newer frames."""
+        return len(self.frames)
+
+    async def wait_for(
+        self, predicate: Any, *, after: int = 0, timeout: float = 30.0, what: str = "a frame"
+    ) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            for frame in self.frames[after:]:
+                if predicate(frame):
+                    return frame
+            if loop.time() > deadline:
+                raise AssertionError(
+                    f"{self.user_id}: timed out waiting for {what}; got {self.frames[after:]}"
+                )
+            await asyncio.sleep(0.01)
+
+    async def final(self, in_reply_to: str, timeout: float = 30.0) -> dict[str, Any]:
+        return await self.wait_for(
+            lambda f: f["type"] == "final" and f.get("in_reply_to") == in_reply_to,
+            timeout=timeout,
+            what=f"the final of {in_reply_to}",
+        )
+
+    async def prompt(self, *, after: int = 0, timeout: float = 30.0) -> dict[str, Any]:
+        return await self.wait_for(
+            lambda f: f["type"] == "prompt", after=after, timeout=timeout, what="a prompt"
+        )
+
+    def of(self, kind: str, *, after: int = 0, prompt_id: str | None = None) -> list[dict[str, Any]]:
+        return [
+            f
+            for f in self.frames[after:]
+            if f["type"] == kind and (prompt_id is None or f.get("prompt_id") == prompt_id)
+        ]

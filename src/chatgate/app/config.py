@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
+
+from chatgate.domain.danger import load_rules
 
 
 class ConfigError(Exception):
@@ -161,6 +163,43 @@ class ShutdownConfig(_Section):
     """After this long in shutdown the process exits regardless (nothing committed is lost)."""
 
 
+class ToolsConfig(_Section):
+    enabled: bool = False
+    """Offer the agent the shell tool (dangerous commands wait for a human's approval).
+    Off by default: it runs commands as the gateway's user."""
+    workdir: str | None = None
+    """Where commands run. Defaults to ``<state_dir>/workdir`` (created at start)."""
+    timeout_seconds: float = Field(60.0, gt=0)
+    """A command running longer is killed with its children."""
+    output_cap: int = Field(16_000, ge=0)
+    """Bytes of stdout and of stderr the agent sees; the rest is counted, not shown."""
+
+
+class ApprovalsConfig(_Section):
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    timeout_seconds: float = Field(300.0, gt=0)
+    """A prompt not answered within this long is denied (the command is not run)."""
+    approvers: dict[str, list[str]] = {}
+    """Per platform, user ids who may answer any prompt in that platform's chats (the
+    person whose message asked may always answer their own)."""
+    rules: list[dict[str, Any]] = []
+    """Extra danger rules: ``{key, pattern, description, max_tier}`` (docs/approvals-rules.md)."""
+
+    @field_validator("rules")
+    @classmethod
+    def _rules_compile(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        load_rules(value)  # a ValueError names the entry and its key
+        return value
+
+    @field_validator("approvers")
+    @classmethod
+    def _platform_names(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {
+            name.strip().lower(): [u.strip() for u in users if u.strip()] for name, users in value.items()
+        }
+
+
 class LocksConfig(_Section):
     credential_dir: str | None = None
     """Machine-wide directory for per-credential locks (default: <tmp>/chatgate-locks)."""
@@ -183,6 +222,8 @@ class GatewayConfig(BaseSettings):
     platforms: PlatformsConfig = PlatformsConfig()
     shutdown: ShutdownConfig = ShutdownConfig()
     locks: LocksConfig = LocksConfig()
+    tools: ToolsConfig = ToolsConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
 
     @classmethod
     def settings_customise_sources(
@@ -211,6 +252,7 @@ def _format(exc: ValidationError, where: str) -> str:
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
         problem = "unknown key (check the spelling)" if err["type"] == "extra_forbidden" else err["msg"]
+        problem = problem.removeprefix("Value error, ")  # our validators' messages stand on their own
         lines.append(f"  {key}: {problem}")
     lines.append("See docs/configuration.md for every key and its default.")
     return "\n".join(lines)

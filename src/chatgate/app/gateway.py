@@ -18,6 +18,7 @@ import uvicorn
 from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.echo import EchoAgent
+from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.app.config import ConfigError, GatewayConfig, RelayConfig, TelegramConfig, is_loopback, secret
 from chatgate.app.http import build_app
 from chatgate.app.locks import (
@@ -31,8 +32,11 @@ from chatgate.app.locks import (
 )
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.domain.danger import load_rules
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.engine.admission import Admission
+from chatgate.engine.approval_tools import ShellTools
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.looplag import LoopLagMonitor
@@ -158,6 +162,23 @@ class Gateway:
             ),
             self.budget,
         )
+        self.approvals = ApprovalBroker(
+            self.store,
+            self.adapters,
+            ApprovalSettings(
+                timeout_s=config.approvals.timeout_seconds,
+                approvers={name: frozenset(users) for name, users in config.approvals.approvers.items()},
+                rules=load_rules(config.approvals.rules),
+            ),
+            on_outbox=self.delivery.wake,
+            stop_session=self._stop_session,
+        )
+        tools_cfg = config.tools
+        self.workdir = Path(tools_cfg.workdir) if tools_cfg.workdir else state_dir / "workdir"
+        self.tools: ShellTools | None = None
+        if tools_cfg.enabled:
+            shell = ShellToolRunner(self.workdir.absolute(), tools_cfg.timeout_seconds, tools_cfg.output_cap)
+            self.tools = ShellTools(self.approvals, shell)
         self.admission = Admission(
             self.store,
             Authorizer(rules),
@@ -171,6 +192,7 @@ class Gateway:
             on_queued=self._on_queued,
             on_reply=self.delivery.wake,
             stop_session=self._stop_session,
+            approvals=self.approvals,
         )
         self.runner = TurnRunner(
             self.store,
@@ -186,6 +208,7 @@ class Gateway:
             ),
             self.budget,
             on_preview=lambda platform, op: self.metrics.preview_updates.labels(platform, op).inc(),
+            tools=self.tools.for_turn if self.tools is not None else None,
         )
         self.scheduler = Scheduler(
             self.store,
@@ -380,6 +403,11 @@ class Gateway:
         released = await self.store.recover(self.owner)
         if released:
             log.warning("resuming %d session(s) a previous gateway left unfinished", released)
+        # Before any turn runs: a prompt left open by the old process has no one waiting on it.
+        expired_prompts = await self.approvals.recover()
+        if self.tools is not None:
+            await asyncio.to_thread(self.workdir.mkdir, parents=True, exist_ok=True)
+            log.info("the shell tool runs commands in %s", self.workdir)
         self.lag.start()
         self.delivery.start()
         self.scheduler.start()
@@ -388,6 +416,7 @@ class Gateway:
             self.telegram.start()  # after the store is open: polling commits every update before the offset
         if self.relay is not None:
             self.relay.start()
+        self.approvals.render_all(expired_prompts)
 
     async def _start_http(self) -> None:
         http = self.config.http
@@ -418,12 +447,14 @@ class Gateway:
         self._stopping = True
         for adapter in self.adapters.values():
             adapter.stop_intake()
+        await self.approvals.begin_shutdown()  # no answer can arrive now: re-ask after the restart
         if not await self.scheduler.drain(budget.drain_seconds):
             log.warning(
                 "turns still running after %.0fs; they go back to the queue for the next start",
                 budget.drain_seconds,
             )
         await self.scheduler.stop()
+        await self.approvals.close(budget.adapter_close_seconds)
         await self.delivery.flush(budget.outbox_flush_seconds)
         await self.delivery.stop()
         await self._stop_http(budget.adapter_close_seconds)

@@ -17,6 +17,8 @@ CONTROL_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("new", "start a fresh conversation (stops the running reply)", ("reset",)),
     CommandSpec("stop", "stop the running reply and drop queued messages"),
     CommandSpec("status", "show this session's state"),
+    CommandSpec("approve", "run the command waiting for approval (/approve session or always: remember it)"),
+    CommandSpec("deny", "do not run the command waiting for approval"),
 )
 
 _BY_NAME: dict[str, CommandSpec] = {

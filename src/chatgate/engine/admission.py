@@ -15,10 +15,13 @@ from chatgate.domain.commands import Command, help_text, parse_command
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import canonical_source, egress_target
+from chatgate.engine.approval_answers import ApprovalDesk, prompt_response
+from chatgate.engine.approval_policy import AnswerRefused
+from chatgate.engine.approvals import ApprovalBroker
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import AdmissionRefused, Admitted
-from chatgate.store.base import AdmitRequest, OutboxDraft, Store
+from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
+from chatgate.store.base import AdmitRequest, AdmitResult, OutboxDraft, Store
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,7 @@ class Admission:
         on_reply: Callable[[], None] = lambda: None,
         stop_session: Callable[[str], Awaitable[None]] | None = None,
         bot_name: str | None = None,
+        approvals: ApprovalBroker | None = None,
     ) -> None:
         self._store = store
         self._authz = authorizer
@@ -50,6 +54,7 @@ class Admission:
         self._on_reply = on_reply
         self._stop_session = stop_session
         self._bot_name = bot_name
+        self._desk = ApprovalDesk(store, approvals) if approvals is not None else None
 
     def policy_for(self, platform: str) -> IsolationPolicy:
         return resolve_policy(platform, self._isolation, self._overrides)
@@ -79,7 +84,16 @@ class Admission:
             raise self._refuse(platform, "unauthorized", denied)
         inbound = replace(inbound, source=source)
         key = session_key(source, self.policy_for(source.platform), self._profile)
+        try:
+            answer = prompt_response(inbound)
+        except ValueError as exc:
+            raise self._refuse(platform, "invalid_answer", str(exc)) from exc
+        if answer is not None:
+            return await self._answer_button(inbound, key, *answer)
         command = parse_command(inbound.text, self._bot_name) if inbound.kind in ("text", "command") else None
+        if command is not None and command.name in ("approve", "deny") and self._desk is not None:
+            result, feedback = await self._desk.command(inbound, key, command)
+            return self._admitted_inline(inbound, result, feedback)
         if command is not None:
             return await self._control(inbound, key, command)
         result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
@@ -96,6 +110,26 @@ class Admission:
         if self._stop_session is not None:
             await self._stop_session(session_key)
         return cancelled
+
+    async def _answer_button(self, inbound: Inbound, key: str, prompt_id: str, option_id: str) -> Admitted:
+        """A prompt's button: answered here, inline, never queued behind the waiting turn."""
+        if self._desk is None:
+            raise self._refuse(inbound.source.platform, "invalid_answer", "approvals are not enabled here")
+        try:
+            result, feedback = await self._desk.button(inbound, key, prompt_id, option_id)
+        except AnswerRefused as exc:
+            raise self._refuse(inbound.source.platform, exc.code, exc.message) from exc
+        return self._admitted_inline(inbound, result, feedback)
+
+    def _admitted_inline(
+        self, inbound: Inbound, result: AdmitResult, feedback: AnswerFeedback | None
+    ) -> Admitted:
+        if result.new:
+            self._metrics.admitted.labels(inbound.source.platform).inc()
+            self._on_reply()
+        else:
+            self._metrics.duplicates.labels(inbound.source.platform).inc()
+        return Admitted(new=result.new, seq=result.seq, session_key=result.session_key, answer=feedback)
 
     def _refuse(self, platform: str, code: str, message: str) -> AdmissionRefused:
         self._metrics.refused.labels(platform or "unknown", code).inc()
@@ -140,6 +174,8 @@ class Admission:
             return "Stopped. Dropped {cancelled} waiting message(s)."
         if command.name == "new":
             return "Started a new conversation. Dropped {cancelled} waiting message(s)."
+        if command.name in ("approve", "deny"):
+            return "No approval is waiting in this chat (tools that need approval are not enabled here)."
         info = await self._store.session_info(key)
         if info is None:
             return f"Session {key}: no messages yet."

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.store.base import OutboxRow
 
@@ -22,12 +23,31 @@ class AdmissionRefused(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerFeedback:
+    """What an approval answer did, for the adapter to show to the person who answered.
+
+    ``won`` is true only when this answer was the one recorded; then every view of the
+    prompt is updated through ``PromptingPlatform.resolve_prompt`` as well. When it is
+    false the prompt was already answered or expired, ``outcome`` is what was recorded
+    and ``text`` says so ("Expired — not run", "Already answered: ..."): show it to this
+    person only (an ephemeral reply, a callback toast, a frame on their connection).
+    """
+
+    prompt_id: str
+    won: bool
+    outcome: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class Admitted:
     """Returned only after the event is durably committed: now the adapter may ack."""
 
     new: bool
     seq: int
     session_key: str
+    answer: AnswerFeedback | None = None
+    """Set for a new approval answer (a button or ``/approve``/``/deny``)."""
 
 
 class InboundSink(Protocol):
@@ -64,6 +84,31 @@ class EditablePlatform(Protocol):
         ...
 
 
+class PromptingPlatform(Protocol):
+    """An adapter that shows approval prompts with native buttons.
+
+    Implemented by adapters whose ``capabilities.buttons`` is true; the engine uses it
+    only then (otherwise the prompt is a plain-text outbox message naming ``/approve``
+    and ``/deny``). A button press comes back as an ``Inbound`` of kind ``button`` with
+    ``payload["prompt_response"] = {"prompt_id": ..., "option_id": ...}`` (a button's
+    token is ``prompt.token(option.id)``: ``hp1:<prompt_id>:<option_id>``, at most 64
+    bytes). Prompts are not outbox rows: the durable record is the approval itself.
+    """
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """Show the prompt with one button per option. ``Delivered(message_id)`` names the
+        platform message (kept for ``resolve_prompt``); anything else makes the engine
+        fall back to the plain-text prompt through the outbox."""
+        ...
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        """Show how the prompt ended (``resolution.text``, the recorded outcome) and
+        remove its buttons. Best effort: the outcome is already recorded."""
+        ...
+
+
 class Adapter(Protocol):
     """One platform: decodes its events into ``Inbound`` and delivers outbox rows."""
 
@@ -87,3 +132,14 @@ class Adapter(Protocol):
     def state(self) -> AdapterState:
         """Whether the adapter is connected to its platform, for /readyz and status."""
         ...
+
+
+def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
+    """The adapter as a button platform, or None (then prompts are plain text)."""
+    if adapter is None or not adapter.capabilities.buttons:
+        return None
+    if not callable(getattr(adapter, "send_prompt", None)) or not callable(
+        getattr(adapter, "resolve_prompt", None)
+    ):
+        return None
+    return cast(PromptingPlatform, adapter)

@@ -18,11 +18,16 @@ from chatgate.agents.base import (
     Final,
     HistoryEntry,
     TextDelta,
+    ToolFinished,
+    ToolRunner,
+    ToolStarted,
     TurnMessage,
 )
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.outbound import REPLY_VIA_KEY
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
+from chatgate.domain.source import Source, egress_target
+from chatgate.engine.approvals import ToolContext
 from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
@@ -31,6 +36,7 @@ from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_prev
 from chatgate.store.base import Claim, OutboxDraft, Store, TurnOutcome
 
 log = logging.getLogger(__name__)
+ToolsFactory = Callable[[ToolContext], ToolRunner | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +66,10 @@ class TurnRunner:
         settings: TurnSettings = TurnSettings(),
         budget: RateBudget | None = None,
         on_preview: Callable[[str, str], None] = lambda platform, op: None,
+        tools: ToolsFactory | None = None,
     ) -> None:
         self._on_preview = on_preview
+        self._tools = tools
         self._store = store
         self._agent = agent
         self._adapters = adapters
@@ -117,6 +125,7 @@ class TurnRunner:
             ),
             model_input="\n".join(inputs),
             session_key=key,
+            tools=self._tools_for(claim, source, reply_to, route),
         )
         consumer = StreamConsumer(
             adapter,
@@ -146,6 +155,23 @@ class TurnRunner:
             route=route,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    def _tools_for(
+        self, claim: Claim, source: Source, reply_to: str | None, route: dict[str, str]
+    ) -> ToolRunner | None:
+        """The turn's tools: prompts go to the chat of the turn's last message, whose sender
+        is the requester (who may answer them)."""
+        if self._tools is None:
+            return None
+        ctx = ToolContext(
+            session_key=claim.session_key,
+            session_id=claim.session_id,
+            inbox_seq=claim.items[-1].seq,
+            source=source,
+            reply_to=reply_to,
+            target={**egress_target(source), **route},
+        )
+        return self._tools(ctx)
 
     async def discard(self, outcome: TurnOutcome) -> None:
         """A finished turn whose result will not be recorded (stopped meanwhile): close its preview."""
@@ -184,4 +210,6 @@ class TurnRunner:
                 return event.text, "ok"
             elif isinstance(event, AgentError):
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
+            elif isinstance(event, (ToolStarted, ToolFinished)):
+                continue  # the prompt (if any) is the approval broker's; the result is in the final
         return so_far or "Sorry, the agent returned no answer.", "agent_error"

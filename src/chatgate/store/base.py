@@ -7,16 +7,20 @@ an empty list, never an exception, so callers never mistake one for the other.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from chatgate.agents.base import HistoryEntry
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.prompts import Prompt, options_for
 from chatgate.domain.source import Source
 
 OutboxKind = Literal["final", "notice", "command"]
 OutboxStatus = Literal["pending", "sending", "sent", "failed", "ambiguous"]
+ApprovalState = Literal["pending", "approved", "denied", "expired"]
+GrantScope = Literal["session", "always"]
 
 
 class StoreError(Exception):
@@ -69,6 +73,75 @@ class OutboxRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    """One approval prompt: what was asked, of whom, and how it ended (durable).
+
+    ``state`` starts ``pending`` and changes exactly once (``resolve_approval`` is a
+    compare-and-set). ``tier`` is set when approved; ``reason`` when expired
+    (``timeout``, ``restart``, ``stopped``). ``prompt_via`` says how it was shown:
+    ``buttons`` (``prompt_message_id`` then names the platform message, when known) or
+    ``text`` (an outbox notice with ``/approve`` and ``/deny``).
+    """
+
+    prompt_id: str
+    session_key: str
+    session_id: str
+    inbox_seq: int
+    call_id: str
+    tool: str
+    command: str
+    rule_keys: tuple[str, ...]
+    offered_tiers: tuple[str, ...]
+    requester_id: str | None
+    requester_name: str | None
+    requested_at: float
+    expires_at: float
+    platform: str
+    chat_id: str
+    target: dict[str, Any]
+    reply_to: str | None
+    prompt_text: str
+    prompt_via: Literal["buttons", "text"] = "text"
+    state: ApprovalState = "pending"
+    tier: str | None = None
+    reason: str | None = None
+    answered_by_id: str | None = None
+    answered_by_name: str | None = None
+    answered_at: float | None = None
+    prompt_message_id: str | None = None
+
+    def prompt(self) -> Prompt:
+        return Prompt(
+            self.prompt_id, self.prompt_text, options_for(self.offered_tiers), self.prompt_message_id
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolution:
+    """What ``resolve_approval`` found: the row as recorded after the call, and whether
+    *this* call changed it. ``record`` is None when no such prompt exists."""
+
+    record: ApprovalRecord | None
+    won: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """An answer committed together with the event that carried it (see ``AdmitRequest``).
+
+    ``render`` turns the recorded result into the reply text (pure: it runs inside the
+    transaction, so the reply always states the outcome that was actually recorded).
+    """
+
+    prompt_id: str
+    outcome: Literal["approved", "denied"]
+    tier: str | None
+    by_id: str | None
+    by_name: str | None
+    render: Callable[[ApprovalResolution], str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AdmitRequest:
     """One inbound event to commit, with what admission decided about it.
 
@@ -76,6 +149,9 @@ class AdmitRequest:
     reply (``reply``) is committed in the same transaction. With
     ``cancel_queued``, ``{cancelled}`` in the reply text becomes the number of
     waiting items (not yet picked up by a turn) the same transaction dropped.
+    With ``answer``, a new event also resolves that approval in the same
+    transaction (a redelivered one resolves nothing), and ``answer.render`` writes
+    the reply's text from the recorded result.
     """
 
     inbound: Inbound
@@ -84,6 +160,7 @@ class AdmitRequest:
     reply: OutboxDraft | None = None
     cancel_queued: bool = False
     reset_session: bool = False
+    answer: ApprovalAnswer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +169,8 @@ class AdmitResult:
     seq: int
     session_key: str
     cancelled: int = 0
+    resolution: ApprovalResolution | None = None
+    """Set when the request carried an ``answer`` and was new."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,3 +323,61 @@ class Store(Protocol):
         ...
 
     async def rejected(self, limit: int = 100) -> list[RejectedInbound]: ...
+
+    async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
+        """Record outbound messages outside a turn (idempotent by key); committed on return."""
+        ...
+
+    # -- approvals
+
+    async def create_approval(self, record: ApprovalRecord) -> None:
+        """Record a new pending approval prompt."""
+        ...
+
+    async def set_prompt_shown(self, prompt_id: str, via: str, message_id: str | None) -> None:
+        """How the prompt was shown (``buttons``/``text``) and the platform message showing it."""
+        ...
+
+    async def get_approval(self, prompt_id: str) -> ApprovalRecord | None: ...
+
+    async def open_approvals(self, platform: str, chat_id: str) -> list[ApprovalRecord]:
+        """The chat's pending prompts, oldest first."""
+        ...
+
+    async def resolve_approval(
+        self,
+        prompt_id: str,
+        outcome: Literal["approved", "denied", "expired"],
+        tier: str | None,
+        by_id: str | None,
+        by_name: str | None,
+        now: float,
+        *,
+        reason: str | None = None,
+        notice: OutboxDraft | None = None,
+    ) -> ApprovalResolution:
+        """Compare-and-set: changes the row only if it is still pending and, for an
+        answer, not past ``expires_at`` (a late answer records the expiry instead and
+        loses). A won approval for ``session``/``always`` stores its grants, and
+        ``notice`` is recorded, in the same transaction. Returns the recorded row."""
+        ...
+
+    async def expire_open_approvals(
+        self,
+        now: float,
+        reason: str,
+        notice_for: Callable[[ApprovalRecord], OutboxDraft | None] | None = None,
+    ) -> list[ApprovalRecord]:
+        """Expire every pending prompt (start-up: their turns died with the old process),
+        with each one's notice in the same transaction; returns them as recorded."""
+        ...
+
+    async def add_grant(
+        self, scope: GrantScope, session_key: str | None, rule_key: str, command: str
+    ) -> None:
+        """Remember an approval: per session key (until ``/new``) or for every session."""
+        ...
+
+    async def granted(self, session_key: str, rule_keys: Sequence[str]) -> bool:
+        """Whether every one of ``rule_keys`` is granted for this session (or always)."""
+        ...

@@ -104,6 +104,48 @@ MIGRATIONS: tuple[str, ...] = (
         received_at  REAL NOT NULL
     );
     """,
+    # 5 -> 6: approval prompts for dangerous tool calls, and the approvals people chose to remember.
+    """
+    CREATE TABLE approvals (
+        prompt_id          TEXT PRIMARY KEY,
+        session_key        TEXT NOT NULL,
+        session_id         TEXT NOT NULL,
+        inbox_seq          INTEGER NOT NULL,
+        call_id            TEXT NOT NULL,
+        tool               TEXT NOT NULL,
+        command            TEXT NOT NULL,
+        rule_keys          TEXT NOT NULL,
+        offered_tiers      TEXT NOT NULL,
+        state              TEXT NOT NULL,
+        tier               TEXT,
+        reason             TEXT,
+        requester_id       TEXT,
+        requester_name     TEXT,
+        requested_at       REAL NOT NULL,
+        expires_at         REAL NOT NULL,
+        answered_by_id     TEXT,
+        answered_by_name   TEXT,
+        answered_at        REAL,
+        platform           TEXT NOT NULL,
+        chat_id            TEXT NOT NULL,
+        target_json        TEXT NOT NULL,
+        reply_to           TEXT,
+        prompt_text        TEXT NOT NULL,
+        prompt_via         TEXT NOT NULL,
+        prompt_message_id  TEXT
+    );
+    CREATE INDEX approvals_open ON approvals (platform, chat_id, requested_at) WHERE state = 'pending';
+    CREATE TABLE approval_grants (
+        scope        TEXT NOT NULL,
+        session_key  TEXT NOT NULL,
+        session_id   TEXT NOT NULL,
+        rule_key     TEXT NOT NULL,
+        command      TEXT NOT NULL,
+        prompt_id    TEXT,
+        granted_at   REAL NOT NULL,
+        PRIMARY KEY (scope, session_key, session_id, rule_key)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

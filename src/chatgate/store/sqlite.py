@@ -37,6 +37,7 @@ from chatgate.store.base import (
     TurnOutcome,
 )
 from chatgate.store.schema import MIGRATIONS, SCHEMA_VERSION
+from chatgate.store.sqlite_approval_store import ApprovalMethods
 from chatgate.store.sqlite_writer import GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,8 @@ def read_sessions(path: Path, limit: int) -> list[SessionInfo]:
         conn.close()
 
 
-class SqliteStore:
-    """The Store protocol over one SQLite file."""
+class SqliteStore(ApprovalMethods):
+    """The Store protocol over one SQLite file (approval methods in ``ApprovalMethods``)."""
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.store.base import (
     AdmitRequest,
     AdmitResult,
+    ApprovalResolution,
     Claim,
     LeaseLost,
     OutboxDraft,
@@ -154,12 +155,27 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
         )
     if req.reset_session:
         conn.execute("UPDATE sessions SET session_id = ? WHERE key = ?", (new_session_id(), req.session_key))
+    resolution = _answer(conn, req, now)
     if req.reply is not None:
         reply = req.reply
         if req.cancel_queued:
             reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
+        if resolution is not None and req.answer is not None and req.answer.render is not None:
+            reply = replace(reply, text=req.answer.render(resolution))
         insert_outbox(conn, reply, now)
-    return AdmitResult(new=True, seq=seq, session_key=req.session_key, cancelled=cancelled)
+    return AdmitResult(
+        new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
+    )
+
+
+def _answer(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> ApprovalResolution | None:
+    """An approval answer commits with the event that carried it, so a redelivery resolves nothing."""
+    if req.answer is None:
+        return None
+    from chatgate.store import sqlite_approvals  # it imports this module
+
+    a = req.answer
+    return sqlite_approvals.resolve(conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now)
 
 
 # ---------------------------------------------------------------- scheduling

@@ -5,16 +5,19 @@ from __future__ import annotations
 import hmac
 import logging
 import time
+import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
+from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
+from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
 from chatgate.platforms.webchat.connection import Connection
-from chatgate.platforms.webchat.protocol import FrameError, Hello, Message, Received, decode
+from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 from chatgate.store.base import OutboxRow, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -26,14 +29,42 @@ def web_delivery_id(chat_id: str, message_id: str) -> str:
     return f"{len(chat_id)}:{chat_id}/{message_id}"
 
 
+def web_button_delivery_id(chat_id: str, button_id: str) -> str:
+    """A button's dedupe key: ``#`` where a message's has ``/``, so the two never collide."""
+    return f"{len(chat_id)}:{chat_id}#{button_id}"
+
+
 def row_frame(row: OutboxRow) -> dict[str, Any]:
     kind = "notice" if row.kind == "notice" else "final"
     return {"type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text}
 
 
+def prompt_frame(prompt: Prompt) -> dict[str, Any]:
+    return {
+        "type": "prompt",
+        "prompt_id": prompt.prompt_id,
+        "text": prompt.text,
+        "options": [{"id": o.id, "label": o.label} for o in prompt.options],
+    }
+
+
+def resolved_frame(prompt_id: str, outcome: str, text: str) -> dict[str, Any]:
+    return {"type": "prompt_resolved", "prompt_id": prompt_id, "outcome": outcome, "text": text}
+
+
+def _held_key(frame: dict[str, Any]) -> str | None:
+    """What a frame held during a hello duplicates, if the hello's own sync sent it too."""
+    if frame["type"] == "prompt":
+        return f"prompt:{frame['prompt_id']}"
+    message_id = frame.get("message_id")
+    return str(message_id) if message_id is not None else None
+
+
 class WebChatAdapter:
+    """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store."""
+
     platform = PLATFORM
-    capabilities = Capabilities(drafts=True, max_length=1_000_000, confirms_receipt=True)
+    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
 
     def __init__(
         self,
@@ -71,6 +102,25 @@ class WebChatAdapter:
             else:
                 sent = conn.send(frame) or sent
         return Delivered(row.message_id) if sent else Deferred("web client went away")
+
+    def _broadcast(self, chat_id: str, frame: dict[str, Any]) -> None:
+        for conn in self._live(chat_id):
+            if conn.syncing:
+                conn.held.append(frame)
+            else:
+                conn.send(frame)
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """Shown to every connection of the chat now, and to each one that says hello while
+        it is open (the approval record keeps it), so it never needs a retry."""
+        self._broadcast(chat_id, prompt_frame(prompt))
+        return Delivered(prompt.prompt_id)
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        self._broadcast(chat_id, resolved_frame(prompt.prompt_id, resolution.outcome, resolution.text))
+        return Delivered(prompt.prompt_id)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         frame = {"type": "draft", "in_reply_to": in_reply_to, "text": text}
@@ -136,6 +186,8 @@ class WebChatAdapter:
             await self._message(conn, frame)
         elif isinstance(frame, Received):
             await self._received(conn, frame)
+        elif isinstance(frame, Button):
+            await self._button(conn, frame)
 
     async def _hello(self, conn: Connection, hello: Hello) -> None:
         if self._token is not None and not hmac.compare_digest(hello.token or "", self._token):
@@ -151,13 +203,22 @@ class WebChatAdapter:
         except StoreUnavailable as exc:
             backlog = []
             self._error(conn, "storage_unavailable", f"could not load unconfirmed replies: {exc}")
+        try:
+            prompts = await self._store.open_approvals(PLATFORM, hello.chat_id)
+        except StoreUnavailable as exc:
+            prompts = []
+            self._error(conn, "storage_unavailable", f"could not load open approval prompts: {exc}")
         conn.send({"type": "ready"})
-        seen = set()
+        seen: set[str] = set()
         for row in backlog:
             seen.add(row.message_id)
             conn.send(row_frame(row))
+        for record in prompts:
+            if record.prompt_via == "buttons":
+                seen.add("prompt:" + record.prompt_id)
+                conn.send(prompt_frame(record.prompt()))
         for frame in conn.held:
-            if frame["message_id"] not in seen:
+            if _held_key(frame) not in seen:
                 conn.send(frame)
         conn.held = []
         conn.syncing = False
@@ -203,6 +264,47 @@ class WebChatAdapter:
             self._error(conn, "storage_unavailable", f"not saved, please resend: {exc}", msg.id)
             return
         conn.send({"type": "ack", "id": msg.id, "duplicate": not admitted.new})
+
+    async def _button(self, conn: Connection, tap: Button) -> None:
+        """Admitted like a message (committed, deduped by ``id``, then acked); an answer that
+        changed nothing is told, on this connection only, what was recorded instead."""
+        if not self._intake_open:
+            self._error(
+                conn, "shutting_down", "the gateway is restarting; tap again after reconnecting", tap.id
+            )
+            return
+        assert conn.chat_id is not None
+        button_id = tap.id or uuid.uuid4().hex
+        inbound = Inbound(
+            transport=PLATFORM,
+            delivery_id=web_button_delivery_id(conn.chat_id, button_id),
+            source=Source(
+                platform=PLATFORM,
+                chat_id=conn.chat_id,
+                chat_type="dm",
+                user_id=conn.user_id,
+                user_name=conn.user_name,
+            ),
+            text=f"hp1:{tap.prompt_id}:{tap.option_id}",
+            kind="button",
+            action_id=button_id,
+            message_ref=tap.prompt_id,
+            received_at=time.time(),
+            payload={"prompt_response": {"prompt_id": tap.prompt_id, "option_id": tap.option_id}},
+            observes_labels=False,
+        )
+        try:
+            admitted: Admitted = await self._sink.admit(inbound)
+        except AdmissionRefused as exc:
+            self._error(conn, exc.code, exc.message, tap.id)
+            return
+        except StoreUnavailable as exc:
+            self._error(conn, "storage_unavailable", f"answer not saved, tap again: {exc}", tap.id)
+            return
+        conn.send({"type": "ack", "id": button_id, "prompt_id": tap.prompt_id, "duplicate": not admitted.new})
+        answer = admitted.answer
+        if answer is not None and not answer.won:
+            conn.send(resolved_frame(answer.prompt_id, answer.outcome, answer.text))
 
     async def _received(self, conn: Connection, frame: Received) -> None:
         ident = frame.message_id

@@ -37,9 +37,19 @@ class Received(_Frame):
     message_id: Id
 
 
-ClientFrame = Annotated[Hello | Message | Received, Field(discriminator="type")]
-_CLIENT: TypeAdapter[Hello | Message | Received] = TypeAdapter(ClientFrame)
-KNOWN_TYPES = ("hello", "message", "received")
+class Button(_Frame):
+    """A tap on a prompt's option. ``id`` (optional) dedupes a resend, like a message's."""
+
+    type: Literal["button"]
+    prompt_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,48}$")]
+    option_id: Literal["once", "session", "always", "deny"]
+    id: Id | None = None
+
+
+AnyClientFrame = Hello | Message | Received | Button
+ClientFrame = Annotated[AnyClientFrame, Field(discriminator="type")]
+_CLIENT: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientFrame)
+KNOWN_TYPES = ("hello", "message", "received", "button")
 
 
 class FrameError(Exception):
@@ -58,7 +68,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def decode(raw: str | bytes) -> Hello | Message | Received:
+def decode(raw: str | bytes) -> AnyClientFrame:
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")

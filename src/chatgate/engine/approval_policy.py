@@ -1,0 +1,120 @@
+"""Who may answer an approval prompt, and what each recorded outcome says.
+
+Pure functions of an approval record: the broker and admission use them so a button, a
+``/approve`` and a timeout all say the same thing about the same recorded outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from chatgate.domain.prompts import OPTION_IDS, PromptResolution, command_hints, outcome_text, shown_command
+from chatgate.domain.source import Source
+from chatgate.engine.ports import AnswerFeedback
+from chatgate.store.base import ApprovalRecord
+
+
+class AnswerRefused(Exception):
+    """This person may not give this answer; nothing was recorded. ``code`` is for adapters."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Answerer:
+    """Who answered, and from which chat."""
+
+    platform: str
+    chat_id: str | None
+    user_id: str | None
+    user_name: str | None
+
+    @classmethod
+    def of(cls, source: Source) -> Answerer:
+        return cls(source.platform, source.chat_id, source.user_id, source.user_name)
+
+    @property
+    def name(self) -> str | None:
+        return self.user_name or self.user_id
+
+
+def may_answer(record: ApprovalRecord, who: Answerer, approvers: Mapping[str, frozenset[str]]) -> bool:
+    """The requester, or an approver configured for the prompt's platform, in the prompt's chat."""
+    if who.platform != record.platform or (who.chat_id or "") != record.chat_id or not who.user_id:
+        return False
+    return who.user_id == record.requester_id or who.user_id in approvers.get(record.platform, frozenset())
+
+
+def check_answer(
+    record: ApprovalRecord, who: Answerer, option_id: str, approvers: Mapping[str, frozenset[str]]
+) -> None:
+    """Raise ``AnswerRefused`` unless ``who`` may give ``option_id`` to this prompt."""
+    if who.platform != record.platform or (who.chat_id or "") != record.chat_id:
+        raise AnswerRefused("not_allowed", "This prompt belongs to another chat.")
+    if not may_answer(record, who, approvers):
+        asked_by = record.requester_name or record.requester_id or "the person who asked"
+        raise AnswerRefused(
+            "not_allowed",
+            f"Only {asked_by} or a configured approver may answer this prompt; nothing was changed.",
+        )
+    if option_id not in OPTION_IDS:
+        raise AnswerRefused(
+            "invalid_answer", f"Unknown answer {option_id!r}; use one of {', '.join(OPTION_IDS)}."
+        )
+    if option_id not in record.offered_tiers:
+        raise AnswerRefused(
+            "invalid_answer",
+            f"This prompt does not offer {option_id!r}; answer with {command_hints(record.offered_tiers)}.",
+        )
+
+
+def recorded_text(record: ApprovalRecord, timeout_s: float) -> str:
+    return outcome_text(record.state, record.tier, record.answered_by_name, record.reason, timeout_s)
+
+
+def resolution_of(record: ApprovalRecord, timeout_s: float) -> PromptResolution:
+    return PromptResolution(record.state, recorded_text(record, timeout_s), record.tier)  # type: ignore[arg-type]
+
+
+def feedback(record: ApprovalRecord | None, won: bool, prompt_id: str, timeout_s: float) -> AnswerFeedback:
+    """What the person who answered is shown: the outcome, or why their answer changed nothing."""
+    if record is None:
+        return AnswerFeedback(prompt_id, False, "expired", "This prompt is no longer open — not run.")
+    text = recorded_text(record, timeout_s)
+    if not won and record.state != "expired":
+        text = f"Already answered: {text}"
+    return AnswerFeedback(record.prompt_id, won, record.state, text)
+
+
+def reply_text(record: ApprovalRecord | None, won: bool, timeout_s: float) -> str:
+    """A command answer's reply to the chat (written inside the store transaction)."""
+    if record is None:
+        return "That prompt is no longer open — not run."
+    said = feedback(record, won, record.prompt_id, timeout_s).text
+    return f"{said}\nCommand: {shown_command(record.command)}"
+
+
+def end_text(record: ApprovalRecord, timeout_s: float) -> str:
+    """The chat notice for a text prompt that ended, or for any prompt a restart expired."""
+    text = f"{recorded_text(record, timeout_s)}\nCommand: {shown_command(record.command)}"
+    if record.reason == "restart":
+        text += "\nThe interrupted reply starts again and asks again if it still needs to."
+    return text
+
+
+def not_run_reason(record: ApprovalRecord, timeout_s: float) -> str:
+    """What the model reads when its call was not run: plain, and never a claim it ran."""
+    rules = ", ".join(record.rule_keys)
+    if record.state == "denied":
+        who = record.answered_by_name or record.answered_by_id or "a person"
+        return f"not run: {who} denied this command in the approval prompt (rules: {rules})."
+    if record.state == "expired" and record.reason == "timeout":
+        return (
+            f"not run: nobody answered the approval prompt within {timeout_s:g} s, so the command was"
+            f" denied (rules: {rules})."
+        )
+    return f"not run: the approval prompt ended without an approval ({record.reason or record.state})."

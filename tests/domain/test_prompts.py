@@ -1,0 +1,66 @@
+"""Prompt values and texts: tokens, durations, outcomes (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chatgate.domain.danger import assess
+from chatgate.domain.prompts import (
+    MAX_TOKEN_BYTES,
+    options_for,
+    outcome_text,
+    parse_prompt_token,
+    prompt_text,
+    prompt_token,
+    shown_command,
+)
+
+
+def test_tokens_round_trip_and_stay_within_64_bytes() -> None:
+    longest = "p" * 48
+    for option in ("once", "session", "always", "deny"):
+        token = prompt_token(longest, option)
+        assert len(token.encode()) <= MAX_TOKEN_BYTES
+        assert parse_prompt_token(token) == (longest, option)
+    with pytest.raises(ValueError):
+        prompt_token("p" * 60, "session")
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["hp2:a.1:once", "hp1:a.1", "hp1:a.1:once:x", "hp1::once", "hp1:a b:once", "hp1:a.1:maybe", "approve"],
+)
+def test_anything_else_is_not_a_prompt_token(token: str) -> None:
+    assert parse_prompt_token(token) is None
+
+
+def test_options_keep_their_order_and_follow_the_offered_tiers() -> None:
+    assert [o.id for o in options_for(("deny", "once", "session"))] == ["once", "session", "deny"]
+
+
+def test_the_prompt_names_the_command_the_rules_the_answers_and_the_deadline() -> None:
+    found = assess("sudo rm -rf ./x", "/w")
+    text = prompt_text("sudo rm -rf ./x", found.matched, 90, found.offered_tiers, buttons=False)
+    assert "sudo rm -rf ./x" in text and "[sudo]" in text and "[recursive_delete]" in text
+    assert "/approve session" in text and "/approve always" not in text and "90 s" in text
+
+
+def test_a_long_command_says_how_much_is_not_shown() -> None:
+    shown = shown_command("x" * 2000)
+    assert shown.startswith("x" * 1500) and "500 more characters not shown" in shown
+
+
+@pytest.mark.parametrize(
+    ("state", "tier", "reason", "text"),
+    [
+        ("approved", "once", None, "Approved (once) by Ann."),
+        ("approved", "session", None, "Approved (for this session) by Ann."),
+        ("approved", "always", None, "Approved (always) by Ann."),
+        ("denied", None, None, "Denied by Ann — not run."),
+        ("expired", None, "timeout", "Expired — not run (no answer within 5 min)."),
+        ("expired", None, "restart", "Expired by a gateway restart — not run."),
+        ("expired", None, "stopped", "Expired — not run (the reply was stopped)."),
+    ],
+)
+def test_outcome_texts(state: str, tier: str | None, reason: str | None, text: str) -> None:
+    assert outcome_text(state, tier, "Ann", reason, 300) == text
