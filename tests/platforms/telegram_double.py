@@ -111,6 +111,8 @@ class Sent:
     at: float
     edits: int = 0
     deleted: bool = False
+    keyboard: list[list[dict[str, Any]]] | None = None
+    """The inline keyboard under the message (an edit without one removes it, as on Telegram)."""
 
 
 @dataclass
@@ -154,6 +156,15 @@ class Chat:
         if self.type == "private":
             data["first_name"] = f"user{self.id}"
         return data
+
+
+def _keyboard(params: dict[str, Any]) -> list[list[dict[str, Any]]] | None:
+    markup = params.get("reply_markup")
+    if not markup:
+        return None
+    parsed = json.loads(markup) if isinstance(markup, str) else markup
+    rows: list[list[dict[str, Any]]] = parsed.get("inline_keyboard") or []
+    return rows
 
 
 def private(user: User) -> Chat:
@@ -454,6 +465,7 @@ class BotApiDouble:
             parse_mode=params.get("parse_mode"),
             reply_to=reply_to,
             at=asyncio.get_running_loop().time(),
+            keyboard=_keyboard(params),
         )
         self.sent.setdefault(chat_id, {})[sent.message_id] = sent
         return self._ok(self._message_result(sent))
@@ -475,6 +487,7 @@ class BotApiDouble:
                 " are exactly the same as a current content and reply markup of the message",
             )
         sent.text, sent.raw, sent.parse_mode = shown, params.get("text", ""), params.get("parse_mode")
+        sent.keyboard = _keyboard(params)
         sent.edits += 1
         sent.at = asyncio.get_running_loop().time()
         return self._ok(self._message_result(sent))

@@ -46,7 +46,7 @@ class RecordingAgent:
         return None
 
 
-def relay_config(url: str, tmp: Path, **relay: Any) -> GatewayConfig:
+def relay_config(url: str, tmp: Path, extra: dict[str, Any] | None = None, **relay: Any) -> GatewayConfig:
     values: dict[str, Any] = {
         "enabled": True,
         "url": url,
@@ -59,6 +59,7 @@ def relay_config(url: str, tmp: Path, **relay: Any) -> GatewayConfig:
     }
     values.update(relay)
     return GatewayConfig(
+        **(extra or {}),
         http={"port": 0},
         platforms={"web": {"enabled": False}, "relay": values},
         locks={"credential_dir": str(tmp / "locks")},
@@ -73,12 +74,14 @@ class RelayWorld:
         self.sim = sim
         self.state_dir = tmp / "state"
         self.gateway: Gateway | None = None
-        self.agent = RecordingAgent()
+        self.agent: Any = RecordingAgent()
         self.overrides: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}
+        """Other config sections (e.g. tools, approvals, agent); ``agent`` set to None uses the config's."""
 
     async def start(self, **relay: Any) -> Gateway:
         self.overrides.update(relay)
-        config = relay_config(self.sim.base_url, self.tmp, **self.overrides)
+        config = relay_config(self.sim.base_url, self.tmp, self.extra, **self.overrides)
         self.gateway = Gateway(config, self.state_dir, agent=self.agent)
         await self.gateway.start()
         return self.gateway
@@ -90,7 +93,8 @@ class RelayWorld:
 
     async def restart(self, **relay: Any) -> Gateway:
         await self.stop()
-        self.agent = RecordingAgent()
+        if self.agent is not None:
+            self.agent = RecordingAgent()
         return await self.start(**relay)
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:

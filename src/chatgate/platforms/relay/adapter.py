@@ -36,6 +36,7 @@ from chatgate.domain.outbound import (
     Rejected,
     RetryLater,
 )
+from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.engine.finals import deliver_final
 from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
@@ -367,6 +368,38 @@ class RelayPlatform:
         await self._hub.request(
             self.platform, {"op": "typing", "chat_id": chat_id, "metadata": _metadata(target)}
         )
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """Native buttons through the connector's ``prompt`` op (only when advertised).
+
+        The connector turns each option into a button whose callback token is
+        ``hp1:<prompt_id>:<option_id>``; a press comes back as a ``prompt_response``
+        (text lane) or a Discord component interaction with that custom id.
+        """
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("prompt"):
+            return Rejected("the connector does not advertise the prompt op")
+        action = {
+            "op": "prompt",
+            "chat_id": chat_id,
+            "prompt_kind": "approval",
+            "prompt_id": prompt.prompt_id,
+            "content": prompt.text,
+            "options": [
+                {"id": o.id, "label": o.label, "style": "danger" if o.id == "deny" else "primary"}
+                for o in prompt.options
+            ],
+            "metadata": _metadata(target),
+        }
+        return await self._hub.request(self.platform, action)
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        """Replace the prompt message by its recorded outcome (the edit drops its buttons)."""
+        if prompt.message_id is None:
+            return await self.send_message(chat_id, resolution.text, target, None)
+        return await self.edit_message(chat_id, prompt.message_id, resolution.text, target)
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         descriptor = self._hub.descriptor(self.platform)

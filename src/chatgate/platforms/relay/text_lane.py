@@ -127,10 +127,16 @@ def decode_event(event: Any, buffer_id: str | None, *, received_at: float) -> In
     quoted = event.get("reply_to")
     if isinstance(quoted, dict):
         payload["reply_to"] = {k: quoted[k] for k in ("text", "author", "is_own") if k in quoted}
+    kind: InboundKind = "command" if event.get("message_type") == "command" else "text"
     prompt_response = event.get("prompt_response")
     if isinstance(prompt_response, dict):
-        payload["prompt_response"] = prompt_response
-    kind: InboundKind = "command" if event.get("message_type") == "command" else "text"
+        # A press on a prompt's button: an approval answer, never text for the agent (even
+        # when the prompt is a sibling gateway's: the connector fans presses out to all).
+        payload["prompt_response"] = {k: str(v) for k, v in prompt_response.items() if v is not None}
+        kind = "button"
+        # Two people pressing on one prompt message are two deliveries; a replay is the same one.
+        press = f"{source.user_id}:{payload['prompt_response'].get('option_id', '')}"
+        delivery_id = f"{delivery_id}:press:{press}"
     return Inbound(
         transport=TRANSPORT,
         delivery_id=delivery_id,

@@ -30,6 +30,7 @@ from aiogram.utils.token import TokenValidationError
 
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.engine.finals import deliver_final
 from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
@@ -197,7 +198,7 @@ class TelegramAdapter:
 
     async def _admit(self, update_id: int, decoded: Decoded) -> bool:
         try:
-            await self._sink.admit(decoded.inbound)
+            admitted = await self._sink.admit(decoded.inbound)
         except AdmissionRefused as exc:
             log.info(
                 "refused Telegram update %d (%s): %s", update_id, exc.code, exc.message,
@@ -210,7 +211,11 @@ class TelegramAdapter:
             log.warning("Telegram update %d not saved, it will be fetched again: %s", update_id, exc)
             return False
         if decoded.callback_id is not None:
-            await self._answer(decoded.callback_id, None)
+            # An approval tap that lost (expired, already answered, not allowed) is told so, privately.
+            feedback = (
+                admitted.answer.text if admitted.answer is not None and not admitted.answer.won else None
+            )
+            await self._answer(decoded.callback_id, feedback)
         return True
 
     async def _answer(self, callback_id: str, text: str | None) -> None:
@@ -243,3 +248,14 @@ class TelegramAdapter:
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         return await self._outbound.delete_message(chat_id, message_id, target)
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        return await self._outbound.send_prompt(chat_id, prompt, target)
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        """The prompt message becomes its recorded outcome; an edit without a keyboard drops the buttons."""
+        if prompt.message_id is None:
+            return await self._outbound.send_message(chat_id, resolution.text, target, None)
+        return await self._outbound.edit_message(chat_id, prompt.message_id, resolution.text, target)

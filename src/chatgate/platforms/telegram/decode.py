@@ -30,6 +30,7 @@ from typing import Any
 from aiogram.types import CallbackQuery, Chat, Message, Update, User
 
 from chatgate.domain.inbound import Attachment, Inbound
+from chatgate.domain.prompts import parse_prompt_token
 from chatgate.domain.source import ChatType, Source
 
 PLATFORM = "telegram"
@@ -189,9 +190,18 @@ def decode_callback(bot_id: int | str, update_id: int, query: CallbackQuery) -> 
         action_id=query.id,
         message_ref=str(attached.message_id),
         received_at=time.time(),
-        payload={"data": query.data, "chat_instance": query.chat_instance},
+        payload=_button_payload(query.data, query.chat_instance),
     )
     return Decoded(inbound, callback_id=query.id)
+
+
+def _button_payload(data: str, chat_instance: str | None) -> dict[str, Any]:
+    """An approval prompt's button (``hp1:<prompt_id>:<option_id>``) also carries its answer."""
+    payload: dict[str, Any] = {"data": data, "chat_instance": chat_instance}
+    parsed = parse_prompt_token(data)
+    if parsed is not None:
+        payload["prompt_response"] = {"prompt_id": parsed[0], "option_id": parsed[1]}
+    return payload
 
 
 def decode_update(update: Update, bot_id: int | str, bot_username: str | None) -> Decoded | Unsupported:

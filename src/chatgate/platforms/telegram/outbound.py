@@ -41,10 +41,11 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import Message, ReplyParameters
+from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
 from aiohttp import ClientConnectorError
 
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.prompts import Prompt
 from chatgate.platforms.telegram.render import markdown_to_html
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,28 @@ class TelegramOutbound:
 
         return await self._run(chat_id, text, call, sending=True)
 
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """The prompt with an inline keyboard: one button per option, its callback data the token."""
+        keyboard = InlineKeyboardMarkup(
+            inline_keyboard=[
+                [InlineKeyboardButton(text=o.label, callback_data=prompt.token(o.id))] for o in prompt.options
+            ]
+        )
+        thread = _int_or_none(target.get("thread_id"))
+
+        def call(body: str, parse_mode: str | None) -> Awaitable[Message]:
+            return self._bot.send_message(
+                chat_id=chat_ref(chat_id),
+                text=body,
+                parse_mode=parse_mode,
+                message_thread_id=thread,
+                reply_markup=keyboard,
+                request_timeout=REQUEST_TIMEOUT,
+            )
+
+        # The prompt text is ours, not Markdown from the agent: send it as plain text.
+        return await self._run(chat_id, prompt.text, call, sending=True, plain=True)
+
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
@@ -141,6 +164,7 @@ class TelegramOutbound:
         call: Callable[[str, str | None], Awaitable[Any]],
         *,
         sending: bool,
+        plain: bool = False,
     ) -> DeliveryResult:
         held = self._hold_left(chat_id)
         if held > 0:
@@ -149,7 +173,7 @@ class TelegramOutbound:
             return Rejected("Telegram cannot show an empty message")
         try:
             try:
-                sent = await call(markdown_to_html(text), "HTML")
+                sent = await (call(text, None) if plain else call(markdown_to_html(text), "HTML"))
             except TelegramBadRequest as exc:
                 if PARSE_ERROR not in exc.message.lower():
                     raise
