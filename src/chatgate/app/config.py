@@ -103,6 +103,8 @@ class WebChatConfig(_Section):
     access_token_env: str | None = None
     max_text_chars: int = Field(16_000, ge=1)
     draft_interval_ms: float = Field(50.0, ge=0)
+    allowed_origins: list[str] = []
+    """Other origins (``https://chat.example``) whose pages may open /ws; same-origin always may."""
 
 
 class TelegramConfig(_Section):

@@ -422,7 +422,14 @@ class Gateway:
         http = self.config.http
         self._sock = bind_socket(http.host, http.port)
         self.port = self._sock.getsockname()[1]
-        app = build_app(self.store, self.metrics, self.web, ready=self.ready, status=self.status)
+        app = build_app(
+            self.store,
+            self.metrics,
+            self.web,
+            ready=self.ready,
+            status=self.status,
+            allowed_origins=frozenset(o.rstrip("/") for o in self.config.platforms.web.allowed_origins),
+        )
         uv_config = uvicorn.Config(
             app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0
         )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -17,6 +19,8 @@ from starlette.websockets import WebSocket
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.platforms.webchat.adapter import WebChatAdapter
 from chatgate.store.base import Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
 
 
 def _page() -> str:
@@ -35,6 +39,19 @@ def _is_local(request: Request) -> bool:
     return host in ("::1", "localhost") or host.startswith("127.") or (bool(host) and host == own)
 
 
+def _origin_allowed(ws: WebSocket, allowed: frozenset[str]) -> bool:
+    """Refuse cross-site WebSockets: a page elsewhere must not drive this gateway (and its tools).
+
+    Browsers always send ``Origin`` on a WebSocket; other clients usually send none, and
+    a client that can set headers can reach the port anyway.
+    """
+    origin = ws.headers.get("origin")
+    if origin is None or origin.rstrip("/") in allowed:
+        return True
+    parsed = urlsplit(origin)
+    return bool(parsed.netloc) and parsed.netloc.lower() == ws.headers.get("host", "").lower()
+
+
 def build_app(
     store: Store,
     metrics: GatewayMetrics,
@@ -42,6 +59,7 @@ def build_app(
     *,
     ready: ReadyCheck | None = None,
     status: StatusReport | None = None,
+    allowed_origins: frozenset[str] = frozenset(),
 ) -> Starlette:
     page = _page()
 
@@ -73,6 +91,13 @@ def build_app(
     async def ws_endpoint(ws: WebSocket) -> None:
         if web is None:
             await ws.close(code=1008, reason="web chat disabled")
+            return
+        if not _origin_allowed(ws, allowed_origins):
+            log.warning(
+                "refused a cross-origin web chat connection from %s (platforms.web.allowed_origins)",
+                ws.headers.get("origin"),
+            )
+            await ws.close(code=1008, reason="cross-origin connection refused")
             return
         await web.serve(ws)
 
