@@ -197,3 +197,29 @@ async def test_page_retries_a_message_the_store_could_not_save(
         ["echo: saved on the second try", "echo: next"]
     )
     await page.screenshot(path=str(tmp_path / "after-retry.png"))
+
+
+async def test_page_shows_an_approval_prompt_as_buttons_and_a_click_runs_the_command(
+    tmp_path: Path, start_gateway: StartGateway, browser_page: Any
+) -> None:
+    from playwright.async_api import expect
+
+    workdir = tmp_path / "work"
+    (workdir / "x").mkdir(parents=True)
+    config = web_config(
+        agent={"echo": {"chunk_delay_ms": 0}}, tools={"enabled": True, "workdir": str(workdir)}
+    )
+    gateway = await start_gateway(config)
+    page = browser_page
+    await page.goto(f"http://127.0.0.1:{gateway.port}/")
+    await expect(page.locator("#status")).to_have_text("connected")
+    await _send(page, "!sh rm -rf ./x")
+    prompt = page.locator(".msg.prompt")
+    await expect(prompt).to_contain_text("rm -rf ./x")
+    await expect(prompt.locator("button", has_text="Deny")).to_be_visible()
+    assert (workdir / "x").exists()  # shown, not run
+    await prompt.locator("button", has_text="Approve once").click()
+    await expect(prompt.locator(".outcome")).to_contain_text("Approved")
+    await expect(prompt.locator("button")).to_have_count(0)  # the recorded outcome replaces the buttons
+    await expect(page.locator(".msg.bot:not(.draft)").last).to_contain_text("exit code 0")
+    assert not (workdir / "x").exists()
