@@ -8,7 +8,6 @@ acknowledged as a duplicate and answered exactly once.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from chatgate.relaysim import RelaySimulator
-from support.procs import GatewayProcess
+from support.procs import GatewayProcess, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +23,7 @@ GW = "e2e-gw"
 SECRET = "e2e-relay-secret"
 
 
-async def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+_wait = wait_until
 
 
 def _rows(db: Path, sql: str) -> list[tuple[object, ...]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support.procs import ChatClient, GatewayProcess
+from support.procs import ChatClient, GatewayProcess, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -18,13 +18,7 @@ PER_CHAT = 10
 KILLS = 3
 
 
-async def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+_wait = wait_until
 
 
 _DIAGNOSTIC_QUERIES = (

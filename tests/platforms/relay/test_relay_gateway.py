@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from chatgate.app.gateway import Gateway
 from chatgate.engine.ports import Admitted
-from chatgate.platforms.relay.connection import NoResult, NotSent
+from chatgate.platforms.relay.connection import NoResult, NotSent, Outcome
 from support.relay_harness import GW, RelayWorld
 
 GUILD = "900"
@@ -265,7 +266,8 @@ async def test_an_outbound_result_that_never_arrives_is_recorded_as_ambiguous(wo
     assert status == "ambiguous" and "outbound_result" in error
 
 
-async def test_fifty_in_flight_sends_settle_when_the_connection_drops(world: RelayWorld) -> None:
+async def _fifty_unanswered_sends(world: RelayWorld) -> tuple[Gateway, list[asyncio.Task[Outcome]]]:
+    """Fifty sends written to the connector, which never answers them."""
     gateway = await world.start(outbound_timeout_seconds=60)
     await world.sim.wait_connected(GW, 10)
     world.sim.set_result_policy(GW, "never")
@@ -276,6 +278,11 @@ async def test_fifty_in_flight_sends_settle_when_the_connection_drops(world: Rel
         for i in range(50)
     ]
     await world.wait_for(lambda: len(world.ops("send")) == 50, "50 sends on the wire")
+    return gateway, sends
+
+
+async def test_fifty_in_flight_sends_settle_when_the_connection_drops(world: RelayWorld) -> None:
+    _, sends = await _fifty_unanswered_sends(world)
     await world.sim.drop_connection(GW)
     async with asyncio.timeout(10):  # a hang guard, not a speed claim: the drop must settle every request
         outcomes = await asyncio.gather(*sends)
@@ -286,16 +293,9 @@ async def test_fifty_in_flight_sends_settle_when_the_connection_drops(world: Rel
 
 
 async def test_shutdown_with_fifty_in_flight_sends_ends_them_within_the_budget(world: RelayWorld) -> None:
-    gateway = await world.start(outbound_timeout_seconds=60)
-    await world.sim.wait_connected(GW, 10)
-    world.sim.set_result_policy(GW, "never")
+    gateway, sends = await _fifty_unanswered_sends(world)
     assert gateway.relay is not None
     conn = gateway.relay.connection
-    sends = [
-        asyncio.create_task(conn.request({"op": "send", "chat_id": CHANNEL, "content": f"n{i}"}, "discord"))
-        for i in range(50)
-    ]
-    await world.wait_for(lambda: len(world.ops("send")) == 50, "50 sends on the wire")
     loop = asyncio.get_running_loop()
     started = loop.time()
     await gateway.relay.close(budget=2.0)
