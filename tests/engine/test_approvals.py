@@ -105,6 +105,8 @@ async def test_a_plain_message_while_a_prompt_is_open_queues_and_resolves_nothin
     prompt_id = await h.pending()
     await h.send("yes, approve", platform="text")  # words are not an answer
     chatter = h.sent[-1]
+    # ... and the sender is told so at once, instead of waiting for the timeout (Hermes #27352).
+    await h.delivered(h.text, lambda r: r.kind == "notice" and "waiting for approval" in r.text)
     await h.send("/status", platform="text")  # a barrier: admission has handled the message
     await h.delivered(h.text, lambda r: r.kind == "command" and "Waiting messages: 1" in r.text)
     assert h.approvals() == [(prompt_id, "pending", None, None)]

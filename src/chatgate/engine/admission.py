@@ -21,11 +21,15 @@ from chatgate.engine.approvals import ApprovalBroker
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
-from chatgate.store.base import AdmitRequest, AdmitResult, OutboxDraft, Store
+from chatgate.store.base import AdmitRequest, AdmitResult, OutboxDraft, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 32_000
+WAITING_FOR_APPROVAL = (
+    "A command is waiting for approval. Answer it first: the buttons, or /approve or /deny."
+    " Your message is queued and will be answered after that; it was not taken as an answer."
+)
 
 
 class Admission:
@@ -100,9 +104,42 @@ class Admission:
         if result.new:
             self._metrics.admitted.labels(source.platform).inc()
             self._on_queued(key)
+            if self._desk is not None:
+                await self._tell_if_waiting_for_approval(inbound, key)
         else:
             self._metrics.duplicates.labels(source.platform).inc()
         return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
+
+    async def _tell_if_waiting_for_approval(self, inbound: Inbound, key: str) -> None:
+        """Words are not an answer: say so at once, instead of leaving the sender to wait for a timeout.
+
+        Best effort and idempotent (keyed by the delivery): the message itself is committed already.
+        """
+        try:
+            waiting = [
+                a
+                for a in await self._store.open_approvals(
+                    inbound.source.platform, inbound.source.chat_id or ""
+                )
+                if a.session_key == key
+            ]
+            if not waiting:
+                return
+            notice = OutboxDraft(
+                idem_key=f"awaiting-approval:{inbound.transport}:{inbound.delivery_id}",
+                platform=inbound.source.platform,
+                chat_id=inbound.source.chat_id or "",
+                session_key=key,
+                kind="notice",
+                text=WAITING_FOR_APPROVAL,
+                in_reply_to=inbound.message_ref,
+                target=egress_target(inbound.source),
+            )
+            await self._store.enqueue_outbox([notice])
+        except StoreUnavailable as exc:
+            log.info("could not tell %s that an approval is waiting: %s", key, exc)
+            return
+        self._on_reply()
 
     async def interrupt(self, session_key: str, reason: str) -> int:
         """Stop a session from outside a chat (a relay's ``interrupt_inbound``): like /stop, no reply."""
