@@ -96,3 +96,45 @@ def test_out_of_range_or_unknown_keys_are_named(
 ) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         load_config(_write(tmp_path, {section: values}))
+
+
+def test_a_prompt_that_would_outlive_its_turn_is_a_config_error(tmp_path: Path) -> None:
+    data = {
+        "tools": {"enabled": True},
+        "approvals": {"timeout_seconds": 900},
+        "agent": {"turn_timeout_seconds": 600},
+    }
+    with pytest.raises(
+        ConfigError, match=r"approvals\.timeout_seconds: 900 s is not below agent\.turn_timeout"
+    ):
+        load_config(_write(tmp_path, data))
+
+
+def test_relay_mistakes_are_caught_at_start_up_naming_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELAY_SECRET_FOR_TEST", "s")
+    relay = {
+        "enabled": True,
+        "url": "ws://127.0.0.1:9/relay",
+        "gateway_id": "gw",
+        "secret_env": "RELAY_SECRET_FOR_TEST",
+    }
+    one = [{"platform": "discord", "bot_id": "b"}]
+    two = [*one, {"platform": "Discord", "bot_id": "c"}]
+    cases = [
+        ({**relay, "platforms": [{"platform": "discord"}]}, r"relay\.platforms\.0\.bot_id: required"),
+        ({**relay, "gateway_id": "a:b", "platforms": one}, r"gateway_id"),
+        (
+            {**relay, "secret_env": "UNSET_RELAY_SECRET_X", "platforms": one},
+            r"UNSET_RELAY_SECRET_X is not set",
+        ),
+        ({**relay, "platforms": two}, r"listed twice"),
+        (
+            {**relay, "outbound_timeout_seconds": 40, "platforms": one},
+            r"40 s is not below delivery\.send_timeout",
+        ),
+    ]
+    for values, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            load_config(_write(tmp_path, {"platforms": {"relay": values}}))

@@ -58,14 +58,15 @@ def relay_config(url: str, tmp: Path, extra: dict[str, Any] | None = None, **rel
         "outbound_timeout_seconds": 5,
     }
     values.update(relay)
-    return GatewayConfig(
-        **(extra or {}),
-        http={"port": 0},
-        platforms={"web": {"enabled": False}, "relay": values},
-        locks={"credential_dir": str(tmp / "locks")},
-        delivery={"send_timeout_seconds": 10},
-        shutdown={"drain_seconds": 2, "outbox_flush_seconds": 3, "adapter_close_seconds": 3},
-    )
+    config: dict[str, Any] = {
+        "http": {"port": 0},
+        "platforms": {"web": {"enabled": False}, "relay": values},
+        "locks": {"credential_dir": str(tmp / "locks")},
+        "delivery": {"send_timeout_seconds": 10},
+        "shutdown": {"drain_seconds": 2, "outbox_flush_seconds": 3, "adapter_close_seconds": 3},
+    }
+    config.update(extra or {})
+    return GatewayConfig(**config)
 
 
 class RelayWorld:

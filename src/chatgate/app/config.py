@@ -283,7 +283,26 @@ def load_config(path: Path | None) -> GatewayConfig:
             " must hold JSON; or set one key at a time, e.g. CHATGATE_HTTP__PORT=9000"
         ) from exc
     check_secrets(config, os.environ)
+    check_budgets(config)
     return config
+
+
+def check_budgets(config: GatewayConfig) -> None:
+    """Timeouts that only make sense in one order (caught now, not in the middle of a turn)."""
+    approvals, turn = config.approvals.timeout_seconds, config.agent.turn_timeout_seconds
+    if config.tools.enabled and approvals >= turn:
+        raise ConfigError(
+            f"approvals.timeout_seconds: {approvals:g} s is not below agent.turn_timeout_seconds"
+            f" ({turn:g} s); the turn would time out while its prompt still waits. Lower it or raise"
+            " the turn timeout"
+        )
+    relay, send = config.platforms.relay, config.delivery.send_timeout_seconds
+    if relay.enabled and relay.outbound_timeout_seconds >= send:
+        raise ConfigError(
+            f"platforms.relay.outbound_timeout_seconds: {relay.outbound_timeout_seconds:g} s is not below"
+            f" delivery.send_timeout_seconds ({send:g} s); a missing result would not be recorded as"
+            " ambiguous"
+        )
 
 
 def check_secrets(config: GatewayConfig, environ: Any) -> None:
@@ -341,6 +360,11 @@ def check_relay(config: GatewayConfig, environ: Any) -> None:
         where = f"platforms.relay.platforms.{index}.platform"
         if not name or names.index(name) != index:
             raise ConfigError(f"{where}: {name or '(empty)'} is empty or listed twice")
+        if not relay.platforms[index].bot_id.strip():
+            raise ConfigError(
+                f"platforms.relay.platforms.{index}.bot_id: required; the bot id the connector knows this"
+                " platform's bot by (it validates every hello against platform:botId)"
+            )
         if name == "web" or (name == "telegram" and config.platforms.telegram.enabled):
             raise ConfigError(
                 f"{where}: {name} is already served natively here; a platform is either native or relayed"

@@ -275,7 +275,7 @@ class Gateway:
 
     def _build_relay(self, cfg: RelayConfig) -> RelayHub:
         from chatgate.platforms.relay.adapter import RelayHub
-        from chatgate.platforms.relay.connection import RelaySettings
+        from chatgate.platforms.relay.connection import RelaySettings, dial_url
 
         assert cfg.url and cfg.gateway_id
         relay_secret = secret(os.environ, cfg.secret_env)
@@ -295,7 +295,8 @@ class Gateway:
             # The connector keeps Discord's registered slash commands in step with what we answer.
             command_manifest=tuple({"name": c.name, "description": c.summary} for c in CONTROL_COMMANDS),
         )
-        self._credentials.append(("relay", f"{settings.url}|{settings.gateway_id}"))
+        # Keyed by the normalized dial target: http://h and ws://h/relay are the same relay identity.
+        self._credentials.append(("relay", f"{dial_url(settings.url)}|{settings.gateway_id}"))
         return RelayHub(
             settings,
             self.store,
@@ -429,6 +430,7 @@ class Gateway:
             ready=self.ready,
             status=self.status,
             allowed_origins=frozenset(o.rstrip("/") for o in self.config.platforms.web.allowed_origins),
+            loopback_bind=is_loopback(http.host),
         )
         uv_config = uvicorn.Config(
             app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0

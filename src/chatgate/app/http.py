@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -39,17 +40,39 @@ def _is_local(request: Request) -> bool:
     return host in ("::1", "localhost") or host.startswith("127.") or (bool(host) and host == own)
 
 
-def _origin_allowed(ws: WebSocket, allowed: frozenset[str]) -> bool:
+def _hostname(netloc: str) -> str:
+    host = netloc.lower().rsplit("@", 1)[-1]
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_loopback_name(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool) -> bool:
     """Refuse cross-site WebSockets: a page elsewhere must not drive this gateway (and its tools).
 
     Browsers always send ``Origin`` on a WebSocket; other clients usually send none, and
-    a client that can set headers can reach the port anyway.
+    a client that can set headers can reach the port anyway. Same-origin means the
+    ``Host`` the browser asked for; on a loopback bind that host must itself be a
+    loopback name, or DNS rebinding (a name of the attacker's that resolves to
+    127.0.0.1) would pass as same-origin.
     """
     origin = ws.headers.get("origin")
     if origin is None or origin.rstrip("/") in allowed:
         return True
+    host = ws.headers.get("host", "").lower()
     parsed = urlsplit(origin)
-    return bool(parsed.netloc) and parsed.netloc.lower() == ws.headers.get("host", "").lower()
+    if not parsed.netloc or parsed.netloc.lower() != host:
+        return False
+    return not loopback_bind or _is_loopback_name(_hostname(host))
 
 
 def build_app(
@@ -60,6 +83,7 @@ def build_app(
     ready: ReadyCheck | None = None,
     status: StatusReport | None = None,
     allowed_origins: frozenset[str] = frozenset(),
+    loopback_bind: bool = True,
 ) -> Starlette:
     page = _page()
 
@@ -92,7 +116,7 @@ def build_app(
         if web is None:
             await ws.close(code=1008, reason="web chat disabled")
             return
-        if not _origin_allowed(ws, allowed_origins):
+        if not _origin_allowed(ws, allowed_origins, loopback_bind):
             log.warning(
                 "refused a cross-origin web chat connection from %s (platforms.web.allowed_origins)",
                 ws.headers.get("origin"),

@@ -142,8 +142,11 @@ class Admission:
         self._on_reply()
 
     async def interrupt(self, session_key: str, reason: str) -> int:
-        """Stop a session from outside a chat (a relay's ``interrupt_inbound``): like /stop, no reply."""
-        cancelled = await self._store.cancel_queued(session_key, f"cancelled by {reason}")
+        """Stop a session's running turn from outside a chat (a relay's ``interrupt_inbound``).
+
+        Its items are cancelled (else the scheduler would run them again); waiting messages stay.
+        """
+        cancelled = await self._store.cancel_running(session_key, f"cancelled by {reason}")
         if self._stop_session is not None:
             await self._stop_session(session_key)
         return cancelled

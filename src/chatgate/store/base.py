@@ -312,8 +312,8 @@ class Store(Protocol):
         """Store ``value`` under ``name``; returns only after it is committed."""
         ...
 
-    async def cancel_queued(self, session_key: str, reason: str) -> int:
-        """Cancel the session's unfinished items (its running turn's included); returns how many."""
+    async def cancel_running(self, session_key: str, reason: str) -> int:
+        """Cancel the items of the session's running turn (the waiting ones stay); returns how many."""
         ...
 
     async def record_rejected(

@@ -371,13 +371,13 @@ class SqliteStore(ApprovalMethods):
 
         await self._write(write)
 
-    async def cancel_queued(self, session_key: str, reason: str) -> int:
+    async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()
 
         def write(c: sqlite3.Connection) -> int:
             return c.execute(
                 "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
-                " WHERE session_key = ? AND status = 'queued'",
+                " WHERE session_key = ? AND status = 'queued' AND claimed_by IS NOT NULL",
                 (now, reason[:80], session_key),
             ).rowcount
 

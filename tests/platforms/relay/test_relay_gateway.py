@@ -239,9 +239,15 @@ async def test_malformed_frames_are_logged_and_the_gateway_keeps_serving(
         ),
         json.dumps({"type": "inbound", "event": {"text": "x" * (2 * 1024 * 1024)}}),
         json.dumps({"type": "outbound_result", "requestId": "nobody", "result": {"success": True}}),
+        "[" * 200_000,  # json.loads raises RecursionError, not ValueError
+        json.dumps({"type": "outbound_result", "requestId": "x", "result": {"retry_after": 10**400}}),
     ]
     for line in bad_lines:
         assert await world.sim.send_raw(GW, line + "\n")
+    # A lone surrogate (legal in JSON, not in UTF-8): rejected with its reason, so never replayed forever.
+    assert await world.sim.send_raw(
+        GW, json.dumps({"type": "inbound", "event": text_event("a \ud800", "m8")}) + "\n"
+    )
     await world.sim.inject_inbound(GW, text_event("still here", "m9"))
     sent = await world.wait_ops("send", 1)
     assert sent[0]["content"] == "echo: still here"
@@ -251,6 +257,7 @@ async def test_malformed_frames_are_logged_and_the_gateway_keeps_serving(
     assert "'source'" in reasons and "base64" in reasons
     logged = caplog.text
     assert "not JSON" in logged and "mystery_frame" in logged and "longer than" in logged
+    assert "nested too deeply" in logged and "UTF-8" in reasons
 
 
 async def test_an_outbound_result_that_never_arrives_is_recorded_as_ambiguous(world: RelayWorld) -> None:
@@ -268,6 +275,7 @@ async def test_an_outbound_result_that_never_arrives_is_recorded_as_ambiguous(wo
 
 async def _fifty_unanswered_sends(world: RelayWorld) -> tuple[Gateway, list[asyncio.Task[Outcome]]]:
     """Fifty sends written to the connector, which never answers them."""
+    world.extra = {"delivery": {"send_timeout_seconds": 120}}
     gateway = await world.start(outbound_timeout_seconds=60)
     await world.sim.wait_connected(GW, 10)
     world.sim.set_result_policy(GW, "never")
@@ -312,6 +320,7 @@ async def test_interrupt_inbound_stops_exactly_that_sessions_turn(world: RelayWo
     await world.sim.wait_connected(GW, 10)
     await world.sim.inject_inbound(GW, text_event("SLOW work", "m11", user="u1"))
     await asyncio.wait_for(world.agent.started.wait(), 10)
+    await world.sim.inject_inbound(GW, text_event("waiting behind it", "m11b", user="u1"))
     await world.sim.inject_inbound(GW, text_event("other user", "m12", user="u2", name="Bob"))
     await world.wait_ops("send", 1)  # the other session runs on
     key = f"agent:main:discord:group:{CHANNEL}:u1"
@@ -324,8 +333,9 @@ async def test_interrupt_inbound_stops_exactly_that_sessions_turn(world: RelayWo
     )
     world.agent.release.set()
     await world.sim.inject_inbound(GW, text_event("next", "m13", user="u1"))
-    sent = await world.wait_ops("send", 2)
-    assert [s["content"] for s in sent] == ["echo: other user", "echo: next"]
+    sent = await world.wait_ops("send", 3)
+    # Only the running turn was stopped: the message waiting behind it is answered, then the next.
+    assert [s["content"] for s in sent] == ["echo: other user", "echo: waiting behind it", "echo: next"]
 
 
 async def test_stop_in_a_relayed_chat_is_sent_to_the_connector_as_interrupt(world: RelayWorld) -> None:
@@ -352,3 +362,24 @@ async def test_graceful_shutdown_goes_idle_and_the_next_start_gets_the_buffered_
     hellos = world.sim.hellos(GW)
     assert [h.platform for h in hellos] == ["discord", "discord"]
     assert {c["name"] for c in hellos[-1].command_manifest or []} >= {"help", "new", "stop", "status"}
+
+
+async def test_a_reply_waits_out_a_connector_outage_without_spending_its_attempts(world: RelayWorld) -> None:
+    world.extra = {"delivery": {"max_attempts": 1, "send_timeout_seconds": 10}}
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    port = world.sim.port
+    await world.sim.inject_inbound(GW, text_event("SLOW reply", "m30"))
+    await asyncio.wait_for(world.agent.started.wait(), 10)
+    await world.sim.stop()  # the connector is gone while the turn finishes
+    world.agent.release.set()
+    await world.wait_for(lambda: world.query("SELECT id FROM outbox WHERE kind = 'final'"), "the final row")
+    await asyncio.sleep(1.0)  # several delivery rounds against the outage
+    [(status, attempts)] = world.query("SELECT status, attempts FROM outbox WHERE kind = 'final'")
+    assert status == "pending" and attempts == 0, (status, attempts)  # deferred, not failed
+    from chatgate.relaysim import RelaySimulator
+
+    world.sim = RelaySimulator(world.tmp / "relay.db", {GW: ["relay-test-secret"]}, [{"platform": "discord"}])
+    await world.sim.start(port=port)
+    sent = await world.wait_ops("send", 1)
+    assert sent[0]["content"] == "echo: SLOW reply"

@@ -184,8 +184,13 @@ class RelayHub(FrameHandler):
                 await self._take(frame, received_at)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug, not bad input: log it; the frame is not acked, so it comes back
+            except Exception as exc:
+                # A bug, not bad input. Replaying the frame would fail the same way at every
+                # reconnect, so it is recorded (nothing is dropped silently) and acknowledged.
                 log.exception("relay: handling a %s frame failed", frame.get("type"))
+                buffer_id = frame.get("bufferId")
+                buffer = str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
+                await self._reject(frame, buffer, None, f"internal error: {exc!r}"[:300])
 
     async def _take(self, frame: dict[str, Any], received_at: float) -> None:
         buffer_id = frame.get("bufferId")
@@ -258,7 +263,7 @@ class RelayHub(FrameHandler):
             extra={"buffer_id": buffer_id, "delivery_id": delivery_id, "reason": reason},
         )
         self._on_rejected(reason)
-        excerpt = json.dumps(frame, ensure_ascii=False)[:500]
+        excerpt = json.dumps(frame)[:500]  # ASCII escapes: a lone surrogate cannot break the record
         while True:
             try:
                 await self._store.record_rejected(TRANSPORT, delivery_id or buffer_id, reason, excerpt)
@@ -282,7 +287,8 @@ class RelayHub(FrameHandler):
 
 def _as_delivery(outcome: Outcome) -> DeliveryResult:
     if isinstance(outcome, NotSent):
-        return RetryLater(outcome.reason, retry_after=2.0)
+        # Nothing left this process: an outage is a deferral, never an attempt that can fail the row.
+        return Deferred(outcome.reason, retry_in=2.0)
     if isinstance(outcome, NoResult):
         return Ambiguous(outcome.reason)
     assert isinstance(outcome, OpResult)

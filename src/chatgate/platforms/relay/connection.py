@@ -95,6 +95,17 @@ class FrameHandler:
     def on_state(self) -> None: ...
 
 
+def _seconds(value: object) -> float | None:
+    """A sane ``retry_after`` (0 to one hour), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if 0 <= seconds <= 3600 else None
+
+
 def dial_url(url: str) -> str:
     """The configured connector base URL as the ``ws(s)://…/relay`` dial target."""
     raw = url.strip().rstrip("/")
@@ -253,7 +264,12 @@ class RelayConnection:
         delay = self.settings.reconnect_initial
         while not self._closing:
             self._set(False, "connecting" if self.state.connects == 0 else "reconnecting")
-            code, reason, handshaken = await self._connect_once()
+            try:
+                code, reason, handshaken = await self._connect_once()
+            except Exception as exc:  # a bug must not end the relay for good: log it and dial again
+                log.exception("relay: the connection failed unexpectedly")
+                self.state.last_close = f"failed: {exc!r}"[:200]
+                code, reason, handshaken = None, "", False
             if self._closing:
                 return
             if code == UNAUTHORIZED and reason != EXPIRED_REASON and self.state.ever_handshaken:
@@ -327,6 +343,16 @@ class RelayConnection:
                         self._dispatch(frame, received_at)
 
     def _dispatch(self, frame: dict[str, Any], received_at: float) -> None:
+        """One frame; whatever it holds, the reader goes on with the next."""
+        try:
+            self._dispatch_one(frame, received_at)
+        except Exception as exc:
+            log.exception("relay: handling a %s frame failed", frame.get("type"))
+            self._handler.on_bad_frame(
+                BadFrame(f"could not handle the frame: {exc!r}"[:200], str(frame)[:80])
+            )
+
+    def _dispatch_one(self, frame: dict[str, Any], received_at: float) -> None:
         kind = frame["type"]
         if kind == "descriptor":
             self._on_descriptor(frame)
@@ -358,8 +384,14 @@ class RelayConnection:
         request_id = frame.get("requestId")
         result = frame.get("result")
         pending = self._pending.get(request_id) if isinstance(request_id, str) else None
-        if pending is None or not isinstance(result, dict):
-            self._handler.on_bad_frame(BadFrame("outbound_result for no open request", str(request_id)[:80]))
+        if not isinstance(result, dict):
+            self._handler.on_bad_frame(
+                BadFrame("outbound_result without a result object", str(request_id)[:80])
+            )
+            return
+        if pending is None:
+            # Usually a request its caller stopped waiting for (a typing indicator, a timeout).
+            log.info("relay: outbound_result for %s, which no one waits for any more", str(request_id)[:80])
             return
         message_id = result.get("message_id")
         retry_after = result.get("retry_after")
@@ -367,7 +399,7 @@ class RelayConnection:
             success=result.get("success") is True,
             message_id=str(message_id) if message_id not in (None, "") else None,
             error=str(result["error"]) if result.get("error") is not None else None,
-            retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
+            retry_after=_seconds(retry_after),
         )
         if not pending.future.done():
             pending.future.set_result(outcome)

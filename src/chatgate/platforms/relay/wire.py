@@ -65,6 +65,8 @@ def parse_line(line: str, max_bytes: int = MAX_FRAME_BYTES) -> dict[str, Any] | 
         frame = json.loads(line)
     except ValueError as exc:
         return BadFrame(f"not JSON: {exc}", line[:80])
+    except RecursionError:
+        return BadFrame("JSON nested too deeply", line[:80])
     if not isinstance(frame, dict):
         return BadFrame("frame is not a JSON object", line[:80])
     if not isinstance(frame.get("type"), str):
