@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from chatgate.domain.prompts import parse_prompt_token
 from chatgate.engine.ports import AdmissionRefused
 from support.approval_harness import ApprovalHarness, MakeApprovals, make_approvals
@@ -318,6 +320,48 @@ async def test_two_taps_at_the_same_moment_record_and_render_one_resolution(
         assert final.startswith("exit code 0") and not x.exists()
     else:
         assert final.startswith("not run:") and x.exists()
+
+
+@pytest.mark.parametrize("tap_first", [True, False])
+async def test_a_tap_racing_stop_is_never_recorded_as_an_approval(
+    make_approvals: MakeApprovals, tap_first: bool
+) -> None:
+    h = await make_approvals()
+    x = victim(h.workdir)
+    await h.send("!sh rm -rf ./x")
+    prompt = await h.prompt()
+    moves = [h.tap(prompt.prompt_id, "always"), h.send("/stop")]
+    await asyncio.gather(*(moves if tap_first else reversed(moves)))
+    await wait_until(lambda: h.btn.resolved(prompt.prompt_id), 10, "the prompt rendered")
+    [(_, state, tier, _)] = h.approvals()
+    # Either the tap came first (approved, and then the stop ended the run) or the stop did;
+    # what may never happen is an approval recorded for a call that no longer waits.
+    if state == "approved":
+        assert tier == "always"
+    else:
+        assert state == "expired" and not h.query("SELECT rule_key FROM approval_grants")
+        assert x.exists()
+    assert h.btn.resolved(prompt.prompt_id)[-1].text.startswith(
+        "Approved" if state == "approved" else "Expired"
+    )
+
+
+async def test_an_answer_to_a_prompt_no_call_waits_for_closes_it_instead_of_approving(
+    make_approvals: MakeApprovals, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = await make_approvals()
+    x = victim(h.workdir)
+    await h.send("!sh rm -rf ./x")
+    turn = h.sent[-1]
+    prompt = await h.prompt()
+    # The seam: the broker's registry says no call waits (its turn was just stopped, and the
+    # expiry is not committed yet). The desk under test must not record an approval then.
+    monkeypatch.setattr(h.broker, "is_waiting", lambda prompt_id: False)
+    tapped = await h.tap(prompt.prompt_id, "always")
+    assert tapped.answer is not None and tapped.answer.outcome == "expired"
+    assert h.approvals() == [(prompt.prompt_id, "expired", None, "stopped")]
+    assert h.query("SELECT rule_key FROM approval_grants") == []
+    assert (await h.final_for(h.btn, turn)).startswith("not run:") and x.exists()
 
 
 async def test_stop_while_waiting_expires_the_prompt_and_nothing_runs(make_approvals: MakeApprovals) -> None:

@@ -78,6 +78,11 @@ class ApprovalDesk:
         def render(resolution: ApprovalResolution) -> str:
             return reply_text(resolution.record, resolution.won, timeout)
 
+        if not self._broker.is_waiting(prompt_id):
+            # Its turn was stopped between the tap and now: record the end, not an approval.
+            return ApprovalAnswer(
+                prompt_id, "expired", None, None, None, render if replied else None, reason="stopped"
+            )
         deny = option_id == "deny"
         return ApprovalAnswer(
             prompt_id,

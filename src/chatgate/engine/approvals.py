@@ -113,6 +113,15 @@ class ApprovalBroker:
         self._counter += 1
         return f"{self._nonce}.{self._counter:08x}"
 
+    def is_waiting(self, prompt_id: str) -> bool:
+        """Whether a call in this process still waits for this prompt's answer.
+
+        A pending prompt nobody waits for belongs to a turn that was stopped (or failed)
+        while its expiry is still being recorded: an answer must close it, not approve a
+        call that will never run.
+        """
+        return prompt_id in self._waiters
+
     def waiting(self) -> list[str]:
         """Prompt ids this process is waiting on (open prompts of running turns)."""
         return list(self._waiters)
@@ -160,6 +169,11 @@ class ApprovalBroker:
                 # The turn was stopped (/stop, /new, interrupt, shutdown): close the prompt so
                 # nobody approves a call that no longer waits. Owned by the broker, not the turn.
                 self._spawn(self._expire(record, "restart" if self._shutting_down else "stopped"))
+                raise
+            except Exception:
+                # Showing or waiting failed (the store went away): the call does not run, so the
+                # prompt must not stay open for a tap to "approve" later.
+                self._spawn(self._expire(record, "stopped"))
                 raise
         finally:
             self._waiters.pop(prompt_id, None)

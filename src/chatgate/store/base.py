@@ -134,11 +134,13 @@ class ApprovalAnswer:
     """
 
     prompt_id: str
-    outcome: Literal["approved", "denied"]
+    outcome: Literal["approved", "denied", "expired"]
     tier: str | None
     by_id: str | None
     by_name: str | None
     render: Callable[[ApprovalResolution], str] | None = None
+    reason: str | None = None
+    """For ``expired``: why (an answer reaching a prompt whose turn no longer waits closes it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,9 @@ def _answer(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> Approval
     from chatgate.store import sqlite_approvals  # it imports this module
 
     a = req.answer
-    return sqlite_approvals.resolve(conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now)
+    return sqlite_approvals.resolve(
+        conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
+    )
 
 
 # ---------------------------------------------------------------- scheduling
