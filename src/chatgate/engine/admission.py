@@ -14,14 +14,15 @@ from dataclasses import replace
 from chatgate.domain.commands import Command, help_text, parse_command
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
-from chatgate.domain.source import canonical_source, egress_target
+from chatgate.domain.source import canonical_source
 from chatgate.engine.approval_answers import ApprovalDesk, prompt_response
 from chatgate.engine.approval_policy import AnswerRefused
 from chatgate.engine.approvals import ApprovalBroker
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
-from chatgate.store.base import AdmitRequest, AdmitResult, OutboxDraft, Store, StoreUnavailable
+from chatgate.engine.replies import command_reply, reply_draft
+from chatgate.store.base import AdmitRequest, AdmitResult, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +126,9 @@ class Admission:
             ]
             if not waiting:
                 return
-            notice = OutboxDraft(
-                idem_key=f"awaiting-approval:{inbound.transport}:{inbound.delivery_id}",
-                platform=inbound.source.platform,
-                chat_id=inbound.source.chat_id or "",
-                session_key=key,
-                kind="notice",
-                text=WAITING_FOR_APPROVAL,
-                in_reply_to=inbound.message_ref,
-                target=egress_target(inbound.source),
+            idem = f"awaiting-approval:{inbound.transport}:{inbound.delivery_id}"
+            notice = reply_draft(
+                inbound.source, key, "notice", WAITING_FOR_APPROVAL, idem, inbound.message_ref
             )
             await self._store.enqueue_outbox([notice])
         except StoreUnavailable as exc:
@@ -179,16 +174,7 @@ class Admission:
     async def _control(self, inbound: Inbound, key: str, command: Command) -> Admitted:
         stops = command.name in ("stop", "new")
         text = await self._reply_text(command, key)
-        reply = OutboxDraft(
-            idem_key=f"cmd:{inbound.transport}:{inbound.delivery_id}",
-            platform=inbound.source.platform,
-            chat_id=inbound.source.chat_id or "",
-            session_key=key,
-            kind="command",
-            text=text,
-            in_reply_to=inbound.message_ref,
-            target=egress_target(inbound.source),
-        )
+        reply = command_reply(inbound, key, text)
         request = AdmitRequest(
             inbound=inbound,
             session_key=key,

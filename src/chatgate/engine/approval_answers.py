@@ -15,7 +15,6 @@ from typing import Any
 from chatgate.domain.commands import Command
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.prompts import OPTION_IDS, PROMPT_ID_RE
-from chatgate.domain.source import egress_target
 from chatgate.engine.approval_policy import (
     Answerer,
     AnswerRefused,
@@ -26,6 +25,7 @@ from chatgate.engine.approval_policy import (
 )
 from chatgate.engine.approvals import ApprovalBroker
 from chatgate.engine.ports import AnswerFeedback
+from chatgate.engine.replies import command_reply
 from chatgate.store.base import (
     AdmitRequest,
     AdmitResult,
@@ -164,13 +164,4 @@ class ApprovalDesk:
 
     @staticmethod
     def _reply(inbound: Inbound, key: str, text: str) -> OutboxDraft:
-        return OutboxDraft(
-            idem_key=f"cmd:{inbound.transport}:{inbound.delivery_id}",
-            platform=inbound.source.platform,
-            chat_id=inbound.source.chat_id or "",
-            session_key=key,
-            kind="command",
-            text=text,
-            in_reply_to=inbound.message_ref,
-            target=egress_target(inbound.source),
-        )
+        return command_reply(inbound, key, text)

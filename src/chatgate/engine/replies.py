@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
@@ -35,6 +36,12 @@ def reply_draft(
         in_reply_to=reply_to,
         target={**egress_target(source), **(route or {})},
     )
+
+
+def command_reply(inbound: Inbound, session_key: str, text: str) -> OutboxDraft:
+    """The inline reply to a command, keyed by its delivery so a redelivery replies once."""
+    idem = f"cmd:{inbound.transport}:{inbound.delivery_id}"
+    return reply_draft(inbound.source, session_key, "command", text, idem, inbound.message_ref)
 
 
 def final_drafts(
