@@ -60,6 +60,7 @@ class Admission:
         self._stop_session = stop_session
         self._bot_name = bot_name
         self._desk = ApprovalDesk(store, approvals) if approvals is not None else None
+        self._approvals = approvals
 
     def policy_for(self, platform: str) -> IsolationPolicy:
         return resolve_policy(platform, self._isolation, self._overrides)
@@ -105,7 +106,7 @@ class Admission:
         if result.new:
             self._metrics.admitted.labels(source.platform).inc()
             self._on_queued(key)
-            if self._desk is not None:
+            if self._approvals is not None and self._approvals.waits_in(key):
                 await self._tell_if_waiting_for_approval(inbound, key)
         else:
             self._metrics.duplicates.labels(source.platform).inc()

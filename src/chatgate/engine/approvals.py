@@ -122,6 +122,11 @@ class ApprovalBroker:
         """
         return prompt_id in self._waiters
 
+    def waits_in(self, session_key: str) -> bool:
+        """Whether a call of this session waits for an answer now (no store read: prompts only
+        wait in this process, and start-up expires those a previous process left open)."""
+        return any(w.session_key == session_key for w in self._waiters.values())
+
     def waiting(self) -> list[str]:
         """Prompt ids this process is waiting on (open prompts of running turns)."""
         return list(self._waiters)
