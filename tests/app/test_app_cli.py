@@ -77,3 +77,22 @@ def test_sessions_without_a_database_says_so(tmp_path: Path) -> None:
     result = _run("sessions", "--state-dir", str(tmp_path / "empty"))
     assert result.returncode == 0
     assert "no sessions yet" in result.stdout
+
+
+def test_the_running_line_puts_an_ipv6_address_in_brackets(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    env["CHATGATE_HTTP__HOST"] = "::1"
+    proc = subprocess.Popen(
+        [*CLI, "run", "--state-dir", str(tmp_path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the first stdout line is the running line
+        assert " is running: open http://[::1]:" in line, line
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

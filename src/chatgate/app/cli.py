@@ -57,7 +57,9 @@ async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
     lock.update(
         LockRecord.for_this_process(http=f"{config.http.host}:{gateway.port}", state_dir=str(state_dir))
     )
-    print(f"chatgate {__version__} is running: open http://{config.http.host}:{gateway.port}/", flush=True)
+    host = config.http.host
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 literal needs brackets in a URL
+    print(f"chatgate {__version__} is running: open http://{shown}:{gateway.port}/", flush=True)
     print(f"state: {state_dir}  (stop with Ctrl+C)", flush=True)
     await stop.wait()
     log.info("shutting down")

@@ -356,12 +356,17 @@ class Gateway:
             await asyncio.wait_for(self.store.ping(), 3.0)
         except (StoreUnavailable, TimeoutError) as exc:
             reasons.append(f"store: {exc or 'no answer within 3s'}")
+        self._refresh_gauges()
         for name, adapter in self.adapters.items():
             state = adapter.state()
-            self.metrics.adapter_connected.labels(name).set(1 if state.connected else 0)
             if not state.connected:
                 reasons.append(f"{name}: not connected ({state.detail})")
         return reasons
+
+    def _refresh_gauges(self) -> None:
+        """Adapter states as gauges, read at each /metrics scrape and /readyz check."""
+        for name, adapter in self.adapters.items():
+            self.metrics.adapter_connected.labels(name).set(1 if adapter.state().connected else 0)
 
     async def status(self) -> dict[str, Any]:
         now = time.time()
@@ -431,6 +436,7 @@ class Gateway:
             status=self.status,
             allowed_origins=frozenset(o.rstrip("/") for o in self.config.platforms.web.allowed_origins),
             loopback_bind=is_loopback(http.host),
+            refresh_gauges=self._refresh_gauges,
         )
         uv_config = uvicorn.Config(
             app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0

@@ -84,6 +84,7 @@ def build_app(
     status: StatusReport | None = None,
     allowed_origins: frozenset[str] = frozenset(),
     loopback_bind: bool = True,
+    refresh_gauges: Callable[[], None] = lambda: None,
 ) -> Starlette:
     page = _page()
 
@@ -110,6 +111,7 @@ def build_app(
         # On an outage the gauge keeps its last known value.
         with contextlib.suppress(StoreUnavailable):
             metrics.queue_depth.set(await store.queue_depth())
+        refresh_gauges()
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     async def ws_endpoint(ws: WebSocket) -> None:

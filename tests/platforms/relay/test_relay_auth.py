@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
+from chatgate.app.gateway import Gateway
 from chatgate.platforms.relay.auth import make_upgrade_token
 from chatgate.relaysim import verify_token
 from support.relay_harness import GW, SECRET, RelayWorld
+
+
+async def _metrics(gateway: Gateway) -> str:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as http:
+        return (await http.get("/metrics")).text
 
 
 def test_the_simulator_verifies_the_gateways_token() -> None:
@@ -38,9 +45,12 @@ async def test_a_4401_after_a_handshake_is_a_revocation_and_the_gateway_stops_di
     assert gateway.relay is not None
     await world.sim.wait_connected(GW, 10)
     connections = world.sim.counters(GW).connections
+    assert 'chatgate_adapter_connected{platform="discord"} 1.0' in await _metrics(gateway)
     world.sim.revoke(GW)
     state = gateway.relay.connection.state
     await world.wait_for(lambda: state.revoked, "the revocation to be noticed")
+    # The gauge follows each scrape (no /readyz needed to refresh it).
+    assert 'chatgate_adapter_connected{platform="discord"} 0.0' in await _metrics(gateway)
     reasons = await gateway.ready()
     assert any("revoked" in r and "disabled" in r for r in reasons), reasons
     status = await gateway.status()
