@@ -21,10 +21,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
 from chatgate.domain.inbound import Attachment, Inbound, InboundKind
 from chatgate.domain.source import ChatType, Source
+from chatgate.platforms.relay.json_reads import (
+    Reject,
+    array,
+    fail,
+    first_label,
+    need_str,
+    obj,
+    opt_int,
+    opt_obj,
+    opt_str,
+    show,
+    str_array,
+)
 
 PLATFORM = "discord"
 TRANSPORT = "relay"
@@ -46,16 +59,6 @@ class Unsupported:
     """The interaction id when it could be read, so the rejection can be recorded."""
 
 
-class _Reject(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _fail(reason: str) -> NoReturn:
-    raise _Reject(reason)
-
-
 @dataclass(slots=True)
 class _Decoded:
     kind: InboundKind
@@ -65,81 +68,10 @@ class _Decoded:
     attachments: list[Attachment] = field(default_factory=list)
 
 
-# -- typed reads: a wrong type is a reason, never an exception ------------------------------
-
-
-def _obj(value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        _fail(f"{where} must be an object, got {type(value).__name__}")
-    return value
-
-
-def _opt_obj(parent: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
-    value = parent.get(key)
-    return None if value is None else _obj(value, f"{where}.{key}")
-
-
-def _need_str(parent: dict[str, Any], key: str, where: str) -> str:
-    value = parent.get(key)
-    if value is None:
-        _fail(f"{where}.{key} is missing")
-    if not isinstance(value, str) or not value.strip():
-        _fail(f"{where}.{key} must be a non-empty string, got {_show(value)}")
-    return value
-
-
-def _str(parent: dict[str, Any], key: str, where: str) -> str | None:
-    return None if parent.get(key) is None else _need_str(parent, key, where)
-
-
-def _int(parent: dict[str, Any], key: str, where: str, *, required: bool = False) -> int | None:
-    value = parent.get(key)
-    if value is None:
-        if required:
-            _fail(f"{where}.{key} is missing")
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        _fail(f"{where}.{key} must be an integer, got {_show(value)}")
-    return value
-
-
-def _list(parent: dict[str, Any], key: str, where: str) -> list[Any]:
-    value = parent.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        _fail(f"{where}.{key} must be an array, got {type(value).__name__}")
-    return value
-
-
-def _str_list(parent: dict[str, Any], key: str, where: str) -> list[str]:
-    values = _list(parent, key, where)
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            _fail(f"{where}.{key}[{i}] must be a string, got {_show(value)}")
-    return values
-
-
-def _label(obj: Any, *keys: str) -> str | None:
-    """First non-empty string among ``keys``: display labels are observations, read leniently."""
-    if not isinstance(obj, dict):
-        return None
-    for key in keys:
-        value = obj.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return None
-
-
 def _resolved(resolved: dict[str, Any], section: str, item_id: str) -> dict[str, Any] | None:
     table = resolved.get(section)
     entry = table.get(item_id) if isinstance(table, dict) else None
     return entry if isinstance(entry, dict) else None
-
-
-def _show(value: Any) -> str:
-    """A short description of a bad value (never a deep repr: the body may nest deeply)."""
-    return repr(value)[:60] if isinstance(value, str | int | float) else type(value).__name__
 
 
 def _render(value: Any) -> str:
@@ -152,34 +84,34 @@ def _render(value: Any) -> str:
 
 
 def _source(data: dict[str, Any]) -> Source:
-    guild_id = _str(data, "guild_id", "interaction")
-    channel = _opt_obj(data, "channel", "interaction")
-    channel_id = _str(data, "channel_id", "interaction")
-    inner_id = _str(channel, "id", "interaction.channel") if channel is not None else None
+    guild_id = opt_str(data, "guild_id", "interaction")
+    channel = opt_obj(data, "channel", "interaction")
+    channel_id = opt_str(data, "channel_id", "interaction")
+    inner_id = opt_str(channel, "id", "interaction.channel") if channel is not None else None
     if channel_id and inner_id and channel_id != inner_id:
-        _fail(f"interaction.channel_id {channel_id!r} and channel.id {inner_id!r} disagree")
+        fail(f"interaction.channel_id {channel_id!r} and channel.id {inner_id!r} disagree")
     chat_id = channel_id or inner_id
     if chat_id is None:
-        _fail("interaction has no channel (channel_id or channel.id)")
-    channel_type = _int(channel, "type", "interaction.channel") if channel is not None else None
+        fail("interaction has no channel (channel_id or channel.id)")
+    channel_type = opt_int(channel, "type", "interaction.channel") if channel is not None else None
     thread_id = parent_id = None
     chat_type: ChatType
     if channel is not None and channel_type in THREAD_CHANNEL_TYPES:
         chat_type, thread_id = "thread", chat_id
-        parent_id = _str(channel, "parent_id", "interaction.channel")
+        parent_id = opt_str(channel, "parent_id", "interaction.channel")
     else:
         chat_type = "group" if guild_id else "dm"
-    member = _opt_obj(data, "member", "interaction")
+    member = opt_obj(data, "member", "interaction")
     # A DM (or an app installed by the user, outside the guild) has a user and no member.
-    user = _opt_obj(data, "user", "interaction") if member is None else _opt_obj(member, "user", "member")
+    user = opt_obj(data, "user", "interaction") if member is None else opt_obj(member, "user", "member")
     if user is None:
-        _fail("interaction has no user (member.user or user)")
-    name = _label(member, "nick") or _label(user, "global_name", "username")
+        fail("interaction has no user (member.user or user)")
+    name = first_label(member, "nick") or first_label(user, "global_name", "username")
     return Source(
         platform=PLATFORM,
         chat_id=chat_id,
         chat_type=chat_type,
-        user_id=_need_str(user, "id", "interaction.user"),
+        user_id=need_str(user, "id", "interaction.user"),
         user_name=name,
         thread_id=thread_id,
         parent_chat_id=parent_id,
@@ -191,7 +123,7 @@ def _source(data: dict[str, Any]) -> Source:
 
 
 def _user_name(resolved: dict[str, Any], user_id: str) -> str | None:
-    return _label(_resolved(resolved, "members", user_id), "nick") or _label(
+    return first_label(_resolved(resolved, "members", user_id), "nick") or first_label(
         _resolved(resolved, "users", user_id), "global_name", "username"
     )
 
@@ -200,11 +132,11 @@ def _resolved_name(resolved: dict[str, Any], kind: str, item_id: str) -> str | N
     if kind in ("user", "mentionable") and (name := _user_name(resolved, item_id)):
         return name
     if kind in ("role", "mentionable"):
-        return _label(_resolved(resolved, "roles", item_id), "name")
+        return first_label(_resolved(resolved, "roles", item_id), "name")
     if kind == "channel":
-        return _label(_resolved(resolved, "channels", item_id), "name")
+        return first_label(_resolved(resolved, "channels", item_id), "name")
     if kind == "attachment":
-        return _label(_resolved(resolved, "attachments", item_id), "filename")
+        return first_label(_resolved(resolved, "attachments", item_id), "filename")
     return None
 
 
@@ -213,9 +145,9 @@ def _attachment(resolved: dict[str, Any], item_id: str) -> Attachment:
     size = found.get("size")
     return Attachment(
         kind="document",
-        ref=_label(found, "url") or item_id,
-        mime=_label(found, "content_type"),
-        name=_label(found, "filename"),
+        ref=first_label(found, "url") or item_id,
+        mime=first_label(found, "content_type"),
+        name=first_label(found, "filename"),
         size=size if isinstance(size, int) and not isinstance(size, bool) else None,
     )
 
@@ -224,49 +156,49 @@ def _attachment(resolved: dict[str, Any], item_id: str) -> Attachment:
 
 
 def _command(data: dict[str, Any]) -> _Decoded:
-    command_type = _int(data, "type", "data", required=True)
-    name = _need_str(data, "name", "data")
-    resolved = _opt_obj(data, "resolved", "data") or {}
+    command_type = opt_int(data, "type", "data", required=True)
+    name = need_str(data, "name", "data")
+    resolved = opt_obj(data, "resolved", "data") or {}
     base: dict[str, Any] = {"discord_type": 2, "command_type": command_type, "name": name}
-    if command_id := _label(data, "id"):
+    if command_id := first_label(data, "id"):
         base["command_id"] = command_id
     if command_type == 1:
         return _chat_input(data, name, resolved, base)
     if command_type in (2, 3):
-        target_id = _need_str(data, "target_id", "data")
+        target_id = need_str(data, "target_id", "data")
         base["target_id"] = target_id
         if command_type == 2:
             return _user_menu(name, target_id, resolved, base)
         return _message_menu(name, target_id, resolved, base)
-    _fail(f"application command type {command_type} is not supported (1 chat input, 2 user, 3 message)")
+    fail(f"application command type {command_type} is not supported (1 chat input, 2 user, 3 message)")
 
 
 def _chat_input(data: dict[str, Any], name: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
     path: list[str] = []
-    options, where = _list(data, "options", "data"), "data.options"
+    options, where = array(data, "options", "data"), "data.options"
     while True:
-        level = [_obj(o, f"{where}[{i}]") for i, o in enumerate(options)]
-        types = [_int(o, "type", f"{where}[{i}]", required=True) for i, o in enumerate(level)]
+        level = [obj(o, f"{where}[{i}]") for i, o in enumerate(options)]
+        types = [opt_int(o, "type", f"{where}[{i}]", required=True) for i, o in enumerate(level)]
         nested = [o for o, t in zip(level, types, strict=True) if t in (SUBCOMMAND, SUBCOMMAND_GROUP)]
         if not nested:
             break
         if len(level) != 1 or len(path) == 2:
-            _fail(f"{where}: a subcommand must be the only option at its level, at most two levels deep")
-        path.append(_need_str(nested[0], "name", where))
-        options, where = _list(nested[0], "options", where), f"{where}[0].options"
+            fail(f"{where}: a subcommand must be the only option at its level, at most two levels deep")
+        path.append(need_str(nested[0], "name", where))
+        options, where = array(nested[0], "options", where), f"{where}[0].options"
     values: dict[str, Any] = {}
     names: dict[str, Any] = {}
     attachments: list[Attachment] = []
     for i, option in enumerate(level):
         spot = f"{where}[{i}]"
-        key = _need_str(option, "name", spot)
+        key = need_str(option, "name", spot)
         value = option.get("value")
         if isinstance(value, dict | list) or value is None:
-            _fail(f"{spot}.value must be a string, number or boolean, got {_show(value)}")
+            fail(f"{spot}.value must be a string, number or boolean, got {show(value)}")
         if key in values:
-            _fail(f"{spot}: option {key!r} appears twice")
+            fail(f"{spot}: option {key!r} appears twice")
         values[key] = value
-        kind = OPTION_KINDS.get(_int(option, "type", spot, required=True) or 0)
+        kind = OPTION_KINDS.get(opt_int(option, "type", spot, required=True) or 0)
         if kind is not None:
             names[key] = {"kind": kind, "id": str(value), "name": _resolved_name(resolved, kind, str(value))}
             if kind == "attachment":
@@ -285,9 +217,9 @@ def _user_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[s
         "kind": "user",
         "id": target_id,
         "name": display,
-        "username": _label(user, "username"),
-        "global_name": _label(user, "global_name"),
-        "nick": _label(_resolved(resolved, "members", target_id), "nick"),
+        "username": first_label(user, "username"),
+        "global_name": first_label(user, "global_name"),
+        "nick": first_label(_resolved(resolved, "members", target_id), "nick"),
     }
     who = f"{display} (id {target_id})" if display else f"(id {target_id})"
     return _Decoded("context_menu", f"/{name} on user {who}", {**base, "target": target})
@@ -296,12 +228,12 @@ def _user_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[s
 def _message_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
     message = _resolved(resolved, "messages", target_id)
     if message is None:
-        _fail(f"message context menu without data.resolved.messages[{target_id!r}]")
+        fail(f"message context menu without data.resolved.messages[{target_id!r}]")
     content = message.get("content", "")
     if not isinstance(content, str):
-        _fail(f"data.resolved.messages[{target_id!r}].content must be a string")
+        fail(f"data.resolved.messages[{target_id!r}].content must be a string")
     author = message.get("author")
-    author_name = _label(message.get("member"), "nick") or _label(author, "global_name", "username")
+    author_name = first_label(message.get("member"), "nick") or first_label(author, "global_name", "username")
     files = []
     for item in message.get("attachments") or ():
         if isinstance(item, dict):
@@ -310,7 +242,7 @@ def _message_menu(name: str, target_id: str, resolved: dict[str, Any], base: dic
     target = {
         "kind": "message",
         "id": target_id,
-        "author": {"id": _label(author, "id"), "name": author_name},
+        "author": {"id": first_label(author, "id"), "name": author_name},
         "content": content,
         "attachments": files,
     }
@@ -334,8 +266,8 @@ def _names(resolved: dict[str, Any], kind: str, values: list[str]) -> dict[str, 
 
 
 def _component(data: dict[str, Any]) -> _Decoded:
-    custom_id = _need_str(data, "custom_id", "data")
-    component_type = _int(data, "component_type", "data", required=True)
+    custom_id = need_str(data, "custom_id", "data")
+    component_type = opt_int(data, "component_type", "data", required=True)
     payload: dict[str, Any] = {"discord_type": 3, "component_type": component_type, "custom_id": custom_id}
     if component_type == 2:
         if (answer := _prompt_response(custom_id)) is not None:
@@ -343,11 +275,11 @@ def _component(data: dict[str, Any]) -> _Decoded:
         return _Decoded("button", custom_id, payload)
     kind = SELECT_KINDS.get(component_type or 0)
     if kind is None:
-        _fail(f"unsupported component type {component_type} (2 button, 3/5/6/7/8 selects)")
-    values = _str_list(data, "values", "data")
+        fail(f"unsupported component type {component_type} (2 button, 3/5/6/7/8 selects)")
+    values = str_array(data, "values", "data")
     payload["values"] = values
     if kind != "string":
-        payload["resolved"] = _names(_opt_obj(data, "resolved", "data") or {}, kind, values)
+        payload["resolved"] = _names(opt_obj(data, "resolved", "data") or {}, kind, values)
     return _Decoded("select", f"{custom_id}: {', '.join(values) or '(none)'}", payload)
 
 
@@ -355,36 +287,36 @@ def _component(data: dict[str, Any]) -> _Decoded:
 
 
 def _field(component: dict[str, Any], where: str, label: str | None) -> dict[str, Any] | None:
-    field_type = _int(component, "type", where, required=True)
+    field_type = opt_int(component, "type", where, required=True)
     if field_type == TEXT_DISPLAY:
         return None
-    found: dict[str, Any] = {"id": _need_str(component, "custom_id", where), "type": field_type}
+    found: dict[str, Any] = {"id": need_str(component, "custom_id", where), "type": field_type}
     if label is not None:
         found["label"] = label
     if component.get("values") is not None:
-        found["values"] = _str_list(component, "values", where)
+        found["values"] = str_array(component, "values", where)
     else:
         value = component.get("value")
         if isinstance(value, dict | list):
-            _fail(f"{where}.value must be a string, number or boolean")
+            fail(f"{where}.value must be a string, number or boolean")
         found["value"] = value
     return found
 
 
 def _modal_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
     fields: list[dict[str, Any]] = []
-    for i, raw in enumerate(_list(data, "components", "data")):
+    for i, raw in enumerate(array(data, "components", "data")):
         where = f"data.components[{i}]"
-        top = _obj(raw, where)
-        top_type = _int(top, "type", where, required=True)
+        top = obj(raw, where)
+        top_type = opt_int(top, "type", where, required=True)
         found: list[dict[str, Any] | None] = []
         if top_type == ACTION_ROW:
-            for j, child in enumerate(_list(top, "components", where)):
+            for j, child in enumerate(array(top, "components", where)):
                 spot = f"{where}.components[{j}]"
-                found.append(_field(_obj(child, spot), spot, None))
+                found.append(_field(obj(child, spot), spot, None))
         elif top_type == LABEL:
             spot = f"{where}.component"
-            found.append(_field(_obj(top.get("component"), spot), spot, _label(top, "label")))
+            found.append(_field(obj(top.get("component"), spot), spot, first_label(top, "label")))
         elif top.get("custom_id") is not None:
             found = [_field(top, where, None)]
         fields += [f for f in found if f is not None]
@@ -392,8 +324,8 @@ def _modal_fields(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _modal(data: dict[str, Any]) -> _Decoded:
-    custom_id = _need_str(data, "custom_id", "data")
-    resolved = _opt_obj(data, "resolved", "data") or {}
+    custom_id = need_str(data, "custom_id", "data")
+    resolved = opt_obj(data, "resolved", "data") or {}
     fields = _modal_fields(data)
     lines = [custom_id]
     attachments: list[Attachment] = []
@@ -416,22 +348,22 @@ def _modal(data: dict[str, Any]) -> _Decoded:
 
 def _decode(body: dict[str, Any], action_id: str | None, received_at: float) -> Inbound:
     if action_id is None:
-        _fail("interaction.id is missing or not a non-empty string")
-    kind = _int(body, "type", "interaction", required=True)
+        fail("interaction.id is missing or not a non-empty string")
+    kind = opt_int(body, "type", "interaction", required=True)
     if kind == 1:
-        _fail("ping (interaction type 1) is answered by the connector, never forwarded to the gateway")
+        fail("ping (interaction type 1) is answered by the connector, never forwarded to the gateway")
     if kind == 4:
-        _fail("autocomplete (interaction type 4) is not answered by the gateway (the connector answers it)")
+        fail("autocomplete (interaction type 4) is not answered by the gateway (the connector answers it)")
     if kind not in (2, 3, 5):
-        _fail(f"unsupported interaction type {kind} (2 command, 3 component, 5 modal submit)")
+        fail(f"unsupported interaction type {kind} (2 command, 3 component, 5 modal submit)")
     source = _source(body)
-    data = _obj(body.get("data"), "interaction.data")
+    data = obj(body.get("data"), "interaction.data")
     decoded = _command(data) if kind == 2 else _component(data) if kind == 3 else _modal(data)
     message_ref = None
-    if kind != 2 and (message := _opt_obj(body, "message", "interaction")) is not None:
-        message_ref = _str(message, "id", "interaction.message")
+    if kind != 2 and (message := opt_obj(body, "message", "interaction")) is not None:
+        message_ref = opt_str(message, "id", "interaction.message")
     if len(decoded.text) > MAX_TEXT_CHARS:
-        _fail(f"text is {len(decoded.text)} characters; the limit is {MAX_TEXT_CHARS}")
+        fail(f"text is {len(decoded.text)} characters; the limit is {MAX_TEXT_CHARS}")
     inbound = Inbound(
         transport=TRANSPORT,
         delivery_id=f"discord:interaction:{action_id}",
@@ -450,7 +382,7 @@ def _decode(body: dict[str, Any], action_id: str | None, received_at: float) -> 
     try:  # what admission stores must encode: no lone surrogates (from \ud800 escapes), no NaN
         json.dumps(inbound.to_dict(), ensure_ascii=False, allow_nan=False).encode("utf-8")
     except ValueError as exc:
-        _fail(f"interaction cannot be stored as UTF-8 JSON: {exc}")
+        fail(f"interaction cannot be stored as UTF-8 JSON: {exc}")
     return inbound
 
 
@@ -480,7 +412,7 @@ def decode_interaction(body: bytes, *, received_at: float) -> Inbound | Unsuppor
     action_id = raw_id if isinstance(raw_id, str) and raw_id.strip() else None
     try:
         return _decode(parsed, action_id, received_at)
-    except _Reject as exc:
+    except Reject as exc:
         return Unsupported(exc.reason, action_id)
     except RecursionError:  # a value nested near the parser's limit, touched one level deeper
         return Unsupported("body is not usable: nested too deeply", action_id)
