@@ -280,3 +280,33 @@ async def test_a_finished_turn_stopped_before_its_commit_leaves_no_cursor_behind
     await h.runner.discard(outcome)
     assert not any(t.endswith(PREVIEW_CURSOR) for t in platform.rendered.values()), platform.rendered
     assert any(t.endswith("…(stopped)") for t in platform.rendered.values()), platform.rendered
+
+
+class SilentThinker:
+    """An agent that says nothing for a while (a slow tool, a wait for a human), then answers."""
+
+    name = "silent-thinker"
+
+    def __init__(self, silence: float) -> None:
+        self.silence = silence
+
+    async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        await asyncio.sleep(self.silence)
+        yield Final("done thinking")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_typing_is_kept_alive_through_a_silent_turn_and_stops_with_it(
+    make_harness: MakeHarness,
+) -> None:
+    platform = EditablePlatformDouble("always", "succeed")
+    platform.capabilities = replace(platform.capabilities, typing=True)
+    h = await make_harness(agent=SilentThinker(0.6), adapter=platform, turns={"typing_interval": 0.05})
+    await h.send("think hard")
+    await wait_until(lambda: _final_rows(h) and _final_rows(h)[0][0] == "sent", 10, "the final")
+    typing = [e for e in platform.history if e[0] == "typing"]
+    assert len(typing) >= 4, platform.history  # refreshed while nothing was shown, not sent once
+    await asyncio.sleep(0.3)  # six intervals: a keeper left running would add more
+    assert [e for e in platform.history if e[0] == "typing"] == typing

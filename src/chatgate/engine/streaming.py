@@ -22,6 +22,7 @@ from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0
@@ -64,6 +65,7 @@ class StreamConsumer:
         call_timeout: float = 10.0,
         on_update: Callable[[str, str], None] = lambda platform, op: None,
         previews: bool = True,
+        typing_every: float = TYPING_EVERY,
     ) -> None:
         self._on_update = on_update
         self._adapter = adapter
@@ -84,7 +86,9 @@ class StreamConsumer:
         self._max_preview = (caps.max_length if caps else 4096) - measure(PREVIEW_CURSOR, self._unit)
         self._started = time.monotonic()
         self._last_update = self._started
-        self._last_typing = -TYPING_EVERY
+        self._typing_every = typing_every
+        self._last_typing = -typing_every
+        self._keeper: asyncio.Task[None] | None = None
         self.state = PreviewState()
 
     @property
@@ -97,6 +101,21 @@ class StreamConsumer:
 
     async def begin(self) -> None:
         await self._maybe_type()
+        if self._typing and self._editable is not None:
+            # A turn can be silent for long (a slow tool, a prompt waiting for a human): keep the
+            # platform's typing indicator alive until the first preview or the end of the turn.
+            self._keeper = asyncio.create_task(self._keep_typing(), name="chatgate-typing")
+
+    async def close(self) -> None:
+        """The turn is over (answered, failed or stopped): no more typing."""
+        if self._keeper is not None:
+            await cancel_and_wait([self._keeper])
+            self._keeper = None
+
+    async def _keep_typing(self) -> None:
+        while self.state.message_id is None:
+            await asyncio.sleep(self._typing_every)
+            await self._maybe_type()
 
     async def update(self, text: str) -> None:
         """The reply so far; called on every delta."""
@@ -132,7 +151,7 @@ class StreamConsumer:
         if not self._typing or self.state.message_id is not None or self._editable is None:
             return
         now = time.monotonic()
-        if now - self._last_typing < TYPING_EVERY or self._budget.delay(self._platform, self._chat) > 0:
+        if now - self._last_typing < self._typing_every or self._budget.delay(self._platform, self._chat) > 0:
             return
         self._last_typing = now  # typing respects a penalty but does not spend the chat's message budget
         with contextlib.suppress(Exception):

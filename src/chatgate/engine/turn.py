@@ -46,6 +46,8 @@ class TurnSettings:
     timeout_seconds: float = 600.0
     draft_interval: float = 0.1
     silence_marker: str = "NO_REPLY"
+    typing_interval: float = 4.0
+    """Seconds between two typing indicators while a turn shows nothing yet."""
     duplicate_marker: str = "(possible repeat) "
 
 
@@ -136,6 +138,7 @@ class TurnRunner:
             silence_marker=self.settings.silence_marker,
             on_update=self._on_preview,
             previews=not route,
+            typing_every=self.settings.typing_interval,
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
@@ -197,6 +200,8 @@ class TurnRunner:
         except BaseException:  # cancelled, or the agent raised: no preview keeps its cursor
             await asyncio.shield(consumer.interrupted())
             raise
+        finally:
+            await asyncio.shield(consumer.close())
         return _Reply(text, outcome, consumer.state.message_id)
 
     async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str]:
