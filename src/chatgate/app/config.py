@@ -7,7 +7,6 @@ environment variable that holds each one.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from chatgate.app.netaddr import is_loopback
 from chatgate.domain.danger import load_rules
 
 
@@ -238,15 +238,6 @@ class GatewayConfig(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The environment overrides the YAML file (passed as init values).
         return (env_settings, init_settings)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _format(exc: ValidationError, where: str) -> str:

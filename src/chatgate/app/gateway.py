@@ -19,7 +19,7 @@ from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
-from chatgate.app.config import ConfigError, GatewayConfig, RelayConfig, TelegramConfig, is_loopback, secret
+from chatgate.app.config import ConfigError, GatewayConfig, RelayConfig, TelegramConfig, secret
 from chatgate.app.http import build_app
 from chatgate.app.locks import (
     FileLock,
@@ -31,6 +31,7 @@ from chatgate.app.locks import (
     ensure_shared_dir,
 )
 from chatgate.app.logs import LAST_PROBLEM
+from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.danger import load_rules
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
@@ -101,22 +102,13 @@ def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets of a TCP-typed listener,
-    # and without it every reply frame waits for the peer's delayed ACK (~40 ms).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        return listen_tcp(host, port, backlog=512)
     except OSError as exc:
-        sock.close()
         raise StartupError(
             f"cannot listen on {host}:{port}: {exc.strerror}. Is another gateway running?"
             " Pick another port with --port or http.port."
         ) from exc
-    sock.listen(512)
-    sock.setblocking(False)
-    return sock
 
 
 class Gateway:

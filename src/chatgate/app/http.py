@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -17,6 +16,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from chatgate.app.netaddr import hostname, is_loopback
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.platforms.webchat.adapter import WebChatAdapter
 from chatgate.store.base import Store, StoreUnavailable
@@ -37,23 +37,7 @@ def _is_local(request: Request) -> bool:
     host = (request.client.host if request.client else "").removeprefix("::ffff:")
     server = request.scope.get("server")
     own = str(server[0]).removeprefix("::ffff:") if server else None
-    return host in ("::1", "localhost") or host.startswith("127.") or (bool(host) and host == own)
-
-
-def _hostname(netloc: str) -> str:
-    host = netloc.lower().rsplit("@", 1)[-1]
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _is_loopback_name(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(host) or (bool(host) and host == own)
 
 
 def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool) -> bool:
@@ -72,7 +56,7 @@ def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool)
     parsed = urlsplit(origin)
     if not parsed.netloc or parsed.netloc.lower() != host:
         return False
-    return not loopback_bind or _is_loopback_name(_hostname(host))
+    return not loopback_bind or is_loopback(hostname(host))
 
 
 def build_app(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -19,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from chatgate.app.netaddr import is_loopback
 from chatgate.relaysim.buffer import BufferUnavailable
 from chatgate.relaysim.state import RESULT_MODES
 
@@ -31,18 +31,6 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 class BadRequest(Exception):
     """A control request the simulator cannot act on; answered 400 with the reason."""
-
-
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    host = host.removeprefix("::ffff:")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def control_routes(sim: RelaySimulator) -> list[BaseRoute]:

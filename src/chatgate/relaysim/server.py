@@ -11,7 +11,6 @@ import asyncio
 import base64
 import contextlib
 import logging
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -22,6 +21,7 @@ from starlette.applications import Starlette
 from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
+from chatgate.app.netaddr import listen_tcp
 from chatgate.relaysim.auth import TokenRejected, bearer, verify_token
 from chatgate.relaysim.buffer import DurableBuffer, Entry
 from chatgate.relaysim.control import control_routes
@@ -97,7 +97,7 @@ class RelaySimulator:
         """Open the buffer, listen, and return the base URL (``http://host:port``)."""
         await self.buffer.open()
         try:
-            sock = _bind(host, port)
+            sock = listen_tcp(host, port, backlog=128)
         except OSError:
             await self.buffer.close()
             raise
@@ -374,17 +374,3 @@ class RelaySimulator:
         if state is None:
             state = self._states[gateway_id] = GatewayState(gateway_id)
         return state
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
