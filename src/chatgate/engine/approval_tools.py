@@ -10,7 +10,7 @@ import logging
 from typing import Any
 
 from chatgate.agents.base import ToolCall, ToolResult, ToolRunner
-from chatgate.agents.tools.runner import ShellToolRunner, ToolArgumentError, shell_command
+from chatgate.agents.tools.runner import ShellToolRunner, checked_command
 from chatgate.engine.approvals import ApprovalBroker, ToolContext
 from chatgate.store.base import StoreUnavailable
 
@@ -40,11 +40,9 @@ class ApprovingShellRunner:
         return self._shell.specs()
 
     async def call(self, call: ToolCall) -> ToolResult:
-        try:
-            command = shell_command(call)
-        except ToolArgumentError as exc:
-            log.warning("refused a tool call: %s", exc, extra={"tool": call.name, "call_id": call.call_id})
-            return ToolResult(call.call_id, f"not run: {exc}", "error")
+        command = checked_command(call)
+        if isinstance(command, ToolResult):
+            return command
         try:
             decision = await self._broker.decide(self._ctx, call.call_id, command, self._shell.workdir)
         except StoreUnavailable as exc:  # cannot ask, cannot record an answer: fail closed

@@ -44,6 +44,15 @@ def shell_command(call: ToolCall) -> str:
     return command
 
 
+def checked_command(call: ToolCall) -> str | ToolResult:
+    """The command of a valid shell call, or the error result to give the model (logged)."""
+    try:
+        return shell_command(call)
+    except ToolArgumentError as exc:
+        log.warning("refused a tool call: %s", exc, extra={"tool": call.name, "call_id": call.call_id})
+        return ToolResult(call.call_id, f"not run: {exc}", "error")
+
+
 def format_shell_result(result: ShellResult, *, timeout_s: float | None = None) -> str:
     """The text the model reads: status line, stdout and stderr sections, truncation note.
 
@@ -84,11 +93,9 @@ class ShellToolRunner:
         return (SHELL_TOOL_SCHEMA,)
 
     async def call(self, call: ToolCall) -> ToolResult:
-        try:
-            command = shell_command(call)
-        except ToolArgumentError as exc:
-            log.warning("refused a tool call: %s", exc, extra={"tool": call.name, "call_id": call.call_id})
-            return ToolResult(call.call_id, f"not run: {exc}", "error")
+        command = checked_command(call)
+        if isinstance(command, ToolResult):
+            return command
         return await self.execute(command, call.call_id)
 
     async def execute(self, command: str, call_id: str) -> ToolResult:

@@ -98,6 +98,28 @@ class TelegramOutbound:
     async def send_message(
         self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
     ) -> DeliveryResult:
+        return await self._send(chat_id, text, target, reply_to=reply_to)
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """The prompt with an inline keyboard: one button per option, its callback data the token."""
+        keyboard = InlineKeyboardMarkup(
+            inline_keyboard=[
+                [InlineKeyboardButton(text=o.label, callback_data=prompt.token(o.id))] for o in prompt.options
+            ]
+        )
+        # The prompt text is ours, not Markdown from the agent: send it as plain text.
+        return await self._send(chat_id, prompt.text, target, keyboard=keyboard, plain=True)
+
+    async def _send(
+        self,
+        chat_id: str,
+        text: str,
+        target: Mapping[str, str],
+        *,
+        reply_to: str | None = None,
+        keyboard: InlineKeyboardMarkup | None = None,
+        plain: bool = False,
+    ) -> DeliveryResult:
         thread = _int_or_none(target.get("thread_id"))
         reply = _int_or_none(reply_to)
         params = ReplyParameters(message_id=reply, allow_sending_without_reply=True) if reply else None
@@ -109,32 +131,11 @@ class TelegramOutbound:
                 parse_mode=parse_mode,
                 message_thread_id=thread,
                 reply_parameters=params,
-                request_timeout=REQUEST_TIMEOUT,
-            )
-
-        return await self._run(chat_id, text, call, sending=True)
-
-    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
-        """The prompt with an inline keyboard: one button per option, its callback data the token."""
-        keyboard = InlineKeyboardMarkup(
-            inline_keyboard=[
-                [InlineKeyboardButton(text=o.label, callback_data=prompt.token(o.id))] for o in prompt.options
-            ]
-        )
-        thread = _int_or_none(target.get("thread_id"))
-
-        def call(body: str, parse_mode: str | None) -> Awaitable[Message]:
-            return self._bot.send_message(
-                chat_id=chat_ref(chat_id),
-                text=body,
-                parse_mode=parse_mode,
-                message_thread_id=thread,
                 reply_markup=keyboard,
                 request_timeout=REQUEST_TIMEOUT,
             )
 
-        # The prompt text is ours, not Markdown from the agent: send it as plain text.
-        return await self._run(chat_id, prompt.text, call, sending=True, plain=True)
+        return await self._run(chat_id, text, call, sending=True, plain=plain)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
