@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,6 @@ from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import Prompt, PromptResolution
-from chatgate.domain.source import Source
 from chatgate.engine.admission import Admission
 from chatgate.engine.approval_tools import ShellTools
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
@@ -41,7 +39,15 @@ from chatgate.engine.scheduler import Scheduler
 from chatgate.engine.turn import TurnRunner
 from chatgate.store.base import ApprovalRecord, OutboxRow
 from chatgate.store.sqlite import SqliteStore
-from support.engine_harness import FAST_DELIVERY, FAST_SCHEDULER, FAST_TURNS, RecordingAdapter, wait_until
+from support.engine_harness import (
+    FAST_DELIVERY,
+    FAST_SCHEDULER,
+    FAST_TURNS,
+    RecordingAdapter,
+    make_inbound,
+    read_db,
+    wait_until,
+)
 
 TRANSPORT = "approval-test"
 
@@ -106,27 +112,9 @@ class ApprovalHarness:
 
     # -- input
     def inbound(
-        self,
-        text: str,
-        *,
-        platform: str = "btn",
-        chat_id: str = "c1",
-        user_id: str = "u1",
-        user_name: str | None = "Ann",
-        delivery_id: str | None = None,
-        kind: str = "text",
-        payload: dict[str, Any] | None = None,
+        self, text: str, *, platform: str = "btn", user_name: str | None = "Ann", **kw: Any
     ) -> Inbound:
-        did = delivery_id or f"d-{uuid.uuid4().hex[:12]}"
-        return Inbound(
-            transport=TRANSPORT,
-            delivery_id=did,
-            source=Source(platform=platform, chat_id=chat_id, user_id=user_id, user_name=user_name),
-            text=text,
-            kind=kind,  # type: ignore[arg-type]
-            message_ref=f"ref-{did}",
-            payload=payload or {},
-        )
+        return make_inbound(text, platform=platform, user_name=user_name, transport=TRANSPORT, **kw)
 
     async def send(self, text: str, **kw: Any) -> Admitted:
         inbound = self.inbound(text, **kw)
@@ -140,11 +128,7 @@ class ApprovalHarness:
 
     # -- observation
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(self.path, timeout=30.0)
-        try:
-            return conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
+        return read_db(self.path, sql, *params)
 
     def execute(self, sql: str, *params: Any) -> None:
         """Change the database file directly (to stage what a crash leaves behind)."""

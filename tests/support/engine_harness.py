@@ -58,6 +58,41 @@ FAST_DELIVERY = DeliverySettings(poll_interval=0.05, retry_base=0.01, retry_max=
 FAST_TURNS = TurnSettings(draft_interval=0.0)
 
 
+def make_inbound(
+    text: str,
+    *,
+    chat_id: str = "c1",
+    user_id: str | None = "u1",
+    delivery_id: str | None = None,
+    chat_type: str = "dm",
+    platform: str = PLATFORM,
+    kind: str = "text",
+    payload: dict[str, Any] | None = None,
+    transport: str = TRANSPORT,
+    **source: Any,
+) -> Inbound:
+    """A test event with a fresh delivery id (unless given) and a message ref derived from it."""
+    did = delivery_id or f"d-{uuid.uuid4().hex[:12]}"
+    return Inbound(
+        transport=transport,
+        delivery_id=did,
+        source=Source(platform=platform, chat_id=chat_id, chat_type=chat_type, user_id=user_id, **source),  # type: ignore[arg-type]
+        text=text,
+        kind=kind,  # type: ignore[arg-type]
+        message_ref=f"ref-{did}",
+        payload=payload or {},
+    )
+
+
+def read_db(path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """One statement on a fresh connection to the database file (observation only)."""
+    conn = sqlite3.connect(path, timeout=30.0)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
 # ---------------------------------------------------------------- waiting
 
 
@@ -367,25 +402,8 @@ class Harness:
         await self.store.close()
 
     # -- input
-    def inbound(
-        self,
-        text: str,
-        *,
-        chat_id: str = "c1",
-        user_id: str | None = "u1",
-        delivery_id: str | None = None,
-        chat_type: str = "dm",
-        platform: str = PLATFORM,
-        **source: Any,
-    ) -> Inbound:
-        did = delivery_id or f"d-{uuid.uuid4().hex[:12]}"
-        return Inbound(
-            transport=TRANSPORT,
-            delivery_id=did,
-            source=Source(platform=platform, chat_id=chat_id, chat_type=chat_type, user_id=user_id, **source),  # type: ignore[arg-type]
-            text=text,
-            message_ref=f"ref-{did}",
-        )
+    def inbound(self, text: str, **kw: Any) -> Inbound:
+        return make_inbound(text, **kw)
 
     async def send(self, text: str, **kw: Any) -> Admitted:
         return await self.admission.admit(self.inbound(text, **kw))
@@ -393,11 +411,7 @@ class Harness:
     # -- observation
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         """Read the database file directly (a separate connection; observation only)."""
-        conn = sqlite3.connect(self.path, timeout=30.0)
-        try:
-            return conn.execute(sql, params).fetchall()
-        finally:
-            conn.close()
+        return read_db(self.path, sql, *params)
 
     def inbox(self, delivery_id: str) -> tuple[str, int, str | None]:
         """(status, attempts, outcome) of one admitted event."""
