@@ -69,6 +69,15 @@ async def browser_page(tmp_path: Path) -> AsyncIterator[Any]:
             await context.close()
 
 
+async def _open_chat(page: Any, port: int | None) -> Any:
+    """The gateway's page, once its socket is connected."""
+    from playwright.async_api import expect
+
+    await page.goto(f"http://127.0.0.1:{port}/")
+    await expect(page.locator("#status")).to_have_text("connected")
+    return page
+
+
 async def _send(page: Any, text: str) -> None:
     await page.fill("#text", text)
     await page.press("#text", "Enter")
@@ -86,9 +95,7 @@ async def test_page_streams_a_draft_then_shows_the_final_and_keeps_history_after
 
     # 150 ms per 6-char chunk: the reply streams for about a second, long enough to see drafts.
     gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}))
-    page = browser_page
-    await page.goto(f"http://127.0.0.1:{gateway.port}/")
-    await expect(page.locator("#status")).to_have_text("connected")
+    page = await _open_chat(browser_page, gateway.port)
 
     text = "hello from a real browser"
     final = f"echo: {text}"
@@ -127,9 +134,7 @@ async def test_page_removes_the_draft_of_a_reply_stopped_with_slash_stop(
     from playwright.async_api import expect
 
     gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}))
-    page = browser_page
-    await page.goto(f"http://127.0.0.1:{gateway.port}/")
-    await expect(page.locator("#status")).to_have_text("connected")
+    page = await _open_chat(browser_page, gateway.port)
 
     # About 45 chunks of 150 ms: still streaming when /stop arrives, even on a stalled machine.
     await _send(page, "a long reply that will be stopped before it is finished streaming " * 4)
@@ -150,9 +155,7 @@ async def test_page_marks_a_rejected_message_failed_and_does_not_resend_it_after
     from playwright.async_api import expect
 
     gateway = await start_gateway(web_config(platforms={"web": {"max_text_chars": 20}}))
-    page = browser_page
-    await page.goto(f"http://127.0.0.1:{gateway.port}/")
-    await expect(page.locator("#status")).to_have_text("connected")
+    page = await _open_chat(browser_page, gateway.port)
 
     await _send(page, "this message is far longer than twenty characters")
     await expect(page.locator(".msg.error")).to_have_count(1)
@@ -180,9 +183,7 @@ async def test_page_retries_a_message_the_store_could_not_save(
     switch = InboxInsertSwitch()
     store = SqliteStore(tmp_path / "chatgate.db", connect=switch.connect)
     gateway = await start_gateway(store=store)
-    page = browser_page
-    await page.goto(f"http://127.0.0.1:{gateway.port}/")
-    await expect(page.locator("#status")).to_have_text("connected")
+    page = await _open_chat(browser_page, gateway.port)
 
     switch.block()
     await _send(page, "saved on the second try")
@@ -210,9 +211,7 @@ async def test_page_shows_an_approval_prompt_as_buttons_and_a_click_runs_the_com
         agent={"echo": {"chunk_delay_ms": 0}}, tools={"enabled": True, "workdir": str(workdir)}
     )
     gateway = await start_gateway(config)
-    page = browser_page
-    await page.goto(f"http://127.0.0.1:{gateway.port}/")
-    await expect(page.locator("#status")).to_have_text("connected")
+    page = await _open_chat(browser_page, gateway.port)
     await _send(page, "!sh rm -rf ./x")
     prompt = page.locator(".msg.prompt")
     await expect(prompt).to_contain_text("rm -rf ./x")
