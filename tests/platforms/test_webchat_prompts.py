@@ -23,15 +23,22 @@ def is_prompt(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "prompt"
 
 
+async def prompted(
+    start_gateway: StartGateway, connect_client: Connect, chat: str
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A tools-enabled gateway, Ann's client in ``chat``, and the prompt her dangerous call raised."""
+    gateway = await tools_gateway(start_gateway)
+    assert gateway.port is not None
+    client = await connect_client(gateway.port)
+    await client.hello(chat, "ann", user_name="Ann")
+    await client.message("m1", "!sh rm -rf ./nothing")
+    return gateway, client, (await client.until(is_prompt))[-1]
+
+
 async def test_an_open_prompt_is_resent_after_ready_to_every_connection_that_says_hello(
     start_gateway: StartGateway, connect_client: Connect
 ) -> None:
-    gateway = await tools_gateway(start_gateway)
-    assert gateway.port is not None
-    first = await connect_client(gateway.port)
-    await first.hello("chat-p", "ann", user_name="Ann")
-    await first.message("m1", "!sh rm -rf ./nothing")
-    shown = (await first.until(is_prompt))[-1]
+    gateway, first, shown = await prompted(start_gateway, connect_client, "chat-p")
     assert set(shown) == {"type", "prompt_id", "text", "options"}
     assert shown["options"] == [
         {"id": "once", "label": "Approve once"},
@@ -70,12 +77,7 @@ async def test_an_open_prompt_is_resent_after_ready_to_every_connection_that_say
 async def test_a_resent_tap_is_acknowledged_as_a_duplicate_and_changes_nothing(
     start_gateway: StartGateway, connect_client: Connect
 ) -> None:
-    gateway = await tools_gateway(start_gateway)
-    assert gateway.port is not None
-    client = await connect_client(gateway.port)
-    await client.hello("chat-d", "ann", user_name="Ann")
-    await client.message("m1", "!sh rm -rf ./nothing")
-    prompt = (await client.until(is_prompt))[-1]
+    _, client, prompt = await prompted(start_gateway, connect_client, "chat-d")
     tap = {"type": "button", "id": "t1", "prompt_id": prompt["prompt_id"], "option_id": "once"}
     await client.send(tap)
     await client.until(lambda f: f.get("type") == "final")
