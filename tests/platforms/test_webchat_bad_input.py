@@ -210,3 +210,22 @@ def test_decode_rejects_deeply_nested_json_with_frame_error() -> None:
     with pytest.raises(FrameError) as info:
         decode("[" * 100_000)
     assert info.value.code == "invalid_json"
+
+
+async def test_a_lone_surrogate_gets_a_structured_error_and_the_socket_keeps_working(
+    start_gateway: StartGateway,
+) -> None:
+    gateway = await start_gateway()
+    assert gateway.port
+    client = await WebClient.connect(gateway.port)
+    await client.hello("chat-surrogate")
+    await client.send_raw(
+        '{"type": "message", "id": "m1", "text": "bad \\ud800 text"}'
+    )  # legal JSON, not UTF-8
+    error = await client.recv()
+    assert error["type"] == "error" and error["code"] == "invalid_text" and error["id"] == "m1"
+    assert "UTF-8" in error["message"]
+    frames = await client.ask("m2", "still fine")
+    assert frames[-1] == {"type": "final", "message_id": frames[-1]["message_id"], "in_reply_to": "m2",
+                          "text": "echo: still fine"}  # fmt: skip
+    await client.close()

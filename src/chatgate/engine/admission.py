@@ -67,7 +67,13 @@ class Admission:
 
     async def admit(self, inbound: Inbound) -> Admitted:
         started = time.perf_counter()
-        admitted = await self._admit(inbound)
+        try:
+            admitted = await self._admit(inbound)
+        except UnicodeEncodeError as exc:
+            # Every lane can carry a lone surrogate (a "\ud800" JSON escape): it cannot be stored as
+            # UTF-8, so it is refused like any bad input instead of failing the adapter's intake.
+            reason = f"not valid Unicode, cannot be stored as UTF-8: {exc}"
+            raise self._refuse(inbound.source.platform, "invalid_text", reason) from exc
         self._metrics.admission_seconds.labels(inbound.source.platform).observe(time.perf_counter() - started)
         return admitted
 

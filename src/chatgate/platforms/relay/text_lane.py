@@ -11,7 +11,6 @@ connector's buffer), else the buffer id.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -117,10 +116,6 @@ def decode_event(event: Any, buffer_id: str | None, *, received_at: float) -> In
         attachments = _attachments(event)
     except (ValueError, TypeError) as exc:
         return Unusable(str(exc))
-    try:
-        json.dumps(event, ensure_ascii=False).encode("utf-8")
-    except (UnicodeEncodeError, ValueError, RecursionError) as exc:
-        return Unusable(f"event cannot be stored as UTF-8 JSON: {exc}"[:200])
     message_ref = root_id or nested_id
     if message_ref:
         delivery_id = f"{source.platform}:{source.chat_id}:{message_ref}"
