@@ -83,6 +83,20 @@ def scrape(port: int) -> dict[str, Any]:
     return found
 
 
+async def scrape_after_a_lag_sample(port: int, before: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+    """The metrics once the gateway has taken a loop-lag sample since ``before``.
+
+    The gateway samples its loop every 50 ms, so a phase shorter than that (a --quick
+    run) can end before the first sample: wait for it (bounded) rather than report none.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        after = await asyncio.to_thread(scrape, port)
+        if after["count"] > before["count"] or time.monotonic() > deadline:
+            return after
+        await asyncio.sleep(0.02)
+
+
 def histogram_quantile(q: float, before: dict[float, float], after: dict[float, float]) -> dict[str, Any]:
     """Prometheus ``histogram_quantile`` over the samples added between two scrapes."""
     bounds = sorted(after)
@@ -312,7 +326,7 @@ async def run_phase(
         await watch.stop()
     span = time.monotonic() - mark["t"]
     gw_cpu = cpu_seconds(gw_pid) - mark["cpu"]
-    after = await asyncio.to_thread(scrape, port)
+    after = await scrape_after_a_lag_sample(port, before)
     watch.note(after)
 
     finals = sum(p["finals"] for p in parts)

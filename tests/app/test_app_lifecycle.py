@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from chatgate.app.locks import LockRecord
-from support.procs import ChatClient, GatewayProcess
+from support.procs import ChatClient, GatewayProcess, wait_until
 
 pytestmark = pytest.mark.slow
 CLI = [sys.executable, "-m", "chatgate.app.cli"]
@@ -27,10 +27,14 @@ def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def _lock_record(state_dir: Path) -> LockRecord:
-    record = LockRecord.parse((state_dir / "gateway.lock").read_text())
-    assert record is not None
-    return record
+async def _lock_names(state_dir: Path, pid: int, timeout: float = 10) -> None:
+    """Wait until the lock record names ``pid``: the gateway rewrites it once it listens."""
+
+    def names() -> bool:
+        record = LockRecord.parse((state_dir / "gateway.lock").read_text())
+        return record is not None and record.pid == pid
+
+    await wait_until(names, timeout, f"the lock record to name pid {pid}")
 
 
 async def _answered_once(url: str, chat: str, texts: list[str], timeout: float = 60) -> ChatClient:
@@ -75,7 +79,7 @@ async def test_lock_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None
     (gateway.state_dir / "gateway.lock").write_text(json.dumps(_as_dict(stale)))
     await gateway.start()
     try:
-        assert _lock_record(gateway.state_dir).pid == gateway.proc.pid  # type: ignore[union-attr]
+        await _lock_names(gateway.state_dir, gateway.proc.pid)  # type: ignore[union-attr]
         assert "did not shut down cleanly" in gateway.logs()
     finally:
         assert await gateway.terminate() == 0
@@ -89,7 +93,7 @@ async def test_lock_naming_a_live_pid_with_another_start_time_is_taken_over(tmp_
     (gateway.state_dir / "gateway.lock").write_text(json.dumps(_as_dict(reused)))
     await gateway.start()
     try:
-        assert _lock_record(gateway.state_dir).pid == gateway.proc.pid  # type: ignore[union-attr]
+        await _lock_names(gateway.state_dir, gateway.proc.pid)  # type: ignore[union-attr]
     finally:
         assert await gateway.terminate() == 0
     assert psutil.pid_exists(me.pid), "a recycled pid is never signalled"

@@ -70,3 +70,33 @@ def test_unreadable_garbage_in_a_lock_file_does_not_stop_a_takeover(tmp_path: Pa
     assert lock.previous is None
     assert read_record(path) is not None
     lock.release()
+
+
+def test_a_reader_never_sees_an_empty_record_while_the_holder_rewrites_it(tmp_path: Path) -> None:
+    """`status` and `--replace` read the record while a starting gateway rewrites it."""
+    import threading
+
+    path = tmp_path / "gateway.lock"
+    lock = FileLock(path, "gateway")
+    lock.acquire(LockRecord.for_this_process(http="127.0.0.1:8765", state_dir="x" * 300))
+    stop = threading.Event()
+    unreadable: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            text = path.read_text()
+            if LockRecord.parse(text) is None:
+                unreadable.append(text)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(600):  # alternate a long and a short record
+            extra = {"state_dir": "x" * 300} if i % 2 else {}
+            lock.update(LockRecord.for_this_process(**extra))
+    finally:
+        stop.set()
+        thread.join()
+        lock.release()
+    assert unreadable == []
+    assert read_record(path) is None  # released: the record is cleared

@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import connect
 
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+
+# The benchmarks each load both cores for a few seconds: one worker runs them in turn.
+pytestmark = pytest.mark.xdist_group("bench")
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"

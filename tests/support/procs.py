@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -28,10 +29,37 @@ async def wait_until(predicate: Callable[[], object], timeout: float, what: str)
         await asyncio.sleep(0.01)
 
 
+def _port_span() -> range:
+    """This test worker's own slice of the ports below the kernel's ephemeral range.
+
+    A port asked of the kernel (bind to 0) and released can be handed to another worker
+    or to any outgoing connection before the gateway subprocess binds it; a slice of its
+    own, outside the ephemeral range, leaves nobody else to take it.
+    """
+    low = 10000
+    try:
+        high = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        high = 32768
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    width = (high - low) // count
+    return range(low + index * width, low + (index + 1) * width)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port that is free now and that no other test worker will choose."""
+    span = _port_span()
+    for _ in range(200):
+        port = random.choice(span)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {span.start}-{span.stop - 1}")
 
 
 class GatewayProcess:

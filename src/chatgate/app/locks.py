@@ -173,8 +173,11 @@ class FileLock:
     def update(self, record: LockRecord) -> None:
         assert self._fd is not None
         data = json.dumps(asdict(record), indent=1).encode()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, data, 0)
+        # One write over the old record, padded with spaces (still valid JSON) to its
+        # length: truncating first left a moment in which `status`, `--replace` or a
+        # test read an empty file and found no owner.
+        size = os.fstat(self._fd).st_size
+        os.pwrite(self._fd, data.ljust(size), 0)
         os.fsync(self._fd)
 
     def release(self) -> None:
