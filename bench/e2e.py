@@ -83,7 +83,9 @@ def scrape(port: int) -> dict[str, Any]:
     return found
 
 
-async def scrape_after_a_lag_sample(port: int, before: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
+async def scrape_after_a_lag_sample(
+    port: int, before: dict[str, Any], timeout: float = 5.0
+) -> dict[str, Any]:
     """The metrics once the gateway has taken a loop-lag sample since ``before``.
 
     The gateway samples its loop every 50 ms, so a phase shorter than that (a --quick
