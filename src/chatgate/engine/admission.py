@@ -15,9 +15,7 @@ from chatgate.domain.commands import Command, help_text, parse_command
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import canonical_source
-from chatgate.engine.approval_answers import ApprovalDesk, prompt_response
-from chatgate.engine.approval_policy import AnswerRefused
-from chatgate.engine.approvals import ApprovalBroker
+from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
