@@ -11,7 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from chatgate.domain.danger import DangerRule
-from chatgate.domain.prompts import OPTION_IDS, PromptResolution, command_hints, outcome_text, shown_command
+from chatgate.domain.prompts import (
+    OPTION_IDS,
+    PromptResolution,
+    command_hints,
+    late_text,
+    outcome_text,
+    shown_command,
+)
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
 from chatgate.store.base import ApprovalRecord, OutboxDraft
@@ -99,9 +106,7 @@ def feedback(record: ApprovalRecord | None, won: bool, prompt_id: str, timeout_s
     if record is None:
         return AnswerFeedback(prompt_id, False, "expired", "This prompt is no longer open — not run.")
     text = recorded_text(record, timeout_s)
-    if not won and record.state != "expired":
-        text = f"Already answered: {text}"
-    return AnswerFeedback(record.prompt_id, won, record.state, text)
+    return AnswerFeedback(record.prompt_id, won, record.state, text if won else late_text(record.state, text))
 
 
 def reply_text(record: ApprovalRecord | None, won: bool, timeout_s: float) -> str:
