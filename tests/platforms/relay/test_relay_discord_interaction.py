@@ -15,12 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatgate.domain.commands import parse_command
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.session_key import IsolationPolicy, session_key
 from chatgate.domain.source import Source, canonical_source
 from chatgate.platforms.relay.discord_interaction import (
     MAX_BODY_BYTES,
-    MAX_TEXT_CHARS,
     Unsupported,
     decode_interaction,
 )

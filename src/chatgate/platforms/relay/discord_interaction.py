@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatgate.domain.inbound import Attachment, Inbound, InboundKind
+from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
 from chatgate.domain.source import ChatType, Source
 from chatgate.platforms.relay.json_reads import (
     Reject,
@@ -43,7 +43,6 @@ PLATFORM = "discord"
 TRANSPORT = "relay"
 REPLY_ROUTE = "interaction"
 MAX_BODY_BYTES = 256 * 1024
-MAX_TEXT_CHARS = 32_000
 THREAD_CHANNEL_TYPES = frozenset({10, 11, 12})
 SELECT_KINDS = {3: "string", 5: "user", 6: "role", 7: "mentionable", 8: "channel"}
 SUBCOMMAND, SUBCOMMAND_GROUP = 1, 2
