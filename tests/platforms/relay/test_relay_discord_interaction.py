@@ -285,7 +285,17 @@ def test_a_prompt_button_carries_its_prompt_response() -> None:
 
 
 @pytest.mark.parametrize(
-    "custom_id", ["hp1:p-42", "hp1::once", "hp1:p-42:", "hp1:a:b:c", "hp2:p-42:once", "hp1"]
+    "custom_id",
+    [
+        "hp1:p-42",
+        "hp1::once",
+        "hp1:p-42:",
+        "hp1:a:b:c",
+        "hp2:p-42:once",
+        "hp1",
+        "hp1:p 42:once",
+        "hp1:p-42:maybe",
+    ],
 )
 def test_a_malformed_prompt_token_is_an_ordinary_button(custom_id: str) -> None:
     inbound = decoded(component(custom_id, 2))
