@@ -10,7 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chatgate.agents.tools import SHELL_TOOL_SCHEMA, ShellResult, run_shell
+from chatgate.agents.tools import SHELL_TOOL_SCHEMA, run_shell
+from chatgate.agents.tools.runner import format_shell_result
 
 # Writes the pids of the shell, a child shell and a sleeping grandchild, then blocks.
 FAMILY = (
@@ -100,8 +101,8 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert result.exit_code is None
     assert result.stdout == "started\n"  # output written before the kill is kept
     await wait_until(lambda: all(gone(p) for p in processes), "the shell, child and grandchild to die")
-    rendered = result.render()
-    assert "timed out" in rendered
+    rendered = format_shell_result(result, timeout_s=2.0)  # what the model reads
+    assert "killed after the 2 s timeout" in rendered
     assert "started" in rendered
 
 
@@ -124,8 +125,8 @@ async def test_output_cap_truncates_and_notes_it_while_the_child_still_exits(tmp
     assert result.stdout_bytes == one_mb
     assert result.stderr == "done\n"
     assert result.truncated
-    assert "truncated" in result.render()
-    assert str(one_mb) in result.render()
+    assert "truncated" in format_shell_result(result)
+    assert str(one_mb) in format_shell_result(result)
 
 
 async def test_both_streams_are_drained_concurrently(tmp_path: Path) -> None:
@@ -190,7 +191,7 @@ async def test_death_by_signal_is_a_negative_exit_code(tmp_path: Path) -> None:
     result = await run_shell("kill -TERM $$", workdir=tmp_path)
     assert result.exit_code == -15
     assert not result.timed_out
-    assert "SIGTERM" in result.render()
+    assert "SIGTERM" in format_shell_result(result)
 
 
 async def test_invalid_limits_are_rejected(tmp_path: Path) -> None:
@@ -198,13 +199,6 @@ async def test_invalid_limits_are_rejected(tmp_path: Path) -> None:
         await run_shell("true", workdir=tmp_path, timeout=0)
     with pytest.raises(ValueError, match="output_cap"):
         await run_shell("true", workdir=tmp_path, output_cap=-1)
-
-
-def test_render_shows_exit_code_and_both_streams() -> None:
-    result = ShellResult(
-        exit_code=1, stdout="out\n", stderr="", timed_out=False, truncated=False, duration=0.25
-    )
-    assert result.render() == "exit code: 1, 0.25 s\nstdout:\nout\nstderr: (empty)"
 
 
 def test_shell_tool_schema_is_an_openai_function_tool_with_a_required_command() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import socket
@@ -96,3 +97,36 @@ def test_the_running_line_puts_an_ipv6_address_in_brackets(tmp_path: Path) -> No
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_relay_sim_names_the_command_it_moved_to_and_exits_2() -> None:
+    result = _run("relay-sim", "--gateway-id", "local", "--port", "8787")
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "run: chatgate-relay-sim --gateway-id local --port 8787" in lines[0]
+    assert result.stdout == ""
+
+
+def test_other_commands_still_refuse_unknown_options() -> None:
+    result = _run("version", "--bogus")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --bogus" in result.stderr
+
+
+def test_chatgate_never_imports_the_relay_simulator() -> None:
+    """The simulator is a test tool (tools/relaysim): it may import chatgate, never the reverse."""
+    src = Path(__file__).resolve().parents[2] / "src" / "chatgate"
+    offenders = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            offenders += [f"{path.relative_to(src)}: {n}" for n in names if n.split(".")[0] == "relaysim"]
+    assert offenders == []
+    code = "import sys, chatgate.app.cli, chatgate.app.gateway; print('relaysim' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chatgate.domain.danger import assess
 from chatgate.domain.prompts import (
     MAX_TOKEN_BYTES,
+    OPTION_IDS,
+    PROMPT_ID_RE,
+    Prompt,
     options_for,
     outcome_text,
     parse_prompt_token,
@@ -24,6 +29,23 @@ def test_tokens_round_trip_and_stay_within_64_bytes() -> None:
         assert parse_prompt_token(token) == (longest, option)
     with pytest.raises(ValueError):
         prompt_token("p" * 60, "session")
+
+
+PROMPT_IDS = st.from_regex(PROMPT_ID_RE, fullmatch=True)
+
+
+@given(PROMPT_IDS, st.sampled_from(OPTION_IDS))
+def test_every_prompt_id_and_option_round_trip_through_a_token(prompt_id: str, option_id: str) -> None:
+    token = Prompt(prompt_id, "text", ()).token(option_id)
+    assert token == prompt_token(prompt_id, option_id)
+    assert len(token.encode()) <= MAX_TOKEN_BYTES
+    assert parse_prompt_token(token) == (prompt_id, option_id)
+
+
+@given(st.one_of(st.text(), st.builds(lambda i, o: f"hp1:{i}:{o}", st.text(), st.text())))
+def test_the_parser_accepts_only_what_the_token_function_makes(text: str) -> None:
+    parsed = parse_prompt_token(text)
+    assert parsed is None or prompt_token(*parsed) == text
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chatgate.relaysim import RelaySimulator
+from relaysim import RelaySimulator
 from support.procs import GatewayProcess, wait_until
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from chatgate.engine.admission import MAX_TEXT_CHARS
+from chatgate.domain.inbound import MAX_TEXT_CHARS
 from chatgate.engine.authz import PlatformAccess
 from chatgate.engine.ports import AdmissionRefused
 

@@ -29,8 +29,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.engine.admission import Admission
-from chatgate.engine.approval_tools import ShellTools
-from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics

@@ -20,7 +20,7 @@ import pytest
 from chatgate.agents.base import AgentEvent, AgentRequest, Final
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
-from chatgate.relaysim import RelaySimulator
+from relaysim import RelaySimulator
 
 GW = "gw-test"
 SECRET = "relay-test-secret"

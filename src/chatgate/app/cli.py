@@ -8,6 +8,7 @@ import contextlib
 import functools
 import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -23,9 +24,9 @@ from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
-from chatgate.relaysim import cli as relaysim_cli
 from chatgate.store.base import StoreUnavailable
 
+EX_USAGE = 2
 EX_CONFIG = 78
 EX_FORCED = 70
 log = logging.getLogger("chatgate")
@@ -187,6 +188,16 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_relay_sim_moved(args: argparse.Namespace) -> int:
+    """``chatgate relay-sim`` (from older docs): say which command to run instead."""
+    again = shlex.join(["chatgate-relay-sim", *args.relay_sim_args])
+    print(
+        f"chatgate: relay-sim is its own command now (pip install -e tools/relaysim); run: {again}",
+        file=sys.stderr,
+    )
+    return EX_USAGE
+
+
 def _with_state(
     command: Callable[[argparse.Namespace, Path], int],
 ) -> Callable[[argparse.Namespace], int]:
@@ -233,17 +244,22 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
     relay_sim = sub.add_parser(
-        "relay-sim", help="run a local relay connector simulator (docs/relay-protocol.md)"
+        "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"
     )
-    relaysim_cli.add_arguments(relay_sim)
-    relay_sim.set_defaults(func=relaysim_cli.cmd_relay_sim)
+    relay_sim.set_defaults(func=cmd_relay_sim_moved)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # parse_args, except that `relay-sim` keeps whatever options it was given, for its hint.
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "relay-sim":
+        args.relay_sim_args = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code: int = args.func(args)
     except ConfigError as exc:

@@ -36,8 +36,7 @@ from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.danger import load_rules
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.engine.admission import Admission
-from chatgate.engine.approval_tools import ShellTools
-from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.looplag import LoopLagMonitor

@@ -9,6 +9,9 @@ from chatgate.domain.source import Source
 
 InboundKind = Literal["text", "command", "button", "select", "modal", "context_menu"]
 
+MAX_TEXT_CHARS = 32_000
+"""Longest ``Inbound.text`` admission accepts (characters); decoders refuse longer text early."""
+
 
 @dataclass(frozen=True, slots=True)
 class Attachment:

@@ -150,7 +150,7 @@ def outcome_text(
 
 
 def late_text(state: str, recorded: str) -> str:
-    """What a tap on a prompt that is no longer open shows to that user only."""
+    """What an answer that lost (the prompt was no longer open) is told: the recorded outcome."""
     if state == "expired":
         return recorded
     return f"Already answered: {recorded}"

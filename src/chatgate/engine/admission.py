@@ -12,12 +12,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from chatgate.domain.commands import Command, help_text, parse_command
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import canonical_source
-from chatgate.engine.approval_answers import ApprovalDesk, prompt_response
-from chatgate.engine.approval_policy import AnswerRefused
-from chatgate.engine.approvals import ApprovalBroker
+from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
@@ -26,7 +24,6 @@ from chatgate.store.base import AdmitRequest, AdmitResult, Store, StoreUnavailab
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 32_000
 WAITING_FOR_APPROVAL = (
     "A command is waiting for approval. Answer it first: the buttons, or /approve or /deny."
     " Your message is queued and will be answered after that; it was not taken as an answer."

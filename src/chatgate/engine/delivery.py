@@ -116,13 +116,6 @@ class DeliveryWorker:
             task.add_done_callback(self._inflight.discard)
         return len(rows)
 
-    async def run_once(self) -> int:
-        """Claim due rows and wait until each is delivered and settled (tests, shutdown)."""
-        claimed = await self._claim()
-        if self._inflight:
-            await asyncio.wait(set(self._inflight))
-        return claimed
-
     async def _deliver_and_settle(self, row: OutboxRow) -> None:
         settlement = await self._deliver(row)
         try:

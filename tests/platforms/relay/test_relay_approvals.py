@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chatgate.domain.prompts import MAX_TOKEN_BYTES, PROMPT_ID_RE, prompt_token
-from chatgate.relaysim import RelaySimulator
+from relaysim import RelaySimulator
 from support.relay_harness import GW, SECRET, RelayWorld
 
 OPS = ["send", "edit", "typing", "follow_up", "prompt"]

@@ -9,7 +9,7 @@ import pytest
 
 from chatgate.app.gateway import Gateway
 from chatgate.platforms.relay.auth import make_upgrade_token
-from chatgate.relaysim import verify_token
+from relaysim import verify_token
 from support.relay_harness import GW, SECRET, RelayWorld
 
 

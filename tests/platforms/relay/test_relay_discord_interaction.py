@@ -15,12 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chatgate.domain.commands import parse_command
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.session_key import IsolationPolicy, session_key
 from chatgate.domain.source import Source, canonical_source
 from chatgate.platforms.relay.discord_interaction import (
     MAX_BODY_BYTES,
-    MAX_TEXT_CHARS,
     Unsupported,
     decode_interaction,
 )
@@ -286,7 +285,17 @@ def test_a_prompt_button_carries_its_prompt_response() -> None:
 
 
 @pytest.mark.parametrize(
-    "custom_id", ["hp1:p-42", "hp1::once", "hp1:p-42:", "hp1:a:b:c", "hp2:p-42:once", "hp1"]
+    "custom_id",
+    [
+        "hp1:p-42",
+        "hp1::once",
+        "hp1:p-42:",
+        "hp1:a:b:c",
+        "hp2:p-42:once",
+        "hp1",
+        "hp1:p 42:once",
+        "hp1:p-42:maybe",
+    ],
 )
 def test_a_malformed_prompt_token_is_an_ordinary_button(custom_id: str) -> None:
     inbound = decoded(component(custom_id, 2))

@@ -142,7 +142,7 @@ async def test_interaction_replies_use_follow_up_when_advertised(world: RelayWor
 
 async def test_without_follow_up_an_interaction_is_answered_in_the_chat(world: RelayWorld) -> None:
     await world.sim.stop()
-    from chatgate.relaysim import RelaySimulator
+    from relaysim import RelaySimulator
 
     world.sim = RelaySimulator(
         world.tmp / "relay2.db", {GW: ["relay-test-secret"]},
@@ -377,7 +377,7 @@ async def test_a_reply_waits_out_a_connector_outage_without_spending_its_attempt
     await asyncio.sleep(1.0)  # several delivery rounds against the outage
     [(status, attempts)] = world.query("SELECT status, attempts FROM outbox WHERE kind = 'final'")
     assert status == "pending" and attempts == 0, (status, attempts)  # deferred, not failed
-    from chatgate.relaysim import RelaySimulator
+    from relaysim import RelaySimulator
 
     world.sim = RelaySimulator(world.tmp / "relay.db", {GW: ["relay-test-secret"]}, [{"platform": "discord"}])
     await world.sim.start(port=port)

@@ -47,7 +47,8 @@ SHELL_TOOL_SCHEMA: dict[str, Any] = {
 @dataclass(frozen=True, slots=True)
 class ShellResult:
     """What a command did. ``exit_code`` is None when it was killed for timing out;
-    negative (``-signal``) when something else killed it."""
+    negative (``-signal``) when something else killed it. The text the model reads is
+    ``agents.tools.runner.format_shell_result``."""
 
     exit_code: int | None
     stdout: str
@@ -58,33 +59,6 @@ class ShellResult:
     stdout_bytes: int = 0
     """Bytes the command wrote to stdout, including any past the cap."""
     stderr_bytes: int = 0
-
-    def render(self) -> str:
-        """The text the agent sees as the tool's result."""
-        if self.timed_out:
-            status = "exit code: none (timed out)"
-        elif self.exit_code is not None and self.exit_code < 0:
-            status = f"exit code: {self.exit_code} (killed by {_signal_name(-self.exit_code)})"
-        else:
-            status = f"exit code: {self.exit_code}"
-        parts = [f"{status}, {self.duration:.2f} s"]
-        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
-            parts.append(f"{name}:\n{text.removesuffix(chr(10))}" if text else f"{name}: (empty)")
-        if self.truncated:
-            parts.append(
-                f"[output truncated: the command wrote {self.stdout_bytes} bytes to stdout and "
-                f"{self.stderr_bytes} to stderr; only the beginning of each is shown]"
-            )
-        if self.timed_out:
-            parts.append(f"[timed out after {self.duration:.1f} s: the command and its children were killed]")
-        return "\n".join(parts)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class _Capture:

@@ -23,7 +23,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatgate.domain.inbound import Attachment, Inbound, InboundKind
+from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
+from chatgate.domain.prompts import parse_prompt_token
 from chatgate.domain.source import ChatType, Source
 from chatgate.platforms.relay.json_reads import (
     Reject,
@@ -43,13 +44,11 @@ PLATFORM = "discord"
 TRANSPORT = "relay"
 REPLY_ROUTE = "interaction"
 MAX_BODY_BYTES = 256 * 1024
-MAX_TEXT_CHARS = 32_000
 THREAD_CHANNEL_TYPES = frozenset({10, 11, 12})
 SELECT_KINDS = {3: "string", 5: "user", 6: "role", 7: "mentionable", 8: "channel"}
 SUBCOMMAND, SUBCOMMAND_GROUP = 1, 2
 OPTION_KINDS = {6: "user", 7: "channel", 8: "role", 9: "mentionable", 11: "attachment"}
 ACTION_ROW, TEXT_DISPLAY, LABEL, FILE_UPLOAD = 1, 10, 18, 19
-PROMPT_PREFIX = "hp1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,10 +254,8 @@ def _message_menu(name: str, target_id: str, resolved: dict[str, Any], base: dic
 
 
 def _prompt_response(custom_id: str) -> dict[str, str] | None:
-    parts = custom_id.split(":")
-    if len(parts) != 3 or parts[0] != PROMPT_PREFIX or not parts[1] or not parts[2]:
-        return None
-    return {"prompt_id": parts[1], "option_id": parts[2]}
+    parsed = parse_prompt_token(custom_id)
+    return None if parsed is None else {"prompt_id": parsed[0], "option_id": parsed[1]}
 
 
 def _names(resolved: dict[str, Any], kind: str, values: list[str]) -> dict[str, str | None]:

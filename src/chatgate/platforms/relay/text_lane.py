@@ -15,11 +15,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from chatgate.domain.inbound import Attachment, Inbound, InboundKind
+from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
 from chatgate.domain.source import Source
 
 TRANSPORT = "relay"
-MAX_TEXT_CHARS = 32_000
 _SOURCE_ID_FIELDS = ("chat_id", "user_id", "thread_id", "parent_chat_id", "scope_id", "user_id_alt")
 _SOURCE_TEXT_FIELDS = ("chat_name", "chat_topic", "user_display_name", "user_name", "user_handle")
 

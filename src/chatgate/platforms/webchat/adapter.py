@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
-from chatgate.domain.prompts import Prompt, PromptResolution
+from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
 from chatgate.platforms.webchat.connection import Connection
@@ -285,7 +285,7 @@ class WebChatAdapter:
                 user_id=conn.user_id,
                 user_name=conn.user_name,
             ),
-            text=f"hp1:{tap.prompt_id}:{tap.option_id}",
+            text=prompt_token(tap.prompt_id, tap.option_id),
             kind="button",
             action_id=button_id,
             message_ref=tap.prompt_id,

@@ -10,8 +10,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from chatgate.relaysim.descriptors import SIMULATED_OPS, allowed_ops, max_length, measure
-from chatgate.relaysim.state import SimMessage
+from relaysim.descriptors import SIMULATED_OPS, allowed_ops, max_length, measure
+from relaysim.state import SimMessage
 
 _STRING_FIELDS: dict[str, tuple[str, ...]] = {
     "send": ("chat_id", "content"),

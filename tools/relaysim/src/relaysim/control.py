@@ -1,7 +1,7 @@
 """JSON control routes under ``/sim/``: the in-process test API, over HTTP, for loopback clients.
 
 They let a person (or a test in another process) inject deliveries, read what
-the gateway sent, and change the result policy of a running ``chatgate relay-sim``.
+the gateway sent, and change the result policy of a running ``chatgate-relay-sim``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from chatgate.app.netaddr import is_loopback
-from chatgate.relaysim.buffer import BufferUnavailable
-from chatgate.relaysim.state import RESULT_MODES
+from relaysim.buffer import BufferUnavailable
+from relaysim.state import RESULT_MODES
 
 if TYPE_CHECKING:
-    from chatgate.relaysim.server import RelaySimulator
+    from relaysim.server import RelaySimulator
 
 log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]

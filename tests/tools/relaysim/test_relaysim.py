@@ -28,9 +28,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from chatgate.relaysim import RelaySimulator, make_token
-from chatgate.relaysim.control import is_loopback
-from chatgate.relaysim.frames import LineDecoder
+from relaysim import RelaySimulator, make_token
+from relaysim.control import is_loopback
+from relaysim.frames import LineDecoder
 
 GW = "gw-test"
 SECRET = "first secret ✓"
@@ -43,7 +43,7 @@ MakeSim = Callable[..., Awaitable[RelaySimulator]]
 
 
 def hand_token(gateway_id: str, secret: str, exp: int = 0) -> str:
-    """The contract's token, written independently of chatgate.relaysim.auth."""
+    """The contract's token, written independently of relaysim.auth."""
     signature = hmac.new(secret.encode("utf-8"), f"{gateway_id}:{exp}".encode(), hashlib.sha256).hexdigest()
     raw = f"{gateway_id}:{exp}:{signature}".encode()
     return base64.urlsafe_b64encode(raw).decode("ascii").replace("=", "")
@@ -575,7 +575,7 @@ async def test_the_cli_refuses_to_start_without_its_secret_variable(
     tmp_path: Path, flags: list[str], variable: str
 ) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chatgate.relaysim.cli", "--port", "0", "--db", str(tmp_path / "r.db"), *flags,
+        sys.executable, "-m", "relaysim.cli", "--port", "0", "--db", str(tmp_path / "r.db"), *flags,
         env=_cli_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
@@ -586,8 +586,11 @@ async def test_the_cli_refuses_to_start_without_its_secret_variable(
 
 
 async def test_the_cli_serves_a_gateway_and_stops_on_sigterm(tmp_path: Path) -> None:
+    # The installed console script, next to this interpreter (the README's venv puts it there).
+    command = Path(sys.executable).with_name("chatgate-relay-sim")
+    assert command.exists(), "install the simulator: pip install -e tools/relaysim"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chatgate.relaysim.cli", "--port", "0", "--db", str(tmp_path / "r.db"),
+        str(command), "--port", "0", "--db", str(tmp_path / "r.db"),
         "--platform", "discord", "--platform", "telegram", "--supported-ops", "send,prompt",
         env=_cli_env(CHATGATE_RELAY_SECRET="cli secret"), stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -22,12 +22,12 @@ from starlette.routing import WebSocketRoute
 from starlette.websockets import WebSocket
 
 from chatgate.app.netaddr import listen_tcp
-from chatgate.relaysim.auth import TokenRejected, bearer, verify_token
-from chatgate.relaysim.buffer import DurableBuffer, Entry
-from chatgate.relaysim.control import control_routes
-from chatgate.relaysim.descriptors import descriptors_by_platform
-from chatgate.relaysim.link import Link, LinkClosed, LinkContext
-from chatgate.relaysim.state import (
+from relaysim.auth import TokenRejected, bearer, verify_token
+from relaysim.buffer import DurableBuffer, Entry
+from relaysim.control import control_routes
+from relaysim.descriptors import descriptors_by_platform
+from relaysim.link import Link, LinkClosed, LinkContext
+from relaysim.state import (
     RESULT_MODES,
     Counters,
     Delivery,

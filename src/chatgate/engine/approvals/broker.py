@@ -9,7 +9,7 @@ shows the prompt on the chat's adapter (buttons, or plain text naming ``/approve
 just-recorded answer obeys the answer, an answer that loses to the timeout is told the
 prompt expired. Every text shown about a prompt is computed from the recorded row.
 
-Answers arrive through admission (``engine.approval_answers``, which commits the
+Answers arrive through admission (``approvals.answers``, which commits the
 answering event and the resolution in one transaction) or directly (``resolve``). Either
 wakes the waiting call at once; answers never wait behind the session's running turn.
 """
@@ -21,39 +21,30 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from chatgate.domain.danger import Assessment, DangerRule, assess
+from chatgate.domain.danger import Assessment, assess
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import ExpiryReason, prompt_text
 from chatgate.domain.source import Source
-from chatgate.engine.approval_policy import (
+from chatgate.engine.approvals.policy import (
     Answerer,
+    ApprovalSettings,
     check_answer,
-    end_text,
+    end_notice,
     feedback,
     not_run_reason,
+    notice_draft,
+    prompt_target,
     resolution_of,
 )
 from chatgate.engine.ports import Adapter, AnswerFeedback, prompting
 from chatgate.engine.tasks import cancel_and_wait
-from chatgate.store.base import ApprovalRecord, OutboxDraft, Store, StoreUnavailable
+from chatgate.store.base import ApprovalRecord, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalSettings:
-    timeout_s: float = 300.0
-    approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """Per platform, the user ids who may answer any prompt of that platform's chats
-    (besides the person whose message started the turn)."""
-    rules: tuple[DangerRule, ...] = ()
-    """Extra danger rules (config), checked after the built-in ones."""
-    render_timeout_s: float = 10.0
-    """Longest wait for an adapter to show or update a prompt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +208,9 @@ class ApprovalBroker:
         """Buttons where the adapter has them; else (or if that fails) the text prompt via the outbox."""
         platform = prompting(self._adapters.get(record.platform))
         if platform is not None and record.prompt_via == "buttons":
-            result = await self._call(platform.send_prompt(record.chat_id, record.prompt(), _target(record)))
+            result = await self._call(
+                platform.send_prompt(record.chat_id, record.prompt(), prompt_target(record))
+            )
             if isinstance(result, Delivered):
                 waiter.message_id = result.platform_message_id
                 if result.platform_message_id:
@@ -233,7 +226,7 @@ class ApprovalBroker:
         text = prompt_text(
             record.command, assessment.matched, self.settings.timeout_s, record.offered_tiers, buttons=False
         )
-        await self._store.enqueue_outbox([_notice(record, f"prompt:{record.prompt_id}", text)])
+        await self._store.enqueue_outbox([notice_draft(record, f"prompt:{record.prompt_id}", text)])
         self._on_outbox()
         return replace(record, prompt_via="text", prompt_text=text)
 
@@ -251,7 +244,7 @@ class ApprovalBroker:
         end = replace(record, state="expired", reason=reason)
         notice = None
         if record.prompt_via == "text":
-            notice = _notice(record, f"prompt:{record.prompt_id}:end", end_text(end, self.settings.timeout_s))
+            notice = end_notice(end, self.settings.timeout_s)
         try:
             resolution = await self._store.resolve_approval(
                 record.prompt_id, "expired", None, None, None, time.time(), reason=reason, notice=notice
@@ -323,9 +316,7 @@ class ApprovalBroker:
 
     async def _enqueue_end(self, record: ApprovalRecord) -> None:
         try:
-            await self._store.enqueue_outbox(
-                [_notice(record, f"prompt:{record.prompt_id}:end", end_text(record, self.settings.timeout_s))]
-            )
+            await self._store.enqueue_outbox([end_notice(record, self.settings.timeout_s)])
         except StoreUnavailable as exc:
             log.warning("could not record the outcome notice of %s: %s", record.prompt_id, exc)
             return
@@ -338,7 +329,7 @@ class ApprovalBroker:
             return
         resolution = resolution_of(record, self.settings.timeout_s)
         result = await self._call(
-            platform.resolve_prompt(record.chat_id, record.prompt(), resolution, _target(record))
+            platform.resolve_prompt(record.chat_id, record.prompt(), resolution, prompt_target(record))
         )
         if not isinstance(result, Delivered):
             log.info("could not update prompt %s: %s", record.prompt_id, result)
@@ -365,7 +356,7 @@ class ApprovalBroker:
         expired = await self._store.expire_open_approvals(
             now,
             "restart",
-            lambda rec: _notice(rec, f"prompt:{rec.prompt_id}:end", end_text(rec, self.settings.timeout_s)),
+            lambda rec: end_notice(rec, self.settings.timeout_s),
         )
         if expired:
             log.warning("expired %d approval prompt(s) left open by the previous gateway", len(expired))
@@ -403,20 +394,3 @@ class ApprovalBroker:
         task = asyncio.get_running_loop().create_task(run(), name="chatgate-approval")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _target(record: ApprovalRecord) -> dict[str, str]:
-    return {k: str(v) for k, v in record.target.items()}
-
-
-def _notice(record: ApprovalRecord, idem_key: str, text: str) -> OutboxDraft:
-    return OutboxDraft(
-        idem_key=idem_key,
-        platform=record.platform,
-        chat_id=record.chat_id,
-        session_key=record.session_key,
-        kind="notice",
-        text=text,
-        in_reply_to=record.reply_to,
-        target=dict(record.target),
-    )

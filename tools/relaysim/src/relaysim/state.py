@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from chatgate.relaysim.link import Link
+    from relaysim.link import Link
 
 ResultMode = Literal["ok", "never", "fail"]
 RESULT_MODES: tuple[ResultMode, ...] = ("ok", "never", "fail")

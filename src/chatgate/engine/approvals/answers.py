@@ -15,7 +15,8 @@ from typing import Any
 from chatgate.domain.commands import Command
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.prompts import OPTION_IDS, PROMPT_ID_RE
-from chatgate.engine.approval_policy import (
+from chatgate.engine.approvals.broker import ApprovalBroker
+from chatgate.engine.approvals.policy import (
     Answerer,
     AnswerRefused,
     check_answer,
@@ -23,7 +24,6 @@ from chatgate.engine.approval_policy import (
     may_answer,
     reply_text,
 )
-from chatgate.engine.approvals import ApprovalBroker
 from chatgate.engine.ports import AnswerFeedback
 from chatgate.engine.replies import command_reply
 from chatgate.store.base import (

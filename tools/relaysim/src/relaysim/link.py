@@ -21,10 +21,10 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from chatgate.engine.tasks import cancel_and_wait
-from chatgate.relaysim import ops
-from chatgate.relaysim.buffer import AckOutcome, BufferUnavailable, DurableBuffer, Entry
-from chatgate.relaysim.frames import BadLine, LineDecoder, encode, parse_buffer_id
-from chatgate.relaysim.state import Delivery, GatewayState, Hello, Interrupt, ReceivedOp
+from relaysim import ops
+from relaysim.buffer import AckOutcome, BufferUnavailable, DurableBuffer, Entry
+from relaysim.frames import BadLine, LineDecoder, encode, parse_buffer_id
+from relaysim.state import Delivery, GatewayState, Hello, Interrupt, ReceivedOp
 
 log = logging.getLogger(__name__)
 

@@ -1,10 +1,7 @@
-"""``chatgate relay-sim``: run the relay connector simulator until SIGINT or SIGTERM.
+"""``chatgate-relay-sim``: run the relay connector simulator until SIGINT or SIGTERM.
 
-Wiring into the ``chatgate`` parser::
-
-    p = sub.add_parser("relay-sim", help="run a local relay connector simulator")
-    relaysim.cli.add_arguments(p)
-    p.set_defaults(func=relaysim.cli.cmd_relay_sim)
+The console script of the ``chatgate-relaysim`` distribution (``tools/relaysim``);
+``python -m relaysim`` runs the same ``main``.
 """
 
 from __future__ import annotations
@@ -18,8 +15,8 @@ import sys
 from typing import Any
 
 from chatgate.app.logs import setup_logging
-from chatgate.relaysim.buffer import BufferUnavailable
-from chatgate.relaysim.server import RelaySimulator
+from relaysim.buffer import BufferUnavailable
+from relaysim.server import RelaySimulator
 
 DEFAULT_SECRET_ENV = "CHATGATE_RELAY_SECRET"  # what the gateway's platforms.relay.secret_env suggests
 EX_CONFIG = 78
@@ -71,7 +68,7 @@ async def run(args: argparse.Namespace) -> int:
     secret = os.environ.get(args.secret_env)
     if not secret:
         print(
-            f"chatgate relay-sim: environment variable {args.secret_env} is not set; put the gateway's"
+            f"chatgate-relay-sim: environment variable {args.secret_env} is not set; put the gateway's"
             f" relay secret in it (or name another variable with --secret-env)",
             file=sys.stderr,
         )
@@ -85,17 +82,17 @@ async def run(args: argparse.Namespace) -> int:
             allow_remote_control=args.allow_remote_control,
         )
     except ValueError as exc:
-        print(f"chatgate relay-sim: {exc}", file=sys.stderr)
+        print(f"chatgate-relay-sim: {exc}", file=sys.stderr)
         return EX_CONFIG
     try:
         base = await sim.start(args.host, args.port)
     except OSError as exc:
         print(
-            f"chatgate relay-sim: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr
+            f"chatgate-relay-sim: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr
         )
         return 1
     except BufferUnavailable as exc:
-        print(f"chatgate relay-sim: {exc}", file=sys.stderr)
+        print(f"chatgate-relay-sim: {exc}", file=sys.stderr)
         return 1
     print(
         f"relay-sim listening. Gateway settings (platforms.relay): url={sim.relay_url}"
@@ -116,21 +113,17 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_relay_sim(args: argparse.Namespace) -> int:
-    """The synchronous entry for an argparse ``func``: logging, then the event loop."""
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="chatgate-relay-sim", description="A local relay connector (Hermes relay contract v1)."
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
     setup_logging(args.log_level, args.log_format)
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
         return 130
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="chatgate relay-sim", description="A local relay connector (Hermes relay contract v1)."
-    )
-    add_arguments(parser)
-    return cmd_relay_sim(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

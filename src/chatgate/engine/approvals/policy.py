@@ -1,18 +1,39 @@
 """Who may answer an approval prompt, and what each recorded outcome says.
 
-Pure functions of an approval record: the broker and admission use them so a button, a
-``/approve`` and a timeout all say the same thing about the same recorded outcome.
+The settings, and pure functions of an approval record: the broker and admission use
+them so a button, a ``/approve`` and a timeout all say the same thing about the same
+recorded outcome.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from chatgate.domain.prompts import OPTION_IDS, PromptResolution, command_hints, outcome_text, shown_command
+from chatgate.domain.danger import DangerRule
+from chatgate.domain.prompts import (
+    OPTION_IDS,
+    PromptResolution,
+    command_hints,
+    late_text,
+    outcome_text,
+    shown_command,
+)
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
-from chatgate.store.base import ApprovalRecord
+from chatgate.store.base import ApprovalRecord, OutboxDraft
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalSettings:
+    timeout_s: float = 300.0
+    approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per platform, the user ids who may answer any prompt of that platform's chats
+    (besides the person whose message started the turn)."""
+    rules: tuple[DangerRule, ...] = ()
+    """Extra danger rules (config), checked after the built-in ones."""
+    render_timeout_s: float = 10.0
+    """Longest wait for an adapter to show or update a prompt."""
 
 
 class AnswerRefused(Exception):
@@ -85,9 +106,7 @@ def feedback(record: ApprovalRecord | None, won: bool, prompt_id: str, timeout_s
     if record is None:
         return AnswerFeedback(prompt_id, False, "expired", "This prompt is no longer open — not run.")
     text = recorded_text(record, timeout_s)
-    if not won and record.state != "expired":
-        text = f"Already answered: {text}"
-    return AnswerFeedback(record.prompt_id, won, record.state, text)
+    return AnswerFeedback(record.prompt_id, won, record.state, text if won else late_text(record.state, text))
 
 
 def reply_text(record: ApprovalRecord | None, won: bool, timeout_s: float) -> str:
@@ -106,6 +125,11 @@ def end_text(record: ApprovalRecord, timeout_s: float) -> str:
     return text
 
 
+def end_notice(record: ApprovalRecord, timeout_s: float) -> OutboxDraft:
+    """The outbox row of ``end_text`` (idempotency key ``prompt:<id>:end``)."""
+    return notice_draft(record, f"prompt:{record.prompt_id}:end", end_text(record, timeout_s))
+
+
 def not_run_reason(record: ApprovalRecord, timeout_s: float) -> str:
     """What the model reads when its call was not run: plain, and never a claim it ran."""
     rules = ", ".join(record.rule_keys)
@@ -118,3 +142,22 @@ def not_run_reason(record: ApprovalRecord, timeout_s: float) -> str:
             f" denied (rules: {rules})."
         )
     return f"not run: the approval prompt ended without an approval ({record.reason or record.state})."
+
+
+def prompt_target(record: ApprovalRecord) -> dict[str, str]:
+    """The routing target an adapter gets with the prompt (values as strings)."""
+    return {k: str(v) for k, v in record.target.items()}
+
+
+def notice_draft(record: ApprovalRecord, idem_key: str, text: str) -> OutboxDraft:
+    """An outbox notice about this prompt, to its chat, in reply to the requester's message."""
+    return OutboxDraft(
+        idem_key=idem_key,
+        platform=record.platform,
+        chat_id=record.chat_id,
+        session_key=record.session_key,
+        kind="notice",
+        text=text,
+        in_reply_to=record.reply_to,
+        target=dict(record.target),
+    )
