@@ -19,18 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatgate.agents.base import HistoryEntry
 from chatgate.domain.context import ChatLabels
+from chatgate.domain.errors import LeaseLost, StoreUnavailable
+from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
-from chatgate.store.base import (
-    AdmitRequest,
-    Claim,
-    LeaseLost,
-    OutboxDraft,
-    OutboxSettlement,
-    Store,
-    StoreUnavailable,
-)
+from chatgate.domain.inbox import AdmitRequest
+from chatgate.domain.outbox import OutboxDraft, OutboxSettlement
+from chatgate.domain.turns import Claim
+from chatgate.store.base import Store
 from chatgate.store.sqlite import SqliteStore
 from support.store_values import outcome, src
 

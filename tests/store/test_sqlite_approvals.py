@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chatgate.store.base import ApprovalAnswer, ApprovalRecord, ApprovalResolution, OutboxDraft
+from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalResolution
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.store.schema import SCHEMA_VERSION
 from chatgate.store.sqlite import SqliteStore
 from store.conftest import ConnectSeam, Make, OpenStore

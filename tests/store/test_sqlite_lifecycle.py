@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from chatgate.store.base import StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.store.schema import SCHEMA_VERSION
 from chatgate.store.sqlite import SqliteStore
 

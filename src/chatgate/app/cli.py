@@ -23,8 +23,8 @@ from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.relaysim import cli as relaysim_cli
-from chatgate.store.base import StoreUnavailable
 
 EX_CONFIG = 78
 EX_FORCED = 70

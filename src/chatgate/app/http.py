@@ -17,9 +17,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from chatgate.app.netaddr import hostname, is_loopback
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.platforms.webchat.adapter import WebChatAdapter
-from chatgate.store.base import Store, StoreUnavailable
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 
 from chatgate.domain.commands import Command, help_text, parse_command
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest, AdmitResult
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import canonical_source
 from chatgate.engine.approval_answers import ApprovalDesk, prompt_response
@@ -22,7 +24,7 @@ from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
 from chatgate.engine.replies import command_reply, reply_draft
-from chatgate.store.base import AdmitRequest, AdmitResult, Store, StoreUnavailable
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalResolution
 from chatgate.domain.commands import Command
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest, AdmitResult
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import OPTION_IDS, PROMPT_ID_RE
 from chatgate.engine.approval_policy import (
     Answerer,
@@ -26,15 +29,7 @@ from chatgate.engine.approval_policy import (
 from chatgate.engine.approvals import ApprovalBroker
 from chatgate.engine.ports import AnswerFeedback
 from chatgate.engine.replies import command_reply
-from chatgate.store.base import (
-    AdmitRequest,
-    AdmitResult,
-    ApprovalAnswer,
-    ApprovalRecord,
-    ApprovalResolution,
-    OutboxDraft,
-    Store,
-)
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.prompts import OPTION_IDS, PromptResolution, command_hints, outcome_text, shown_command
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
-from chatgate.store.base import ApprovalRecord
 
 
 class AnswerRefused(Exception):

@@ -25,8 +25,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.danger import Assessment, DangerRule, assess
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import ExpiryReason, prompt_text
 from chatgate.domain.source import Source
 from chatgate.engine.approval_policy import (
@@ -39,7 +42,7 @@ from chatgate.engine.approval_policy import (
 )
 from chatgate.engine.ports import Adapter, AnswerFeedback, prompting
 from chatgate.engine.tasks import cancel_and_wait
-from chatgate.store.base import ApprovalRecord, OutboxDraft, Store, StoreUnavailable
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
+from chatgate.domain.outbox import OutboxRow
 from chatgate.engine.ports import EditablePlatform
-from chatgate.store.base import OutboxRow
 
 PREVIEW_KEY = "preview_message_id"
 

@@ -8,9 +8,9 @@ from typing import Protocol, cast
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.store.base import OutboxRow
 
 
 class AdmissionRefused(Exception):

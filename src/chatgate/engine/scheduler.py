@@ -17,10 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from chatgate.domain.errors import LeaseLost, StoreError, StoreUnavailable
+from chatgate.domain.turns import Claim
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.tasks import cancel_and_wait
 from chatgate.engine.turn import TurnRunner
-from chatgate.store.base import Claim, LeaseLost, Store, StoreError, StoreUnavailable
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 BusyPolicy = Literal["queue", "interrupt"]

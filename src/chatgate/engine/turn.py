@@ -16,7 +16,6 @@ from chatgate.agents.base import (
     AgentError,
     AgentRequest,
     Final,
-    HistoryEntry,
     TextDelta,
     ToolFinished,
     ToolRunner,
@@ -24,16 +23,19 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.history import HistoryEntry
 from chatgate.domain.outbound import REPLY_VIA_KEY
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
+from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
-from chatgate.store.base import Claim, OutboxDraft, Store, TurnOutcome
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 ToolsFactory = Callable[[ToolContext], ToolRunner | None]

@@ -20,22 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from chatgate.agents.base import HistoryEntry
 from chatgate.domain.context import ChatLabels
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
+from chatgate.domain.outbox import OutboxRow, OutboxSettlement
+from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.store import sqlite_ops as ops
-from chatgate.store.base import (
-    AdmitRequest,
-    AdmitResult,
-    Claim,
-    OutboxRow,
-    OutboxSettlement,
-    QueueStats,
-    RejectedInbound,
-    SessionInfo,
-    StoreUnavailable,
-    TurnOutcome,
-)
 from chatgate.store.schema import MIGRATIONS, SCHEMA_VERSION
 from chatgate.store.sqlite_approval_store import ApprovalMethods
 from chatgate.store.sqlite_writer import GroupCommitWriter

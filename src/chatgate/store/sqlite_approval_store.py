@@ -11,9 +11,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeVar
 
+from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.store import sqlite_approvals as approvals
 from chatgate.store import sqlite_ops as ops
-from chatgate.store.base import ApprovalRecord, ApprovalResolution, GrantScope, OutboxDraft
 
 T = TypeVar("T")
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from chatgate.store.base import ApprovalRecord, ApprovalResolution, OutboxDraft
+from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.store.sqlite_ops import insert_outbox
 
 _COLUMNS = (

@@ -14,21 +14,14 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from chatgate.agents.base import HistoryEntry
+from chatgate.domain.approvals import ApprovalResolution
+from chatgate.domain.errors import LeaseLost
+from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
-from chatgate.store.base import (
-    AdmitRequest,
-    AdmitResult,
-    ApprovalResolution,
-    Claim,
-    LeaseLost,
-    OutboxDraft,
-    OutboxRow,
-    OutboxSettlement,
-    QueuedItem,
-    SessionInfo,
-    TurnOutcome,
-)
+from chatgate.domain.inbox import AdmitRequest, AdmitResult
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
+from chatgate.domain.sessions import SessionInfo
+from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 
 _OUTBOX_COLUMNS = (
     "id, idem_key, platform, chat_id, session_key, kind, text, in_reply_to, status, "

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from chatgate.domain.commands import parse_command
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import (
     REPLY_VIA_KEY,
@@ -36,6 +37,7 @@ from chatgate.domain.outbound import (
     Rejected,
     RetryLater,
 )
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.engine.finals import deliver_final
@@ -53,7 +55,7 @@ from chatgate.platforms.relay.connection import (
 from chatgate.platforms.relay.discord_interaction import Unsupported, decode_interaction
 from chatgate.platforms.relay.text_lane import TRANSPORT, Unusable, decode_event
 from chatgate.platforms.relay.wire import BadFrame, Descriptor
-from chatgate.store.base import OutboxRow, Store, StoreUnavailable
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,9 @@ from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError
 
 from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.engine.finals import deliver_final
@@ -37,7 +39,6 @@ from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
 from chatgate.platforms.telegram.decode import ALLOWED_UPDATES, PLATFORM, Decoded, Unsupported, decode_update
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import CursorStore, Poller, Raw
-from chatgate.store.base import OutboxRow, StoreUnavailable
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."

@@ -36,7 +36,7 @@ from aiogram.methods import GetUpdates
 from aiogram.types import Update
 from pydantic import ValidationError
 
-from chatgate.store.base import StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0

@@ -11,14 +11,16 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
 from chatgate.platforms.webchat.connection import Connection
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
-from chatgate.store.base import OutboxRow, Store, StoreUnavailable
+from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
