@@ -19,7 +19,7 @@ import pytest
 from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
 from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
-from chatgate.engine.finals import deliver_final
+from chatgate.engine.ports import deliver_final
 from support.engine_harness import RecordingAdapter, wait_until
 
 if TYPE_CHECKING:

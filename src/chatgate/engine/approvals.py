@@ -32,6 +32,7 @@ from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import ExpiryReason, prompt_text
 from chatgate.domain.source import Source
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.approval_policy import (
     Answerer,
     check_answer,
@@ -41,7 +42,6 @@ from chatgate.engine.approval_policy import (
     resolution_of,
 )
 from chatgate.engine.ports import Adapter, AnswerFeedback, prompting
-from chatgate.engine.tasks import cancel_and_wait
 from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)

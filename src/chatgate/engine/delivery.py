@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Ambiguous, Deferred, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outbox import OutboxRow, OutboxSettlement
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
-from chatgate.engine.tasks import cancel_and_wait
 from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)

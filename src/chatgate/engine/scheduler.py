@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from chatgate.domain.errors import LeaseLost, StoreError, StoreUnavailable
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.domain.turns import Claim
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.tasks import cancel_and_wait
 from chatgate.engine.turn import TurnRunner
 from chatgate.store.base import Store
 

@@ -24,13 +24,12 @@ from chatgate.agents.base import (
 )
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.history import HistoryEntry
-from chatgate.domain.outbound import REPLY_VIA_KEY
+from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.engine.approvals import ToolContext
-from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft

@@ -40,9 +40,8 @@ from chatgate.domain.outbound import (
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.engine.finals import deliver_final
-from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
-from chatgate.engine.tasks import cancel_and_wait
+from chatgate.domain.tasks import cancel_and_wait
+from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink, deliver_final
 from chatgate.platforms.relay.connection import (
     FrameHandler,
     NoResult,

@@ -7,7 +7,7 @@ are admitted concurrently; within a chat, in update order.
 
 Outbound: ``TelegramOutbound`` implements the ``EditablePlatform`` operations the
 stream consumer uses for previews; ``deliver`` puts an outbox row on Telegram
-through ``engine.finals.deliver_final`` (editing the preview into the final).
+through ``engine.ports.deliver_final`` (editing the preview into the final).
 
 ``/command@ThisBot`` is rewritten to ``/command`` here (the bot's username is
 known only after ``getMe``), so admission parses it like any command; a command
@@ -34,8 +34,7 @@ from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.engine.finals import deliver_final
-from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
+from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink, deliver_final
 from chatgate.platforms.telegram.decode import ALLOWED_UPDATES, PLATFORM, Decoded, Unsupported, decode_update
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import CursorStore, Poller, Raw
