@@ -18,9 +18,9 @@ from starlette.websockets import WebSocket
 
 from chatgate.app.netaddr import hostname, is_loopback
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.store_roles import Inbox
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.platforms.webchat.adapter import WebChatAdapter
-from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool)
 
 
 def build_app(
-    store: Store,
+    store: Inbox,
     metrics: GatewayMetrics,
     web: WebChatAdapter | None,
     *,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Ambiguous, Deferred, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outbox import OutboxRow, OutboxSettlement
+from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
-from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class DeliveryWorker:
 
     def __init__(
         self,
-        store: Store,
+        store: OutboxClaims,
         adapters: dict[str, Adapter],
         metrics: GatewayMetrics,
         settings: DeliverySettings = DeliverySettings(),

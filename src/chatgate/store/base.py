@@ -1,157 +1,24 @@
-"""The Store protocol.
+"""The Store protocol: every role of ``chatgate.domain.store_roles`` at once.
 
-Every method is a coroutine and never blocks the event loop. A method that
-cannot reach its storage raises ``StoreUnavailable``; "absent" is ``None`` or
-an empty list, never an exception, so callers never mistake one for the other.
+A backend implements all of it; only the composition root (``app``) holds a ``Store``.
+Every other part is typed with the narrow role it uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
-from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
-from chatgate.domain.context import ChatLabels
-from chatgate.domain.history import HistoryEntry
-from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
-from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
-from chatgate.domain.sessions import SessionInfo
-from chatgate.domain.source import Source
-from chatgate.domain.turns import Claim, TurnOutcome
+from chatgate.domain.store_roles import (
+    Approvals,
+    Cursors,
+    Inbox,
+    Labels,
+    Leases,
+    Lifecycle,
+    Outbox,
+    Transcript,
+)
 
 
-class Store(Protocol):
-    async def open(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def ping(self, timeout: float = 1.0) -> None: ...
-
-    async def recover(self, owner: str) -> int:
-        """Take over what a dead predecessor left: leases, mid-send rows."""
-        ...
-
-    async def admit(self, request: AdmitRequest) -> AdmitResult: ...
-
-    async def claim_sessions(
-        self, owner: str, limit: int, lease_seconds: float, batch: int
-    ) -> list[Claim]: ...
-
-    async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool: ...
-
-    async def complete_turn(
-        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
-    ) -> Claim | None:
-        """Commit a turn and claim the session's next batch (or release the lease)."""
-        ...
-
-    async def abandon_turn(
-        self,
-        owner: str,
-        session_key: str,
-        item_seqs: tuple[int, ...],
-        retry_at: float | None,
-        error: str | None,
-    ) -> None:
-        """Give a turn's items back to the queue without counting the attempt."""
-        ...
-
-    async def session_source(self, session_key: str) -> Source | None: ...
-
-    async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels: ...
-
-    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]: ...
-
-    async def session_info(self, session_key: str) -> SessionInfo | None: ...
-
-    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]: ...
-
-    async def queue_depth(self) -> int: ...
-
-    async def queue_stats(self) -> QueueStats: ...
-
-    async def claim_outbox(self, limit: int) -> list[OutboxRow]: ...
-
-    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None: ...
-
-    async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]: ...
-
-    async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool: ...
-
-    async def get_cursor(self, name: str) -> str | None:
-        """The value last stored under ``name`` (an upstream position such as a poll offset)."""
-        ...
-
-    async def set_cursor(self, name: str, value: str) -> None:
-        """Store ``value`` under ``name``; returns only after it is committed."""
-        ...
-
-    async def cancel_running(self, session_key: str, reason: str) -> int:
-        """Cancel the items of the session's running turn (the waiting ones stay); returns how many."""
-        ...
-
-    async def record_rejected(
-        self, transport: str, delivery_id: str | None, reason: str, excerpt: str
-    ) -> None:
-        """Keep a delivery that can never be admitted, with why (so acking it loses nothing silently)."""
-        ...
-
-    async def rejected(self, limit: int = 100) -> list[RejectedInbound]: ...
-
-    async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
-        """Record outbound messages outside a turn (idempotent by key); committed on return."""
-        ...
-
-    # -- approvals
-
-    async def create_approval(self, record: ApprovalRecord) -> None:
-        """Record a new pending approval prompt."""
-        ...
-
-    async def set_prompt_shown(self, prompt_id: str, via: str, message_id: str | None) -> None:
-        """How the prompt was shown (``buttons``/``text``) and the platform message showing it."""
-        ...
-
-    async def get_approval(self, prompt_id: str) -> ApprovalRecord | None: ...
-
-    async def open_approvals(self, platform: str, chat_id: str) -> list[ApprovalRecord]:
-        """The chat's pending prompts, oldest first."""
-        ...
-
-    async def resolve_approval(
-        self,
-        prompt_id: str,
-        outcome: Literal["approved", "denied", "expired"],
-        tier: str | None,
-        by_id: str | None,
-        by_name: str | None,
-        now: float,
-        *,
-        reason: str | None = None,
-        notice: OutboxDraft | None = None,
-    ) -> ApprovalResolution:
-        """Compare-and-set: changes the row only if it is still pending and, for an
-        answer, not past ``expires_at`` (a late answer records the expiry instead and
-        loses). A won approval for ``session``/``always`` stores its grants, and
-        ``notice`` is recorded, in the same transaction. Returns the recorded row."""
-        ...
-
-    async def expire_open_approvals(
-        self,
-        now: float,
-        reason: str,
-        notice_for: Callable[[ApprovalRecord], OutboxDraft | None] | None = None,
-    ) -> list[ApprovalRecord]:
-        """Expire every pending prompt (start-up: their turns died with the old process),
-        with each one's notice in the same transaction; returns them as recorded."""
-        ...
-
-    async def add_grant(
-        self, scope: GrantScope, session_key: str | None, rule_key: str, command: str
-    ) -> None:
-        """Remember an approval: per session key (until ``/new``) or for every session."""
-        ...
-
-    async def granted(self, session_key: str, rule_keys: Sequence[str]) -> bool:
-        """Whether every one of ``rule_keys`` is granted for this session (or always)."""
-        ...
+class Store(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Protocol):
+    """The whole durable state of a gateway."""

@@ -40,6 +40,7 @@ from chatgate.domain.outbound import (
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles import Rejections
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink, deliver_final
 from chatgate.platforms.relay.connection import (
@@ -54,7 +55,6 @@ from chatgate.platforms.relay.connection import (
 from chatgate.platforms.relay.discord_interaction import Unsupported, decode_interaction
 from chatgate.platforms.relay.text_lane import TRANSPORT, Unusable, decode_event
 from chatgate.platforms.relay.wire import BadFrame, Descriptor
-from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class RelayHub(FrameHandler):
     def __init__(
         self,
         settings: RelaySettings,
-        store: Store,
+        store: Rejections,
         sink: InboundSink,
         *,
         stop_session: Callable[[str], Awaitable[object]],

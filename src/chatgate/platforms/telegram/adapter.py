@@ -34,10 +34,11 @@ from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles import Cursors
 from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink, deliver_final
 from chatgate.platforms.telegram.decode import ALLOWED_UPDATES, PLATFORM, Decoded, Unsupported, decode_update
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
-from chatgate.platforms.telegram.poller import CursorStore, Poller, Raw
+from chatgate.platforms.telegram.poller import Poller, Raw
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
@@ -83,7 +84,7 @@ class TelegramAdapter:
         platform_max_rate=30.0,
     )
 
-    def __init__(self, settings: TelegramSettings, store: CursorStore, sink: InboundSink) -> None:
+    def __init__(self, settings: TelegramSettings, store: Cursors, sink: InboundSink) -> None:
         try:
             session = AiohttpSession(api=TelegramAPIServer.from_base(settings.api_base))
             self._bot = Bot(settings.token, session=session)
