@@ -13,8 +13,8 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.source import Source
-from chatgate.store.schema import SCHEMA_VERSION
 from chatgate.store.sqlite import SqliteStore, read_sessions
+from chatgate.store.sqlite.schema import SCHEMA_VERSION
 
 
 def _request(delivery: str) -> AdmitRequest:
