@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.session_key import IsolationPolicy, session_key
 from chatgate.domain.source import Source, canonical_source
-from chatgate.store.base import AdmitRequest
 from chatgate.store.sqlite import SqliteStore
 
 

@@ -10,16 +10,9 @@ import openai
 import pytest
 from fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Hang, Reply, split_text
 
-from chatgate.agents.base import (
-    AgentError,
-    AgentEvent,
-    AgentRequest,
-    Final,
-    HistoryEntry,
-    TextDelta,
-    TurnMessage,
-)
+from chatgate.agents.base import AgentError, AgentEvent, AgentRequest, Final, TextDelta, TurnMessage
 from chatgate.agents.openai_agent import OpenAIAgent
+from chatgate.domain.history import HistoryEntry
 
 AgentFactory = Callable[..., OpenAIAgent]  # the ``make_agent`` fixture (conftest.py)
 

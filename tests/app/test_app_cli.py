@@ -12,8 +12,8 @@ from pathlib import Path
 
 from chatgate import __version__
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.source import Source
-from chatgate.store.base import AdmitRequest
 from chatgate.store.sqlite import SqliteStore
 
 CLI = [sys.executable, "-m", "chatgate.app.cli"]

@@ -7,9 +7,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.outbound import Deferred, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outbox import OutboxRow
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.store.base import OutboxRow
 from chatgate.store.sqlite import SqliteStore
 from support.engine_harness import wait_until
 

@@ -18,8 +18,8 @@ import pytest
 
 from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
 from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult, Rejected
-from chatgate.engine.finals import deliver_final
-from chatgate.store.base import OutboxRow
+from chatgate.domain.outbox import OutboxRow
+from chatgate.engine.ports import deliver_final
 from support.engine_harness import RecordingAdapter, wait_until
 
 if TYPE_CHECKING:
@@ -265,7 +265,7 @@ async def test_a_finished_turn_stopped_before_its_commit_leaves_no_cursor_behind
 ) -> None:
     """/stop lands between the agent's last word and the commit: the result is discarded, and the
     preview it streamed is closed instead of keeping its cursor forever."""
-    from chatgate.store.base import LeaseLost
+    from chatgate.domain.errors import LeaseLost
 
     platform = EditablePlatformDouble("always", "succeed")
     h = await make_harness(agent=SlowWriter(12, 0.03), adapter=platform, start=False)

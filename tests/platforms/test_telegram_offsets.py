@@ -17,7 +17,7 @@ from telegram_double import (
     telegram_config,
 )
 
-from chatgate.store.base import StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.store.sqlite import SqliteStore
 
 ADA = User(4242, "Ada", "Lovelace", username="ada")

@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.source import Source
-from chatgate.store.base import AdmitRequest, Claim, OutboxDraft, TurnOutcome
+from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.store.sqlite import SqliteStore
 from support.store_values import outcome, src
 

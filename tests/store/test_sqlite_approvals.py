@@ -14,9 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from chatgate.store.base import ApprovalAnswer, ApprovalRecord, ApprovalResolution, OutboxDraft
-from chatgate.store.schema import SCHEMA_VERSION
+from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalResolution
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.store.sqlite import SqliteStore
+from chatgate.store.sqlite.schema import SCHEMA_VERSION
 from store.conftest import ConnectSeam, Make, OpenStore
 
 Query = Callable[..., list[tuple[Any, ...]]]

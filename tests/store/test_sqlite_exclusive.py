@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.source import Source
-from chatgate.store.base import AdmitRequest, StoreUnavailable
-from chatgate.store.schema import SCHEMA_VERSION
 from chatgate.store.sqlite import SqliteStore, read_sessions
+from chatgate.store.sqlite.schema import SCHEMA_VERSION
 
 
 def _request(delivery: str) -> AdmitRequest:
@@ -40,7 +41,7 @@ async def test_another_process_cannot_open_the_file_while_a_store_holds_it(tmp_p
     try:
         script = (
             "import asyncio, sys; from chatgate.store.sqlite import SqliteStore; "
-            "from chatgate.store.base import StoreUnavailable\n"
+            "from chatgate.domain.errors import StoreUnavailable\n"
             "async def main():\n"
             f"    try: await SqliteStore({str(path)!r}).open()\n"
             "    except StoreUnavailable: sys.exit(7)\n"

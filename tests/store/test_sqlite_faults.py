@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from chatgate.store.base import OutboxSettlement, StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.outbox import OutboxSettlement
 
 
 class Commits:

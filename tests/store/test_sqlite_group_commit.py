@@ -91,7 +91,7 @@ _ADMIT_FOREVER = textwrap.dedent(
     import asyncio, sys
     from chatgate.domain.inbound import Inbound
     from chatgate.domain.source import Source
-    from chatgate.store.base import AdmitRequest
+    from chatgate.domain.inbox import AdmitRequest
     from chatgate.store.sqlite import SqliteStore
 
     async def main(path):

@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from chatgate.store.base import StoreUnavailable
-from chatgate.store.schema import SCHEMA_VERSION
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.store.sqlite import SqliteStore
+from chatgate.store.sqlite.schema import SCHEMA_VERSION
 
 
 async def test_fresh_file_is_migrated_to_the_current_schema_version(open_store, query, db_path):

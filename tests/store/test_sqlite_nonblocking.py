@@ -108,7 +108,8 @@ _CLOSE_DURING_READS = textwrap.dedent(
     from pathlib import Path
     from chatgate.domain.inbound import Inbound
     from chatgate.domain.source import Source
-    from chatgate.store.base import AdmitRequest, StoreUnavailable
+    from chatgate.domain.errors import StoreUnavailable
+    from chatgate.domain.inbox import AdmitRequest
     from chatgate.store.sqlite import SqliteStore
 
     LOCKER = sys.argv[2]

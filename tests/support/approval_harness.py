@@ -25,8 +25,10 @@ import pytest
 
 from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
+from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult, Rejected
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
@@ -36,7 +38,6 @@ from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter, Admitted
 from chatgate.engine.scheduler import Scheduler
 from chatgate.engine.turn import TurnRunner
-from chatgate.store.base import ApprovalRecord, OutboxRow
 from chatgate.store.sqlite import SqliteStore
 from support.engine_harness import (
     FAST_DELIVERY,

@@ -35,6 +35,7 @@ from chatgate.agents.base import AgentEvent, AgentRequest, Final
 from chatgate.agents.echo import EchoAgent
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
 from chatgate.engine.admission import Admission
 from chatgate.engine.authz import Authorizer, PlatformAccess
@@ -43,7 +44,6 @@ from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter, Admitted
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
-from chatgate.store.base import OutboxRow
 from chatgate.store.sqlite import Connect, SqliteStore
 
 PLATFORM = "test"

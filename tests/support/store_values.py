@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from chatgate.agents.base import HistoryEntry
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.source import Source
-from chatgate.store.base import Claim, OutboxDraft, TurnOutcome
+from chatgate.domain.turns import Claim, TurnOutcome
 
 
 def src(

@@ -12,16 +12,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from chatgate.domain.history import HistoryEntry
+
 log = logging.getLogger(__name__)
 
-Role = Literal["user", "assistant"]
 ToolStatus = Literal["ok", "error", "denied"]
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
-    role: Role
-    content: str
 
 
 @dataclass(frozen=True, slots=True)

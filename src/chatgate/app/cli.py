@@ -24,7 +24,7 @@ from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
-from chatgate.store.base import StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
 
 EX_USAGE = 2
 EX_CONFIG = 78

@@ -34,6 +34,7 @@ from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.danger import load_rules
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
@@ -46,7 +47,7 @@ from chatgate.engine.ratelimit import PlatformLimits, RateBudget
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.platforms.webchat.adapter import WebChatAdapter
-from chatgate.store.base import Store, StoreUnavailable
+from chatgate.store.base import Store
 from chatgate.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:

@@ -17,9 +17,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from chatgate.app.netaddr import hostname, is_loopback
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.store_roles import Inbox
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.platforms.webchat.adapter import WebChatAdapter
-from chatgate.store.base import Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,7 @@ def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool)
 
 
 def build_app(
-    store: Store,
+    store: Inbox,
     metrics: GatewayMetrics,
     web: WebChatAdapter | None,
     *,

@@ -69,3 +69,6 @@ PREVIEW_CURSOR = " ▍"
 
 REPLY_VIA_KEY = "reply_via"
 """Outbox target key naming a reply route other than the chat (e.g. "interaction")."""
+
+PREVIEW_KEY = "preview_message_id"
+"""Outbox target key of a final's streamed preview message, which the final edits (``deliver_final``)."""

@@ -10,17 +10,20 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
+from typing import Protocol
 
 from chatgate.domain.commands import Command, help_text, parse_command
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
+from chatgate.domain.inbox import AdmitRequest, AdmitResult
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import canonical_source
+from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Transcript
 from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
 from chatgate.engine.replies import command_reply, reply_draft
-from chatgate.store.base import AdmitRequest, AdmitResult, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +33,15 @@ WAITING_FOR_APPROVAL = (
 )
 
 
+class AdmissionStore(Inbox, Transcript, ApprovalReads, OutboxNotices, Protocol):
+    """The roles admission uses: it commits to the inbox, reads a session for ``/status``,
+    finds a chat's open prompts, and records notices outside a turn."""
+
+
 class Admission:
     def __init__(
         self,
-        store: Store,
+        store: AdmissionStore,
         authorizer: Authorizer,
         metrics: GatewayMetrics,
         *,

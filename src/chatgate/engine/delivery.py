@@ -14,12 +14,14 @@ import random
 import time
 from dataclasses import dataclass
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Ambiguous, Deferred, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outbox import OutboxRow, OutboxSettlement
+from chatgate.domain.store_roles import OutboxClaims
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
-from chatgate.engine.tasks import cancel_and_wait
-from chatgate.store.base import OutboxRow, OutboxSettlement, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ class DeliveryWorker:
 
     def __init__(
         self,
-        store: Store,
+        store: OutboxClaims,
         adapters: dict[str, Adapter],
         metrics: GatewayMetrics,
         settings: DeliverySettings = DeliverySettings(),

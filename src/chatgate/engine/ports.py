@@ -1,16 +1,23 @@
-"""The protocols through which platforms and the engine talk to each other."""
+"""The protocols through which platforms and the engine talk to each other.
+
+This is the only engine module an adapter may import (see ``[tool.importlinter]``):
+besides the protocols it holds ``deliver_final``, the one code path that puts a final
+on an ``EditablePlatform``, because every editable adapter needs it and it belongs to
+that port's contract.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.outbound import PREVIEW_KEY, Capabilities, Delivered, DeliveryResult, Rejected
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.store.base import OutboxRow
 
 
 class AdmissionRefused(Exception):
@@ -66,7 +73,7 @@ class EditablePlatform(Protocol):
     """The message operations of a platform that can edit what it sent.
 
     Adapters with ``capabilities.edit`` implement these; the stream consumer uses
-    them for previews and ``engine.finals.deliver_final`` for the durable final.
+    them for previews and ``deliver_final`` (below) for the durable final.
     """
 
     async def send_message(
@@ -82,6 +89,33 @@ class EditablePlatform(Protocol):
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         """Remove a message; ``False`` when the platform refused."""
         ...
+
+
+async def deliver_final(platform: EditablePlatform, row: OutboxRow, duplicate_marker: str) -> DeliveryResult:
+    """The one code path that puts a final on an editable platform.
+
+    A final row may carry the streamed preview's message id: then the final edits
+    that message (removing the cursor), and a new message is sent only when no
+    editable message exists. A final counts as delivered only when the platform
+    acknowledged the operation that carried exactly the final text.
+    """
+    target = {k: str(v) for k, v in row.target.items() if k != PREVIEW_KEY}
+    preview = row.target.get(PREVIEW_KEY)
+    if preview:
+        edited = await platform.edit_message(row.chat_id, str(preview), row.text, target)
+        if not isinstance(edited, Rejected):
+            # Delivered, or retry/ambiguous: an edit is idempotent, so retrying it is always safe.
+            return Delivered(str(preview)) if isinstance(edited, Delivered) else edited
+        # The preview cannot be edited (deleted, too old): the final becomes a new message.
+    text = row.text
+    if row.possibly_duplicate and duplicate_marker:
+        text = f"{duplicate_marker}{text}"
+    sent = await platform.send_message(row.chat_id, text, target, row.in_reply_to)
+    if preview and isinstance(sent, Delivered):
+        # The stranded preview still shows a cursor; take it away (best effort).
+        with contextlib.suppress(Exception):
+            await platform.delete_message(row.chat_id, str(preview), target)
+    return sent
 
 
 class PromptingPlatform(Protocol):

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import Capabilities
+from chatgate.domain.outbound import PREVIEW_KEY, Capabilities
+from chatgate.domain.outbox import OutboxDraft, OutboxKind
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
-from chatgate.engine.finals import PREVIEW_KEY
-from chatgate.store.base import OutboxDraft, OutboxKind
 
 
 def reply_draft(

@@ -17,10 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from chatgate.domain.errors import LeaseLost, StoreError, StoreUnavailable
+from chatgate.domain.store_roles import Leases
+from chatgate.domain.tasks import cancel_and_wait
+from chatgate.domain.turns import Claim
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.tasks import cancel_and_wait
 from chatgate.engine.turn import TurnRunner
-from chatgate.store.base import Claim, LeaseLost, Store, StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 BusyPolicy = Literal["queue", "interrupt"]
@@ -41,7 +43,7 @@ class SchedulerSettings:
 class Scheduler:
     def __init__(
         self,
-        store: Store,
+        store: Leases,
         runner: TurnRunner,
         metrics: GatewayMetrics,
         owner: str,

@@ -4,7 +4,7 @@ Draft-capable adapters (the web chat) get prefix-stable drafts. Editable
 platforms get one preview message that is edited at most once per
 ``edit_interval``, always with a cursor, so a preview can never be mistaken for
 the final: the final is the outbox row, and it edits the preview to the exact
-final text (``engine.finals``). Previews are best effort: a rate-limited,
+final text (``engine.ports.deliver_final``). Previews are best effort: a rate-limited,
 failing or slow platform only makes them sparser, never delays the turn.
 """
 
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, LengthUnit, RetryLater
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
-from chatgate.engine.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0

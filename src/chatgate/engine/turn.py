@@ -10,13 +10,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from chatgate.agents.base import (
     Agent,
     AgentError,
     AgentRequest,
     Final,
-    HistoryEntry,
     TextDelta,
     ToolFinished,
     ToolRunner,
@@ -24,16 +24,18 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.context import render_session_context, render_turn_input
-from chatgate.domain.outbound import REPLY_VIA_KEY
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
+from chatgate.domain.store_roles import Labels, Transcript
+from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.engine.approvals import ToolContext
-from chatgate.engine.finals import PREVIEW_KEY
 from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
-from chatgate.store.base import Claim, OutboxDraft, Store, TurnOutcome
 
 log = logging.getLogger(__name__)
 ToolsFactory = Callable[[ToolContext], ToolRunner | None]
@@ -58,10 +60,14 @@ class _Reply:
     preview_message_id: str | None = None
 
 
+class TurnStore(Transcript, Labels, Protocol):
+    """The roles a turn reads (it writes nothing: the scheduler commits its outcome)."""
+
+
 class TurnRunner:
     def __init__(
         self,
-        store: Store,
+        store: TurnStore,
         agent: Agent,
         adapters: dict[str, Adapter],
         policy_for: Callable[[str], IsolationPolicy],

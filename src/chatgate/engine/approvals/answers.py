@@ -10,11 +10,15 @@ that was recorded is rendered.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
+from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalResolution
 from chatgate.domain.commands import Command
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbox import AdmitRequest, AdmitResult
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import OPTION_IDS, PROMPT_ID_RE
+from chatgate.domain.store_roles import ApprovalReads, Inbox
 from chatgate.engine.approvals.broker import ApprovalBroker
 from chatgate.engine.approvals.policy import (
     Answerer,
@@ -26,15 +30,6 @@ from chatgate.engine.approvals.policy import (
 )
 from chatgate.engine.ports import AnswerFeedback
 from chatgate.engine.replies import command_reply
-from chatgate.store.base import (
-    AdmitRequest,
-    AdmitResult,
-    ApprovalAnswer,
-    ApprovalRecord,
-    ApprovalResolution,
-    OutboxDraft,
-    Store,
-)
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +56,14 @@ def prompt_response(inbound: Inbound) -> tuple[str, str] | None:
     return prompt_id, str(option_id)
 
 
+class AnswerStore(Inbox, ApprovalReads, Protocol):
+    """The roles an answer needs: the prompt it answers, and the inbox its event commits to."""
+
+
 class ApprovalDesk:
     """Admission's side of approvals: commit an answer with its event, then wake and render."""
 
-    def __init__(self, store: Store, broker: ApprovalBroker) -> None:
+    def __init__(self, store: AnswerStore, broker: ApprovalBroker) -> None:
         self._store = store
         self._broker = broker
 

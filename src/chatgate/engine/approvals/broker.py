@@ -5,7 +5,7 @@ command no danger rule matches, or whose every matched rule was remembered for t
 session (or always), runs at once. Otherwise the broker records a durable approval,
 shows the prompt on the chat's adapter (buttons, or plain text naming ``/approve`` and
 ``/deny``), and waits for an answer or the timeout. Either way the outcome is whatever
-``Store.resolve_approval`` (a compare-and-set) recorded: a timeout that loses to a
+``Approvals.resolve_approval`` (a compare-and-set) recorded: a timeout that loses to a
 just-recorded answer obeys the answer, an answer that loses to the timeout is told the
 prompt expired. Every text shown about a prompt is computed from the recorded row.
 
@@ -23,12 +23,16 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
+from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.danger import Assessment, assess
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import ExpiryReason, prompt_text
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles import Approvals, OutboxNotices
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.approvals.policy import (
     Answerer,
     ApprovalSettings,
@@ -41,8 +45,6 @@ from chatgate.engine.approvals.policy import (
     resolution_of,
 )
 from chatgate.engine.ports import Adapter, AnswerFeedback, prompting
-from chatgate.engine.tasks import cancel_and_wait
-from chatgate.store.base import ApprovalRecord, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +78,14 @@ class _Waiter:
     """The prompt's platform message, known here before the store has it."""
 
 
+class BrokerStore(Approvals, OutboxNotices, Protocol):
+    """The roles the broker uses: approvals and grants, and the outbox for plain-text prompts."""
+
+
 class ApprovalBroker:
     def __init__(
         self,
-        store: Store,
+        store: BrokerStore,
         adapters: Mapping[str, Adapter],
         settings: ApprovalSettings = ApprovalSettings(),
         *,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.danger import DangerRule
+from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import (
     OPTION_IDS,
     PromptResolution,
@@ -21,7 +23,6 @@ from chatgate.domain.prompts import (
 )
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
-from chatgate.store.base import ApprovalRecord, OutboxDraft
 
 
 @dataclass(frozen=True, slots=True)

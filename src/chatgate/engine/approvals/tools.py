@@ -11,8 +11,8 @@ from typing import Any
 
 from chatgate.agents.base import ToolCall, ToolResult, ToolRunner
 from chatgate.agents.tools.runner import ShellToolRunner, checked_command
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.engine.approvals.broker import ApprovalBroker, ToolContext
-from chatgate.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

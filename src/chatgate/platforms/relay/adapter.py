@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from chatgate.domain.commands import parse_command
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import (
     REPLY_VIA_KEY,
@@ -36,11 +37,12 @@ from chatgate.domain.outbound import (
     Rejected,
     RetryLater,
 )
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.engine.finals import deliver_final
-from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
-from chatgate.engine.tasks import cancel_and_wait
+from chatgate.domain.store_roles import Rejections
+from chatgate.domain.tasks import cancel_and_wait
+from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink, deliver_final
 from chatgate.platforms.relay.connection import (
     FrameHandler,
     NoResult,
@@ -53,7 +55,6 @@ from chatgate.platforms.relay.connection import (
 from chatgate.platforms.relay.discord_interaction import Unsupported, decode_interaction
 from chatgate.platforms.relay.text_lane import TRANSPORT, Unusable, decode_event
 from chatgate.platforms.relay.wire import BadFrame, Descriptor
-from chatgate.store.base import OutboxRow, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class RelayHub(FrameHandler):
     def __init__(
         self,
         settings: RelaySettings,
-        store: Store,
+        store: Rejections,
         sink: InboundSink,
         *,
         stop_session: Callable[[str], Awaitable[object]],

@@ -29,7 +29,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from chatgate.engine.tasks import cancel_and_wait
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.platforms.relay.auth import make_upgrade_token
 from chatgate.platforms.relay.wire import (
     MAX_FRAME_BYTES,

@@ -7,7 +7,7 @@ are admitted concurrently; within a chat, in update order.
 
 Outbound: ``TelegramOutbound`` implements the ``EditablePlatform`` operations the
 stream consumer uses for previews; ``deliver`` puts an outbox row on Telegram
-through ``engine.finals.deliver_final`` (editing the preview into the final).
+through ``engine.ports.deliver_final`` (editing the preview into the final).
 
 ``/command@ThisBot`` is rewritten to ``/command`` here (the bot's username is
 known only after ``getMe``), so admission parses it like any command; a command
@@ -29,15 +29,16 @@ from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError
 
 from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.engine.finals import deliver_final
-from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink
+from chatgate.domain.store_roles import Cursors
+from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink, deliver_final
 from chatgate.platforms.telegram.decode import ALLOWED_UPDATES, PLATFORM, Decoded, Unsupported, decode_update
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
-from chatgate.platforms.telegram.poller import CursorStore, Poller, Raw
-from chatgate.store.base import OutboxRow, StoreUnavailable
+from chatgate.platforms.telegram.poller import Poller, Raw
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
@@ -83,7 +84,7 @@ class TelegramAdapter:
         platform_max_rate=30.0,
     )
 
-    def __init__(self, settings: TelegramSettings, store: CursorStore, sink: InboundSink) -> None:
+    def __init__(self, settings: TelegramSettings, store: Cursors, sink: InboundSink) -> None:
         try:
             session = AiohttpSession(api=TelegramAPIServer.from_base(settings.api_base))
             self._bot = Bot(settings.token, session=session)

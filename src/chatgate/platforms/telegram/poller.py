@@ -23,7 +23,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from aiogram import Bot
 from aiogram.exceptions import (
@@ -36,16 +36,11 @@ from aiogram.methods import GetUpdates
 from aiogram.types import Update
 from pydantic import ValidationError
 
-from chatgate.store.base import StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.store_roles import Cursors
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
-
-
-class CursorStore(Protocol):
-    async def get_cursor(self, name: str) -> str | None: ...
-
-    async def set_cursor(self, name: str, value: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +79,7 @@ class Poller:
     def __init__(
         self,
         bot: Bot,
-        store: CursorStore,
+        store: Cursors,
         cursor_name: str,
         handle: Handler,
         *,

@@ -7,18 +7,20 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles import ApprovalReads, OutboxConfirmations
 from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
 from chatgate.platforms.webchat.connection import Connection
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
-from chatgate.store.base import OutboxRow, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -60,6 +62,11 @@ def _held_key(frame: dict[str, Any]) -> str | None:
     return str(message_id) if message_id is not None else None
 
 
+class WebChatStore(OutboxConfirmations, ApprovalReads, Protocol):
+    """What the web chat reads and writes itself: a chat's unconfirmed rows and open prompts
+    (re-sent on every hello), and the client's confirmations."""
+
+
 class WebChatAdapter:
     """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store."""
 
@@ -68,7 +75,7 @@ class WebChatAdapter:
 
     def __init__(
         self,
-        store: Store,
+        store: WebChatStore,
         sink: InboundSink,
         *,
         max_text_chars: int = 16_000,

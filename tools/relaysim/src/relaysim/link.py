@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from chatgate.engine.tasks import cancel_and_wait
+from chatgate.domain.tasks import cancel_and_wait
 from relaysim import ops
 from relaysim.buffer import AckOutcome, BufferUnavailable, DurableBuffer, Entry
 from relaysim.frames import BadLine, LineDecoder, encode, parse_buffer_id

@@ -1,4 +1,8 @@
-"""Task ownership helpers."""
+"""Task ownership helpers.
+
+A generic asyncio rule, not an engine stage: the engine and the adapters both own
+tasks they must stop for sure, so the helper lives where both layers may import it.
+"""
 
 from __future__ import annotations
 

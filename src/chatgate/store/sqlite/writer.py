@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from chatgate.store.base import StoreError, StoreUnavailable
+from chatgate.domain.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -1,4 +1,4 @@
-"""The SQL of approval prompts and remembered approvals (grants), for the SQLite backend.
+"""The approvals role over SQLite: approval prompts and remembered approvals (grants).
 
 Write functions run inside the group-commit transaction and are pure functions of the
 database and their arguments (``now`` is taken before queueing), so re-running one
@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
-from chatgate.store.base import ApprovalRecord, ApprovalResolution, OutboxDraft
-from chatgate.store.sqlite_ops import insert_outbox
+from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
+from chatgate.domain.outbox import OutboxDraft
+from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.outbox import insert_outbox
 
 _COLUMNS = (
     "prompt_id, session_key, session_id, inbox_seq, call_id, tool, command, rule_keys, offered_tiers,"
@@ -28,10 +32,6 @@ ALWAYS_KEY = ""
 """The session key (and session id) column of an ``always`` grant: it belongs to no session."""
 
 NoticeFor = Callable[[ApprovalRecord], OutboxDraft | None]
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
 def record(row: Sequence[Any]) -> ApprovalRecord:
@@ -76,15 +76,15 @@ def insert(conn: sqlite3.Connection, rec: ApprovalRecord) -> None:
             rec.call_id,
             rec.tool,
             rec.command,
-            _dumps(list(rec.rule_keys)),
-            _dumps(list(rec.offered_tiers)),
+            dumps(list(rec.rule_keys)),
+            dumps(list(rec.offered_tiers)),
             rec.requester_id,
             rec.requester_name,
             rec.requested_at,
             rec.expires_at,
             rec.platform,
             rec.chat_id,
-            _dumps(rec.target),
+            dumps(rec.target),
             rec.reply_to,
             rec.prompt_text,
             rec.prompt_via,
@@ -252,3 +252,50 @@ def granted(conn: sqlite3.Connection, session_key: str, rule_keys: Sequence[str]
         if found is None:
             return False
     return True
+
+
+class SqliteApprovals(SqliteRole):
+    """``Approvals``: writes through the group-commit writer, reads on the reader pool."""
+
+    async def create_approval(self, record: ApprovalRecord) -> None:
+        await self._db.write(lambda c: insert(c, record))
+
+    async def set_prompt_shown(self, prompt_id: str, via: str, message_id: str | None) -> None:
+        await self._db.write(lambda c: set_shown(c, prompt_id, via, message_id))
+
+    async def get_approval(self, prompt_id: str) -> ApprovalRecord | None:
+        return await self._db.read(lambda c: get(c, prompt_id))
+
+    async def open_approvals(self, platform: str, chat_id: str) -> list[ApprovalRecord]:
+        return await self._db.read(lambda c: open_for_chat(c, platform, chat_id))
+
+    async def resolve_approval(
+        self,
+        prompt_id: str,
+        outcome: Literal["approved", "denied", "expired"],
+        tier: str | None,
+        by_id: str | None,
+        by_name: str | None,
+        now: float,
+        *,
+        reason: str | None = None,
+        notice: OutboxDraft | None = None,
+    ) -> ApprovalResolution:
+        return await self._db.write(
+            lambda c: resolve(c, prompt_id, outcome, tier, by_id, by_name, now, reason, notice)
+        )
+
+    async def expire_open_approvals(
+        self, now: float, reason: str, notice_for: NoticeFor | None = None
+    ) -> list[ApprovalRecord]:
+        return await self._db.write(lambda c: expire_open(c, now, reason, notice_for))
+
+    async def add_grant(
+        self, scope: GrantScope, session_key: str | None, rule_key: str, command: str
+    ) -> None:
+        now = time.time()
+        await self._db.write(lambda c: add_grant(c, scope, session_key, rule_key, command, now))
+
+    async def granted(self, session_key: str, rule_keys: Sequence[str]) -> bool:
+        keys = tuple(rule_keys)
+        return await self._db.read(lambda c: granted(c, session_key, keys))

@@ -1,6 +1,10 @@
-"""Versioned SQL schema. Each entry migrates from version ``i`` to ``i + 1``."""
+"""The SQLite backend's versioned schema. Each entry migrates from version ``i`` to ``i + 1``."""
 
 from __future__ import annotations
+
+import sqlite3
+
+from chatgate.domain.errors import StoreUnavailable
 
 MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: the durable pipeline.
@@ -149,3 +153,25 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; refuse a newer database."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise StoreUnavailable(
+            f"database schema v{version} is newer than this chatgate (v{SCHEMA_VERSION});"
+            " upgrade chatgate or point it at another state directory"
+        )
+    for target in range(version, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[target].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {target + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return SCHEMA_VERSION

@@ -1,0 +1,63 @@
+"""What admission commits to the inbox and what the inbox reports back.
+
+``AdmitRequest`` carries admission's decisions (queued or a command, its reply, an
+approval answer) so the store commits the event and their effects in one transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatgate.domain.approvals import ApprovalAnswer, ApprovalResolution
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbox import OutboxDraft
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitRequest:
+    """One inbound event to commit, with what admission decided about it.
+
+    ``queued`` is false for control commands: they are recorded as done, their
+    reply (``reply``) is committed in the same transaction. With
+    ``cancel_queued``, ``{cancelled}`` in the reply text becomes the number of
+    waiting items (not yet picked up by a turn) the same transaction dropped.
+    With ``answer``, a new event also resolves that approval in the same
+    transaction (a redelivered one resolves nothing), and ``answer.render`` writes
+    the reply's text from the recorded result.
+    """
+
+    inbound: Inbound
+    session_key: str
+    queued: bool = True
+    reply: OutboxDraft | None = None
+    cancel_queued: bool = False
+    reset_session: bool = False
+    answer: ApprovalAnswer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitResult:
+    new: bool
+    seq: int
+    session_key: str
+    cancelled: int = 0
+    resolution: ApprovalResolution | None = None
+    """Set when the request carried an ``answer`` and was new."""
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedInbound:
+    """A delivery acknowledged without being admitted, kept with why (nothing is dropped silently)."""
+
+    transport: str
+    delivery_id: str | None
+    reason: str
+    excerpt: str
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    depth: int
+    oldest_admitted_at: float | None
+    last_error: str | None

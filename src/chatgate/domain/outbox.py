@@ -1,0 +1,59 @@
+"""Outbound messages: the drafts a turn or command records, and the ledger rows delivery works on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+OutboxKind = Literal["final", "notice", "command"]
+OutboxStatus = Literal["pending", "sending", "sent", "failed", "ambiguous"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxDraft:
+    """An outbound message to record; the idempotency key makes re-recording a no-op."""
+
+    idem_key: str
+    platform: str
+    chat_id: str
+    session_key: str
+    kind: OutboxKind
+    text: str
+    in_reply_to: str | None = None
+    target: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    id: int
+    idem_key: str
+    platform: str
+    chat_id: str
+    session_key: str
+    kind: OutboxKind
+    text: str
+    in_reply_to: str | None
+    status: OutboxStatus
+    attempts: int
+    possibly_duplicate: bool
+    platform_message_id: str | None
+    created_at: float
+    target: dict[str, Any]
+
+    @property
+    def message_id(self) -> str:
+        """The stable id a client sees; it never changes across resends."""
+        return f"o{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSettlement:
+    """What happened to one claimed outbox row."""
+
+    id: int
+    status: OutboxStatus
+    platform_message_id: str | None = None
+    retry_at: float | None = None
+    error: str | None = None
+    counts_attempt: bool = True
+    """False when nothing was tried (no route to the chat yet): the attempt is given back."""

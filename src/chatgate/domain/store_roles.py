@@ -1,0 +1,258 @@
+"""The store's roles: one typing Protocol per kind of durable state, and nothing else.
+
+Each engine stage and adapter is typed with the narrow role (or the part of a role) it
+actually uses, so it cannot reach state that is not its business, and a reader sees in
+its constructor which state it touches. They live in the domain, not in
+``chatgate.store``, because adapters may use a role but must never import the store
+package; only the composition root (``app``) holds a concrete backend, and
+``chatgate.store.base.Store`` is every role at once.
+
+The roles are the unit of the contract suite (``tests/contract/``: every method of
+every role has a contract test, checked by introspecting ``ROLES``) and of the backends
+(one module per role per backend, e.g. ``store/sqlite/outbox.py``). Where consumers use
+disjoint parts of one role, the part is a protocol of its own and the role extends it
+(``Outbox`` = ``OutboxClaims`` + ``OutboxConfirmations`` + ``OutboxNotices``).
+
+Every method is a coroutine and never blocks the event loop. A method that cannot reach
+its storage raises ``StoreUnavailable`` and has changed nothing; "absent" is ``None`` or
+an empty list, never an exception, so callers never mistake one for the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol
+
+from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
+from chatgate.domain.context import ChatLabels
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
+from chatgate.domain.sessions import SessionInfo
+from chatgate.domain.source import Source
+from chatgate.domain.turns import Claim, TurnOutcome
+
+# ---------------------------------------------------------------- lifecycle
+
+
+class Lifecycle(Protocol):
+    """Opening, probing and closing the backend; taking over after a dead predecessor."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self, timeout: float = 1.0) -> None:
+        """Raise ``StoreUnavailable`` unless the store can be read and written now."""
+        ...
+
+    async def recover(self, owner: str) -> int:
+        """Take over what a dead predecessor left: leases, mid-send rows. Returns the leases released."""
+        ...
+
+
+# ---------------------------------------------------------------- inbox
+
+
+class Rejections(Protocol):
+    """Deliveries acknowledged upstream without being admitted (so acking them loses nothing silently)."""
+
+    async def record_rejected(
+        self, transport: str, delivery_id: str | None, reason: str, excerpt: str
+    ) -> None:
+        """Keep a delivery that can never be admitted, with why."""
+        ...
+
+    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
+        """The latest rejected deliveries, newest first."""
+        ...
+
+
+class Inbox(Rejections, Protocol):
+    """The durable queue of admitted events: admission commits to it, with a command's effects."""
+
+    async def admit(self, request: AdmitRequest) -> AdmitResult:
+        """Commit the event (once per transport and delivery id) and what admission decided about it."""
+        ...
+
+    async def cancel_running(self, session_key: str, reason: str) -> int:
+        """Cancel the items of the session's running turn (the waiting ones stay); returns how many."""
+        ...
+
+    async def queue_depth(self) -> int:
+        """Admitted items not yet done or cancelled."""
+        ...
+
+    async def queue_stats(self) -> QueueStats: ...
+
+
+# ---------------------------------------------------------------- leases
+
+
+class Leases(Protocol):
+    """Who works on which session: claims in admission order, renewals, the turn's commit or abandon."""
+
+    async def claim_sessions(
+        self, owner: str, limit: int, lease_seconds: float, batch: int
+    ) -> list[Claim]: ...
+
+    async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool: ...
+
+    async def complete_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
+    ) -> Claim | None:
+        """Commit a turn and claim the session's next batch (or release the lease)."""
+        ...
+
+    async def abandon_turn(
+        self,
+        owner: str,
+        session_key: str,
+        item_seqs: tuple[int, ...],
+        retry_at: float | None,
+        error: str | None,
+    ) -> None:
+        """Give a turn's items back to the queue without counting the attempt."""
+        ...
+
+
+# ---------------------------------------------------------------- transcript
+
+
+class Transcript(Protocol):
+    """Sessions and what was said in them."""
+
+    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
+        """The conversation's latest ``limit`` entries, oldest first."""
+        ...
+
+    async def session_source(self, session_key: str) -> Source | None:
+        """The source of the session's latest admitted event."""
+        ...
+
+    async def session_info(self, session_key: str) -> SessionInfo | None: ...
+
+    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """Sessions by most recent activity first."""
+        ...
+
+
+# ---------------------------------------------------------------- outbox
+
+
+class OutboxClaims(Protocol):
+    """The delivery side of the ledger: hand out head-of-chat rows, record what happened to them."""
+
+    async def claim_outbox(self, limit: int) -> list[OutboxRow]: ...
+
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None: ...
+
+
+class OutboxConfirmations(Protocol):
+    """A client that confirms what it displayed: its chat's unconfirmed rows, and the confirmations."""
+
+    async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]: ...
+
+    async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
+        """True when this call confirmed the row (once; never for another chat's row)."""
+        ...
+
+
+class OutboxNotices(Protocol):
+    """Outbound messages recorded outside a turn's commit (notices, plain-text prompts)."""
+
+    async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
+        """Record outbound messages (idempotent by key); committed on return."""
+        ...
+
+
+class Outbox(OutboxClaims, OutboxConfirmations, OutboxNotices, Protocol):
+    """Every outbound message and its ledger."""
+
+
+# ---------------------------------------------------------------- approvals
+
+
+class ApprovalReads(Protocol):
+    """Looking prompts up, for whoever shows or answers them."""
+
+    async def get_approval(self, prompt_id: str) -> ApprovalRecord | None: ...
+
+    async def open_approvals(self, platform: str, chat_id: str) -> list[ApprovalRecord]:
+        """The chat's pending prompts, oldest first."""
+        ...
+
+
+class Approvals(ApprovalReads, Protocol):
+    """Approval prompts (a compare-and-set decides each once) and remembered approvals (grants)."""
+
+    async def create_approval(self, record: ApprovalRecord) -> None:
+        """Record a new pending approval prompt."""
+        ...
+
+    async def set_prompt_shown(self, prompt_id: str, via: str, message_id: str | None) -> None:
+        """How the prompt was shown (``buttons``/``text``) and the platform message showing it."""
+        ...
+
+    async def resolve_approval(
+        self,
+        prompt_id: str,
+        outcome: Literal["approved", "denied", "expired"],
+        tier: str | None,
+        by_id: str | None,
+        by_name: str | None,
+        now: float,
+        *,
+        reason: str | None = None,
+        notice: OutboxDraft | None = None,
+    ) -> ApprovalResolution:
+        """Compare-and-set: changes the row only if it is still pending and, for an
+        answer, not past ``expires_at`` (a late answer records the expiry instead and
+        loses). A won approval for ``session``/``always`` stores its grants, and
+        ``notice`` is recorded, in the same transaction. Returns the recorded row."""
+        ...
+
+    async def expire_open_approvals(
+        self,
+        now: float,
+        reason: str,
+        notice_for: Callable[[ApprovalRecord], OutboxDraft | None] | None = None,
+    ) -> list[ApprovalRecord]:
+        """Expire every pending prompt (start-up: their turns died with the old process),
+        with each one's notice in the same transaction; returns them as recorded."""
+        ...
+
+    async def add_grant(
+        self, scope: GrantScope, session_key: str | None, rule_key: str, command: str
+    ) -> None:
+        """Remember an approval: per session key (until ``/new``) or for every session."""
+        ...
+
+    async def granted(self, session_key: str, rule_keys: Sequence[str]) -> bool:
+        """Whether every one of ``rule_keys`` is granted for this session (or always)."""
+        ...
+
+
+# ---------------------------------------------------------------- cursors and labels
+
+
+class Cursors(Protocol):
+    """Named upstream positions, such as a long-polling offset."""
+
+    async def get_cursor(self, name: str) -> str | None:
+        """The value last stored under ``name``."""
+        ...
+
+    async def set_cursor(self, name: str, value: str) -> None:
+        """Store ``value`` under ``name``; returns only after it is committed."""
+        ...
+
+
+class Labels(Protocol):
+    """The latest observed chat name and topic per chat (written by admission, read by turns)."""
+
+    async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels: ...
+
+
+ROLES: tuple[type, ...] = (Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels)
+"""Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

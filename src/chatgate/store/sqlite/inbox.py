@@ -1,0 +1,193 @@
+"""The inbox role over SQLite: admission's one transaction, and what the inbox reports.
+
+``admit`` commits the event together with everything admission decided about it: the
+session row (created, or its latest source), the chat's labels, a command's cancellations
+and reset, an approval answer's resolution, and the reply. Write functions are pure
+functions of the database and their arguments (``now`` is taken before queueing).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from dataclasses import replace
+
+from chatgate.domain.approvals import ApprovalResolution
+from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
+from chatgate.domain.source import Source
+from chatgate.store.sqlite import approvals
+from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.labels import observe_labels
+from chatgate.store.sqlite.outbox import insert_outbox
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d_%H%M%S_", time.gmtime()) + uuid.uuid4().hex[:8]
+
+
+def _insert_event(conn: sqlite3.Connection, req: AdmitRequest, inbound_json: str, now: float) -> int | None:
+    """The new row's ``seq``, or None when this (transport, delivery id) was admitted before."""
+    inbound = req.inbound
+    row = conn.execute(
+        "INSERT INTO inbox (transport, delivery_id, session_key, status, inbound_json,"
+        " admitted_at, finished_at, outcome) VALUES (?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (transport, delivery_id) DO NOTHING RETURNING seq",
+        (
+            inbound.transport,
+            inbound.delivery_id,
+            req.session_key,
+            "queued" if req.queued else "done",
+            inbound_json,
+            now,
+            None if req.queued else now,
+            None if req.queued else "command",
+        ),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _touch_session(conn: sqlite3.Connection, key: str, source: Source, source_json: str, now: float) -> None:
+    updated = conn.execute(
+        "UPDATE sessions SET source_json = ?, last_activity = ? WHERE key = ?", (source_json, now, key)
+    ).rowcount
+    if not updated:
+        conn.execute(
+            "INSERT INTO sessions (key, session_id, platform, chat_id, source_json, created_at,"
+            " last_activity) VALUES (?,?,?,?,?,?,?)",
+            (key, new_session_id(), source.platform, source.chat_id, source_json, now, now),
+        )
+
+
+def _cancel_queued(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> tuple[int, int]:
+    """``/stop`` and ``/new``: (items cancelled, of which waiting). Only messages no turn
+    has picked up count as waiting; a running one is stopped, not dropped."""
+    waiting = conn.execute(
+        "SELECT COUNT(*) FROM inbox WHERE session_key = ? AND status = 'queued' AND claimed_by IS NULL",
+        (req.session_key,),
+    ).fetchone()[0]
+    cancelled = conn.execute(
+        "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
+        " WHERE session_key = ? AND status = 'queued'",
+        (now, f"cancelled by {req.inbound.text.strip()[:40]}", req.session_key),
+    ).rowcount
+    conn.execute("UPDATE sessions SET retry_at = NULL, last_error = NULL WHERE key = ?", (req.session_key,))
+    return cancelled, int(waiting)
+
+
+def _answer(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> ApprovalResolution | None:
+    """An approval answer commits with the event that carried it, so a redelivery resolves nothing."""
+    if req.answer is None:
+        return None
+    a = req.answer
+    return approvals.resolve(conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason)
+
+
+def _record_reply(
+    conn: sqlite3.Connection,
+    req: AdmitRequest,
+    waiting: int,
+    resolution: ApprovalResolution | None,
+    now: float,
+) -> None:
+    if req.reply is None:
+        return
+    reply = req.reply
+    if req.cancel_queued:
+        reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
+    if resolution is not None and req.answer is not None and req.answer.render is not None:
+        reply = replace(reply, text=req.answer.render(resolution))
+    insert_outbox(conn, reply, now)
+
+
+def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResult:
+    inbound = req.inbound
+    inbound_dict = inbound.to_dict()
+    seq = _insert_event(conn, req, dumps(inbound_dict), now)
+    if seq is None:
+        first, key = conn.execute(
+            "SELECT seq, session_key FROM inbox WHERE transport = ? AND delivery_id = ?",
+            (inbound.transport, inbound.delivery_id),
+        ).fetchone()
+        return AdmitResult(new=False, seq=first, session_key=key)
+    source = inbound.source
+    _touch_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now)
+    if source.chat_id and inbound.labels_observed():
+        observe_labels(conn, source, seq)
+    cancelled, waiting = _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
+    if req.reset_session:
+        conn.execute("UPDATE sessions SET session_id = ? WHERE key = ?", (new_session_id(), req.session_key))
+    resolution = _answer(conn, req, now)
+    _record_reply(conn, req, waiting, resolution, now)
+    return AdmitResult(
+        new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
+    )
+
+
+def cancel_running(conn: sqlite3.Connection, session_key: str, reason: str, now: float) -> int:
+    return conn.execute(
+        "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
+        " WHERE session_key = ? AND status = 'queued' AND claimed_by IS NOT NULL",
+        (now, reason[:80], session_key),
+    ).rowcount
+
+
+def record_rejected(
+    conn: sqlite3.Connection, transport: str, delivery_id: str | None, reason: str, excerpt: str, now: float
+) -> None:
+    conn.execute(
+        "INSERT INTO rejected_inbound (transport, delivery_id, reason, excerpt, received_at)"
+        " VALUES (?,?,?,?,?)",
+        (transport, delivery_id, reason[:500], excerpt[:500], now),
+    )
+
+
+def rejected(conn: sqlite3.Connection, limit: int) -> list[RejectedInbound]:
+    rows = conn.execute(
+        "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
+        " ORDER BY id DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [RejectedInbound(*row) for row in rows]
+
+
+def queue_depth(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COUNT(*) FROM inbox WHERE status = 'queued'").fetchone()[0])
+
+
+def queue_stats(conn: sqlite3.Connection) -> QueueStats:
+    depth, oldest = conn.execute(
+        "SELECT COUNT(*), MIN(admitted_at) FROM inbox WHERE status = 'queued'"
+    ).fetchone()
+    row = conn.execute(
+        "SELECT last_error FROM sessions WHERE last_error IS NOT NULL ORDER BY last_activity DESC LIMIT 1"
+    ).fetchone()
+    return QueueStats(int(depth), oldest, row[0] if row else None)
+
+
+class SqliteInbox(SqliteRole):
+    """``Inbox``, with its ``Rejections``."""
+
+    async def admit(self, request: AdmitRequest) -> AdmitResult:
+        now = time.time()
+        return await self._db.write(lambda c: admit(c, request, now))
+
+    async def cancel_running(self, session_key: str, reason: str) -> int:
+        now = time.time()
+        return await self._db.write(lambda c: cancel_running(c, session_key, reason, now))
+
+    async def record_rejected(
+        self, transport: str, delivery_id: str | None, reason: str, excerpt: str
+    ) -> None:
+        now = time.time()
+        await self._db.write(lambda c: record_rejected(c, transport, delivery_id, reason, excerpt, now))
+
+    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
+        return await self._db.read(lambda c: rejected(c, limit))
+
+    async def queue_depth(self) -> int:
+        return await self._db.read(queue_depth)
+
+    async def queue_stats(self) -> QueueStats:
+        return await self._db.read(queue_stats)

@@ -1,0 +1,181 @@
+"""The leases role over SQLite: claims in admission order, renewals, a turn's commit or abandon.
+
+A session is worked on only by the owner of its lease (``sessions.lease_owner``).
+``complete_turn`` is one transaction: the items' outcome, the transcript, the outbox
+rows, and the claim of the session's next batch, so the session passes from one turn to
+the next without ever being free. Write functions are pure functions of the database and
+their arguments (``now`` is taken before queueing).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from chatgate.domain.errors import LeaseLost
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.outbox import insert_outbox
+from chatgate.store.sqlite.transcript import append_transcript
+
+
+def _take_batch(conn: sqlite3.Connection, key: str, session_id: str, batch: int, owner: str) -> Claim | None:
+    rows = conn.execute(
+        "SELECT seq, inbound_json, attempts FROM inbox WHERE session_key = ? AND status = 'queued'"
+        " ORDER BY seq LIMIT ?",
+        (key, batch),
+    ).fetchall()
+    if not rows:
+        return None
+    seqs = [r[0] for r in rows]
+    conn.executemany(
+        "UPDATE inbox SET attempts = attempts + 1, claimed_by = ? WHERE seq = ?", [(owner, s) for s in seqs]
+    )
+    items = tuple(
+        QueuedItem(seq=r[0], session_key=key, inbound=Inbound.from_dict(json.loads(r[1])), attempts=r[2] + 1)
+        for r in rows
+    )
+    return Claim(session_key=key, session_id=session_id, items=items)
+
+
+def claim_sessions(
+    conn: sqlite3.Connection, owner: str, limit: int, lease_s: float, batch: int, now: float
+) -> list[Claim]:
+    candidates = conn.execute(
+        "SELECT s.key, s.session_id FROM (SELECT session_key, MIN(seq) AS head FROM inbox"
+        " WHERE status = 'queued' GROUP BY session_key) q JOIN sessions s ON s.key = q.session_key"
+        " WHERE (s.lease_owner IS NULL OR s.lease_expires < ?)"
+        " AND (s.retry_at IS NULL OR s.retry_at <= ?) ORDER BY q.head LIMIT ?",
+        (now, now, limit),
+    ).fetchall()
+    claims: list[Claim] = []
+    for key, session_id in candidates:
+        conn.execute(
+            "UPDATE sessions SET lease_owner = ?, lease_expires = ? WHERE key = ?",
+            (owner, now + lease_s, key),
+        )
+        claim = _take_batch(conn, key, session_id, batch, owner)
+        if claim is not None:
+            claims.append(claim)
+    return claims
+
+
+def renew_lease(conn: sqlite3.Connection, key: str, owner: str, lease_s: float, now: float) -> bool:
+    return (
+        conn.execute(
+            "UPDATE sessions SET lease_expires = ? WHERE key = ? AND lease_owner = ?",
+            (now + lease_s, key, owner),
+        ).rowcount
+        == 1
+    )
+
+
+def _held_session_id(conn: sqlite3.Connection, owner: str, out: TurnOutcome) -> str:
+    """The session id, if ``owner`` still holds the lease and every item is still queued."""
+    held = conn.execute(
+        "SELECT session_id FROM sessions WHERE key = ? AND lease_owner = ?",
+        (out.session_key, owner),
+    ).fetchone()
+    if held is None:
+        raise LeaseLost(f"lease on {out.session_key} is no longer held by {owner}")
+    marks = "?" * len(out.item_seqs)
+    queued = conn.execute(
+        f"SELECT COUNT(*) FROM inbox WHERE seq IN ({','.join(marks)}) AND status = 'queued'",
+        out.item_seqs,
+    ).fetchone()[0]
+    if queued != len(out.item_seqs):
+        raise LeaseLost(f"items of {out.session_key} were cancelled while the turn ran")
+    return str(held[0])
+
+
+def complete_turn(
+    conn: sqlite3.Connection, owner: str, out: TurnOutcome, lease_s: float, batch: int, now: float
+) -> Claim | None:
+    session_id = _held_session_id(conn, owner, out)
+    conn.executemany(
+        "UPDATE inbox SET status = 'done', finished_at = ?, outcome = ? WHERE seq = ?",
+        [(now, out.outcome, seq) for seq in out.item_seqs],
+    )
+    append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
+    for draft in out.outbox:
+        insert_outbox(conn, draft, now)
+    conn.execute(
+        "UPDATE sessions SET last_activity = ?, retry_at = NULL, last_error = NULL,"
+        " lease_expires = ? WHERE key = ?",
+        (now, now + lease_s, out.session_key),
+    )
+    claim = _take_batch(conn, out.session_key, session_id, batch, owner)
+    if claim is None:
+        conn.execute(
+            "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?",
+            (out.session_key,),
+        )
+    return claim
+
+
+def abandon_turn(
+    conn: sqlite3.Connection,
+    owner: str,
+    key: str,
+    seqs: tuple[int, ...],
+    retry_at: float | None,
+    error: str | None,
+) -> None:
+    held = conn.execute("SELECT 1 FROM sessions WHERE key = ? AND lease_owner = ?", (key, owner)).fetchone()
+    if held is None:
+        return  # a former owner: the session and its attempts belong to someone else now
+    conn.executemany(
+        "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL"
+        " WHERE seq = ? AND status = 'queued'",
+        [(s,) for s in seqs],
+    )
+    conn.execute(
+        "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL, retry_at = ?,"
+        " last_error = COALESCE(?, last_error) WHERE key = ? AND lease_owner = ?",
+        (retry_at, error, key, owner),
+    )
+
+
+def release_dead_owners(conn: sqlite3.Connection, owner: str) -> int:
+    """Single-process store: whatever another owner leased, it leased before it died."""
+    released = conn.execute(
+        "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
+        " WHERE lease_owner IS NOT NULL AND lease_owner != ?",
+        (owner,),
+    ).rowcount
+    conn.execute(
+        "UPDATE inbox SET claimed_by = NULL WHERE status = 'queued' AND claimed_by IS NOT NULL"
+        " AND claimed_by != ?",
+        (owner,),
+    )
+    return released
+
+
+class SqliteLeases(SqliteRole):
+    """``Leases``: every method is a write through the group-commit writer."""
+
+    async def claim_sessions(self, owner: str, limit: int, lease_seconds: float, batch: int) -> list[Claim]:
+        now = time.time()
+        return await self._db.write(lambda c: claim_sessions(c, owner, limit, lease_seconds, batch, now))
+
+    async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
+        now = time.time()
+        return await self._db.write(lambda c: renew_lease(c, session_key, owner, lease_seconds, now))
+
+    async def complete_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
+    ) -> Claim | None:
+        now = time.time()
+        return await self._db.write(lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now))
+
+    async def abandon_turn(
+        self,
+        owner: str,
+        session_key: str,
+        item_seqs: tuple[int, ...],
+        retry_at: float | None,
+        error: str | None,
+    ) -> None:
+        await self._db.write(lambda c: abandon_turn(c, owner, session_key, item_seqs, retry_at, error))

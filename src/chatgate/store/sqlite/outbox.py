@@ -1,0 +1,175 @@
+"""The outbox role over SQLite: the ledger of outbound messages, claimed head of chat first.
+
+Write functions run inside the group-commit transaction and must be pure functions of
+the database and their arguments (``now`` is taken before queueing), so re-running one
+after a rolled-back batch is safe. ``insert_outbox`` is also how the other roles' writes
+(a turn's commit, a command's reply, an approval's notice) record messages in their own
+transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
+from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.database import SqliteRole
+
+_COLUMNS = (
+    "id, idem_key, platform, chat_id, session_key, kind, text, in_reply_to, status, "
+    "attempts, possibly_duplicate, platform_message_id, created_at, target_json"
+)
+
+
+def outbox_row(row: tuple[Any, ...]) -> OutboxRow:
+    return OutboxRow(
+        id=row[0],
+        idem_key=row[1],
+        platform=row[2],
+        chat_id=row[3],
+        session_key=row[4],
+        kind=row[5],
+        text=row[6],
+        in_reply_to=row[7],
+        status=row[8],
+        attempts=row[9],
+        possibly_duplicate=bool(row[10]),
+        platform_message_id=row[11],
+        created_at=row[12],
+        target=json.loads(row[13]),
+    )
+
+
+def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> None:
+    """Record ``draft`` as a pending row; an existing ``idem_key`` makes this a no-op."""
+    conn.execute(
+        "INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
+        " target_json, status, created_at) VALUES (?,?,?,?,?,?,?,?, 'pending', ?)"
+        " ON CONFLICT (idem_key) DO NOTHING",
+        (
+            draft.idem_key,
+            draft.platform,
+            draft.chat_id,
+            draft.session_key,
+            draft.kind,
+            draft.text,
+            draft.in_reply_to,
+            dumps(draft.target),
+            now,
+        ),
+    )
+
+
+def requeue_mid_send(conn: sqlite3.Connection) -> None:
+    """Rows a dead process left ``sending`` go back to ``pending`` as possible duplicates."""
+    conn.execute(
+        "UPDATE outbox SET status = 'pending', possibly_duplicate = 1, next_attempt_at = NULL"
+        " WHERE status = 'sending'"
+    )
+
+
+def claim_outbox(conn: sqlite3.Connection, limit: int, now: float) -> list[OutboxRow]:
+    """Claim due head-of-chat rows; a row left ambiguous is claimed as a possible duplicate."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM outbox o WHERE o.status IN ('pending', 'ambiguous')"
+        " AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?)"
+        " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
+        " AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN ('pending', 'sending', 'ambiguous'))"
+        " ORDER BY o.id LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    conn.executemany(
+        "UPDATE outbox SET possibly_duplicate = MAX(possibly_duplicate, status = 'ambiguous'),"
+        " status = 'sending', attempts = attempts + 1 WHERE id = ?",
+        [(r[0],) for r in rows],
+    )
+    return [
+        replace(
+            outbox_row(r),
+            status="sending",
+            attempts=r[9] + 1,
+            possibly_duplicate=bool(r[10]) or r[8] == "ambiguous",
+        )
+        for r in rows
+    ]
+
+
+def settle_outbox(conn: sqlite3.Connection, settlements: list[OutboxSettlement], now: float) -> None:
+    for s in settlements:
+        # A row the client already confirmed stays confirmed whatever a racing send reports.
+        conn.execute(
+            "UPDATE outbox SET status = ?, platform_message_id = COALESCE(?, platform_message_id),"
+            " next_attempt_at = ?, last_error = ?, attempts = attempts - ?,"
+            " sent_at = CASE WHEN ? = 'sent' THEN ? ELSE sent_at END"
+            " WHERE id = ? AND (confirmed_at IS NULL OR ? = 'sent')",
+            (
+                s.status,
+                s.platform_message_id,
+                s.retry_at,
+                s.error,
+                0 if s.counts_attempt else 1,
+                s.status,
+                now,
+                s.id,
+                s.status,
+            ),
+        )
+
+
+def confirm_outbox(conn: sqlite3.Connection, platform: str, chat_id: str, row_id: int, now: float) -> bool:
+    return (
+        conn.execute(
+            "UPDATE outbox SET confirmed_at = ?, status = 'sent', sent_at = COALESCE(sent_at, ?)"
+            " WHERE id = ? AND platform = ? AND chat_id = ? AND confirmed_at IS NULL",
+            (now, now, row_id, platform, chat_id),
+        ).rowcount
+        == 1
+    )
+
+
+def unconfirmed_for_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> list[OutboxRow]:
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM outbox WHERE platform = ? AND chat_id = ?"
+        " AND confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous')"
+        " ORDER BY id",
+        (platform, chat_id),
+    ).fetchall()
+    return [outbox_row(r) for r in rows]
+
+
+class SqliteOutbox(SqliteRole):
+    """``Outbox``: claims and settlements (delivery), confirmations (web chat), notices."""
+
+    async def claim_outbox(self, limit: int) -> list[OutboxRow]:
+        now = time.time()
+        return await self._db.write(lambda c: claim_outbox(c, limit, now))
+
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+        if not settlements:
+            return
+        now = time.time()
+        await self._db.write(lambda c: settle_outbox(c, settlements, now))
+
+    async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
+        return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
+
+    async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
+        now = time.time()
+        return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
+
+    async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
+        if not drafts:
+            return
+        now = time.time()
+        items = list(drafts)
+
+        def write(c: sqlite3.Connection) -> None:
+            for draft in items:
+                insert_outbox(c, draft, now)
+
+        await self._db.write(write)

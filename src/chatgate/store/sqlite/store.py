@@ -1,0 +1,57 @@
+"""``SqliteStore``: the embedded default store, every role over one SQLite file.
+
+Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
+``outbox``, ``approvals``, ``cursors``, ``labels``, ``lifecycle``); this class only
+composes them over one ``Database`` (the writer thread, the reader pool, the file lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from chatgate.store.sqlite.approvals import SqliteApprovals
+from chatgate.store.sqlite.cursors import SqliteCursors
+from chatgate.store.sqlite.database import Connect, Database, Synchronous, default_connect
+from chatgate.store.sqlite.inbox import SqliteInbox
+from chatgate.store.sqlite.labels import SqliteLabels
+from chatgate.store.sqlite.leases import SqliteLeases
+from chatgate.store.sqlite.lifecycle import SqliteLifecycle
+from chatgate.store.sqlite.outbox import SqliteOutbox
+from chatgate.store.sqlite.transcript import SqliteTranscript
+
+
+class SqliteStore(
+    SqliteLifecycle,
+    SqliteInbox,
+    SqliteLeases,
+    SqliteTranscript,
+    SqliteOutbox,
+    SqliteApprovals,
+    SqliteCursors,
+    SqliteLabels,
+):
+    """The ``Store`` protocol over one SQLite file in WAL mode."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        synchronous: Synchronous = "FULL",
+        group_commit: bool = True,
+        max_batch: int = 512,
+        readers: int = 2,
+        connect: Connect = default_connect,
+        on_commit: Callable[[int, float], None] | None = None,
+    ) -> None:
+        db = Database(
+            path,
+            synchronous=synchronous,
+            group_commit=group_commit,
+            max_batch=max_batch,
+            readers=readers,
+            connect=connect,
+            on_commit=on_commit,
+        )
+        super().__init__(db)
+        self.path = db.path

@@ -1,0 +1,305 @@
+"""The leases role's contract: claims in admission order, one owner per session, a turn's commit
+handing over the next batch in the same transaction, and abandons that give attempts back."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chatgate.domain.errors import LeaseLost
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.store_roles import (
+    Leases,
+)
+from chatgate.domain.turns import Claim
+from chatgate.store.base import Store
+from contract.kit import covers, draft, eventually, req, texts
+from support.store_values import outcome
+
+
+@covers(Leases.claim_sessions)
+async def test_claims_order_sessions_by_their_oldest_queued_item(store):
+    for delivery_id, key in [("d1", "kc"), ("d2", "ka"), ("d3", "kb"), ("d4", "kc"), ("d5", "ka")]:
+        await store.admit(req(delivery_id, key))
+    claims = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert [c.session_key for c in claims] == ["kc", "ka", "kb"]
+    assert [c.items[0].inbound.delivery_id for c in claims] == ["d1", "d2", "d3"]
+
+
+@covers(Leases.claim_sessions)
+async def test_claim_limit_caps_sessions_and_leaves_the_rest_for_the_next_claim(store):
+    for delivery_id, key in [("d1", "kc"), ("d2", "ka"), ("d3", "kb")]:
+        await store.admit(req(delivery_id, key))
+    assert [c.session_key for c in await store.claim_sessions("w1", 2, 30.0, 1)] == ["kc", "ka"]
+    assert [c.session_key for c in await store.claim_sessions("w1", 2, 30.0, 1)] == ["kb"]
+
+
+@covers(Leases.claim_sessions)
+async def test_leased_session_is_not_claimed_again_while_its_lease_is_live(store):
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    await store.admit(req("d2", "k1"))
+    await store.admit(req("e1", "k2"))
+    assert [c.session_key for c in await store.claim_sessions("w2", 10, 30.0, 1)] == ["k2"]
+    assert await store.claim_sessions("w1", 10, 30.0, 1) == []
+    info = await store.session_info("k1")
+    assert info is not None and info.leased_by == "w1" and info.queued == 2
+    assert claim.session_key == "k1"
+
+
+@covers(Leases.claim_sessions)
+async def test_batch_claims_take_the_head_items_in_admission_order(store):
+    for i in range(5):
+        await store.admit(req(f"d{i}", "k1", f"m{i}"))
+    (one,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert texts(one) == ["m0"]
+    await store.abandon_turn("w1", "k1", (one.items[0].seq,), None, None)
+    (three,) = await store.claim_sessions("w1", 10, 30.0, 3)
+    assert texts(three) == ["m0", "m1", "m2"]
+    assert [i.seq for i in three.items] == sorted(i.seq for i in three.items)
+
+
+@covers(Leases.claim_sessions)
+async def test_every_claim_of_an_item_counts_one_attempt(store):
+    await store.admit(req("d1", "k1"))
+    (first,) = await store.claim_sessions("w1", 10, 0.05, 1)
+    assert first.items[0].attempts == 1
+    (second,) = await eventually(lambda: store.claim_sessions("w2", 10, 0.05, 1))
+    assert second.items[0].seq == first.items[0].seq
+    assert second.items[0].attempts == 2
+
+
+@covers(Leases.claim_sessions, Leases.complete_turn, Leases.renew_lease)
+async def test_expired_lease_passes_to_another_owner_and_the_old_owner_loses_the_turn(store):
+    await store.admit(req("d1", "k1"))
+    (mine,) = await store.claim_sessions("w1", 10, 0.05, 1)
+    (theirs,) = await eventually(lambda: store.claim_sessions("w2", 10, 30.0, 1))
+    with pytest.raises(LeaseLost):
+        await store.complete_turn("w1", outcome(mine), 30.0, 1)
+    assert await store.renew_lease("k1", "w1", 30.0) is False
+    assert await store.history(mine.session_id, 10) == []
+    assert await store.complete_turn("w2", outcome(theirs), 30.0, 1) is None
+    assert len(await store.history(theirs.session_id, 10)) == 2
+
+
+@covers(Leases.renew_lease)
+async def test_renew_lease_extends_only_the_owners_lease(store):
+    await store.admit(req("d1", "k1"))
+    await store.claim_sessions("w1", 10, 0.2, 1)
+    assert await store.renew_lease("k1", "w2", 30.0) is False
+    assert await store.renew_lease("k1", "w1", 30.0) is True
+    await asyncio.sleep(0.3)  # past the original expiry; the renewed lease still holds
+    assert await store.claim_sessions("w2", 10, 30.0, 1) == []
+    assert await store.renew_lease("unknown", "w1", 30.0) is False
+
+
+@covers(Leases.complete_turn)
+async def test_complete_turn_commits_the_turn_and_hands_over_the_next_item_in_fifo_order(store):
+    for i, text in enumerate(["one", "two", "three"]):
+        await store.admit(req(f"d{i}", "k1", text))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert texts(claim) == ["one"]
+    nxt = await store.complete_turn("w1", outcome(claim, draft("final:1"), reply="re one"), 30.0, 1)
+    assert texts(nxt) == ["two"] and nxt is not None
+    assert nxt.items[0].attempts == 1 and nxt.session_id == claim.session_id
+    assert await store.history(claim.session_id, 10) == [
+        HistoryEntry(role="user", content="one"),
+        HistoryEntry(role="assistant", content="re one"),
+    ]
+    (row,) = await store.unconfirmed_for_chat("webchat", "c1")
+    assert (row.idem_key, row.status, row.kind) == ("final:1", "pending", "final")
+    assert await store.queue_depth() == 2  # "two" is leased but not done, "three" waits
+    info = await store.session_info("k1")
+    assert info is not None and info.leased_by == "w1"
+
+    last = await store.complete_turn("w1", outcome(nxt, reply="re two"), 30.0, 5)
+    assert texts(last) == ["three"]
+    assert last is not None
+    assert await store.complete_turn("w1", outcome(last, reply="re three"), 30.0, 5) is None
+    assert [e.content for e in await store.history(claim.session_id, 10)] == [
+        "one", "re one", "two", "re two", "three", "re three",
+    ]  # fmt: skip
+    info = await store.session_info("k1")
+    assert info is not None and (info.leased_by, info.queued) == (None, 0)
+    assert await store.queue_depth() == 0
+
+
+@covers(Leases.complete_turn)
+async def test_complete_turn_hands_over_the_next_batch(store):
+    for i in range(5):
+        await store.admit(req(f"d{i}", "k1", f"m{i}"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 2)
+    nxt = await store.complete_turn("w1", outcome(claim), 30.0, 2)
+    assert texts(claim) == ["m0", "m1"] and texts(nxt) == ["m2", "m3"]
+
+
+@covers(Leases.complete_turn)
+async def test_session_released_by_complete_turn_can_be_claimed_by_another_owner(store):
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert await store.complete_turn("w1", outcome(claim), 30.0, 1) is None
+    await store.admit(req("d2", "k1", "later"))
+    (other,) = await store.claim_sessions("w2", 10, 30.0, 1)
+    assert texts(other) == ["later"]
+
+
+@covers(Leases.complete_turn)
+async def test_complete_turn_by_a_non_owner_raises_lease_lost_and_changes_nothing(store):
+    await store.admit(req("d1", "k1"))
+    await store.admit(req("d2", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    with pytest.raises(LeaseLost):
+        await store.complete_turn("w2", outcome(claim, draft("final:x")), 30.0, 1)
+    assert await store.history(claim.session_id, 10) == []
+    assert await store.unconfirmed_for_chat("webchat", "c1") == []
+    assert await store.queue_depth() == 2
+    info = await store.session_info("k1")
+    assert info is not None and info.leased_by == "w1"
+    assert texts(await store.complete_turn("w1", outcome(claim), 30.0, 1)) == ["hello"]
+
+
+@covers(Leases.complete_turn)
+async def test_completing_a_turn_twice_raises_lease_lost_and_records_it_once(store):
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert await store.complete_turn("w1", outcome(claim, draft("final:1")), 30.0, 1) is None
+    with pytest.raises(LeaseLost):
+        await store.complete_turn("w1", outcome(claim, draft("final:1")), 30.0, 1)
+    assert len(await store.history(claim.session_id, 10)) == 2
+    assert len(await store.unconfirmed_for_chat("webchat", "c1")) == 1
+
+
+@covers(Leases.abandon_turn)
+async def test_abandoned_items_return_to_the_queue_without_counting_the_attempt(store):
+    await store.admit(req("d1", "k1"))
+    await store.admit(req("d2", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 2)
+    assert [i.attempts for i in claim.items] == [1, 1]
+    await store.abandon_turn("w1", "k1", tuple(i.seq for i in claim.items), None, None)
+    info = await store.session_info("k1")
+    assert info is not None and (info.leased_by, info.queued) == (None, 2)
+    (again,) = await store.claim_sessions("w2", 10, 30.0, 2)
+    assert [i.seq for i in again.items] == [i.seq for i in claim.items]
+    assert [i.attempts for i in again.items] == [1, 1]
+
+
+@covers(Leases.abandon_turn, Leases.claim_sessions)
+async def test_session_waiting_to_retry_is_not_claimed_until_its_retry_time(store):
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    retry_at = time.time() + 0.3
+    await store.abandon_turn("w1", "k1", (claim.items[0].seq,), retry_at, "agent exploded")
+    await store.admit(req("e1", "k2"))
+    assert [c.session_key for c in await store.claim_sessions("w1", 10, 30.0, 1)] == ["k2"]
+    info = await store.session_info("k1")
+    assert info is not None and info.last_error == "agent exploded" and info.leased_by is None
+    (retried,) = await eventually(lambda: store.claim_sessions("w1", 10, 30.0, 1))
+    assert time.time() >= retry_at
+    assert retried.session_key == "k1" and retried.items[0].attempts == 1
+    assert await store.complete_turn("w1", outcome(retried), 30.0, 1) is None
+    info = await store.session_info("k1")
+    assert info is not None and info.last_error is None
+
+
+@covers(Leases.abandon_turn)
+async def test_abandon_turn_by_a_former_owner_changes_nothing(store):
+    await store.admit(req("d1", "k1"))
+    (stale,) = await store.claim_sessions("w1", 10, 0.05, 1)  # attempt 1
+    await eventually(lambda: store.claim_sessions("w2", 10, 0.05, 1))  # attempt 2
+    await store.abandon_turn("w1", "k1", (stale.items[0].seq,), time.time() + 3600, "stale")
+    info = await store.session_info("k1")
+    assert info is not None and (info.leased_by, info.last_error) == ("w2", None)
+    (third,) = await eventually(lambda: store.claim_sessions("w3", 10, 30.0, 1))
+    assert third.items[0].attempts == 3
+
+
+SESSIONS = ("ka", "kb", "kc")
+
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("admit"), st.sampled_from(SESSIONS), st.integers(1, 3)),
+        st.tuples(st.just("claim"), st.integers(1, 3), st.integers(1, 3)),
+        st.tuples(st.just("complete"), st.integers(0, 5), st.integers(1, 3)),
+        st.tuples(st.just("abandon"), st.integers(0, 5), st.just(0)),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+async def _fifo_scenario(store: Store, plan: list[tuple[str, Any, int]]) -> None:
+    admitted: dict[str, list[int]] = {k: [] for k in SESSIONS}  # seqs in admission (seq) order
+    done: dict[str, list[int]] = {k: [] for k in SESSIONS}
+    held: dict[str, Claim] = {}
+    counter = itertools.count()
+
+    def check_claim(claim: Claim, batch: int) -> None:
+        pending = [s for s in admitted[claim.session_key] if s not in done[claim.session_key]]
+        seqs = [i.seq for i in claim.items]
+        assert 1 <= len(seqs) <= batch
+        assert seqs == pending[: len(seqs)], "a claim must take the head of its session's queue"
+        assert all(i.attempts == 1 for i in claim.items)  # no lease ever expired, abandons are free
+
+    async def complete(claim: Claim, batch: int) -> None:
+        nxt = await store.complete_turn("w", outcome(claim), 60.0, batch)
+        done[claim.session_key].extend(i.seq for i in claim.items)
+        del held[claim.session_key]
+        if nxt is not None:
+            check_claim(nxt, batch)
+            held[nxt.session_key] = nxt
+
+    for op, arg, n in plan:
+        if op == "admit":
+            results = await asyncio.gather(
+                *(store.admit(req(f"d{next(counter)}", arg, chat_id=arg)) for _ in range(n))
+            )
+            admitted[arg].extend(r.seq for r in results)
+            admitted[arg].sort()
+        elif op == "claim":
+            for claim in await store.claim_sessions("w", arg, 60.0, n):
+                assert claim.session_key not in held, "a leased session was claimed twice"
+                check_claim(claim, n)
+                held[claim.session_key] = claim
+        elif held:
+            claim = held[sorted(held)[arg % len(held)]]
+            if op == "complete":
+                await complete(claim, n)
+            else:
+                await store.abandon_turn(
+                    "w", claim.session_key, tuple(i.seq for i in claim.items), None, None
+                )
+                del held[claim.session_key]
+    for _ in range(200):  # drain
+        for claim in list(held.values()):
+            await complete(claim, 2)
+        if not held:
+            claims = await store.claim_sessions("w", 3, 60.0, 2)
+            if not claims:
+                break
+            for claim in claims:
+                check_claim(claim, 2)
+                held[claim.session_key] = claim
+    assert done == admitted, "every item handled exactly once, in admission order per session"
+    assert await store.queue_depth() == 0
+
+
+@covers(Leases.claim_sessions, Leases.complete_turn, Leases.abandon_turn)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plan=steps)
+def test_claim_and_complete_cycles_handle_each_sessions_items_once_in_admission_order(backend, plan):
+    async def run() -> None:
+        store = backend.fresh().store()
+        await store.open()
+        try:
+            await _fifo_scenario(store, plan)
+        finally:
+            await store.close()
+
+    asyncio.run(run())

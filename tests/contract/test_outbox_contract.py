@@ -1,0 +1,171 @@
+"""The outbox role's contract: a ledger claimed head of chat first, settled per row, confirmed once
+by a client, and idempotent by key however a row is recorded."""
+
+from __future__ import annotations
+
+import time
+
+from chatgate.domain.outbox import OutboxSettlement
+from chatgate.domain.store_roles import (
+    Inbox,
+    Leases,
+    Outbox,
+)
+from contract.kit import covers, draft, eventually, put_outbox, req
+from support.store_values import outcome
+
+
+@covers(Outbox.claim_outbox)
+async def test_claim_outbox_hands_out_only_the_head_row_of_each_chat(store):
+    await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"), draft("b1", "c2"), draft("a3", "c1"))
+    claimed = await store.claim_outbox(10)
+    assert [r.idem_key for r in claimed] == ["a1", "b1"]
+    assert await store.claim_outbox(10) == []
+    statuses = {r.idem_key: r.status for r in await store.unconfirmed_for_chat("webchat", "c1")}
+    assert statuses == {"a1": "sending", "a2": "pending", "a3": "pending"}
+
+
+@covers(Outbox.claim_outbox)
+async def test_claimed_outbox_rows_are_sending_and_count_this_attempt(store):
+    await put_outbox(store, draft("a1", "c1"))
+    (row,) = await store.claim_outbox(10)
+    assert (row.status, row.attempts) == ("sending", 1)
+
+
+@covers(Outbox.claim_outbox, Outbox.settle_outbox)
+async def test_next_row_of_a_chat_is_handed_out_once_its_head_is_sent(store):
+    await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"))
+    (head,) = await store.claim_outbox(10)
+    await store.settle_outbox([OutboxSettlement(id=head.id, status="sent", platform_message_id="pm-a1")])
+    (nxt,) = await store.claim_outbox(10)
+    assert nxt.idem_key == "a2"
+    first = (await store.unconfirmed_for_chat("webchat", "c1"))[0]
+    assert (first.idem_key, first.status, first.platform_message_id) == ("a1", "sent", "pm-a1")
+
+
+@covers(Outbox.settle_outbox)
+async def test_head_row_waiting_to_retry_holds_back_the_rest_of_its_chat(store):
+    await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"), draft("b1", "c2"))
+    claimed = {r.idem_key: r for r in await store.claim_outbox(10)}
+    retry_at = time.time() + 0.3
+    await store.settle_outbox(
+        [
+            OutboxSettlement(id=claimed["a1"].id, status="pending", retry_at=retry_at, error="429"),
+            OutboxSettlement(id=claimed["b1"].id, status="sent"),
+        ]
+    )
+    assert await store.claim_outbox(10) == []
+    (again,) = await eventually(lambda: store.claim_outbox(10))
+    assert time.time() >= retry_at
+    assert (again.idem_key, again.attempts) == ("a1", 2)  # the second attempt, this one counted
+
+
+@covers(Outbox.settle_outbox)
+async def test_failed_head_row_no_longer_holds_back_its_chat(store):
+    await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"))
+    (head,) = await store.claim_outbox(10)
+    await store.settle_outbox([OutboxSettlement(id=head.id, status="failed", error="rejected")])
+    (nxt,) = await store.claim_outbox(10)
+    assert nxt.idem_key == "a2"
+    assert [r.idem_key for r in await store.unconfirmed_for_chat("webchat", "c1")] == ["a2"]
+
+
+@covers(Outbox.claim_outbox, Outbox.unconfirmed_for_chat)
+async def test_one_chat_id_on_two_platforms_is_two_chats(store):
+    await put_outbox(store, draft("w1", "c1", platform="webchat"), draft("t1", "c1", platform="telegram"))
+    assert {r.idem_key for r in await store.claim_outbox(10)} == {"w1", "t1"}
+    assert [r.idem_key for r in await store.unconfirmed_for_chat("telegram", "c1")] == ["t1"]
+
+
+@covers(Outbox.claim_outbox)
+async def test_claim_outbox_respects_its_limit_in_id_order(store):
+    await put_outbox(store, *(draft(f"x{i}", f"c{i}") for i in range(5)))
+    assert [r.idem_key for r in await store.claim_outbox(2)] == ["x0", "x1"]
+    assert [r.idem_key for r in await store.claim_outbox(10)] == ["x2", "x3", "x4"]
+
+
+@covers(Outbox.unconfirmed_for_chat)
+async def test_unconfirmed_for_chat_lists_unconfirmed_pending_sending_and_sent_rows_in_id_order(store):
+    await put_outbox(store, *(draft(f"r{i}", "c1") for i in range(1, 6)), draft("other", "c2"))
+
+    async def head() -> int:
+        rows = [r for r in await store.claim_outbox(10) if r.chat_id == "c1"]
+        assert len(rows) == 1
+        return rows[0].id
+
+    r1 = await head()
+    await store.settle_outbox([OutboxSettlement(id=r1, status="sent")])
+    assert await store.confirm_outbox("webchat", "c1", r1) is True
+    await store.settle_outbox([OutboxSettlement(id=await head(), status="sent", platform_message_id="p2")])
+    await store.settle_outbox([OutboxSettlement(id=await head(), status="failed")])
+    await head()  # r4 stays 'sending'
+    rows = await store.unconfirmed_for_chat("webchat", "c1")
+    assert [(r.idem_key, r.status) for r in rows] == [("r2", "sent"), ("r4", "sending"), ("r5", "pending")]
+    assert [r.id for r in rows] == sorted(r.id for r in rows)
+    assert [r.idem_key for r in await store.unconfirmed_for_chat("webchat", "c2")] == ["other"]
+
+
+@covers(Outbox.confirm_outbox)
+async def test_confirm_outbox_is_true_once_and_false_on_repeat_or_for_another_chat(store):
+    await put_outbox(store, draft("a1", "c1"))
+    (row,) = await store.claim_outbox(10)
+    await store.settle_outbox([OutboxSettlement(id=row.id, status="sent")])
+    assert await store.confirm_outbox("webchat", "c2", row.id) is False
+    assert await store.confirm_outbox("telegram", "c1", row.id) is False
+    assert await store.confirm_outbox("webchat", "c1", row.id + 1000) is False
+    assert await store.confirm_outbox("webchat", "c1", row.id) is True
+    assert await store.confirm_outbox("webchat", "c1", row.id) is False
+    assert await store.unconfirmed_for_chat("webchat", "c1") == []
+
+
+@covers(Inbox.admit, Leases.complete_turn)
+async def test_recording_an_outbox_draft_again_with_the_same_idem_key_is_a_noop(store):
+    await put_outbox(store, draft("cmd:x", "c1", text="first"))
+    await put_outbox(store, draft("cmd:x", "c1", text="second"))
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    await store.complete_turn("w1", outcome(claim, draft("cmd:x", "c1", text="third")), 30.0, 1)
+    (row,) = await store.unconfirmed_for_chat("webchat", "c1")
+    assert (row.idem_key, row.text) == ("cmd:x", "first")
+
+
+@covers(Outbox.settle_outbox)
+async def test_a_settlement_that_tried_nothing_gives_the_attempt_back(store):
+    await put_outbox(store, draft("a1"))
+    (row,) = await store.claim_outbox(10)
+    assert row.attempts == 1
+    await store.settle_outbox(
+        [OutboxSettlement(id=row.id, status="pending", error="no client", counts_attempt=False)]
+    )
+    (again,) = await store.claim_outbox(10)
+    assert (again.id, again.attempts) == (row.id, 1)
+
+
+@covers(Outbox.settle_outbox, Outbox.confirm_outbox)
+async def test_a_confirmed_row_stays_sent_whatever_a_racing_settlement_reports(store):
+    await put_outbox(store, draft("a1"), draft("a2"))
+    (row,) = await store.claim_outbox(10)
+    assert await store.confirm_outbox("webchat", "c1", row.id) is True
+    await store.settle_outbox([OutboxSettlement(id=row.id, status="failed", error="late answer")])
+    assert [r.idem_key for r in await store.unconfirmed_for_chat("webchat", "c1")] == ["a2"]
+    (nxt,) = await store.claim_outbox(10)
+    assert nxt.idem_key == "a2"  # the confirmed head was sent, so it holds nothing back
+
+
+@covers(Outbox.enqueue_outbox)
+async def test_enqueued_rows_are_recorded_once_by_key_and_claimed_in_order(store):
+    await store.enqueue_outbox([draft("p:1", text="first", kind="notice"), draft("p:2", text="second")])
+    await store.enqueue_outbox([draft("p:1", text="changed", kind="notice")])
+    await store.enqueue_outbox([])
+    rows = await store.unconfirmed_for_chat("webchat", "c1")
+    assert [(r.idem_key, r.text, r.kind, r.status) for r in rows] == [
+        ("p:1", "first", "notice", "pending"),
+        ("p:2", "second", "final", "pending"),
+    ]
+    assert (rows[0].in_reply_to, rows[0].target, rows[0].session_key) == (
+        "m1",
+        {"chat_id": "c1", "n": 1},
+        "k1",
+    )
+    (head,) = await store.claim_outbox(10)
+    assert (head.idem_key, head.status, head.attempts) == ("p:1", "sending", 1)
