@@ -24,8 +24,10 @@ from telegram_double import (
 )
 
 from chatgate.domain.inbound import Inbound
+from chatgate.engine.intake import MAX_UNEXPECTED_TRIES as MAX_UNEXPECTED_FAILURES
+from chatgate.engine.intake import EngineIntake
 from chatgate.engine.ports import Admitted
-from chatgate.platforms.telegram.adapter import MAX_UNEXPECTED_FAILURES, TelegramAdapter, TelegramSettings
+from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings
 from chatgate.store.sqlite import SqliteStore
 
 ADA = User(8001, "Ada", "Lovelace", username="ada")
@@ -188,7 +190,8 @@ async def test_an_update_that_keeps_failing_unexpectedly_is_retried_then_skipped
     store = SqliteStore(tmp_path / "cursors.db")
     await store.open()
     sink = _FlakySink("poison")
-    adapter = TelegramAdapter(TelegramSettings(TOKEN, api_base=double.base, poll_timeout=5), store, sink)
+    intake = EngineIntake(sink, store)
+    adapter = TelegramAdapter(TelegramSettings(TOKEN, api_base=double.base, poll_timeout=5), store, intake)
     adapter.start()
     try:
         poison, _ = await double.push_message(private(ADA), ADA, "poison")

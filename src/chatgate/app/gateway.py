@@ -40,6 +40,7 @@ from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
+from chatgate.engine.intake import EngineIntake
 from chatgate.engine.looplag import LoopLagMonitor
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter
@@ -186,6 +187,7 @@ class Gateway:
             stop_session=self._stop_session,
             approvals=self.approvals,
         )
+        self.intake = EngineIntake(self.admission, self.store, self.metrics)
         self.runner = TurnRunner(
             self.store,
             self.agent,
@@ -218,7 +220,7 @@ class Gateway:
         if web_cfg.enabled:
             self.web = WebChatAdapter(
                 self.store,
-                self.admission,
+                self.intake,
                 max_text_chars=web_cfg.max_text_chars,
                 access_token=secret(os.environ, web_cfg.access_token_env),
             )
@@ -259,7 +261,7 @@ class Gateway:
             duplicate_marker=self.config.delivery.duplicate_marker,
         )
         try:
-            adapter = TelegramAdapter(settings, self.store, self.admission)
+            adapter = TelegramAdapter(settings, self.store, self.intake)
         except ValueError as exc:
             raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
         self._credentials.append(("telegram", token))
@@ -291,8 +293,7 @@ class Gateway:
         self._credentials.append(("relay", f"{dial_url(settings.url)}|{settings.gateway_id}"))
         return RelayHub(
             settings,
-            self.store,
-            self.admission,
+            self.intake,
             stop_session=lambda key: self.admission.interrupt(key, "relay interrupt"),
             duplicate_marker=self.config.delivery.duplicate_marker,
             on_rejected=lambda reason: self.metrics.refused.labels("relay", "rejected_frame").inc(),

@@ -64,6 +64,55 @@ class InboundSink(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Undecodable:
+    """A delivery an adapter could not turn into an ``Inbound`` (a payload shape we do not
+    support, a malformed body): recorded with its reason, then acknowledged, never guessed at."""
+
+    transport: str
+    reason: str
+    delivery_id: str | None = None
+    excerpt: str = ""
+    platform: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Will never be admitted (unauthorized, invalid, unsupported): acknowledge it upstream, so it
+    is not redelivered, and tell the sender ``message`` where the platform can."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """Not committed (the store is down, or the gateway is stopping): do NOT acknowledge; the
+    upstream redelivers it (a web client resends, Telegram refetches, the relay replays)."""
+
+    reason: str
+
+
+IntakeAnswer = Admitted | Refused | Unavailable
+"""``Admitted`` (new, or a recognized redelivery: ``new`` is false) may be acknowledged."""
+
+WAIT_BRIEFLY = 0.5
+"""Patience of a lane whose sender asks again when it gets no acknowledgement (a person who
+is shown the error, a poller that refetches): enough to ride out a blip, no more."""
+WAIT_UNTIL_STOPPED = float("inf")
+"""Patience of a lane that cannot be asked again before a reconnect (and keeps its order)."""
+
+
+class Intake(Protocol):
+    """The one way into the gateway: every adapter hands each decoded event (or its decode
+    failure) here, and acknowledges upstream according to the answer."""
+
+    async def submit(self, event: Inbound | Undecodable, *, patience: float = WAIT_BRIEFLY) -> IntakeAnswer:
+        """Admit ``event``. A storage outage is retried with backoff for up to ``patience``
+        seconds, then answered ``Unavailable``; a decode failure is recorded and ``Refused``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class AdapterState:
     connected: bool
     detail: str = ""

@@ -95,9 +95,8 @@ async def test_an_intake_cancelled_before_commit_is_replayed_and_admitted_once(
 ) -> None:
     gateway = await world.start()
     await world.sim.wait_connected(GW, 10)
-    hub = gateway.relay
-    assert hub is not None
-    real_sink = hub._sink
+    intake = gateway.intake
+    real_sink = intake._sink
     entered = asyncio.Event()
 
     class StalledSink:
@@ -108,7 +107,7 @@ async def test_an_intake_cancelled_before_commit_is_replayed_and_admitted_once(
             await asyncio.Event().wait()
             return await real_sink.admit(inbound)
 
-    hub._sink = StalledSink()
+    intake._sink = StalledSink()
     if lane == "inbound":
         buffer_id = await world.sim.inject_inbound(GW, text_event("stalled", "m4"))
     else:

@@ -19,13 +19,13 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from chatgate.domain.commands import parse_command
-from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import (
     REPLY_VIA_KEY,
@@ -40,9 +40,17 @@ from chatgate.domain.outbound import (
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
-from chatgate.domain.store_roles import Rejections
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink, deliver_final
+from chatgate.engine.ports import (
+    WAIT_UNTIL_STOPPED,
+    AdapterState,
+    Intake,
+    Refused,
+    Unavailable,
+    Undecodable,
+    deliver_final,
+)
+from chatgate.platforms.kit.lanes import OrderedLanes
 from chatgate.platforms.relay.connection import (
     FrameHandler,
     NoResult,
@@ -59,7 +67,6 @@ from chatgate.platforms.relay.wire import BadFrame, Descriptor
 log = logging.getLogger(__name__)
 
 INTERACTION_TOKEN_KIND = "discord.interaction_token"
-STORE_RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 MAX_BODY_B64 = 512 * 1024
 
 
@@ -74,23 +81,22 @@ class RelayHub(FrameHandler):
     def __init__(
         self,
         settings: RelaySettings,
-        store: Rejections,
-        sink: InboundSink,
+        intake: Intake,
         *,
         stop_session: Callable[[str], Awaitable[object]],
         duplicate_marker: str = "",
         on_rejected: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.settings = settings
-        self._store = store
-        self._sink = sink
+        self._intake = intake
         self._stop_session = stop_session
         self._on_rejected = on_rejected
         self.duplicate_marker = duplicate_marker
         self.connection = RelayConnection(settings, self)
         self.platforms = {p: RelayPlatform(self, p) for p, _ in settings.identities}
         self._queue: asyncio.Queue[tuple[dict[str, Any], float]] = asyncio.Queue()
-        self._intake: asyncio.Task[None] | None = None
+        self._intake_task: asyncio.Task[None] | None = None
+        self._lanes = OrderedLanes(name="relay-intake")
         self._idle: asyncio.Task[bool] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
         self.acked = 0
@@ -99,7 +105,7 @@ class RelayHub(FrameHandler):
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        self._intake = asyncio.create_task(self._run_intake(), name="relay-intake")
+        self._intake_task = asyncio.create_task(self._run_intake(), name="relay-intake")
         self.connection.start()
 
     def stop_intake(self) -> None:
@@ -120,7 +126,10 @@ class RelayHub(FrameHandler):
         if self._idle is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._idle), max(0.0, deadline - loop.time()))
-        await cancel_and_wait([t for t in (self._idle, self._intake, *self._side_tasks) if t is not None])
+        await cancel_and_wait(
+            [t for t in (self._idle, self._intake_task, *self._side_tasks) if t is not None]
+        )
+        await self._lanes.aclose()
         await self.connection.close(drain_timeout=max(0.0, min(5.0, deadline - loop.time() - 1.0)))
 
     def state(self, platform: str) -> AdapterState:
@@ -179,43 +188,57 @@ class RelayHub(FrameHandler):
     # ------------------------------------------------------------ intake
 
     async def _run_intake(self) -> None:
+        """Decode in arrival order; admit different chats concurrently (their commits share a
+        group commit) and one chat's frames strictly in order (``OrderedLanes``)."""
         while True:
             frame, received_at = await self._queue.get()
-            try:
-                await self._take(frame, received_at)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                # A bug, not bad input. Replaying the frame would fail the same way at every
-                # reconnect, so it is recorded (nothing is dropped silently) and acknowledged.
-                log.exception("relay: handling a %s frame failed", frame.get("type"))
-                buffer_id = frame.get("bufferId")
-                buffer = str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
-                await self._reject(frame, buffer, None, f"internal error: {exc!r}"[:300])
+            buffer_id = _buffer_id(frame)
+            event = self._event(frame, buffer_id, received_at)
+            await self._lanes.put(_lane_of(event), functools.partial(self._settle, frame, buffer_id, event))
 
-    async def _take(self, frame: dict[str, Any], received_at: float) -> None:
-        buffer_id = frame.get("bufferId")
-        buffer_id = str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
-        decoded = self._decode(frame, buffer_id, received_at)
+    def _event(
+        self, frame: dict[str, Any], buffer_id: str | None, received_at: float
+    ) -> Inbound | Undecodable:
+        excerpt = json.dumps(frame)[:500]  # ASCII escapes: a lone surrogate cannot break the record
+        try:
+            decoded = self._decode(frame, buffer_id, received_at)
+        except Exception as exc:
+            # A bug, not bad input. Replaying the frame would fail the same way at every
+            # reconnect, so it is recorded (nothing is dropped silently) and acknowledged.
+            log.exception("relay: decoding a %s frame failed", frame.get("type"))
+            return Undecodable(TRANSPORT, f"internal error: {exc!r}"[:300], buffer_id, excerpt)
         if isinstance(decoded, str):
-            await self._reject(frame, buffer_id, None, decoded)
-            return
+            return Undecodable(TRANSPORT, decoded, buffer_id, excerpt)
         if decoded.source.platform not in self.platforms:
             reason = f"platform {decoded.source.platform!r} is not fronted by this gateway"
-            await self._reject(frame, buffer_id, decoded.delivery_id, reason)
+            return Undecodable(TRANSPORT, reason, decoded.delivery_id, excerpt, decoded.source.platform)
+        return decoded
+
+    async def _settle(
+        self, frame: dict[str, Any], buffer_id: str | None, event: Inbound | Undecodable
+    ) -> None:
+        # The connector cannot be asked again before a reconnect: wait out a storage outage here
+        # (in this chat's lane only), so nothing later in the chat is admitted before this one.
+        answer = await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
+        if isinstance(answer, Unavailable):
+            return  # not committed: the connector replays it after the reconnect
+        if isinstance(answer, Refused):
+            log.warning(
+                "relay: rejected a %s frame: %s",
+                frame.get("type"),
+                answer.message,
+                extra={"buffer_id": buffer_id, "code": answer.code, "reason": answer.message},
+            )
+            await self._ack(buffer_id)
             return
-        try:
-            admitted = await self._admit(decoded)
-        except AdmissionRefused as exc:
-            await self._reject(frame, buffer_id, decoded.delivery_id, f"{exc.code}: {exc.message}")
-            return
-        self.admitted += admitted.new
+        assert isinstance(event, Inbound)
+        self.admitted += answer.new
         await self._ack(buffer_id)
-        command = parse_command(decoded.text) if decoded.kind in ("text", "command") else None
-        if admitted.new and command is not None and command.name == "stop":
+        command = parse_command(event.text) if event.kind in ("text", "command") else None
+        if answer.new and command is not None and command.name == "stop":
             # Other gateways of a fleet may run this session: the connector routes the stop to them.
             await self.connection.send_frame(
-                {"type": "interrupt", "session_key": admitted.session_key, "reason": "/stop"}
+                {"type": "interrupt", "session_key": answer.session_key, "reason": "/stop"}
             )
 
     def _decode(self, frame: dict[str, Any], buffer_id: str | None, received_at: float) -> Inbound | str:
@@ -240,40 +263,6 @@ class RelayHub(FrameHandler):
             return decoded.reason
         return decoded
 
-    async def _admit(self, inbound: Inbound) -> Admitted:
-        """Admit, retrying while the store is unavailable: nothing later is admitted before this one."""
-        attempt = 0
-        while True:
-            try:
-                return await self._sink.admit(inbound)
-            except StoreUnavailable as exc:
-                pause = STORE_RETRY_SECONDS[min(attempt, len(STORE_RETRY_SECONDS) - 1)]
-                attempt += 1
-                log.warning(
-                    "relay: store unavailable (%s); retrying %s in %.1fs", exc, inbound.delivery_id, pause
-                )
-                await asyncio.sleep(pause)
-
-    async def _reject(
-        self, frame: dict[str, Any], buffer_id: str | None, delivery_id: str | None, reason: str
-    ) -> None:
-        log.warning(
-            "relay: rejected a %s frame: %s",
-            frame.get("type"),
-            reason,
-            extra={"buffer_id": buffer_id, "delivery_id": delivery_id, "reason": reason},
-        )
-        self._on_rejected(reason)
-        excerpt = json.dumps(frame)[:500]  # ASCII escapes: a lone surrogate cannot break the record
-        while True:
-            try:
-                await self._store.record_rejected(TRANSPORT, delivery_id or buffer_id, reason, excerpt)
-                break
-            except StoreUnavailable as exc:
-                log.warning("relay: cannot record a rejected frame yet (%s)", exc)
-                await asyncio.sleep(STORE_RETRY_SECONDS[-1])
-        await self._ack(buffer_id)
-
     async def _ack(self, buffer_id: str | None) -> None:
         if buffer_id is None:
             return
@@ -284,6 +273,19 @@ class RelayHub(FrameHandler):
 
     async def request(self, platform: str, action: dict[str, Any]) -> DeliveryResult:
         return _as_delivery(await self.connection.request(action, platform))
+
+
+def _buffer_id(frame: dict[str, Any]) -> str | None:
+    buffer_id = frame.get("bufferId")
+    return str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
+
+
+def _lane_of(event: Inbound | Undecodable) -> str:
+    """Events of one session always share a lane: it is keyed by what every session key holds."""
+    if isinstance(event, Undecodable):
+        return ""
+    source = event.source
+    return f"{source.platform}\0{source.chat_id or ''}\0{'' if source.chat_id else source.user_id or ''}"
 
 
 def _as_delivery(outcome: Outcome) -> DeliveryResult:

@@ -29,21 +29,34 @@ from aiogram.types import BotCommand
 from aiogram.utils.token import TokenValidationError
 
 from chatgate.domain.commands import CONTROL_COMMANDS
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
-from chatgate.engine.ports import AdapterState, AdmissionRefused, InboundSink, deliver_final
-from chatgate.platforms.telegram.decode import ALLOWED_UPDATES, PLATFORM, Decoded, Unsupported, decode_update
+from chatgate.engine.ports import (
+    WAIT_BRIEFLY,
+    AdapterState,
+    Admitted,
+    Intake,
+    Refused,
+    Unavailable,
+    Undecodable,
+    deliver_final,
+)
+from chatgate.platforms.telegram.decode import (
+    ALLOWED_UPDATES,
+    PLATFORM,
+    TRANSPORT,
+    Unsupported,
+    decode_update,
+)
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
-MAX_UNEXPECTED_FAILURES = 3
-"""An update whose handling keeps failing for an unknown reason is skipped after this many tries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +66,14 @@ class TelegramSettings:
     poll_timeout: int = 25
     drop_pending_updates: bool = False
     duplicate_marker: str = ""
+
+
+def _callback_text(answer: Admitted | Refused) -> str | None:
+    """What a tapped button's spinner says: why it was refused, or that an approval tap lost."""
+    if isinstance(answer, Refused):
+        return REFUSED_TEXT if answer.code == "unauthorized" else None
+    # An approval tap that lost (expired, already answered, not allowed) is told so, privately.
+    return answer.answer.text if answer.answer is not None and not answer.answer.won else None
 
 
 def _chat_of(raw: Raw) -> str:
@@ -84,7 +105,7 @@ class TelegramAdapter:
         platform_max_rate=30.0,
     )
 
-    def __init__(self, settings: TelegramSettings, store: Cursors, sink: InboundSink) -> None:
+    def __init__(self, settings: TelegramSettings, store: Cursors, intake: Intake) -> None:
         try:
             session = AiohttpSession(api=TelegramAPIServer.from_base(settings.api_base))
             self._bot = Bot(settings.token, session=session)
@@ -92,14 +113,13 @@ class TelegramAdapter:
             raise ValueError("the Telegram bot token is malformed (expected <digits>:<secret>)") from exc
         self._token = settings.token
         self._settings = settings
-        self._sink = sink
+        self._intake = intake
         self.bot_id = self._bot.id
         self.username: str | None = None
         self._outbound = TelegramOutbound(self._bot, self.redact)
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
-        self._failures: dict[int, int] = {}
         self.poller = Poller(
             self._bot,
             store,
@@ -171,52 +191,34 @@ class TelegramAdapter:
         return None
 
     async def _handle_one(self, raw: Raw) -> bool:
-        """Admit one update; ``False`` when it must be fetched again (storage trouble)."""
-        try:
-            handled = await self._decode_and_admit(raw)
-        except Exception:
-            # A bug, not bad input: retry a few times, then skip it so one update cannot stop intake.
-            tries = self._failures[raw.update_id] = self._failures.get(raw.update_id, 0) + 1
-            log.exception("handling Telegram update %d failed (try %d)", raw.update_id, tries)
-            if tries < MAX_UNEXPECTED_FAILURES:
-                return False
-            log.error("skipped Telegram update %d after %d failed tries", raw.update_id, tries)
-            handled = True
-        self._failures.pop(raw.update_id, None)
-        return handled
-
-    async def _decode_and_admit(self, raw: Raw) -> bool:
+        """Admit one update; ``False`` when it must be fetched again (not committed)."""
         if raw.update is None:
-            log.warning("skipped Telegram update %d: %s", raw.update_id, raw.error)
-            return True
-        decoded = decode_update(raw.update, self.bot_id, self.username)
-        if isinstance(decoded, Unsupported):
-            log.info("skipped Telegram update %d: %s", raw.update_id, decoded.reason)
-            if decoded.callback_id is not None:
-                await self._answer(decoded.callback_id, None)
-            return True
-        return await self._admit(raw.update_id, decoded)
-
-    async def _admit(self, update_id: int, decoded: Decoded) -> bool:
-        try:
-            admitted = await self._sink.admit(decoded.inbound)
-        except AdmissionRefused as exc:
-            log.info(
-                "refused Telegram update %d (%s): %s", update_id, exc.code, exc.message,
-                extra={"platform": PLATFORM, "code": exc.code},
+            event: Inbound | Undecodable = Undecodable(
+                TRANSPORT, f"an update the client library could not read: {raw.error}", str(raw.update_id),
+                platform=PLATFORM,
             )  # fmt: skip
-            if decoded.callback_id is not None:
-                await self._answer(decoded.callback_id, REFUSED_TEXT if exc.code == "unauthorized" else None)
-            return True
-        except StoreUnavailable as exc:
-            log.warning("Telegram update %d not saved, it will be fetched again: %s", update_id, exc)
-            return False
-        if decoded.callback_id is not None:
-            # An approval tap that lost (expired, already answered, not allowed) is told so, privately.
-            feedback = (
-                admitted.answer.text if admitted.answer is not None and not admitted.answer.won else None
+            callback_id = None
+        else:
+            decoded = decode_update(raw.update, self.bot_id, self.username)
+            callback_id = decoded.callback_id
+            event = (
+                Undecodable(TRANSPORT, decoded.reason, str(raw.update_id), platform=PLATFORM)
+                if isinstance(decoded, Unsupported)
+                else decoded.inbound
             )
-            await self._answer(decoded.callback_id, feedback)
+        answer = await self._intake.submit(event, patience=WAIT_BRIEFLY)
+        if isinstance(answer, Unavailable):
+            log.warning(
+                "Telegram update %d not saved, it will be fetched again: %s", raw.update_id, answer.reason
+            )
+            return False
+        if isinstance(answer, Refused):
+            log.info(
+                "skipped Telegram update %d (%s): %s", raw.update_id, answer.code, answer.message,
+                extra={"platform": PLATFORM, "code": answer.code},
+            )  # fmt: skip
+        if callback_id is not None:
+            await self._answer(callback_id, _callback_text(answer))
         return True
 
     async def _answer(self, callback_id: str, text: str | None) -> None:

@@ -18,7 +18,7 @@ from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import ApprovalReads, OutboxConfirmations
-from chatgate.engine.ports import AdapterState, AdmissionRefused, Admitted, InboundSink
+from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
 from chatgate.platforms.webchat.connection import Connection
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 
@@ -76,13 +76,13 @@ class WebChatAdapter:
     def __init__(
         self,
         store: WebChatStore,
-        sink: InboundSink,
+        intake: Intake,
         *,
         max_text_chars: int = 16_000,
         access_token: str | None = None,
     ) -> None:
         self._store = store
-        self._sink = sink
+        self._intake = intake
         self._max_text = max_text_chars
         self._token = access_token
         self._chats: dict[str, set[Connection]] = {}
@@ -262,15 +262,13 @@ class WebChatAdapter:
             message_ref=msg.id,
             received_at=time.time(),
         )
-        try:
-            admitted = await self._sink.admit(inbound)
-        except AdmissionRefused as exc:
-            self._error(conn, exc.code, exc.message, msg.id)
-            return
-        except StoreUnavailable as exc:
-            self._error(conn, "storage_unavailable", f"not saved, please resend: {exc}", msg.id)
-            return
-        conn.send({"type": "ack", "id": msg.id, "duplicate": not admitted.new})
+        answer = await self._intake.submit(inbound, patience=WAIT_BRIEFLY)
+        if isinstance(answer, Refused):
+            self._error(conn, answer.code, answer.message, msg.id)
+        elif isinstance(answer, Unavailable):
+            self._error(conn, "storage_unavailable", f"{answer.reason}; please resend", msg.id)
+        else:
+            conn.send({"type": "ack", "id": msg.id, "duplicate": not answer.new})
 
     async def _button(self, conn: Connection, tap: Button) -> None:
         """Admitted like a message (committed, deduped by ``id``, then acked); an answer that
@@ -300,18 +298,17 @@ class WebChatAdapter:
             payload={"prompt_response": {"prompt_id": tap.prompt_id, "option_id": tap.option_id}},
             observes_labels=False,
         )
-        try:
-            admitted: Admitted = await self._sink.admit(inbound)
-        except AdmissionRefused as exc:
-            self._error(conn, exc.code, exc.message, tap.id)
+        answer = await self._intake.submit(inbound, patience=WAIT_BRIEFLY)
+        if isinstance(answer, Refused):
+            self._error(conn, answer.code, answer.message, tap.id)
             return
-        except StoreUnavailable as exc:
-            self._error(conn, "storage_unavailable", f"answer not saved, tap again: {exc}", tap.id)
+        if isinstance(answer, Unavailable):
+            self._error(conn, "storage_unavailable", f"answer {answer.reason}; tap again", tap.id)
             return
-        conn.send({"type": "ack", "id": button_id, "prompt_id": tap.prompt_id, "duplicate": not admitted.new})
-        answer = admitted.answer
-        if answer is not None and not answer.won:
-            conn.send(resolved_frame(answer.prompt_id, answer.outcome, answer.text))
+        conn.send({"type": "ack", "id": button_id, "prompt_id": tap.prompt_id, "duplicate": not answer.new})
+        feedback = answer.answer
+        if feedback is not None and not feedback.won:
+            conn.send(resolved_frame(feedback.prompt_id, feedback.outcome, feedback.text))
 
     async def _received(self, conn: Connection, frame: Received) -> None:
         ident = frame.message_id

@@ -1,0 +1,75 @@
+"""Ordered lanes: work for different keys runs concurrently, for one key in arrival order.
+
+An adapter that reads one stream of deliveries (a relay socket, a batch of Telegram
+updates) hands each to ``put`` under its chat's key. Deliveries of different chats
+are then admitted concurrently, so their commits share one group commit, while one
+chat's (hence one session's) deliveries are admitted exactly in the order they arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+Work = Callable[[], Awaitable[None]]
+
+
+class OrderedLanes:
+    def __init__(self, max_pending: int = 1024, name: str = "lane") -> None:
+        self._queues: dict[str, deque[Work]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._room = asyncio.Semaphore(max_pending)
+        self._name = name
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def put(self, key: str, work: Work) -> None:
+        """Queue ``work`` behind the key's earlier work; waits while ``max_pending`` are queued."""
+        await self._room.acquire()
+        queue = self._queues.get(key)
+        if queue is not None:
+            queue.append(work)
+            return
+        self._queues[key] = deque([work])
+        self._idle.clear()
+        task = asyncio.create_task(self._drain(key), name=f"{self._name}:{key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drain(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                work = queue[0]
+                try:
+                    await work()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("%s %s: work failed", self._name, key)  # the work owns its errors
+                queue.popleft()
+                self._room.release()
+        finally:
+            self._queues.pop(key, None)
+            if not self._queues:
+                self._idle.set()
+
+    @property
+    def pending(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def aclose(self) -> None:
+        """Cancel what is queued or running (it was never acknowledged) and wait for it."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._queues.clear()
+        self._idle.set()
