@@ -20,8 +20,9 @@ async def test_inbox_write_failure_gets_storage_error_without_ack_and_resend_is_
 ) -> None:
     switch = InboxInsertSwitch()
     store = SqliteStore(tmp_path / "chatgate.db", connect=switch.connect)
-    # 20 ms per 6-char chunk: "before"'s turn is still streaming while admission is failing.
-    gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 20}}), store=store)
+    # 150 ms per 6-char chunk (~1.6 s): "before"'s turn is still streaming while admission is
+    # failing, including the intake's brief retries (engine.ports.WAIT_BRIEFLY) of each message.
+    gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}), store=store)
     assert gateway.port is not None
     client = await connect_client(gateway.port)
     await client.hello("chat-storage", "alice")
