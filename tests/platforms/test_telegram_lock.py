@@ -111,6 +111,6 @@ async def test_the_credential_lock_is_held_while_running_and_released_at_stop(
         second = await gateways.start(config, state="two")
         await double.push_message(private(ADA), ADA, "new owner")
         await double.wait_for(lambda: len(double.view(ADA.id)) == 1)
-        assert second.telegram is not None and second.telegram.state().connected
+        assert "telegram" in second.adapters and second.adapters["telegram"].state().connected
     finally:
         await gateways.stop_all()

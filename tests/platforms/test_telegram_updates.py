@@ -139,7 +139,7 @@ async def test_unknown_and_malformed_updates_are_logged_skipped_and_acknowledged
         assert f"update {update_id}" in skipped, f"update {update_id} was not logged as skipped"
     assert "malformed" in skipped and "business_future_thing" in skipped
     assert set(_inbox(gateway.state_dir / "chatgate.db")) == {last}
-    assert gateway.telegram.state().connected
+    assert gateway.adapters["telegram"].state().connected
 
 
 async def test_the_adapter_reports_disconnected_while_the_api_is_down_and_recovers(
@@ -147,14 +147,17 @@ async def test_the_adapter_reports_disconnected_while_the_api_is_down_and_recove
 ) -> None:
     gateway = await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}))
     await double.wait_for(lambda: double.get_updates_calls >= 1)
-    assert gateway.telegram.state().connected
+    assert gateway.adapters["telegram"].state().connected
     port = double.port
     await double.stop()
     deadline = time.monotonic() + 30
-    while gateway.telegram.state().connected:  # the poll in flight fails once the server is gone
+    while gateway.adapters["telegram"].state().connected:  # the poll in flight fails once the server is gone
         assert time.monotonic() < deadline, "still reported connected with the API down"
         await asyncio.sleep(0.05)
-    assert "<token>" not in gateway.telegram.state().detail and TOKEN not in gateway.telegram.state().detail
+    assert (
+        "<token>" not in gateway.adapters["telegram"].state().detail
+        and TOKEN not in gateway.adapters["telegram"].state().detail
+    )
     assert await gateway.ready() != []
 
     revived = BotApiDouble()
@@ -162,7 +165,7 @@ async def test_the_adapter_reports_disconnected_while_the_api_is_down_and_recove
     try:
         await revived.push_message(private(ADA), ADA, "back?")
         await revived.wait_for(lambda: len(revived.view(ADA.id)) == 1, timeout=60)
-        assert gateway.telegram.state().connected
+        assert gateway.adapters["telegram"].state().connected
         assert await gateway.ready() == []
     finally:
         await revived.stop()
@@ -192,7 +195,7 @@ async def test_an_update_that_keeps_failing_unexpectedly_is_retried_then_skipped
     sink = _FlakySink("poison")
     intake = EngineIntake(sink, store)
     adapter = TelegramAdapter(TelegramSettings(TOKEN, api_base=double.base, poll_timeout=5), store, intake)
-    adapter.start()
+    await adapter.start()
     try:
         poison, _ = await double.push_message(private(ADA), ADA, "poison")
         await double.push_message(private(ADA), ADA, "fine")
@@ -202,5 +205,5 @@ async def test_an_update_that_keeps_failing_unexpectedly_is_retried_then_skipped
         assert await store.get_cursor(f"telegram:{BOT_ID}:offset") == str(poison + 2)
     finally:
         adapter.stop_intake()
-        await adapter.close()
+        await adapter.aclose()
         await store.close()

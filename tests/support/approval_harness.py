@@ -31,13 +31,13 @@ from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult, Re
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.engine.admission import Admission
-from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
-from chatgate.engine.authz import Authorizer, PlatformAccess
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
+from chatgate.engine.authz import PlatformAccess
 from chatgate.engine.delivery import DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, Admitted
+from chatgate.engine.pipeline import EngineSettings, build_engine
+from chatgate.engine.ports import Admitted
 from chatgate.engine.scheduler import Scheduler
-from chatgate.engine.turn import TurnRunner
 from chatgate.store.sqlite import SqliteStore
 from support.engine_harness import (
     FAST_DELIVERY,
@@ -202,47 +202,31 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
         store = SqliteStore(path)
         text, btn = RecordingAdapter(), ButtonAdapter()
         text.platform = "text"
-        adapters: dict[str, Adapter] = {"text": text, "btn": btn}
-        delivery = DeliveryWorker(store, adapters, metrics, FAST_DELIVERY)
-        box: list[Scheduler] = []
-
-        async def stop_session(key: str) -> None:
-            await box[0].stop_session(key)
-
-        broker = ApprovalBroker(
-            store,
-            adapters,
-            ApprovalSettings(timeout_s=timeout, approvers=dict(approvers or {}), rules=rules),
-            on_outbox=delivery.wake,
-            stop_session=stop_session,
-        )
-        admission = Admission(
-            store,
-            Authorizer({"text": PlatformAccess(allow_all=True), "btn": PlatformAccess(allow_all=True)}),
-            metrics,
-            on_queued=lambda key: box[0].on_queued(key),
-            on_reply=delivery.wake,
-            stop_session=stop_session,
-            approvals=broker,
-        )
-        tools = ShellTools(broker, ShellToolRunner(workdir, timeout_s=30.0, output_cap=4000))
-        runner = TurnRunner(
+        engine = build_engine(
             store,
             agent or EchoAgent(chunk_delay_ms=0),
-            adapters,
-            admission.policy_for,
-            FAST_TURNS,
-            tools=tools.for_turn,
+            EngineSettings(
+                owner=f"owner-{len(built)}",
+                access={"text": PlatformAccess(allow_all=True), "btn": PlatformAccess(allow_all=True)},
+                turns=FAST_TURNS,
+                scheduler=FAST_SCHEDULER,
+                delivery=FAST_DELIVERY,
+                approvals=ApprovalSettings(timeout_s=timeout, approvers=dict(approvers or {}), rules=rules),
+                shell=ShellToolRunner(workdir, timeout_s=30.0, output_cap=4000),
+            ),
+            metrics,
+            adapters={"text": text, "btn": btn},
         )
-        scheduler = Scheduler(store, runner, metrics, f"owner-{len(built)}", FAST_SCHEDULER, delivery.wake)
-        box.append(scheduler)
+        broker, admission, scheduler, delivery = (
+            engine.approvals,
+            engine.admission,
+            engine.scheduler,
+            engine.delivery,
+        )
         harness = ApprovalHarness(path, workdir, store, text, btn, broker, admission, scheduler, delivery)
         built.append(harness)
-        await store.open()
-        await store.recover(scheduler.owner)
-        await broker.recover()
-        delivery.start()
-        scheduler.start()
+        await engine.open()
+        engine.start()
         return harness
 
     yield make

@@ -38,10 +38,11 @@ from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
 from chatgate.engine.admission import Admission
-from chatgate.engine.authz import Authorizer, PlatformAccess
+from chatgate.engine.authz import PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, Admitted
+from chatgate.engine.pipeline import EngineSettings, build_engine
+from chatgate.engine.ports import Admitted
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.store.sqlite import Connect, SqliteStore
@@ -494,28 +495,26 @@ async def make_harness(tmp_path: Path) -> AsyncIterator[MakeHarness]:
         elif agent == "echo":
             agent = EchoAgent(chunk_delay_ms=0)
         adapter = adapter or RecordingAdapter()
-        adapters: dict[str, Adapter] = {PLATFORM: adapter}
-        delivery_worker = DeliveryWorker(store, adapters, metrics, replace(FAST_DELIVERY, **(delivery or {})))
-        sched_box: list[Scheduler] = []
-
-        async def stop_session(key: str) -> None:
-            await sched_box[0].stop_session(key)
-
-        admission = Admission(
-            store,
-            Authorizer(rules if rules is not None else {PLATFORM: PlatformAccess(allow_all=True)}),
-            metrics,
-            on_queued=lambda key: sched_box[0].on_queued(key),
-            on_reply=delivery_worker.wake,
-            stop_session=stop_session,
-        )
-        runner = TurnRunner(
-            store, agent, adapters, admission.policy_for, replace(FAST_TURNS, **(turns or {}))
-        )
         name = owner or f"owner-{len(built)}"
-        settings = replace(FAST_SCHEDULER, **(scheduler or {}))
-        sched = Scheduler(store, runner, metrics, name, settings, on_committed=delivery_worker.wake)
-        sched_box.append(sched)
+        engine = build_engine(
+            store,
+            agent,
+            EngineSettings(
+                owner=name,
+                access=rules if rules is not None else {PLATFORM: PlatformAccess(allow_all=True)},
+                turns=replace(FAST_TURNS, **(turns or {})),
+                scheduler=replace(FAST_SCHEDULER, **(scheduler or {})),
+                delivery=replace(FAST_DELIVERY, **(delivery or {})),
+            ),
+            metrics,
+            adapters={PLATFORM: adapter},
+        )
+        admission, runner, sched, delivery_worker = (
+            engine.admission,
+            engine.runner,
+            engine.scheduler,
+            engine.delivery,
+        )
         harness = Harness(
             path, name, store, metrics, adapter, agent, admission, runner, sched, delivery_worker
         )

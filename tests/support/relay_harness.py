@@ -20,6 +20,7 @@ import pytest
 from chatgate.agents.base import AgentEvent, AgentRequest, Final
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.relay.adapter import RelayHub, RelayPlatform
 from relaysim import RelaySimulator
 
 GW = "gw-test"
@@ -140,3 +141,10 @@ async def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     finally:
         await world.stop()
         await sim.stop()
+
+
+def relay_hub(gateway: Gateway) -> RelayHub:
+    """The one relay connection behind a gateway's fronted-platform adapters."""
+    hubs = {a.hub for a in gateway.adapters.values() if isinstance(a, RelayPlatform)}
+    assert len(hubs) == 1, f"expected one relay hub, found {len(hubs)}"
+    return hubs.pop()

@@ -208,8 +208,17 @@ class Adapter(Protocol):
         """Show the reply so far (best effort; previews are not durable)."""
         ...
 
+    async def start(self) -> None:
+        """Begin intake (poll, dial, listen); called once the store is open and the engine runs."""
+        ...
+
     def stop_intake(self) -> None:
         """Stop acknowledging new deliveries (shutdown); outbound keeps working."""
+        ...
+
+    async def aclose(self, budget: float) -> None:
+        """After the outbox flush: end intake and outbound, release connections, within ``budget``
+        seconds. Idempotent (adapters that share one connection close it once)."""
         ...
 
     def state(self) -> AdapterState:

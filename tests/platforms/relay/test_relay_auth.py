@@ -10,7 +10,7 @@ import pytest
 from chatgate.app.gateway import Gateway
 from chatgate.platforms.relay.auth import make_upgrade_token
 from relaysim import verify_token
-from support.relay_harness import GW, SECRET, RelayWorld
+from support.relay_harness import GW, SECRET, RelayWorld, relay_hub
 
 
 async def _metrics(gateway: Gateway) -> str:
@@ -28,13 +28,12 @@ async def test_a_4401_before_any_handshake_is_retried_until_the_secret_is_accept
 ) -> None:
     world.sim.set_secrets(GW, ["a-different-secret"])
     gateway = await world.start()
-    assert gateway.relay is not None
     await world.wait_for(lambda: world.sim.counters(GW).closes_4401 >= 3, "three refused dials")
-    assert not gateway.relay.connection.state.revoked
+    assert not relay_hub(gateway).connection.state.revoked
     assert any("relay" in reason or "discord" in reason for reason in await gateway.ready())
     world.sim.set_secrets(GW, [SECRET])  # provisioning caught up
     await world.sim.wait_connected(GW, 10)
-    assert await gateway.relay.connection.wait_connected(10)
+    assert await relay_hub(gateway).connection.wait_connected(10)
     assert await gateway.ready() == []
 
 
@@ -42,12 +41,11 @@ async def test_a_4401_after_a_handshake_is_a_revocation_and_the_gateway_stops_di
     world: RelayWorld,
 ) -> None:
     gateway = await world.start()
-    assert gateway.relay is not None
     await world.sim.wait_connected(GW, 10)
     connections = world.sim.counters(GW).connections
     assert 'chatgate_adapter_connected{platform="discord"} 1.0' in await _metrics(gateway)
     world.sim.revoke(GW)
-    state = gateway.relay.connection.state
+    state = relay_hub(gateway).connection.state
     await world.wait_for(lambda: state.revoked, "the revocation to be noticed")
     # The gauge follows each scrape (no /readyz needed to refresh it).
     assert 'chatgate_adapter_connected{platform="discord"} 0.0' in await _metrics(gateway)

@@ -11,7 +11,7 @@ import pytest
 from chatgate.app.gateway import Gateway
 from chatgate.engine.ports import Admitted
 from chatgate.platforms.relay.connection import NoResult, NotSent, Outcome
-from support.relay_harness import GW, RelayWorld
+from support.relay_harness import GW, RelayWorld, relay_hub
 
 GUILD = "900"
 CHANNEL = "901"
@@ -278,8 +278,7 @@ async def _fifty_unanswered_sends(world: RelayWorld) -> tuple[Gateway, list[asyn
     gateway = await world.start(outbound_timeout_seconds=60)
     await world.sim.wait_connected(GW, 10)
     world.sim.set_result_policy(GW, "never")
-    assert gateway.relay is not None
-    conn = gateway.relay.connection
+    conn = relay_hub(gateway).connection
     sends = [
         asyncio.create_task(conn.request({"op": "send", "chat_id": CHANNEL, "content": f"n{i}"}, "discord"))
         for i in range(50)
@@ -301,11 +300,10 @@ async def test_fifty_in_flight_sends_settle_when_the_connection_drops(world: Rel
 
 async def test_shutdown_with_fifty_in_flight_sends_ends_them_within_the_budget(world: RelayWorld) -> None:
     gateway, sends = await _fifty_unanswered_sends(world)
-    assert gateway.relay is not None
-    conn = gateway.relay.connection
+    conn = relay_hub(gateway).connection
     loop = asyncio.get_running_loop()
     started = loop.time()
-    await gateway.relay.close(budget=2.0)
+    await relay_hub(gateway).close(budget=2.0)
     elapsed = loop.time() - started
     outcomes = [t.result() for t in sends]  # every task is done: close() settled them
     assert all(isinstance(o, NoResult) for o in outcomes)

@@ -83,20 +83,21 @@ class RelayHub(FrameHandler):
         settings: RelaySettings,
         intake: Intake,
         *,
-        stop_session: Callable[[str], Awaitable[object]],
+        interrupt: Callable[[str, str], Awaitable[object]],
         duplicate_marker: str = "",
-        on_rejected: Callable[[str], None] = lambda reason: None,
+        on_bad_frame: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.settings = settings
         self._intake = intake
-        self._stop_session = stop_session
-        self._on_rejected = on_rejected
+        self._interrupt_session = interrupt
+        self._on_bad_frame = on_bad_frame
         self.duplicate_marker = duplicate_marker
         self.connection = RelayConnection(settings, self)
         self.platforms = {p: RelayPlatform(self, p) for p, _ in settings.identities}
         self._queue: asyncio.Queue[tuple[dict[str, Any], float]] = asyncio.Queue()
         self._intake_task: asyncio.Task[None] | None = None
         self._lanes = OrderedLanes(name="relay-intake")
+        self._closed = False
         self._idle: asyncio.Task[bool] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
         self.acked = 0
@@ -105,6 +106,9 @@ class RelayHub(FrameHandler):
     # ------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        """Idempotent: every fronted platform's adapter starts the one connection."""
+        if self._intake_task is not None:
+            return
         self._intake_task = asyncio.create_task(self._run_intake(), name="relay-intake")
         self.connection.start()
 
@@ -120,7 +124,11 @@ class RelayHub(FrameHandler):
             )
 
     async def close(self, budget: float) -> None:
-        """After the outbox flush: finish going idle, let in-flight requests answer, close (all bounded)."""
+        """After the outbox flush: finish going idle, let in-flight requests answer, close (all
+        bounded). Idempotent: every fronted platform's adapter closes the one connection."""
+        if self._closed:
+            return
+        self._closed = True
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         if self._idle is not None:
@@ -174,13 +182,13 @@ class RelayHub(FrameHandler):
 
     async def _interrupt(self, session_key: str) -> None:
         try:
-            await self._stop_session(session_key)
+            await self._interrupt_session(session_key, "relay interrupt")
         except Exception:
             log.exception("relay: stopping %s failed", session_key)
 
     def on_bad_frame(self, bad: BadFrame) -> None:
         log.warning("relay: ignored a frame: %s", bad.reason, extra={"excerpt": bad.excerpt})
-        self._on_rejected(bad.reason)
+        self._on_bad_frame(bad.reason)
 
     def on_state(self) -> None:
         return None
@@ -320,8 +328,18 @@ class RelayPlatform:
         descriptor = self._hub.descriptor(self.platform)
         return descriptor.capabilities() if descriptor is not None else self._fallback
 
+    @property
+    def hub(self) -> RelayHub:
+        return self._hub
+
+    async def start(self) -> None:
+        self._hub.start()
+
     def stop_intake(self) -> None:
         self._hub.stop_intake()
+
+    async def aclose(self, budget: float) -> None:
+        await self._hub.close(budget)
 
     def state(self) -> AdapterState:
         return self._hub.state(self.platform)

@@ -139,17 +139,17 @@ class TelegramAdapter:
 
     # ------------------------------------------------------------ lifecycle
 
-    def start(self) -> None:
+    async def start(self) -> None:
         self._detail = "connecting"
         self.poller.start()
 
     def stop_intake(self) -> None:
         self.poller.stop()
 
-    async def close(self, timeout: float = 5.0) -> None:
+    async def aclose(self, budget: float = 5.0) -> None:
         """After ``stop_intake`` and the outbox flush: end polling and close the HTTP session."""
         self.poller.stop()
-        await self.poller.wait_stopped(timeout)
+        await self.poller.wait_stopped(budget)
         await self._bot.session.close()
         self._connected = False
         self._detail = "stopped"

@@ -88,8 +88,14 @@ class WebChatAdapter:
         self._chats: dict[str, set[Connection]] = {}
         self._intake_open = True
 
+    async def start(self) -> None:
+        return None  # the gateway's HTTP server accepts the sockets (``serve``)
+
     def stop_intake(self) -> None:
         self._intake_open = False
+
+    async def aclose(self, budget: float) -> None:
+        return None  # the sockets close with the HTTP server
 
     # ------------------------------------------------------------ outbound
 

@@ -1,0 +1,180 @@
+"""The adapter registry: one entry per ``platforms.<section>`` of the config.
+
+The composition root (``app/gateway.py``) names no platform: it asks each entry
+who may talk on its platforms (before the engine is built: admission's
+allowlists) and then to build its adapters over the engine's ports. Adding a
+platform is one folder under ``platforms/`` and one entry here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from chatgate.app.config import ConfigError, GatewayConfig, secret
+from chatgate.app.netaddr import is_loopback
+from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.engine.authz import PlatformAccess
+from chatgate.engine.pipeline import Engine
+from chatgate.engine.ports import Adapter
+from chatgate.store.base import Store
+
+if TYPE_CHECKING:
+    from chatgate.platforms.webchat.adapter import WebChatAdapter
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A platform credential one process may use at a time, across state directories."""
+
+    kind: str
+    value: str
+    what: str
+    """What it is, for the error a second process gets ("bot token")."""
+
+
+@dataclass(slots=True)
+class PlatformBuild:
+    adapters: list[Adapter] = field(default_factory=list)
+    credentials: list[Credential] = field(default_factory=list)
+    web_chat: WebChatAdapter | None = None
+    """The adapter the HTTP app serves at ``/`` and ``/ws``, if this entry has one."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformEntry:
+    section: str
+    enabled: Callable[[GatewayConfig], bool]
+    access: Callable[[GatewayConfig], dict[str, PlatformAccess]]
+    build: Callable[[GatewayConfig, Engine, Store], PlatformBuild]
+
+
+# ---------------------------------------------------------------- web chat
+
+
+def _web_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    web = config.platforms.web
+    allow_all = web.allow_all if web.allow_all is not None else is_loopback(config.http.host)
+    return {"web": PlatformAccess(allow_all=allow_all, allow_users=frozenset(web.allow_users))}
+
+
+def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.webchat.adapter import WebChatAdapter
+
+    web = config.platforms.web
+    adapter = WebChatAdapter(
+        store,
+        engine.intake,
+        max_text_chars=web.max_text_chars,
+        access_token=secret(os.environ, web.access_token_env),
+    )
+    return PlatformBuild(adapters=[adapter], web_chat=adapter)
+
+
+# ---------------------------------------------------------------- telegram
+
+
+def _telegram_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    return {"telegram": PlatformAccess(allow_users=frozenset(config.platforms.telegram.allow_users))}
+
+
+def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings  # imports aiogram
+
+    cfg = config.platforms.telegram
+    token = secret(os.environ, cfg.token_env)
+    if not token:
+        raise ConfigError(
+            f"platforms.telegram.token_env: environment variable {cfg.token_env or '(unset)'} is not"
+            " set; export it with the token from @BotFather"
+        )
+    settings = TelegramSettings(
+        token=token,
+        api_base=cfg.api_base,
+        poll_timeout=cfg.poll_timeout_seconds,
+        drop_pending_updates=cfg.drop_pending_updates,
+        duplicate_marker=config.delivery.duplicate_marker,
+    )
+    try:
+        adapter = TelegramAdapter(settings, store, engine.intake)
+    except ValueError as exc:
+        raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
+    return PlatformBuild(adapters=[adapter], credentials=[Credential("telegram", token, "bot token")])
+
+
+# ---------------------------------------------------------------- relay connector
+
+
+def _relay_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    return {
+        fronted.platform.strip().lower(): PlatformAccess(
+            allow_all=fronted.allow_all, allow_users=frozenset(fronted.allow_users)
+        )
+        for fronted in config.platforms.relay.platforms
+    }
+
+
+def _build_relay(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.relay.adapter import RelayHub
+    from chatgate.platforms.relay.connection import RelaySettings, dial_url
+
+    cfg = config.platforms.relay
+    assert cfg.url and cfg.gateway_id
+    relay_secret = secret(os.environ, cfg.secret_env)
+    if not relay_secret:
+        raise ConfigError(f"platforms.relay.secret_env: environment variable {cfg.secret_env} is not set")
+    settings = RelaySettings(
+        url=cfg.url,
+        gateway_id=cfg.gateway_id,
+        secret=relay_secret,
+        identities=tuple((p.platform.strip().lower(), p.bot_id) for p in cfg.platforms),
+        outbound_timeout=cfg.outbound_timeout_seconds,
+        handshake_timeout=cfg.handshake_timeout_seconds,
+        reconnect_initial=cfg.reconnect_initial_seconds,
+        reconnect_max=cfg.reconnect_max_seconds,
+        going_idle_timeout=cfg.going_idle_timeout_seconds,
+        token_ttl=cfg.token_ttl_seconds,
+        # The connector keeps Discord's registered slash commands in step with what we answer.
+        command_manifest=tuple({"name": c.name, "description": c.summary} for c in CONTROL_COMMANDS),
+    )
+    hub = RelayHub(
+        settings,
+        engine.intake,
+        interrupt=engine.admission.interrupt,
+        duplicate_marker=config.delivery.duplicate_marker,
+        on_bad_frame=lambda reason: engine.metrics.refused.labels("relay", "rejected_frame").inc(),
+    )
+    # Keyed by the normalized dial target: http://h and ws://h/relay are the same relay identity.
+    credential = Credential("relay", f"{dial_url(settings.url)}|{settings.gateway_id}", "relay gateway id")
+    return PlatformBuild(adapters=list(hub.platforms.values()), credentials=[credential])
+
+
+REGISTRY: tuple[PlatformEntry, ...] = (
+    PlatformEntry("web", lambda c: c.platforms.web.enabled, _web_access, _build_web),
+    PlatformEntry("telegram", lambda c: c.platforms.telegram.enabled, _telegram_access, _build_telegram),
+    PlatformEntry("relay", lambda c: c.platforms.relay.enabled, _relay_access, _build_relay),
+)
+
+
+def enabled_entries(config: GatewayConfig) -> list[PlatformEntry]:
+    return [entry for entry in REGISTRY if entry.enabled(config)]
+
+
+def platform_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    rules: dict[str, PlatformAccess] = {}
+    for entry in enabled_entries(config):
+        rules.update(entry.access(config))
+    return rules
+
+
+def build_platforms(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    """Every enabled entry's adapters, credentials and web chat, in registry order."""
+    built = PlatformBuild()
+    for entry in enabled_entries(config):
+        part = entry.build(config, engine, store)
+        built.adapters.extend(part.adapters)
+        built.credentials.extend(part.credentials)
+        built.web_chat = built.web_chat or part.web_chat
+    return built

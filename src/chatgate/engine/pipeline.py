@@ -1,0 +1,162 @@
+"""The pipeline, built once: admission → inbox → scheduler → turn → outbox → delivery.
+
+``build_engine`` is the only place the stages are wired, for the gateway and for
+every test harness. Stages that must reach a stage built after them (admission
+wakes the scheduler; the approval desk stops a session) hold the ``Engine``
+itself as their events port; it forwards to the stage once that exists.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from chatgate.agents.base import Agent
+from chatgate.agents.tools.runner import ShellToolRunner
+from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
+from chatgate.domain.store_roles import Approvals, Inbox, Labels, Leases, Lifecycle, Outbox, Transcript
+from chatgate.engine.admission import Admission
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
+from chatgate.engine.authz import Authorizer, PlatformAccess
+from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
+from chatgate.engine.intake import EngineIntake
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.ports import Adapter
+from chatgate.engine.ratelimit import PlatformLimits, RateBudget
+from chatgate.engine.scheduler import Scheduler, SchedulerSettings
+from chatgate.engine.turn import TurnRunner, TurnSettings
+
+log = logging.getLogger(__name__)
+
+
+class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Protocol):
+    """Every store role the engine's stages use between them (cursors belong to adapters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    owner: str
+    access: Mapping[str, PlatformAccess] = field(default_factory=dict)
+    """Who may talk, per platform (default deny: a platform without an entry is refused)."""
+    profile: str | None = None
+    isolation: IsolationPolicy = IsolationPolicy()
+    overrides: Mapping[str, PolicyOverride] = field(default_factory=dict)
+    turns: TurnSettings = TurnSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    delivery: DeliverySettings = DeliverySettings()
+    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    shell: ShellToolRunner | None = None
+    """The shell tool, when tools are enabled: every call goes through the approval gate."""
+
+
+class Engine:
+    """The wired pipeline and its events port (``session_queued``, ``outbox_changed``, ``stop_session``)."""
+
+    def __init__(
+        self, store: EngineStore, agent: Agent, metrics: GatewayMetrics, settings: EngineSettings
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.settings = settings
+        self.adapters: dict[str, Adapter] = {}
+        self.budget = RateBudget()
+        self.delivery = DeliveryWorker(store, self.adapters, metrics, settings.delivery, self.budget)
+        self.approvals = ApprovalBroker(
+            store,
+            self.adapters,
+            settings.approvals,
+            on_outbox=self.outbox_changed,
+            stop_session=self.stop_session,
+        )
+        self.admission = Admission(
+            store,
+            Authorizer(settings.access),
+            metrics,
+            profile=settings.profile,
+            isolation=settings.isolation,
+            overrides=settings.overrides,
+            on_queued=self.session_queued,
+            on_reply=self.outbox_changed,
+            stop_session=self.stop_session,
+            approvals=self.approvals,
+        )
+        self.intake = EngineIntake(self.admission, store, metrics)
+        self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
+        self.runner = TurnRunner(
+            store,
+            agent,
+            self.adapters,
+            self.admission.policy_for,
+            settings.turns,
+            self.budget,
+            on_preview=self._count_preview,
+            tools=self.tools.for_turn if self.tools is not None else None,
+        )
+        self.scheduler = Scheduler(
+            store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed
+        )
+
+    # ------------------------------------------------------------ events port
+
+    def session_queued(self, session_key: str) -> None:
+        self.scheduler.on_queued(session_key)
+
+    def outbox_changed(self) -> None:
+        self.delivery.wake()
+
+    async def stop_session(self, session_key: str) -> None:
+        await self.scheduler.stop_session(session_key)
+
+    def _count_preview(self, platform: str, op: str) -> None:
+        self.metrics.preview_updates.labels(platform, op).inc()
+
+    # ------------------------------------------------------------ adapters and lifetime
+
+    def add_adapter(self, adapter: Adapter) -> None:
+        """Register a platform: its rate limits join the shared budget; delivery and turns reach it."""
+        caps = adapter.capabilities
+        self.budget.configure(
+            adapter.platform, PlatformLimits(caps.chat_min_interval, caps.platform_max_rate)
+        )
+        self.adapters[adapter.platform] = adapter
+
+    async def open(self) -> list[ApprovalRecord]:
+        """Open the store and take over what a previous process left; returns prompts it expired."""
+        await self.store.open()
+        released = await self.store.recover(self.settings.owner)
+        if released:
+            log.warning("resuming %d session(s) a previous gateway left unfinished", released)
+        # Before any turn runs: a prompt left open by the old process has no one waiting on it.
+        return await self.approvals.recover()
+
+    def start(self) -> None:
+        self.delivery.start()
+        self.scheduler.start()
+
+    async def drain(self, turns_budget: float) -> bool:
+        """Shutdown, first half: no answer can arrive now; let running turns finish within the budget."""
+        await self.approvals.begin_shutdown()
+        return await self.scheduler.drain(turns_budget)
+
+    async def stop(self, close_budget: float, flush_budget: float) -> None:
+        """Shutdown, second half: stop turns (unfinished ones go back to the queue), flush the outbox."""
+        await self.scheduler.stop()
+        await self.approvals.close(close_budget)
+        await self.delivery.flush(flush_budget)
+        await self.delivery.stop()
+
+
+def build_engine(
+    store: EngineStore,
+    agent: Agent,
+    settings: EngineSettings,
+    metrics: GatewayMetrics | None = None,
+    adapters: Mapping[str, Adapter] | None = None,
+) -> Engine:
+    engine = Engine(store, agent, metrics or GatewayMetrics(), settings)
+    for adapter in (adapters or {}).values():
+        engine.add_adapter(adapter)
+    return engine
