@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
-from chatgate.domain.commands import Command, help_text, parse_command
+from chatgate.domain.commands import parse_command
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.inbox import AdmitRequest, AdmitResult
@@ -21,6 +21,7 @@ from chatgate.domain.source import canonical_source
 from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Transcript
 from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
+from chatgate.engine.commands import COMMAND_TABLE, ControlCommand
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
 from chatgate.engine.replies import command_reply, reply_draft
@@ -51,7 +52,6 @@ class Admission:
         on_queued: Callable[[str], None] = lambda key: None,
         on_reply: Callable[[], None] = lambda: None,
         stop_session: Callable[[str], Awaitable[None]] | None = None,
-        bot_name: str | None = None,
         approvals: ApprovalBroker | None = None,
     ) -> None:
         self._store = store
@@ -63,7 +63,6 @@ class Admission:
         self._on_queued = on_queued
         self._on_reply = on_reply
         self._stop_session = stop_session
-        self._bot_name = bot_name
         self._desk = ApprovalDesk(store, approvals) if approvals is not None else None
         self._approvals = approvals
 
@@ -107,12 +106,13 @@ class Admission:
             raise self._refuse(platform, "invalid_answer", str(exc)) from exc
         if answer is not None:
             return await self._answer_button(inbound, key, *answer)
-        command = parse_command(inbound.text, self._bot_name) if inbound.kind in ("text", "command") else None
-        if command is not None and command.name in ("approve", "deny") and self._desk is not None:
-            result, feedback = await self._desk.command(inbound, key, command)
-            return self._admitted_inline(inbound, result, feedback)
+        command = parse_command(inbound.text) if inbound.kind in ("text", "command") else None
         if command is not None:
-            return await self._control(inbound, key, command)
+            entry = COMMAND_TABLE[command.name]
+            if entry.answers_approval and self._desk is not None:
+                result, feedback = await self._desk.command(inbound, key, command)
+                return self._admitted_inline(inbound, result, feedback)
+            return await self._control(inbound, key, entry)
         result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
         if result.new:
             self._metrics.admitted.labels(source.platform).inc()
@@ -183,42 +183,23 @@ class Admission:
         log.warning("admission refused", extra={"platform": platform, "code": code, "reason": message})
         return AdmissionRefused(code, message)
 
-    async def _control(self, inbound: Inbound, key: str, command: Command) -> Admitted:
-        stops = command.name in ("stop", "new")
-        text = await self._reply_text(command, key)
+    async def _control(self, inbound: Inbound, key: str, command: ControlCommand) -> Admitted:
+        text = await command.reply(key, self._store)
         reply = command_reply(inbound, key, text)
         request = AdmitRequest(
             inbound=inbound,
             session_key=key,
             queued=False,
             reply=reply,
-            cancel_queued=stops,
-            reset_session=command.name == "new",
+            cancel_queued=command.stops,
+            reset_session=command.resets,
         )
         result = await self._store.admit(request)
         if result.new:
             self._metrics.admitted.labels(inbound.source.platform).inc()
-            if stops and self._stop_session is not None:
+            if command.stops and self._stop_session is not None:
                 await self._stop_session(key)
             self._on_reply()
         else:
             self._metrics.duplicates.labels(inbound.source.platform).inc()
         return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
-
-    async def _reply_text(self, command: Command, key: str) -> str:
-        if command.name == "help":
-            return help_text()
-        if command.name == "stop":
-            return "Stopped. Dropped {cancelled} waiting message(s)."
-        if command.name == "new":
-            return "Started a new conversation. Dropped {cancelled} waiting message(s)."
-        if command.name in ("approve", "deny"):
-            return "No approval is waiting in this chat (tools that need approval are not enabled here)."
-        info = await self._store.session_info(key)
-        if info is None:
-            return f"Session {key}: no messages yet."
-        state = "running a reply" if info.leased_by else "idle"
-        lines = [f"Session {key}", f"State: {state}", f"Waiting messages: {info.waiting}"]
-        if info.last_error:
-            lines.append(f"Last error: {info.last_error}")
-        return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""The control commands' behaviour: one table entry per command, carrying its handler.
+
+The names, aliases and summaries are domain data (``domain/commands.py``, also what
+Telegram's command menu and the relay's Discord manifest show); what each command
+does at admission is here. Admission answers every entry inline, never queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from chatgate.domain.commands import CONTROL_COMMANDS, CommandSpec, help_text
+from chatgate.domain.store_roles import Transcript
+
+Reply = Callable[[str, Transcript], Awaitable[str]]
+"""(session key, transcript) → the reply text; ``{cancelled}`` is filled in by the store."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControlCommand:
+    spec: CommandSpec
+    reply: Reply
+    stops: bool = False
+    """Cancels the session's waiting messages and stops its running turn."""
+    resets: bool = False
+    """Starts a new conversation (the history the agent sees begins again)."""
+    answers_approval: bool = False
+    """Handled by the approval desk when approvals are on (``/approve``, ``/deny``)."""
+
+
+def _fixed(text: str) -> Reply:
+    async def reply(session_key: str, transcript: Transcript) -> str:
+        return text
+
+    return reply
+
+
+async def _status(session_key: str, transcript: Transcript) -> str:
+    info = await transcript.session_info(session_key)
+    if info is None:
+        return f"Session {session_key}: no messages yet."
+    state = "running a reply" if info.leased_by else "idle"
+    lines = [f"Session {session_key}", f"State: {state}", f"Waiting messages: {info.waiting}"]
+    if info.last_error:
+        lines.append(f"Last error: {info.last_error}")
+    return "\n".join(lines)
+
+
+_NO_APPROVALS = "No approval is waiting in this chat (tools that need approval are not enabled here)."
+_BEHAVIOUR: dict[str, tuple[Reply, bool, bool, bool]] = {
+    # name: (reply, stops, resets, answers_approval)
+    "help": (_fixed(help_text()), False, False, False),
+    "new": (_fixed("Started a new conversation. Dropped {cancelled} waiting message(s)."), True, True, False),
+    "stop": (_fixed("Stopped. Dropped {cancelled} waiting message(s)."), True, False, False),
+    "status": (_status, False, False, False),
+    "approve": (_fixed(_NO_APPROVALS), False, False, True),
+    "deny": (_fixed(_NO_APPROVALS), False, False, True),
+}
+
+COMMAND_TABLE: Mapping[str, ControlCommand] = {
+    spec.name: ControlCommand(spec, *_BEHAVIOUR[spec.name]) for spec in CONTROL_COMMANDS
+}
+"""Every control command by name; building it fails at import if a command has no behaviour."""
