@@ -140,6 +140,25 @@ class EditablePlatform(Protocol):
         ...
 
 
+def marked_text(row: OutboxRow, duplicate_marker: str) -> str:
+    """A row's text as sent anew: a resend after an ambiguous send says it may be a repeat."""
+    return f"{duplicate_marker}{row.text}" if row.possibly_duplicate and duplicate_marker else row.text
+
+
+async def resolve_prompt_by_edit(
+    platform: EditablePlatform,
+    chat_id: str,
+    prompt: Prompt,
+    resolution: PromptResolution,
+    target: Mapping[str, str],
+) -> DeliveryResult:
+    """``PromptingPlatform.resolve_prompt`` for a platform that edits: the prompt message becomes
+    its recorded outcome (an edit without buttons drops them); a prompt never shown is sent."""
+    if prompt.message_id is None:
+        return await platform.send_message(chat_id, resolution.text, target, None)
+    return await platform.edit_message(chat_id, prompt.message_id, resolution.text, target)
+
+
 async def deliver_final(platform: EditablePlatform, row: OutboxRow, duplicate_marker: str) -> DeliveryResult:
     """The one code path that puts a final on an editable platform.
 
@@ -156,10 +175,9 @@ async def deliver_final(platform: EditablePlatform, row: OutboxRow, duplicate_ma
             # Delivered, or retry/ambiguous: an edit is idempotent, so retrying it is always safe.
             return Delivered(str(preview)) if isinstance(edited, Delivered) else edited
         # The preview cannot be edited (deleted, too old): the final becomes a new message.
-    text = row.text
-    if row.possibly_duplicate and duplicate_marker:
-        text = f"{duplicate_marker}{text}"
-    sent = await platform.send_message(row.chat_id, text, target, row.in_reply_to)
+    sent = await platform.send_message(
+        row.chat_id, marked_text(row, duplicate_marker), target, row.in_reply_to
+    )
     if preview and isinstance(sent, Delivered):
         # The stranded preview still shows a cursor; take it away (best effort).
         with contextlib.suppress(Exception):

@@ -49,6 +49,8 @@ from chatgate.engine.ports import (
     Unavailable,
     Undecodable,
     deliver_final,
+    marked_text,
+    resolve_prompt_by_edit,
 )
 from chatgate.platforms.kit.lanes import OrderedLanes
 from chatgate.platforms.relay.connection import (
@@ -352,9 +354,7 @@ class RelayPlatform:
         if descriptor is None:
             return Deferred("the relay is not connected", retry_in=2.0)
         if row.target.get(REPLY_VIA_KEY) == "interaction" and descriptor.supports("follow_up"):
-            text = row.text
-            if row.possibly_duplicate and self._hub.duplicate_marker:
-                text = f"{self._hub.duplicate_marker}{text}"
+            text = marked_text(row, self._hub.duplicate_marker)
             action = {
                 "op": "follow_up",
                 "session_key": row.session_key,
@@ -423,10 +423,7 @@ class RelayPlatform:
     async def resolve_prompt(
         self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
     ) -> DeliveryResult:
-        """Replace the prompt message by its recorded outcome (the edit drops its buttons)."""
-        if prompt.message_id is None:
-            return await self.send_message(chat_id, resolution.text, target, None)
-        return await self.edit_message(chat_id, prompt.message_id, resolution.text, target)
+        return await resolve_prompt_by_edit(self, chat_id, prompt, resolution, target)
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         descriptor = self._hub.descriptor(self.platform)

@@ -44,6 +44,7 @@ from chatgate.engine.ports import (
     Unavailable,
     Undecodable,
     deliver_final,
+    resolve_prompt_by_edit,
 )
 from chatgate.platforms.telegram.decode import (
     ALLOWED_UPDATES,
@@ -258,7 +259,4 @@ class TelegramAdapter:
     async def resolve_prompt(
         self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
     ) -> DeliveryResult:
-        """The prompt message becomes its recorded outcome; an edit without a keyboard drops the buttons."""
-        if prompt.message_id is None:
-            return await self._outbound.send_message(chat_id, resolution.text, target, None)
-        return await self._outbound.edit_message(chat_id, prompt.message_id, resolution.text, target)
+        return await resolve_prompt_by_edit(self._outbound, chat_id, prompt, resolution, target)

@@ -133,6 +133,10 @@ def cancel_running(conn: sqlite3.Connection, session_key: str, reason: str, now:
     ).rowcount
 
 
+REJECTED_KEPT = 10_000
+"""How many rejected deliveries the log keeps (at most ~10 MB: reason and excerpt are capped)."""
+
+
 def record_rejected(
     conn: sqlite3.Connection, transport: str, delivery_id: str | None, reason: str, excerpt: str, now: float
 ) -> None:
@@ -140,6 +144,11 @@ def record_rejected(
         "INSERT INTO rejected_inbound (transport, delivery_id, reason, excerpt, received_at)"
         " VALUES (?,?,?,?,?)",
         (transport, delivery_id, reason[:500], excerpt[:500], now),
+    )
+    # Strangers can make us write here (every refused message is recorded): keep the newest only.
+    conn.execute(
+        "DELETE FROM rejected_inbound WHERE id <= (SELECT MAX(id) FROM rejected_inbound) - ?",
+        (REJECTED_KEPT,),
     )
 
 
