@@ -24,9 +24,7 @@ async def test_the_rejected_log_keeps_only_the_newest_entries(tmp_path: Path) ->
         newest = await store.rejected(limit=3)
     finally:
         await store.close()
-    [(count, lowest)] = read_db(
-        tmp_path / "chatgate.db", "SELECT COUNT(*), MIN(delivery_id) FROM rejected_inbound"
-    )
+    [(count,)] = read_db(tmp_path / "chatgate.db", "SELECT COUNT(*) FROM rejected_inbound")
     assert count == REJECTED_KEPT
     ids = {row[0] for row in read_db(tmp_path / "chatgate.db", "SELECT delivery_id FROM rejected_inbound")}
     assert f"d{extra - 1}" not in ids and f"d{extra}" in ids  # the oldest went, in order
