@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from chatgate.app.netaddr import hostname, is_loopback
@@ -60,6 +60,33 @@ def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool)
     return not loopback_bind or is_loopback(hostname(host))
 
 
+def _web_chat_routes(
+    web: WebChatAdapter | None, allowed_origins: frozenset[str], loopback_bind: bool
+) -> list[BaseRoute]:
+    """The page at ``/`` and its socket at ``/ws`` (both say so when the web chat is disabled)."""
+    page = _page()
+
+    async def index(request: Request) -> Response:
+        if web is None:
+            return Response("the web chat is disabled (platforms.web.enabled: false)\n", status_code=404)
+        return HTMLResponse(page)
+
+    async def ws_endpoint(ws: WebSocket) -> None:
+        if web is None:
+            await ws.close(code=1008, reason="web chat disabled")
+            return
+        if not _origin_allowed(ws, allowed_origins, loopback_bind):
+            log.warning(
+                "refused a cross-origin web chat connection from %s (platforms.web.allowed_origins)",
+                ws.headers.get("origin"),
+            )
+            await ws.close(code=1008, reason="cross-origin connection refused")
+            return
+        await web.serve(ws)
+
+    return [Route("/", index), WebSocketRoute("/ws", ws_endpoint)]
+
+
 def build_app(
     store: Inbox,
     metrics: GatewayMetrics,
@@ -71,13 +98,6 @@ def build_app(
     loopback_bind: bool = True,
     refresh_gauges: Callable[[], None] = lambda: None,
 ) -> Starlette:
-    page = _page()
-
-    async def index(request: Request) -> Response:
-        if web is None:
-            return Response("the web chat is disabled (platforms.web.enabled: false)\n", status_code=404)
-        return HTMLResponse(page)
-
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -99,26 +119,12 @@ def build_app(
         refresh_gauges()
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    async def ws_endpoint(ws: WebSocket) -> None:
-        if web is None:
-            await ws.close(code=1008, reason="web chat disabled")
-            return
-        if not _origin_allowed(ws, allowed_origins, loopback_bind):
-            log.warning(
-                "refused a cross-origin web chat connection from %s (platforms.web.allowed_origins)",
-                ws.headers.get("origin"),
-            )
-            await ws.close(code=1008, reason="cross-origin connection refused")
-            return
-        await web.serve(ws)
-
     return Starlette(
         routes=[
-            Route("/", index),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/status", status_endpoint),
             Route("/metrics", metrics_endpoint),
-            WebSocketRoute("/ws", ws_endpoint),
+            *_web_chat_routes(web, allowed_origins, loopback_bind),
         ]
     )

@@ -132,22 +132,12 @@ def _unsafe_tail(text: str, start: int, p: int) -> int | None:
     return None
 
 
-def split_text(text: str, limit: int, unit: LengthUnit = "chars") -> list[str]:
-    """Split ``text`` into parts of at most ``limit`` (in ``unit``); see the module docstring."""
-    if limit < MIN_LIMIT:
-        raise ValueError(f"limit must be at least {MIN_LIMIT}, got {limit}")
-    total = measure(text, unit)
-    if not text:
-        return []
-    if total <= limit:
-        return [text]
+def _fence_layout(
+    text: str, limit: int, unit: LengthUnit
+) -> tuple[list[_Block], bytearray, list[_Block | None], set[int]]:
+    """The code blocks, where a cut is allowed at all (never inside a fence marker line), which
+    block each position is in (for blocks small enough to reopen), and the block edges to avoid."""
     n = len(text)
-    cum: Sequence[int]
-    if unit == "chars":
-        cum = range(n + 1)
-    else:
-        cum = list(accumulate((2 if ord(c) > 0xFFFF else 1 for c in text), initial=0))
-
     blocks, fence_like = _scan_fences(text)
     allowed = bytearray(b"\x01") * (n + 1)
     for line_start, line_end in fence_like:
@@ -158,7 +148,14 @@ def split_text(text: str, limit: int, unit: LengthUnit = "chars") -> list[str]:
         if measure(block.reopen, unit) <= limit // 4:
             block_at[block.first : block.last + 1] = [block] * (block.last + 1 - block.first)
             avoid.update((block.first, block.last))
+    return blocks, allowed, block_at, avoid
 
+
+def _break_points(
+    text: str, allowed: bytearray, avoid: set[int]
+) -> tuple[list[Sequence[int]], list[Sequence[int]]]:
+    """Where a part may end, best first: paragraph, line, sentence, space; then the fallbacks
+    (anywhere outside a fence marker, anywhere allowed, any grapheme, any code point)."""
     graphemes = [m.end() for m in _GRAPHEME.finditer(text)][:-1]
     paragraph: list[int] = []
     line: list[int] = []
@@ -183,7 +180,29 @@ def split_text(text: str, limit: int, unit: LengthUnit = "chars") -> list[str]:
         if prev.isspace() and prev not in _NO_BREAK_SPACE:
             space.append(p)
     preferred: list[Sequence[int]] = [paragraph, line, sentence, space]
-    fallback: list[Sequence[int]] = [anywhere, allowed_any, graphemes, range(n + 1)]
+    fallback: list[Sequence[int]] = [anywhere, allowed_any, graphemes, range(len(text) + 1)]
+    return preferred, fallback
+
+
+def split_text(text: str, limit: int, unit: LengthUnit = "chars") -> list[str]:
+    """Split ``text`` into parts of at most ``limit`` (in ``unit``); see the module docstring."""
+    if limit < MIN_LIMIT:
+        raise ValueError(f"limit must be at least {MIN_LIMIT}, got {limit}")
+    total = measure(text, unit)
+    if not text:
+        return []
+    if total <= limit:
+        return [text]
+    n = len(text)
+    cum: Sequence[int]
+    if unit == "chars":
+        cum = range(n + 1)
+    else:
+        cum = list(accumulate((2 if ord(c) > 0xFFFF else 1 for c in text), initial=0))
+
+    blocks, allowed, block_at, avoid = _fence_layout(text, limit, unit)
+
+    preferred, fallback = _break_points(text, allowed, avoid)
     close_cost = {id(b): measure(b.close, unit) for b in blocks}
     reopen_cost = {id(b): measure(b.reopen, unit) for b in blocks}
 

@@ -112,29 +112,7 @@ class TurnRunner:
             outbox.append(
                 reply_draft(source, key, "notice", notice, f"notice:{last.seq}:{attempts}", reply_to, route)
             )
-        policy = self._policy_for(source.platform)
-        shared = is_shared_session(source, policy)
-        labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
-        history = await self._store.history(claim.session_id, self.settings.history_limit)
-        inputs = [
-            render_turn_input(i.inbound.text, sender=i.inbound.source.user_name, shared=shared) for i in items
-        ]
-        request = AgentRequest(
-            system=render_session_context(source, labels, shared=shared),
-            history=tuple(history),
-            messages=tuple(
-                TurnMessage(
-                    text=i.inbound.text,
-                    sender=i.inbound.source.user_name,
-                    message_ref=i.inbound.message_ref,
-                    received_at=i.inbound.received_at,
-                )
-                for i in items
-            ),
-            model_input="\n".join(inputs),
-            session_key=key,
-            tools=self._tools_for(claim, source, reply_to, route),
-        )
+        request, inputs = await self._request(claim, reply_to, route)
         consumer = StreamConsumer(
             adapter,
             source,
@@ -164,6 +142,36 @@ class TurnRunner:
             route=route,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    async def _request(
+        self, claim: Claim, reply_to: str | None, route: dict[str, str]
+    ) -> tuple[AgentRequest, list[str]]:
+        """What the agent is asked: the pinned session context, the history, this turn's messages."""
+        items = claim.items
+        source = items[-1].inbound.source
+        shared = is_shared_session(source, self._policy_for(source.platform))
+        labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
+        history = await self._store.history(claim.session_id, self.settings.history_limit)
+        inputs = [
+            render_turn_input(i.inbound.text, sender=i.inbound.source.user_name, shared=shared) for i in items
+        ]
+        request = AgentRequest(
+            system=render_session_context(source, labels, shared=shared),
+            history=tuple(history),
+            messages=tuple(
+                TurnMessage(
+                    text=i.inbound.text,
+                    sender=i.inbound.source.user_name,
+                    message_ref=i.inbound.message_ref,
+                    received_at=i.inbound.received_at,
+                )
+                for i in items
+            ),
+            model_input="\n".join(inputs),
+            session_key=claim.session_key,
+            tools=self._tools_for(claim, source, reply_to, route),
+        )
+        return request, inputs
 
     def _tools_for(
         self, claim: Claim, source: Source, reply_to: str | None, route: dict[str, str]
