@@ -9,8 +9,8 @@
 """
 
 from chatgate.engine.approvals.answers import ApprovalDesk, prompt_response
-from chatgate.engine.approvals.broker import ApprovalBroker, Decision, ToolContext
-from chatgate.engine.approvals.policy import Answerer, AnswerRefused, ApprovalSettings
+from chatgate.engine.approvals.broker import ApprovalBroker
+from chatgate.engine.approvals.policy import Answerer, AnswerRefused, ApprovalSettings, Decision, ToolContext
 from chatgate.engine.approvals.tools import ApprovingShellRunner, ShellTools
 
 __all__ = [

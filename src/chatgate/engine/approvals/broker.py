@@ -30,12 +30,13 @@ from chatgate.domain.danger import Assessment, assess
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import ExpiryReason, prompt_text
-from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Approvals, OutboxNotices
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.approvals.policy import (
     Answerer,
     ApprovalSettings,
+    Decision,
+    ToolContext,
     check_answer,
     end_notice,
     feedback,
@@ -47,27 +48,6 @@ from chatgate.engine.approvals.policy import (
 from chatgate.engine.ports import Adapter, AnswerFeedback, prompting
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolContext:
-    """Who and where a turn's tool calls are for: the session, and the requester (the
-    sender of the turn's last message), whose chat sees the prompts."""
-
-    session_key: str
-    session_id: str
-    inbox_seq: int
-    source: Source
-    reply_to: str | None
-    target: Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    run: bool
-    reason: str = ""
-    """For a call that does not run: what the model (and through it the chat) is told."""
-    prompt_id: str | None = None
 
 
 @dataclass(slots=True)

@@ -162,3 +162,24 @@ def notice_draft(record: ApprovalRecord, idem_key: str, text: str) -> OutboxDraf
         in_reply_to=record.reply_to,
         target=dict(record.target),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who and where a turn's tool calls are for: the session, and the requester (the
+    sender of the turn's last message), whose chat sees the prompts."""
+
+    session_key: str
+    session_id: str
+    inbox_seq: int
+    source: Source
+    reply_to: str | None
+    target: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    run: bool
+    reason: str = ""
+    """For a call that does not run: what the model (and through it the chat) is told."""
+    prompt_id: str | None = None

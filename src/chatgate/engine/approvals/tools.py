@@ -12,7 +12,8 @@ from typing import Any
 from chatgate.agents.base import ToolCall, ToolResult, ToolRunner
 from chatgate.agents.tools.runner import ShellToolRunner, checked_command
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.engine.approvals.broker import ApprovalBroker, ToolContext
+from chatgate.engine.approvals.broker import ApprovalBroker
+from chatgate.engine.approvals.policy import ToolContext
 
 log = logging.getLogger(__name__)
 
