@@ -636,6 +636,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         loadavg_after=[round(x, 2) for x in os.getloadavg()],
         dir=str(base or tempfile.gettempdir()),
         sim_dir=args.sim_dir or str(base or tempfile.gettempdir()),
+        simulator=sys.modules[RelaySimulator.__module__].__file__,  # relaysim, or an old chatgate.relaysim
     )
     return out
 
