@@ -86,6 +86,58 @@ def test_e2e_bench_quick_run_with_two_client_processes_merges_their_figures(tmp_
     assert result["client_procs"] == 2
 
 
+def _check_intake_lane(result: dict[str, Any], figures: dict[str, Any], lane: str) -> None:
+    assert figures["correct"] is True, (lane, figures)
+    for key in ("admissions_per_s", "wall_s", "mean_batch", "writer_busy", "gateway_cpu", "runs"):
+        assert key in figures, (lane, key)
+    assert figures["admissions_per_s"] > 0
+    assert len(figures["runs"]) == result["runs"]
+    for run in figures["runs"]:
+        assert run["correct"] is True
+        db = run["database"]
+        assert db["inbox_rows"] == db["distinct_deliveries"] == run["messages"] == result["messages"]
+        assert db["missing_rows"] == db["unexpected_rows"] == db["chats_out_of_order"] == 0
+        assert run["rejected_rows"] == 0
+        assert run["shutdown"]["exited_on_sigterm"] is True
+        assert run["shutdown"]["exit_code"] == 0
+        assert run["writer"]["commits"] > 0
+        if lane == "relay":
+            assert run["all_acked"] is run["acked_once"] is run["injected_in_order"] is True
+            assert run["acked"] == run["messages"] and run["unacked_at_end"] == 0
+            assert {"p50", "p99"} <= set(run["inject_to_ack_ms"]) and {"p50", "p99"} <= set(
+                run["sent_to_ack_ms"]
+            )
+        else:
+            assert run["confirmed"] is run["offsets_rising"] is True
+            assert run["get_updates_calls"] >= 2  # the batch, then the offset that confirms it
+
+
+def test_intake_bench_quick_run_floods_both_lanes_and_finds_every_message_once_in_order(
+    tmp_path: Path,
+) -> None:
+    result = run_bench("intake.py", "--dir", str(tmp_path), "--sim-dir", str(tmp_path))
+    assert result["correct"] is True
+    assert result["lanes"] == ["relay", "telegram"]
+    for key in ("messages", "chats", "runs", "max_concurrent_turns", "gateway", "loadavg_before", "python"):
+        assert key in result
+    for lane in result["lanes"]:
+        _check_intake_lane(result, result[lane], lane)
+    assert result["gateway"]["chatgate"] == str(ROOT / "src" / "chatgate" / "__init__.py")
+    assert result["baseline"] is None and result["ratio"] is None
+    assert list(tmp_path.iterdir()) == []  # state dirs and the simulator's buffer were removed
+
+
+def test_intake_bench_quick_run_against_a_baseline_tree_reports_both_and_their_ratio(tmp_path: Path) -> None:
+    src = str(ROOT / "src")  # the same tree twice: what matters is that --baseline-src drives a gateway
+    result = run_bench("intake.py", "--dir", str(tmp_path), "--lane", "relay", "--baseline-src", src)
+    assert result["correct"] is True
+    assert result["lanes"] == ["relay"] and "telegram" not in result
+    _check_intake_lane(result, result["relay"], "relay")
+    _check_intake_lane(result, result["baseline"]["relay"], "relay")
+    assert result["baseline"]["gateway"]["src"] == src
+    assert result["ratio"]["relay"] > 0
+
+
 async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
     config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
     gateway = Gateway(config, tmp_path / "state")

@@ -29,6 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from relaysim import RelaySimulator, make_token
+from relaysim.buffer import AckOutcome, DurableBuffer
 from relaysim.control import is_loopback
 from relaysim.frames import LineDecoder
 
@@ -361,6 +362,38 @@ async def test_unacked_entries_survive_a_restart_and_acked_ones_never_come_back(
         fresh = await third.inject_inbound(GW, event("b"))
         frame = await gw.expect("inbound")  # the first delivery on this connection is the new entry
         assert frame["bufferId"] == fresh and int(fresh) > int(ids[1])
+
+
+async def test_the_buffer_lists_and_walks_each_gateways_pending_entries_in_id_order(tmp_path: Path) -> None:
+    buffer = DurableBuffer(tmp_path / "buffer.db")
+    await buffer.open()
+    ids = {gw: [] for gw in ("a", "b")}
+    for n in range(6):  # the two gateways' entries interleave
+        for gw in ids:
+            ids[gw].append((await buffer.append(gw, {"type": "inbound", "n": n})).buffer_id)
+    assert await buffer.ack("a", ids["a"][2]) is AckOutcome.ACKED
+    assert await buffer.ack("a", ids["a"][0]) is AckOutcome.ACKED
+    assert await buffer.ack("a", ids["a"][0]) is AckOutcome.UNKNOWN
+    assert await buffer.ack("a", ids["b"][1]) is AckOutcome.FOREIGN
+    left = [ids["a"][i] for i in (1, 3, 4, 5)]
+
+    def walk(gw: str) -> list[int]:
+        found, cursor = [], 0
+        while (entry := buffer.next_after(gw, cursor)) is not None:
+            found.append(cursor := entry.buffer_id)
+        return found
+
+    assert [e.buffer_id for e in buffer.pending("a")] == walk("a") == left
+    assert [e.buffer_id for e in buffer.pending("b")] == walk("b") == ids["b"]
+    assert buffer.next_after("a", ids["a"][4]) == buffer.pending("a")[-1]
+    assert buffer.next_after("a", ids["a"][5]) is None and buffer.next_after("nobody", 0) is None
+    await buffer.close()
+
+    reopened = DurableBuffer(tmp_path / "buffer.db")  # the index is rebuilt from the file
+    await reopened.open()
+    assert [e.buffer_id for e in reopened.pending("a")] == left
+    assert reopened.next_after("b", ids["b"][0]) == reopened.pending("b")[1]
+    await reopened.close()
 
 
 async def test_a_replay_goes_on_after_an_ack_timeout_and_the_entry_comes_back_first_next_time(

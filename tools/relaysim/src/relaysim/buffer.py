@@ -11,6 +11,7 @@ a write has committed.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import logging
 import sqlite3
@@ -67,12 +68,16 @@ class DurableBuffer:
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
         self._pending: dict[int, Entry] = {}
+        self._order: dict[str, list[int]] = {}  # per gateway, its pending ids in ascending order
         self._gone: dict[int, asyncio.Event] = {}
 
     async def open(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relaysim-buffer")
         rows = await self._run(self._open_sync)
         self._pending = {row[0]: Entry(row[0], row[1], json.loads(row[2]), row[3]) for row in sorted(rows)}
+        self._order = {}
+        for buffer_id, entry in self._pending.items():  # ascending: appending keeps each list sorted
+            self._order.setdefault(entry.gateway_id, []).append(buffer_id)
         if self._pending:
             log.info("relay buffer %s holds %d unacknowledged entries", self.path, len(self._pending))
 
@@ -92,6 +97,7 @@ class DurableBuffer:
         buffer_id = await self._run(lambda conn: _insert(conn, gateway_id, text, created))
         entry = Entry(buffer_id, gateway_id, json.loads(text), created)
         self._pending[buffer_id] = entry
+        bisect.insort(self._order.setdefault(gateway_id, []), buffer_id)  # ids rise: almost always the end
         return entry
 
     async def ack(self, gateway_id: str, buffer_id: int) -> AckOutcome:
@@ -101,21 +107,23 @@ class DurableBuffer:
         if entry.gateway_id != gateway_id:
             return AckOutcome.FOREIGN
         await self._run(lambda conn: _delete(conn, gateway_id, buffer_id))
-        self._pending.pop(buffer_id, None)
+        if self._pending.pop(buffer_id, None) is not None:  # not already taken by a concurrent ack
+            order = self._order[gateway_id]
+            del order[bisect.bisect_left(order, buffer_id)]
         event = self._gone.pop(buffer_id, None)
         if event is not None:
             event.set()
         return AckOutcome.ACKED
 
     def pending(self, gateway_id: str) -> list[Entry]:
-        return sorted(
-            (e for e in self._pending.values() if e.gateway_id == gateway_id), key=lambda e: e.buffer_id
-        )
+        return [self._pending[i] for i in self._order.get(gateway_id, ())]
 
     def next_after(self, gateway_id: str, after: int) -> Entry | None:
-        """The oldest pending entry of the gateway with an id above ``after``."""
-        later = (e for e in self._pending.values() if e.gateway_id == gateway_id and e.buffer_id > after)
-        return min(later, key=lambda e: e.buffer_id, default=None)
+        """The oldest pending entry of the gateway with an id above ``after`` (a bisection, not a scan:
+        a flood of thousands of pending entries is sent one ``next_after`` at a time)."""
+        order = self._order.get(gateway_id, [])
+        index = bisect.bisect_right(order, after)
+        return self._pending[order[index]] if index < len(order) else None
 
     def is_pending(self, buffer_id: int) -> bool:
         return buffer_id in self._pending
