@@ -311,7 +311,7 @@ async def test_one_reply_per_message_in_order_per_chat(make_world: MakeWorld) ->
     chats = [f"chat{n}" for n in range(5)]
     first, second = await world.client(), await world.client()
     sent: dict[str, list[str]] = {chat: [] for chat in chats}
-    for n in range(6):  # interleaved on two connections: lanes keep each chat's order
+    for n in range(6):  # interleaved on two connections: the per-chat queues keep each chat's order
         for i, chat in enumerate(chats):
             line_id = f"{chat}:{n}"
             await (first if i % 2 == 0 else second).send(line_id, chat, f"{chat} message {n}", user="bob")
@@ -409,7 +409,9 @@ def test_the_walkthrough_quotes_the_toy_verbatim_and_names_real_symbols() -> Non
     root = ARCHITECTURE.parents[1]
     quoted = re.findall(r"```python\n# (tests/\S+\.py)\n(.*?)```", section, re.S)
     assert {path for path, _ in quoted} == {"tests/kit/toy_platform.py", "tests/kit/test_toy_adapter.py"}
-    assert len(quoted) >= 6, "the walkthrough shows the toy's decode, ack, lanes, encode and lifecycle"
+    assert len(quoted) >= 6, (
+        "the walkthrough shows the toy's decode, ack, queues, encode and lifecycle"
+    )
     for path, block in quoted:
         source = (root / path).read_text().splitlines()
         at = 0

@@ -48,7 +48,7 @@ from chatgate.engine.ports import (
     Undecodable,
     deliver_final,
 )
-from chatgate.platforms.kit.lanes import OrderedLanes
+from chatgate.platforms.kit.per_key import PerKeyQueues
 
 PLATFORM = "toy"
 TRANSPORT = "toy-line"
@@ -147,7 +147,7 @@ class ToyAdapter:
     def __init__(self, intake: Intake, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self._intake = intake
         self._host, self._port = host, port
-        self._lanes = OrderedLanes(name="toy-intake")
+        self._queues = PerKeyQueues(name="toy-intake")
         self._chats: dict[str, set[Peer]] = {}
         self._peers: set[Peer] = set()
         self._server: asyncio.Server | None = None
@@ -172,7 +172,7 @@ class ToyAdapter:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        await self._lanes.aclose()  # what is still queued was never acknowledged: it is resent
+        await self._queues.aclose()  # what is still queued was never acknowledged: it is resent
         for peer in list(self._peers):
             await peer.close()
         if server is not None:
@@ -208,7 +208,7 @@ class ToyAdapter:
             return
         # One stream, many chats: admit different chats concurrently, one chat in arrival order.
         lane = (event.source.chat_id or "") if isinstance(event, Inbound) else ""
-        await self._lanes.put(lane, functools.partial(self._settle, peer, event))
+        await self._queues.put(lane, functools.partial(self._settle, peer, event))
 
     async def _settle(self, peer: Peer, event: Inbound | Undecodable) -> None:
         # The client is told "not saved" and resends: wait out a blip only (WAIT_BRIEFLY).

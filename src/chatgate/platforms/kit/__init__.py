@@ -1,1 +1,1 @@
-"""What every adapter is built from: ordered concurrent intake lanes and shared helpers."""
+"""What every adapter is built from: per-key intake queues (ordered per chat, concurrent across chats)."""

@@ -52,7 +52,7 @@ from chatgate.engine.ports import (
     marked_text,
     resolve_prompt_by_edit,
 )
-from chatgate.platforms.kit.lanes import OrderedLanes
+from chatgate.platforms.kit.per_key import PerKeyQueues
 from chatgate.platforms.relay.connection import (
     FrameHandler,
     NoResult,
@@ -98,7 +98,7 @@ class RelayHub(FrameHandler):
         self.platforms = {p: RelayPlatform(self, p) for p, _ in settings.identities}
         self._queue: asyncio.Queue[tuple[dict[str, Any], float]] = asyncio.Queue()
         self._intake_task: asyncio.Task[None] | None = None
-        self._lanes = OrderedLanes(name="relay-intake")
+        self._queues = PerKeyQueues(name="relay-intake")
         self._closed = False
         self._idle: asyncio.Task[bool] | None = None
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -139,7 +139,7 @@ class RelayHub(FrameHandler):
         await cancel_and_wait(
             [t for t in (self._idle, self._intake_task, *self._side_tasks) if t is not None]
         )
-        await self._lanes.aclose()
+        await self._queues.aclose()
         await self.connection.close(drain_timeout=max(0.0, min(5.0, deadline - loop.time() - 1.0)))
 
     def state(self, platform: str) -> AdapterState:
@@ -199,12 +199,12 @@ class RelayHub(FrameHandler):
 
     async def _run_intake(self) -> None:
         """Decode in arrival order; admit different chats concurrently (their commits share a
-        group commit) and one chat's frames strictly in order (``OrderedLanes``)."""
+        group commit) and one chat's frames strictly in order (``PerKeyQueues``)."""
         while True:
             frame, received_at = await self._queue.get()
             buffer_id = _buffer_id(frame)
             event = self._event(frame, buffer_id, received_at)
-            await self._lanes.put(_lane_of(event), functools.partial(self._settle, frame, buffer_id, event))
+            await self._queues.put(_chat_key(event), functools.partial(self._settle, frame, buffer_id, event))
 
     def _event(
         self, frame: dict[str, Any], buffer_id: str | None, received_at: float
@@ -290,7 +290,7 @@ def _buffer_id(frame: dict[str, Any]) -> str | None:
     return str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
 
 
-def _lane_of(event: Inbound | Undecodable) -> str:
+def _chat_key(event: Inbound | Undecodable) -> str:
     """Events of one session always share a lane: it is keyed by what every session key holds."""
     if isinstance(event, Undecodable):
         return ""

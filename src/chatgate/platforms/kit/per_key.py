@@ -1,4 +1,4 @@
-"""Ordered lanes: work for different keys runs concurrently, for one key in arrival order.
+"""Per-key queues: work for different keys runs concurrently, for one key in arrival order.
 
 An adapter that reads one stream of deliveries (a relay socket, a batch of Telegram
 updates) hands each to ``put`` under its chat's key. Deliveries of different chats
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 Work = Callable[[], Awaitable[None]]
 
 
-class OrderedLanes:
+class PerKeyQueues:
     def __init__(self, max_pending: int = 1024, name: str = "lane") -> None:
         self._queues: dict[str, deque[Work]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
