@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chatgate.domain.prompts import parse_prompt_token
-from chatgate.engine.ports import AdmissionRefused
+from chatgate.engine.intake import AdmissionRefused
 from support.approval_harness import ApprovalHarness, MakeApprovals, make_approvals
 from support.engine_harness import wait_until
 

@@ -12,7 +12,7 @@ from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.prompts import MAX_TOKEN_BYTES, PROMPT_ID_RE, prompt_token
 from chatgate.domain.source import Source
 from chatgate.engine.approvals import Answerer, AnswerRefused, ApprovalBroker, ShellTools, ToolContext
-from chatgate.engine.ports import AdmissionRefused
+from chatgate.engine.intake import AdmissionRefused
 from chatgate.store.sqlite import SqliteStore
 from support.approval_harness import MakeApprovals, make_approvals
 from support.engine_harness import wait_until

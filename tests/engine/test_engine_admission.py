@@ -8,7 +8,7 @@ import pytest
 
 from chatgate.domain.inbound import MAX_TEXT_CHARS
 from chatgate.engine.authz import PlatformAccess
-from chatgate.engine.ports import AdmissionRefused
+from chatgate.engine.intake import AdmissionRefused
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -409,9 +409,7 @@ def test_the_walkthrough_quotes_the_toy_verbatim_and_names_real_symbols() -> Non
     root = ARCHITECTURE.parents[1]
     quoted = re.findall(r"```python\n# (tests/\S+\.py)\n(.*?)```", section, re.S)
     assert {path for path, _ in quoted} == {"tests/kit/toy_platform.py", "tests/kit/test_toy_adapter.py"}
-    assert len(quoted) >= 6, (
-        "the walkthrough shows the toy's decode, ack, queues, encode and lifecycle"
-    )
+    assert len(quoted) >= 6, "the walkthrough shows the toy's decode, ack, queues, encode and lifecycle"
     for path, block in quoted:
         source = (root / path).read_text().splitlines()
         at = 0

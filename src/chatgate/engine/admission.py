@@ -22,8 +22,9 @@ from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Tra
 from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.commands import COMMAND_TABLE, ControlCommand
+from chatgate.engine.intake import AdmissionRefused
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import AdmissionRefused, Admitted, AnswerFeedback
+from chatgate.engine.ports import Admitted, AnswerFeedback
 from chatgate.engine.replies import command_reply, reply_draft
 
 log = logging.getLogger(__name__)

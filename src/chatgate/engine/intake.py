@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
@@ -24,8 +25,7 @@ from chatgate.domain.store_roles import Rejections
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import (
     WAIT_BRIEFLY,
-    AdmissionRefused,
-    InboundSink,
+    Admitted,
     IntakeAnswer,
     Refused,
     Unavailable,
@@ -33,6 +33,22 @@ from chatgate.engine.ports import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class AdmissionRefused(Exception):
+    """An inbound event that will not be admitted, with a code adapters can show."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class InboundSink(Protocol):
+    async def admit(self, inbound: Inbound) -> Admitted:
+        """Commit ``inbound``; raises ``AdmissionRefused`` or ``StoreUnavailable``."""
+        ...
+
 
 RETRY_SECONDS = (0.05, 0.2, 0.5, 1.0, 2.0, 5.0)
 """Pauses between tries while the store is unavailable (the last one repeats)."""

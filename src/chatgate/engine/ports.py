@@ -20,15 +20,6 @@ from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 
 
-class AdmissionRefused(Exception):
-    """An inbound event that will not be admitted, with a code adapters can show."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 @dataclass(frozen=True, slots=True)
 class AnswerFeedback:
     """What an approval answer did, for the adapter to show to the person who answered.
@@ -55,12 +46,6 @@ class Admitted:
     session_key: str
     answer: AnswerFeedback | None = None
     """Set for a new approval answer (a button or ``/approve``/``/deny``)."""
-
-
-class InboundSink(Protocol):
-    async def admit(self, inbound: Inbound) -> Admitted:
-        """Commit ``inbound``; raises ``AdmissionRefused`` or ``StoreUnavailable``."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
