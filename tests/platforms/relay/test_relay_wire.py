@@ -9,12 +9,23 @@ import json
 
 import pytest
 
+from chatgate.domain.inbound import Inbound
 from chatgate.domain.session_key import session_key
 from chatgate.domain.source import canonical_source
 from chatgate.platforms.relay.auth import make_upgrade_token
 from chatgate.platforms.relay.connection import dial_url
-from chatgate.platforms.relay.text_lane import Unusable, decode_event
-from chatgate.platforms.relay.wire import BadFrame, Descriptor, FrameSplitter, parse_descriptor
+from chatgate.platforms.relay.frames import Descriptor, GoingIdleAckFrame, InboundFrame, InterruptInboundFrame
+from chatgate.platforms.relay.text_lane import to_inbound
+from chatgate.platforms.relay.wire import BadFrame, FrameSplitter, parse_frame
+
+
+def decode_event(event: object, buffer_id: str | None, *, received_at: float) -> Inbound | BadFrame:
+    """An ``inbound`` frame holding ``event``, parsed and decoded as the relay hub does."""
+    frame = parse_frame(json.dumps({"type": "inbound", "event": event}))
+    if isinstance(frame, BadFrame):
+        return frame
+    assert isinstance(frame, InboundFrame)
+    return to_inbound(frame.event, buffer_id, received_at=received_at)
 
 
 def _verify_by_hand(token: str, secrets: list[str], now: int) -> str | None:
@@ -58,11 +69,16 @@ def test_dial_url_normalizes_the_base_url(configured: str, dialed: str) -> None:
 
 def test_frames_split_across_and_packed_into_messages_are_reassembled() -> None:
     splitter = FrameSplitter()
-    first = json.dumps({"type": "a", "n": 1})
-    second = json.dumps({"type": "b", "n": 2})
+    first = json.dumps({"type": "interrupt_inbound", "session_key": "k1", "n": 1})
+    second = json.dumps({"type": "going_idle_ack", "n": 2})
     assert splitter.feed(first[:5]) == []
-    assert splitter.feed(first[5:] + "\n" + second + "\n") == [{"type": "a", "n": 1}, {"type": "b", "n": 2}]
-    assert splitter.feed(b'{"type":"c"}\n') == [{"type": "c"}]
+    lines = splitter.feed(first[5:] + "\n" + second + "\n")
+    assert lines == [first, second]
+    assert [parse_frame(line) for line in lines if isinstance(line, str)] == [
+        InterruptInboundFrame(type="interrupt_inbound", session_key="k1"),
+        GoingIdleAckFrame(type="going_idle_ack"),
+    ]
+    assert splitter.feed(b'{"type":"going_idle_ack"}\n') == ['{"type":"going_idle_ack"}']
 
 
 @pytest.mark.parametrize(
@@ -75,16 +91,17 @@ def test_frames_split_across_and_packed_into_messages_are_reassembled() -> None:
     ],
 )
 def test_malformed_lines_become_bad_frames_and_the_next_line_still_parses(line: str, reason: str) -> None:
-    out = FrameSplitter().feed(line + "\n" + '{"type":"ok"}\n')
+    lines = FrameSplitter().feed(line + "\n" + '{"type":"going_idle_ack"}\n')
+    out = [parse_frame(item) if isinstance(item, str) else item for item in lines]
     assert isinstance(out[0], BadFrame) and reason in out[0].reason
-    assert out[1] == {"type": "ok"}
+    assert out[1] == GoingIdleAckFrame(type="going_idle_ack")
 
 
 def test_an_oversized_frame_is_dropped_without_growing_the_buffer() -> None:
     splitter = FrameSplitter(max_bytes=100)
     out = splitter.feed("x" * 150)
     assert len(out) == 1 and isinstance(out[0], BadFrame) and "longer than 100" in out[0].reason
-    assert splitter.feed("y" * 30 + '\n{"type":"after"}\n') == [{"type": "after"}]
+    assert splitter.feed("y" * 30 + '\n{"type":"going_idle_ack"}\n') == ['{"type":"going_idle_ack"}']
 
 
 def test_descriptor_maps_to_capabilities_and_gates_new_ops() -> None:
@@ -104,7 +121,7 @@ def test_descriptor_maps_to_capabilities_and_gates_new_ops() -> None:
     )
     assert advertised.supports("prompt") and not advertised.supports("follow_up")
     assert advertised.capabilities().length_unit == "utf16" and not advertised.capabilities().edit
-    bad = parse_descriptor({"type": "descriptor", "descriptor": {"platform": ""}})
+    bad = parse_frame(json.dumps({"type": "descriptor", "descriptor": {"platform": ""}}))
     assert isinstance(bad, BadFrame)
 
 
@@ -122,7 +139,7 @@ def test_text_lane_user_name_prefers_display_name_then_name_then_handle() -> Non
     ]
     for fields, expected in names:
         decoded = decode_event(_event(**fields), None, received_at=0.0)
-        assert not isinstance(decoded, Unusable)
+        assert not isinstance(decoded, BadFrame)
         assert decoded.source.user_name == expected
 
 
@@ -132,17 +149,17 @@ def test_root_and_nested_message_ids_converge_and_key_the_delivery() -> None:
     both = {**_event(message_id="other"), "message_id": "m9"}
     decoded = [decode_event(e, "b1", received_at=0.0) for e in (root_only, nested_only, both)]
     for d in decoded:
-        assert not isinstance(d, Unusable)
+        assert not isinstance(d, BadFrame)
         assert d.message_ref == "m9" and d.delivery_id == "discord:c1:m9"
     no_id = decode_event(_event(), "b7", received_at=0.0)
-    assert not isinstance(no_id, Unusable) and no_id.delivery_id == "buffer:b7"
+    assert not isinstance(no_id, BadFrame) and no_id.delivery_id == "buffer:b7"
 
 
 def test_text_lane_labels_are_an_observation_even_when_null() -> None:
     cleared = decode_event(_event(chat_name=None, chat_topic=None), None, received_at=0.0)
     absent = decode_event(_event(), None, received_at=0.0)
-    assert not isinstance(cleared, Unusable) and cleared.labels_observed()
-    assert not isinstance(absent, Unusable) and not absent.labels_observed()
+    assert not isinstance(cleared, BadFrame) and cleared.labels_observed()
+    assert not isinstance(absent, BadFrame) and not absent.labels_observed()
 
 
 def test_text_lane_identity_is_the_native_session_identity() -> None:
@@ -151,7 +168,7 @@ def test_text_lane_identity_is_the_native_session_identity() -> None:
         None,
         received_at=0.0,
     )
-    assert not isinstance(decoded, Unusable)
+    assert not isinstance(decoded, BadFrame)
     assert session_key(canonical_source(decoded.source)) == "agent:main:discord:thread:th1:th1"
 
 
@@ -170,4 +187,4 @@ def test_text_lane_identity_is_the_native_session_identity() -> None:
 )
 def test_unusable_text_events_say_why(event: object, reason: str) -> None:
     decoded = decode_event(event, "b", received_at=0.0)
-    assert isinstance(decoded, Unusable) and reason in decoded.reason
+    assert isinstance(decoded, BadFrame) and reason in decoded.reason

@@ -3,27 +3,25 @@
 ``RelayHub`` owns the connection and the intake; one ``RelayPlatform`` per
 fronted platform is what the engine sees as that platform's adapter.
 
-Intake is one task that takes ``inbound`` and ``passthrough_forward`` frames in
-arrival order. Each is admitted (committed) before its ``inbound_ack`` is sent:
-a replay of an admitted delivery is a duplicate that is acknowledged again and
-never run twice; a frame whose intake is cancelled or fails before the commit
-is not acknowledged, so the connector replays it. A frame that can never be
-admitted (malformed, unsupported, refused) is recorded with its reason and
-acknowledged, so it is not replayed forever. While the store is unavailable the
+Frames arrive typed (``frames.py``). Intake is one task that takes ``inbound`` and
+``passthrough_forward`` frames in arrival order, including those that failed
+validation (a ``BadFrame`` that keeps their ``bufferId``). Each is admitted
+(committed) before its ``inbound_ack`` is sent: a replay of an admitted delivery
+is a duplicate that is acknowledged again and never run twice; a frame whose
+intake is cancelled or fails before the commit is not acknowledged, so the
+connector replays it. A frame that can never be admitted (malformed,
+unsupported, refused) is recorded with its reason and acknowledged, so it is not
+replayed forever. While the store is unavailable the
 intake retries the same frame (later frames wait behind it: order is kept).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import functools
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from chatgate.domain.commands import parse_command
 from chatgate.domain.inbound import Inbound
@@ -63,13 +61,30 @@ from chatgate.platforms.relay.connection import (
     RelaySettings,
 )
 from chatgate.platforms.relay.discord_interaction import Unsupported, decode_interaction
-from chatgate.platforms.relay.text_lane import TRANSPORT, Unusable, decode_event
-from chatgate.platforms.relay.wire import BadFrame, Descriptor
+from chatgate.platforms.relay.frames import (
+    INTAKE_TYPES,
+    Action,
+    DeleteAction,
+    Descriptor,
+    EditAction,
+    FollowUpAction,
+    HubFrame,
+    InboundAckFrame,
+    InboundFrame,
+    IntakeFrame,
+    InterruptFrame,
+    InterruptInboundFrame,
+    PromptAction,
+    PromptOption,
+    SendAction,
+    TypingAction,
+)
+from chatgate.platforms.relay.text_lane import TRANSPORT, to_inbound
+from chatgate.platforms.relay.wire import RECORD_EXCERPT_CHARS, BadFrame
 
 log = logging.getLogger(__name__)
 
 INTERACTION_TOKEN_KIND = "discord.interaction_token"
-MAX_BODY_B64 = 512 * 1024
 
 
 def _default_capabilities(platform: str) -> Capabilities:
@@ -96,7 +111,7 @@ class RelayHub(FrameHandler):
         self.duplicate_marker = duplicate_marker
         self.connection = RelayConnection(settings, self)
         self.platforms = {p: RelayPlatform(self, p) for p, _ in settings.identities}
-        self._queue: asyncio.Queue[tuple[dict[str, Any], float]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[IntakeFrame | BadFrame, str, float]] = asyncio.Queue()
         self._intake_task: asyncio.Task[None] | None = None
         self._queues = PerKeyQueues(name="relay-intake")
         self._closed = False
@@ -166,21 +181,14 @@ class RelayHub(FrameHandler):
             ",".join(descriptor.supported_ops or ["legacy"]),
         )
 
-    def on_frame(self, frame: dict[str, Any], received_at: float) -> None:
-        kind = frame["type"]
-        if kind in ("inbound", "passthrough_forward"):
-            self._queue.put_nowait((frame, received_at))
-        elif kind == "interrupt_inbound":
-            key = frame.get("session_key")
-            if isinstance(key, str) and key:
-                log.info("relay: interrupt for %s (chat %s)", key, frame.get("chat_id"))
-                task = asyncio.create_task(self._interrupt(key), name="relay-interrupt")
-                self._side_tasks.add(task)
-                task.add_done_callback(self._side_tasks.discard)
-            else:
-                self.on_bad_frame(BadFrame("interrupt_inbound without a session_key", json.dumps(frame)[:80]))
+    def on_frame(self, frame: HubFrame, line: str, received_at: float) -> None:
+        if isinstance(frame, InterruptInboundFrame):
+            log.info("relay: interrupt for %s (chat %s)", frame.session_key, frame.chat_id)
+            task = asyncio.create_task(self._interrupt(frame.session_key), name="relay-interrupt")
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
         else:
-            self.on_bad_frame(BadFrame(f"unknown frame type {kind!r}", json.dumps(frame)[:80]))
+            self._queue.put_nowait((frame, line, received_at))
 
     async def _interrupt(self, session_key: str) -> None:
         try:
@@ -189,6 +197,10 @@ class RelayHub(FrameHandler):
             log.exception("relay: stopping %s failed", session_key)
 
     def on_bad_frame(self, bad: BadFrame) -> None:
+        if bad.frame_type in INTAKE_TYPES:
+            # A delivery that can never be admitted: recorded and acknowledged in its turn.
+            self._queue.put_nowait((bad, bad.excerpt, 0.0))
+            return
         log.warning("relay: ignored a frame: %s", bad.reason, extra={"excerpt": bad.excerpt})
         self._on_bad_frame(bad.reason)
 
@@ -201,21 +213,23 @@ class RelayHub(FrameHandler):
         """Decode in arrival order; admit different chats concurrently (their commits share a
         group commit) and one chat's frames strictly in order (``PerKeyQueues``)."""
         while True:
-            frame, received_at = await self._queue.get()
-            buffer_id = _buffer_id(frame)
-            event = self._event(frame, buffer_id, received_at)
-            await self._queues.put(_chat_key(event), functools.partial(self._settle, frame, buffer_id, event))
+            frame, line, received_at = await self._queue.get()
+            kind, buffer_id = _identity(frame)
+            event = self._event(frame, line, received_at)
+            await self._queues.put(_chat_key(event), functools.partial(self._settle, kind, buffer_id, event))
 
-    def _event(
-        self, frame: dict[str, Any], buffer_id: str | None, received_at: float
-    ) -> Inbound | Undecodable:
-        excerpt = json.dumps(frame)[:500]  # ASCII escapes: a lone surrogate cannot break the record
+    def _event(self, frame: IntakeFrame | BadFrame, line: str, received_at: float) -> Inbound | Undecodable:
+        # The line as received: it came from a UTF-8 message, so it holds no lone surrogate.
+        excerpt = line[:RECORD_EXCERPT_CHARS]
+        if isinstance(frame, BadFrame):  # refused by validation: recorded and acked, never replayed forever
+            return Undecodable(TRANSPORT, frame.reason, frame.buffer_id, excerpt)
+        buffer_id = frame.bufferId
         try:
-            decoded = self._decode(frame, buffer_id, received_at)
+            decoded = self._decode(frame, received_at)
         except Exception as exc:
             # A bug, not bad input. Replaying the frame would fail the same way at every
             # reconnect, so it is recorded (nothing is dropped silently) and acknowledged.
-            log.exception("relay: decoding a %s frame failed", frame.get("type"))
+            log.exception("relay: decoding a %s frame failed", frame.type)
             return Undecodable(TRANSPORT, f"internal error: {exc!r}"[:300], buffer_id, excerpt)
         if isinstance(decoded, str):
             return Undecodable(TRANSPORT, decoded, buffer_id, excerpt)
@@ -224,9 +238,7 @@ class RelayHub(FrameHandler):
             return Undecodable(TRANSPORT, reason, decoded.delivery_id, excerpt, decoded.source.platform)
         return decoded
 
-    async def _settle(
-        self, frame: dict[str, Any], buffer_id: str | None, event: Inbound | Undecodable
-    ) -> None:
+    async def _settle(self, kind: str, buffer_id: str | None, event: Inbound | Undecodable) -> None:
         # The connector cannot be asked again before a reconnect: wait out a storage outage here
         # (in this chat's lane only), so nothing later in the chat is admitted before this one.
         answer = await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
@@ -235,7 +247,7 @@ class RelayHub(FrameHandler):
         if isinstance(answer, Refused):
             log.warning(
                 "relay: rejected a %s frame: %s",
-                frame.get("type"),
+                kind,
                 answer.message,
                 extra={"buffer_id": buffer_id, "code": answer.code, "reason": answer.message},
             )
@@ -247,28 +259,15 @@ class RelayHub(FrameHandler):
         command = parse_command(event.text) if event.kind in ("text", "command") else None
         if answer.new and command is not None and command.name == "stop":
             # Other gateways of a fleet may run this session: the connector routes the stop to them.
-            await self.connection.send_frame(
-                {"type": "interrupt", "session_key": answer.session_key, "reason": "/stop"}
-            )
+            await self.connection.send_frame(InterruptFrame(session_key=answer.session_key, reason="/stop"))
 
-    def _decode(self, frame: dict[str, Any], buffer_id: str | None, received_at: float) -> Inbound | str:
-        if frame["type"] == "inbound":
-            event = decode_event(frame.get("event"), buffer_id, received_at=received_at)
-            return event.reason if isinstance(event, Unusable) else event
-        forward = frame.get("forward")
-        if not isinstance(forward, dict):
-            return "passthrough_forward without a 'forward' object"
-        platform = forward.get("platform")
+    def _decode(self, frame: IntakeFrame, received_at: float) -> Inbound | str:
+        if isinstance(frame, InboundFrame):
+            return to_inbound(frame.event, frame.bufferId, received_at=received_at)
+        platform = frame.forward.platform
         if platform != "discord":
             return f"passthrough for platform {platform!r} is not supported (only discord interactions)"
-        body_b64 = forward.get("bodyB64")
-        if not isinstance(body_b64, str) or len(body_b64) > MAX_BODY_B64:
-            return "passthrough_forward.bodyB64 is missing or too large"
-        try:
-            body = base64.b64decode(body_b64, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            return f"passthrough_forward.bodyB64 is not base64: {exc}"
-        decoded = decode_interaction(body, received_at=received_at)
+        decoded = decode_interaction(frame.forward.body, received_at=received_at)
         if isinstance(decoded, Unsupported):
             return decoded.reason
         return decoded
@@ -276,18 +275,20 @@ class RelayHub(FrameHandler):
     async def _ack(self, buffer_id: str | None) -> None:
         if buffer_id is None:
             return
-        if await self.connection.send_frame({"type": "inbound_ack", "bufferId": buffer_id}):
+        if await self.connection.send_frame(InboundAckFrame(bufferId=buffer_id)):
             self.acked += 1
 
     # ------------------------------------------------------------ outbound
 
-    async def request(self, platform: str, action: dict[str, Any]) -> DeliveryResult:
+    async def request(self, platform: str, action: Action) -> DeliveryResult:
         return _as_delivery(await self.connection.request(action, platform))
 
 
-def _buffer_id(frame: dict[str, Any]) -> str | None:
-    buffer_id = frame.get("bufferId")
-    return str(buffer_id) if isinstance(buffer_id, str | int) and buffer_id != "" else None
+def _identity(frame: IntakeFrame | BadFrame) -> tuple[str, str | None]:
+    """A delivery's frame type (for the log) and buffer id (for the ack)."""
+    if isinstance(frame, BadFrame):
+        return frame.frame_type or "", frame.buffer_id
+    return frame.type, frame.bufferId
 
 
 def _chat_key(event: Inbound | Undecodable) -> str:
@@ -354,47 +355,32 @@ class RelayPlatform:
         if descriptor is None:
             return Deferred("the relay is not connected", retry_in=2.0)
         if row.target.get(REPLY_VIA_KEY) == "interaction" and descriptor.supports("follow_up"):
-            text = marked_text(row, self._hub.duplicate_marker)
-            action = {
-                "op": "follow_up",
-                "session_key": row.session_key,
-                "kind": INTERACTION_TOKEN_KIND,
-                "content": text,
-                "metadata": _metadata({k: str(v) for k, v in row.target.items()}),
-            }
+            action = FollowUpAction(
+                session_key=row.session_key,
+                kind=INTERACTION_TOKEN_KIND,
+                content=marked_text(row, self._hub.duplicate_marker),
+                metadata=_metadata({k: str(v) for k, v in row.target.items()}),
+            )
             return await self._hub.request(self.platform, action)
         return await deliver_final(self, row, self._hub.duplicate_marker)
 
     async def send_message(
         self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
     ) -> DeliveryResult:
-        action: dict[str, Any] = {
-            "op": "send",
-            "chat_id": chat_id,
-            "content": text,
-            "metadata": _metadata(target),
-        }
-        if reply_to:
-            action["reply_to"] = reply_to
+        action = SendAction(
+            chat_id=chat_id, content=text, metadata=_metadata(target), reply_to=reply_to or None
+        )
         return await self._hub.request(self.platform, action)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
-        action = {
-            "op": "edit",
-            "chat_id": chat_id,
-            "message_id": message_id,
-            "content": text,
-            "metadata": _metadata(target),
-        }
+        action = EditAction(chat_id=chat_id, message_id=message_id, content=text, metadata=_metadata(target))
         result = await self._hub.request(self.platform, action)
         return Delivered(message_id) if isinstance(result, Delivered) else result
 
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
-        await self._hub.request(
-            self.platform, {"op": "typing", "chat_id": chat_id, "metadata": _metadata(target)}
-        )
+        await self._hub.request(self.platform, TypingAction(chat_id=chat_id, metadata=_metadata(target)))
 
     async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
         """Native buttons through the connector's ``prompt`` op (only when advertised).
@@ -406,18 +392,17 @@ class RelayPlatform:
         descriptor = self._hub.descriptor(self.platform)
         if descriptor is None or not descriptor.supports("prompt"):
             return Rejected("the connector does not advertise the prompt op")
-        action = {
-            "op": "prompt",
-            "chat_id": chat_id,
-            "prompt_kind": "approval",
-            "prompt_id": prompt.prompt_id,
-            "content": prompt.text,
-            "options": [
-                {"id": o.id, "label": o.label, "style": "danger" if o.id == "deny" else "primary"}
+        action = PromptAction(
+            chat_id=chat_id,
+            prompt_kind="approval",
+            prompt_id=prompt.prompt_id,
+            content=prompt.text,
+            options=tuple(
+                PromptOption(id=o.id, label=o.label, style="danger" if o.id == "deny" else "primary")
                 for o in prompt.options
-            ],
-            "metadata": _metadata(target),
-        }
+            ),
+            metadata=_metadata(target),
+        )
         return await self._hub.request(self.platform, action)
 
     async def resolve_prompt(
@@ -429,5 +414,5 @@ class RelayPlatform:
         descriptor = self._hub.descriptor(self.platform)
         if descriptor is None or not descriptor.supports("delete"):
             return False
-        action = {"op": "delete", "chat_id": chat_id, "message_id": message_id, "metadata": _metadata(target)}
+        action = DeleteAction(chat_id=chat_id, message_id=message_id, metadata=_metadata(target))
         return isinstance(await self._hub.request(self.platform, action), Delivered)

@@ -8,6 +8,10 @@ the connector revoked its secret: the supervisor stops for good and the relay
 reports itself disabled. A 4401 before any handshake (a not-yet-provisioned
 race) and a 4401 whose reason is ``expired`` are retried like any other close.
 
+Frames are typed (``frames.py``): each line is validated into its model as it is
+read (``wire.parse_frame``); a line that is not a frame is handed up as a
+``BadFrame`` and the reader goes on with the next.
+
 Requests (``outbound`` frames) wait for the ``outbound_result`` with the same
 ``requestId``. The outcome is one of three: ``OpResult`` (the connector
 answered), ``NotSent`` (the frame never left: safe to retry), or ``NoResult``
@@ -31,14 +35,20 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.platforms.relay.auth import make_upgrade_token
-from chatgate.platforms.relay.wire import (
-    MAX_FRAME_BYTES,
-    BadFrame,
+from chatgate.platforms.relay.frames import (
+    Action,
     Descriptor,
-    FrameSplitter,
-    encode,
-    parse_descriptor,
+    DescriptorFrame,
+    GoingIdleAckFrame,
+    GoingIdleFrame,
+    HelloFrame,
+    HubFrame,
+    Incoming,
+    OutboundFrame,
+    OutboundResultFrame,
+    Outgoing,
 )
+from chatgate.platforms.relay.wire import MAX_FRAME_BYTES, BadFrame, FrameSplitter, encode, parse_frame
 
 log = logging.getLogger(__name__)
 
@@ -88,22 +98,12 @@ class FrameHandler:
 
     def on_descriptor(self, descriptor: Descriptor) -> None: ...
 
-    def on_frame(self, frame: dict[str, Any], received_at: float) -> None: ...
+    def on_frame(self, frame: HubFrame, line: str, received_at: float) -> None:
+        """``line`` is the frame as it arrived (for the record of a delivery that is refused)."""
 
     def on_bad_frame(self, bad: BadFrame) -> None: ...
 
     def on_state(self) -> None: ...
-
-
-def _seconds(value: object) -> float | None:
-    """A sane ``retry_after`` (0 to one hour), or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        seconds = float(value)
-    except OverflowError:
-        return None
-    return seconds if 0 <= seconds <= 3600 else None
 
 
 def dial_url(url: str) -> str:
@@ -173,7 +173,7 @@ class RelayConnection:
             return False
         self._idle_ack = asyncio.get_running_loop().create_future()
         try:
-            await self._send({"type": "going_idle"})
+            await self._send(GoingIdleFrame())
             async with asyncio.timeout(timeout):
                 await asyncio.shield(self._idle_ack)
             return True
@@ -201,18 +201,14 @@ class RelayConnection:
 
     # ------------------------------------------------------------ requests
 
-    async def request(self, action: dict[str, Any], platform: str | None = None) -> Outcome:
+    async def request(self, action: Action, platform: str | None = None) -> Outcome:
         if self._closing and self._ws is None:
             return NotSent("the relay connection is closed")
         if not self.state.connected or self._ws is None:
             return NotSent(f"relay not connected ({self.state.detail})")
         request_id = uuid.uuid4().hex
-        frame: dict[str, Any] = {"type": "outbound", "requestId": request_id, "action": action}
-        if platform is not None:
-            frame["platform"] = platform
-            bot = dict(self.settings.identities).get(platform)
-            if bot:
-                frame["botId"] = bot
+        bot = dict(self.settings.identities).get(platform) if platform is not None else None
+        frame = OutboundFrame(requestId=request_id, action=action, platform=platform, botId=bot or None)
         pending = _Pending(asyncio.get_running_loop().create_future())
         self._pending[request_id] = pending
         try:
@@ -228,16 +224,16 @@ class RelayConnection:
         finally:
             self._pending.pop(request_id, None)
 
-    async def send_frame(self, frame: dict[str, Any]) -> bool:
+    async def send_frame(self, frame: Outgoing) -> bool:
         """A fire-and-forget frame (ack, interrupt); ``False`` when it could not be written."""
         try:
             await self._send(frame)
-        except (ConnectionClosed, OSError, RuntimeError) as exc:
-            log.info("relay: could not send %s: %s", frame.get("type"), exc)
+        except (ConnectionClosed, OSError, RuntimeError, ValueError) as exc:  # ValueError: not encodable
+            log.info("relay: could not send %s: %s", frame.type, exc)
             return False
         return True
 
-    async def _send(self, frame: dict[str, Any]) -> None:
+    async def _send(self, frame: Outgoing) -> None:
         ws = self._ws
         if ws is None:
             raise RuntimeError("relay not connected")
@@ -307,10 +303,10 @@ class RelayConnection:
                 reader = asyncio.create_task(self._read(ws), name="relay-reader")
                 try:
                     for platform, bot_id in self.settings.identities:
-                        hello: dict[str, Any] = {"type": "hello", "platform": platform, "botId": bot_id}
-                        if platform == "discord" and self.settings.command_manifest:
-                            hello["command_manifest"] = list(self.settings.command_manifest)
-                        await self._send(hello)
+                        manifest = self.settings.command_manifest if platform == "discord" else ()
+                        await self._send(
+                            HelloFrame(platform=platform, botId=bot_id, command_manifest=manifest or None)
+                        )
                     await reader
                 finally:
                     handshaken = self.state.connected or bool(self.state.descriptors)
@@ -336,39 +332,36 @@ class RelayConnection:
         with contextlib.suppress(ConnectionClosed):
             async for message in ws:
                 received_at = time.time()
-                for frame in splitter.feed(message):
+                for line in splitter.feed(message):
+                    if isinstance(line, BadFrame):
+                        self._handler.on_bad_frame(line)
+                        continue
+                    frame = parse_frame(line)
                     if isinstance(frame, BadFrame):
                         self._handler.on_bad_frame(frame)
                     else:
-                        self._dispatch(frame, received_at)
+                        self._dispatch(frame, line, received_at)
 
-    def _dispatch(self, frame: dict[str, Any], received_at: float) -> None:
+    def _dispatch(self, frame: Incoming, line: str, received_at: float) -> None:
         """One frame; whatever it holds, the reader goes on with the next."""
         try:
-            self._dispatch_one(frame, received_at)
+            self._dispatch_one(frame, line, received_at)
         except Exception as exc:
-            log.exception("relay: handling a %s frame failed", frame.get("type"))
-            self._handler.on_bad_frame(
-                BadFrame(f"could not handle the frame: {exc!r}"[:200], str(frame)[:80])
-            )
+            log.exception("relay: handling a %s frame failed", frame.type)
+            self._handler.on_bad_frame(BadFrame(f"could not handle the frame: {exc!r}"[:200], line[:80]))
 
-    def _dispatch_one(self, frame: dict[str, Any], received_at: float) -> None:
-        kind = frame["type"]
-        if kind == "descriptor":
-            self._on_descriptor(frame)
-        elif kind == "outbound_result":
+    def _dispatch_one(self, frame: Incoming, line: str, received_at: float) -> None:
+        if isinstance(frame, DescriptorFrame):
+            self._on_descriptor(frame.descriptor)
+        elif isinstance(frame, OutboundResultFrame):
             self._on_result(frame)
-        elif kind == "going_idle_ack":
+        elif isinstance(frame, GoingIdleAckFrame):
             if self._idle_ack is not None and not self._idle_ack.done():
                 self._idle_ack.set_result(None)
         else:
-            self._handler.on_frame(frame, received_at)
+            self._handler.on_frame(frame, line, received_at)
 
-    def _on_descriptor(self, frame: dict[str, Any]) -> None:
-        descriptor = parse_descriptor(frame)
-        if isinstance(descriptor, BadFrame):
-            self._handler.on_bad_frame(descriptor)
-            return
+    def _on_descriptor(self, descriptor: Descriptor) -> None:
         fronted = {p for p, _ in self.settings.identities}
         if descriptor.platform not in fronted:
             self._handler.on_bad_frame(BadFrame(f"descriptor for {descriptor.platform!r}, not fronted", ""))
@@ -380,26 +373,19 @@ class RelayConnection:
             self._set(True, "connected")
             self._handshaken.set()
 
-    def _on_result(self, frame: dict[str, Any]) -> None:
-        request_id = frame.get("requestId")
-        result = frame.get("result")
-        pending = self._pending.get(request_id) if isinstance(request_id, str) else None
-        if not isinstance(result, dict):
-            self._handler.on_bad_frame(
-                BadFrame("outbound_result without a result object", str(request_id)[:80])
-            )
-            return
+    def _on_result(self, frame: OutboundResultFrame) -> None:
+        request_id = frame.requestId
+        pending = self._pending.get(request_id) if request_id is not None else None
         if pending is None:
             # Usually a request its caller stopped waiting for (a typing indicator, a timeout).
             log.info("relay: outbound_result for %s, which no one waits for any more", str(request_id)[:80])
             return
-        message_id = result.get("message_id")
-        retry_after = result.get("retry_after")
+        result = frame.result
         outcome = OpResult(
-            success=result.get("success") is True,
-            message_id=str(message_id) if message_id not in (None, "") else None,
-            error=str(result["error"]) if result.get("error") is not None else None,
-            retry_after=_seconds(retry_after),
+            success=result.success,
+            message_id=result.message_id,
+            error=result.error,
+            retry_after=result.retry_after,
         )
         if not pending.future.done():
             pending.future.set_result(outcome)
