@@ -20,7 +20,8 @@ import pytest
 from chatgate.agents.base import AgentEvent, AgentRequest, Final
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
-from chatgate.platforms.relay.adapter import RelayHub, RelayPlatform
+from chatgate.platforms.relay.adapter import RelayHub
+from chatgate.platforms.relay.platform import RelayPlatform
 from relaysim import RelaySimulator
 
 GW = "gw-test"

@@ -25,7 +25,13 @@ from typing import Any
 
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
 from chatgate.domain.prompts import parse_prompt_token
-from chatgate.domain.source import ChatType, Source
+from chatgate.platforms.relay.discord_resolved import (
+    attachment_of,
+    resolved_item,
+    resolved_name,
+    source_of,
+    user_name,
+)
 from chatgate.platforms.relay.json_reads import (
     Reject,
     array,
@@ -40,11 +46,9 @@ from chatgate.platforms.relay.json_reads import (
     str_array,
 )
 
-PLATFORM = "discord"
 TRANSPORT = "relay"
 REPLY_ROUTE = "interaction"
 MAX_BODY_BYTES = 256 * 1024
-THREAD_CHANNEL_TYPES = frozenset({10, 11, 12})
 SELECT_KINDS = {3: "string", 5: "user", 6: "role", 7: "mentionable", 8: "channel"}
 SUBCOMMAND, SUBCOMMAND_GROUP = 1, 2
 OPTION_KINDS = {6: "user", 7: "channel", 8: "role", 9: "mentionable", 11: "attachment"}
@@ -67,12 +71,6 @@ class _Decoded:
     attachments: list[Attachment] = field(default_factory=list)
 
 
-def _resolved(resolved: dict[str, Any], section: str, item_id: str) -> dict[str, Any] | None:
-    table = resolved.get(section)
-    entry = table.get(item_id) if isinstance(table, dict) else None
-    return entry if isinstance(entry, dict) else None
-
-
 def _render(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -82,73 +80,7 @@ def _render(value: Any) -> str:
 # -- source -----------------------------------------------------------------------------------
 
 
-def _source(data: dict[str, Any]) -> Source:
-    guild_id = opt_str(data, "guild_id", "interaction")
-    channel = opt_obj(data, "channel", "interaction")
-    channel_id = opt_str(data, "channel_id", "interaction")
-    inner_id = opt_str(channel, "id", "interaction.channel") if channel is not None else None
-    if channel_id and inner_id and channel_id != inner_id:
-        fail(f"interaction.channel_id {channel_id!r} and channel.id {inner_id!r} disagree")
-    chat_id = channel_id or inner_id
-    if chat_id is None:
-        fail("interaction has no channel (channel_id or channel.id)")
-    channel_type = opt_int(channel, "type", "interaction.channel") if channel is not None else None
-    thread_id = parent_id = None
-    chat_type: ChatType
-    if channel is not None and channel_type in THREAD_CHANNEL_TYPES:
-        chat_type, thread_id = "thread", chat_id
-        parent_id = opt_str(channel, "parent_id", "interaction.channel")
-    else:
-        chat_type = "group" if guild_id else "dm"
-    member = opt_obj(data, "member", "interaction")
-    # A DM (or an app installed by the user, outside the guild) has a user and no member.
-    user = opt_obj(data, "user", "interaction") if member is None else opt_obj(member, "user", "member")
-    if user is None:
-        fail("interaction has no user (member.user or user)")
-    name = first_label(member, "nick") or first_label(user, "global_name", "username")
-    return Source(
-        platform=PLATFORM,
-        chat_id=chat_id,
-        chat_type=chat_type,
-        user_id=need_str(user, "id", "interaction.user"),
-        user_name=name,
-        thread_id=thread_id,
-        parent_chat_id=parent_id,
-        scope_id=guild_id,
-    )
-
-
 # -- what resolved ids name -------------------------------------------------------------------
-
-
-def _user_name(resolved: dict[str, Any], user_id: str) -> str | None:
-    return first_label(_resolved(resolved, "members", user_id), "nick") or first_label(
-        _resolved(resolved, "users", user_id), "global_name", "username"
-    )
-
-
-def _resolved_name(resolved: dict[str, Any], kind: str, item_id: str) -> str | None:
-    if kind in ("user", "mentionable") and (name := _user_name(resolved, item_id)):
-        return name
-    if kind in ("role", "mentionable"):
-        return first_label(_resolved(resolved, "roles", item_id), "name")
-    if kind == "channel":
-        return first_label(_resolved(resolved, "channels", item_id), "name")
-    if kind == "attachment":
-        return first_label(_resolved(resolved, "attachments", item_id), "filename")
-    return None
-
-
-def _attachment(resolved: dict[str, Any], item_id: str) -> Attachment:
-    found = _resolved(resolved, "attachments", item_id) or {}
-    size = found.get("size")
-    return Attachment(
-        kind="document",
-        ref=first_label(found, "url") or item_id,
-        mime=first_label(found, "content_type"),
-        name=first_label(found, "filename"),
-        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-    )
 
 
 # -- application commands (type 2) ------------------------------------------------------------
@@ -199,9 +131,9 @@ def _chat_input(data: dict[str, Any], name: str, resolved: dict[str, Any], base:
         values[key] = value
         kind = OPTION_KINDS.get(opt_int(option, "type", spot, required=True) or 0)
         if kind is not None:
-            names[key] = {"kind": kind, "id": str(value), "name": _resolved_name(resolved, kind, str(value))}
+            names[key] = {"kind": kind, "id": str(value), "name": resolved_name(resolved, kind, str(value))}
             if kind == "attachment":
-                attachments.append(_attachment(resolved, str(value)))
+                attachments.append(attachment_of(resolved, str(value)))
     words = ["/" + name, *path, *(f"{key}:{_render(value)}" for key, value in values.items())]
     payload = {**base, "path": path, "options": values}
     if names:
@@ -210,22 +142,22 @@ def _chat_input(data: dict[str, Any], name: str, resolved: dict[str, Any], base:
 
 
 def _user_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
-    user = _resolved(resolved, "users", target_id)
-    display = _user_name(resolved, target_id)
+    user = resolved_item(resolved, "users", target_id)
+    display = user_name(resolved, target_id)
     target = {
         "kind": "user",
         "id": target_id,
         "name": display,
         "username": first_label(user, "username"),
         "global_name": first_label(user, "global_name"),
-        "nick": first_label(_resolved(resolved, "members", target_id), "nick"),
+        "nick": first_label(resolved_item(resolved, "members", target_id), "nick"),
     }
     who = f"{display} (id {target_id})" if display else f"(id {target_id})"
     return _Decoded("context_menu", f"/{name} on user {who}", {**base, "target": target})
 
 
 def _message_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:
-    message = _resolved(resolved, "messages", target_id)
+    message = resolved_item(resolved, "messages", target_id)
     if message is None:
         fail(f"message context menu without data.resolved.messages[{target_id!r}]")
     content = message.get("content", "")
@@ -259,7 +191,7 @@ def _prompt_response(custom_id: str) -> dict[str, str] | None:
 
 
 def _names(resolved: dict[str, Any], kind: str, values: list[str]) -> dict[str, str | None]:
-    return {value: _resolved_name(resolved, kind, value) for value in values}
+    return {value: resolved_name(resolved, kind, value) for value in values}
 
 
 def _component(data: dict[str, Any]) -> _Decoded:
@@ -332,7 +264,7 @@ def _modal(data: dict[str, Any]) -> _Decoded:
             if kind is not None and kind != "string":
                 f["resolved"] = _names(resolved, kind, f["values"])
             if f["type"] == FILE_UPLOAD:
-                attachments += [_attachment(resolved, v) for v in f["values"]]
+                attachments += [attachment_of(resolved, v) for v in f["values"]]
             lines.append(f"{f['id']}: {', '.join(f['values']) or '(empty)'}")
         else:
             lines.append(f"{f['id']}: {_render(f['value'])}")
@@ -353,7 +285,7 @@ def _decode(body: dict[str, Any], action_id: str | None, received_at: float) -> 
         fail("autocomplete (interaction type 4) is not answered by the gateway (the connector answers it)")
     if kind not in (2, 3, 5):
         fail(f"unsupported interaction type {kind} (2 command, 3 component, 5 modal submit)")
-    source = _source(body)
+    source = source_of(body)
     data = obj(body.get("data"), "interaction.data")
     decoded = _command(data) if kind == 2 else _component(data) if kind == 3 else _modal(data)
     message_ref = None

@@ -1,0 +1,111 @@
+"""Frames the gateway sends to the connector: hello, outbound ops, acks, interrupts, going idle."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from chatgate.platforms.relay.frames.incoming import _Model
+
+# -- gateway → connector ------------------------------------------------------------------------
+
+
+class PromptOption(_Model):
+    id: str
+    label: str
+    style: Literal["primary", "secondary", "success", "danger"] = "primary"
+
+
+Metadata = dict[str, str]
+"""The egress discriminators the connector routes by (``scope_id``, ``user_id``, ``thread_id``)."""
+
+
+class SendAction(_Model):
+    op: Literal["send"] = "send"
+    chat_id: str
+    content: str
+    reply_to: str | None = None
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class EditAction(_Model):
+    op: Literal["edit"] = "edit"
+    chat_id: str
+    message_id: str
+    content: str
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class TypingAction(_Model):
+    op: Literal["typing"] = "typing"
+    chat_id: str
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class DeleteAction(_Model):
+    op: Literal["delete"] = "delete"
+    chat_id: str
+    message_id: str
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class FollowUpAction(_Model):
+    """A reply through an interaction's follow-up (the connector holds the interaction token)."""
+
+    op: Literal["follow_up"] = "follow_up"
+    session_key: str
+    kind: str
+    content: str
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class PromptAction(_Model):
+    """Native buttons: each option's callback token is ``hp1:<prompt_id>:<option id>``."""
+
+    op: Literal["prompt"] = "prompt"
+    chat_id: str
+    prompt_kind: str
+    prompt_id: str
+    content: str
+    options: tuple[PromptOption, ...]
+    metadata: Metadata = Field(default_factory=dict)
+
+
+Action = Annotated[
+    SendAction | EditAction | TypingAction | DeleteAction | FollowUpAction | PromptAction,
+    Field(discriminator="op"),
+]
+
+
+class HelloFrame(_Model):
+    type: Literal["hello"] = "hello"
+    platform: str
+    botId: str
+    command_manifest: tuple[dict[str, Any], ...] | None = None
+
+
+class OutboundFrame(_Model):
+    type: Literal["outbound"] = "outbound"
+    requestId: str
+    action: Action
+    platform: str | None = None
+    botId: str | None = None
+
+
+class InboundAckFrame(_Model):
+    type: Literal["inbound_ack"] = "inbound_ack"
+    bufferId: str
+
+
+class InterruptFrame(_Model):
+    type: Literal["interrupt"] = "interrupt"
+    session_key: str
+    reason: str
+
+
+class GoingIdleFrame(_Model):
+    type: Literal["going_idle"] = "going_idle"
+
+
+Outgoing = HelloFrame | OutboundFrame | InboundAckFrame | InterruptFrame | GoingIdleFrame

@@ -1,0 +1,155 @@
+"""One fronted platform of the relay as an engine adapter: relay ops behind ``EditablePlatform``
+and ``PromptingPlatform``; the hub (``adapter.py``) owns the connection and the intake."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from chatgate.domain.outbound import (
+    REPLY_VIA_KEY,
+    Capabilities,
+    Deferred,
+    Delivered,
+    DeliveryResult,
+    Rejected,
+)
+from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.prompts import Prompt, PromptResolution
+from chatgate.domain.source import Source
+from chatgate.engine.ports import (
+    AdapterState,
+    deliver_final,
+    marked_text,
+    resolve_prompt_by_edit,
+)
+from chatgate.platforms.relay.frames import (
+    DeleteAction,
+    EditAction,
+    FollowUpAction,
+    PromptAction,
+    PromptOption,
+    SendAction,
+    TypingAction,
+)
+
+log = logging.getLogger(__name__)
+
+
+if TYPE_CHECKING:
+    from chatgate.platforms.relay.adapter import RelayHub
+
+INTERACTION_TOKEN_KIND = "discord.interaction_token"
+
+
+def _default_capabilities(platform: str) -> Capabilities:
+    """Until the connector's descriptor arrives (rows wait: the relay is not connected)."""
+    if platform == "telegram":
+        return Capabilities(edit=True, max_length=4096, length_unit="utf16", typing=True)
+    return Capabilities(edit=True, max_length=2000, typing=True)
+
+
+def _metadata(target: Mapping[str, str]) -> dict[str, str]:
+    """The egress discriminators the connector routes by (scope, the triggering author, thread)."""
+    return {k: str(target[k]) for k in ("scope_id", "user_id", "thread_id") if target.get(k)}
+
+
+class RelayPlatform:
+    """One fronted platform as an engine adapter (``EditablePlatform`` over relay ops)."""
+
+    def __init__(self, hub: RelayHub, platform: str) -> None:
+        self._hub = hub
+        self.platform = platform
+        self._fallback = _default_capabilities(platform)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        descriptor = self._hub.descriptor(self.platform)
+        return descriptor.capabilities() if descriptor is not None else self._fallback
+
+    @property
+    def hub(self) -> RelayHub:
+        return self._hub
+
+    async def start(self) -> None:
+        self._hub.start()
+
+    def stop_intake(self) -> None:
+        self._hub.stop_intake()
+
+    async def aclose(self, budget: float) -> None:
+        await self._hub.close(budget)
+
+    def state(self) -> AdapterState:
+        return self._hub.state(self.platform)
+
+    async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
+        return None  # previews are edits of a sent message
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None:
+            return Deferred("the relay is not connected", retry_in=2.0)
+        if row.target.get(REPLY_VIA_KEY) == "interaction" and descriptor.supports("follow_up"):
+            action = FollowUpAction(
+                session_key=row.session_key,
+                kind=INTERACTION_TOKEN_KIND,
+                content=marked_text(row, self._hub.duplicate_marker),
+                metadata=_metadata({k: str(v) for k, v in row.target.items()}),
+            )
+            return await self._hub.request(self.platform, action)
+        return await deliver_final(self, row, self._hub.duplicate_marker)
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        action = SendAction(
+            chat_id=chat_id, content=text, metadata=_metadata(target), reply_to=reply_to or None
+        )
+        return await self._hub.request(self.platform, action)
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        action = EditAction(chat_id=chat_id, message_id=message_id, content=text, metadata=_metadata(target))
+        result = await self._hub.request(self.platform, action)
+        return Delivered(message_id) if isinstance(result, Delivered) else result
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+        await self._hub.request(self.platform, TypingAction(chat_id=chat_id, metadata=_metadata(target)))
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """Native buttons through the connector's ``prompt`` op (only when advertised).
+
+        The connector turns each option into a button whose callback token is
+        ``hp1:<prompt_id>:<option_id>``; a press comes back as a ``prompt_response``
+        (text lane) or a Discord component interaction with that custom id.
+        """
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("prompt"):
+            return Rejected("the connector does not advertise the prompt op")
+        action = PromptAction(
+            chat_id=chat_id,
+            prompt_kind="approval",
+            prompt_id=prompt.prompt_id,
+            content=prompt.text,
+            options=tuple(
+                PromptOption(id=o.id, label=o.label, style="danger" if o.id == "deny" else "primary")
+                for o in prompt.options
+            ),
+            metadata=_metadata(target),
+        )
+        return await self._hub.request(self.platform, action)
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await resolve_prompt_by_edit(self, chat_id, prompt, resolution, target)
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("delete"):
+            return False
+        action = DeleteAction(chat_id=chat_id, message_id=message_id, metadata=_metadata(target))
+        return isinstance(await self._hub.request(self.platform, action), Delivered)
