@@ -33,11 +33,16 @@ class BadRequest(Exception):
     """A control request the simulator cannot act on; answered 400 with the reason."""
 
 
-def control_routes(sim: RelaySimulator) -> list[BaseRoute]:
-    def guarded(handler: Handler) -> Handler:
+class _ControlApi:
+    """The simulator's JSON control API: one method per route."""
+
+    def __init__(self, sim: RelaySimulator) -> None:
+        self.sim = sim
+
+    def guarded(self, handler: Handler) -> Handler:
         async def run(request: Request) -> Response:
             client = request.client.host if request.client else None
-            if not sim.allow_remote_control and not is_loopback(client):
+            if not self.sim.allow_remote_control and not is_loopback(client):
                 log.warning("control request from %s refused: loopback only", client)
                 return JSONResponse({"error": "the control API answers loopback clients only"}, 403)
             try:
@@ -51,88 +56,93 @@ def control_routes(sim: RelaySimulator) -> list[BaseRoute]:
 
         return run
 
-    async def inbound(request: Request) -> Response:
+    async def inbound(self, request: Request) -> Response:
         body = await _json(request)
         event = body.get("event")
         if not isinstance(event, dict):
             raise BadRequest("event must be a JSON object")
-        buffer_id = await sim.inject_inbound(_gateway(body), event)
+        buffer_id = await self.sim.inject_inbound(_gateway(body), event)
         return JSONResponse({"bufferId": buffer_id})
 
-    async def passthrough(request: Request) -> Response:
+    async def passthrough(self, request: Request) -> Response:
         body = await _json(request)
         raw = _passthrough_body(body)
         platform = body.get("platform", "discord")
         bot_id = body.get("botId")
         if not isinstance(platform, str) or (bot_id is not None and not isinstance(bot_id, str)):
             raise BadRequest("platform and botId must be strings")
-        buffer_id = await sim.inject_passthrough(_gateway(body), raw, platform=platform, bot_id=bot_id)
+        buffer_id = await self.sim.inject_passthrough(_gateway(body), raw, platform=platform, bot_id=bot_id)
         return JSONResponse({"bufferId": buffer_id})
 
-    async def ops(request: Request) -> Response:
+    async def ops(self, request: Request) -> Response:
         gateway_id = _gateway(dict(request.query_params))
-        return JSONResponse({"ops": [op.to_json() for op in sim.ops(gateway_id)]})
+        return JSONResponse({"ops": [op.to_json() for op in self.sim.ops(gateway_id)]})
 
-    async def messages(request: Request) -> Response:
+    async def messages(self, request: Request) -> Response:
         gateway_id = _gateway(dict(request.query_params))
-        return JSONResponse({"messages": [m.to_json() for m in sim.messages(gateway_id)]})
+        return JSONResponse({"messages": [m.to_json() for m in self.sim.messages(gateway_id)]})
 
-    async def unacked(request: Request) -> Response:
-        return JSONResponse({"unacked": sim.unacked(_gateway(dict(request.query_params)))})
+    async def unacked(self, request: Request) -> Response:
+        return JSONResponse({"unacked": self.sim.unacked(_gateway(dict(request.query_params)))})
 
-    async def revoke(request: Request) -> Response:
+    async def revoke(self, request: Request) -> Response:
         gateway_id = _gateway(await _json(request))
-        sim.revoke(gateway_id)
+        self.sim.revoke(gateway_id)
         return JSONResponse({"revoked": gateway_id})
 
-    async def results(request: Request) -> Response:
+    async def results(self, request: Request) -> Response:
         body = await _json(request)
         mode, delay = body.get("mode"), body.get("delay", 0)
         if mode not in RESULT_MODES:
             raise BadRequest(f"mode must be one of {', '.join(RESULT_MODES)}")
         if isinstance(delay, bool) or not isinstance(delay, int | float) or delay < 0:
             raise BadRequest("delay must be a non-negative number of seconds")
-        sim.set_result_policy(_gateway(body), mode, float(delay))
+        self.sim.set_result_policy(_gateway(body), mode, float(delay))
         return JSONResponse({"mode": mode, "delay": float(delay)})
 
-    async def interrupt(request: Request) -> Response:
+    async def interrupt(self, request: Request) -> Response:
         body = await _json(request)
         key, chat_id = body.get("session_key"), body.get("chat_id")
         if not isinstance(key, str) or not isinstance(chat_id, str):
             raise BadRequest("session_key and chat_id must be strings")
-        return JSONResponse({"sent": await sim.send_interrupt(_gateway(body), key, chat_id)})
+        return JSONResponse({"sent": await self.sim.send_interrupt(_gateway(body), key, chat_id)})
 
-    async def drop(request: Request) -> Response:
-        return JSONResponse({"dropped": await sim.drop_connection(_gateway(await _json(request)))})
+    async def drop(self, request: Request) -> Response:
+        return JSONResponse({"dropped": await self.sim.drop_connection(_gateway(await _json(request)))})
 
-    async def status(request: Request) -> Response:
+    async def status(self, request: Request) -> Response:
         gateways = {
             gw: {
-                "connected": sim.connected(gw),
-                "idle": sim.idle(gw),
-                "unacked": sim.unacked(gw),
-                "counters": sim.counters(gw).to_json(),
-                "hellos": [asdict(h) for h in sim.hellos(gw)],
+                "connected": self.sim.connected(gw),
+                "idle": self.sim.idle(gw),
+                "unacked": self.sim.unacked(gw),
+                "counters": self.sim.counters(gw).to_json(),
+                "hellos": [asdict(h) for h in self.sim.hellos(gw)],
             }
-            for gw in sim.gateway_ids()
+            for gw in self.sim.gateway_ids()
         }
         return JSONResponse(
-            {"relay_url": sim.relay_url, "gateways": gateways, "totals": sim.counters().to_json()}
+            {"relay_url": self.sim.relay_url, "gateways": gateways, "totals": self.sim.counters().to_json()}
         )
 
-    table: list[tuple[str, Handler, str]] = [
-        ("/sim/inbound", inbound, "POST"),
-        ("/sim/passthrough", passthrough, "POST"),
-        ("/sim/ops", ops, "GET"),
-        ("/sim/messages", messages, "GET"),
-        ("/sim/unacked", unacked, "GET"),
-        ("/sim/revoke", revoke, "POST"),
-        ("/sim/results", results, "POST"),
-        ("/sim/interrupt", interrupt, "POST"),
-        ("/sim/drop", drop, "POST"),
-        ("/sim/status", status, "GET"),
-    ]
-    return [Route(path, guarded(handler), methods=[method]) for path, handler, method in table]
+    def routes(self) -> list[BaseRoute]:
+        table: list[tuple[str, Handler, str]] = [
+            ("/sim/inbound", self.inbound, "POST"),
+            ("/sim/passthrough", self.passthrough, "POST"),
+            ("/sim/ops", self.ops, "GET"),
+            ("/sim/messages", self.messages, "GET"),
+            ("/sim/unacked", self.unacked, "GET"),
+            ("/sim/revoke", self.revoke, "POST"),
+            ("/sim/results", self.results, "POST"),
+            ("/sim/interrupt", self.interrupt, "POST"),
+            ("/sim/drop", self.drop, "POST"),
+            ("/sim/status", self.status, "GET"),
+        ]
+        return [Route(path, self.guarded(handler), methods=[method]) for path, handler, method in table]
+
+
+def control_routes(sim: RelaySimulator) -> list[BaseRoute]:
+    return _ControlApi(sim).routes()
 
 
 async def _json(request: Request) -> dict[str, Any]:
