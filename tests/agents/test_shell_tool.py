@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -113,6 +115,36 @@ async def test_cancellation_kills_the_process_group_and_propagates(tmp_path: Pat
     with pytest.raises(asyncio.CancelledError):
         await task
     await wait_until(lambda: all(gone(p) for p in processes), "the shell, child and grandchild to die")
+
+
+async def test_cancellation_while_the_shell_is_still_being_started_kills_its_whole_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the shell can fork its family before ``create_subprocess_exec`` has
+    connected its pipes, so a cancellation lands inside asyncio's spawn. Hold the pipe wiring
+    until the test has cancelled, to make that window certain."""
+    loop = asyncio.get_running_loop()
+    connect_read_pipe = loop.connect_read_pipe
+    cancelled = asyncio.Event()
+
+    async def after_the_cancellation(*args: Any, **kwargs: Any) -> Any:
+        await cancelled.wait()
+        return await connect_read_pipe(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "connect_read_pipe", after_the_cancellation)
+    task = asyncio.create_task(run_shell(FAMILY, workdir=tmp_path, timeout=600))
+    processes = await family_processes(tmp_path)
+    try:
+        task.cancel()
+        cancelled.set()
+        done, _ = await asyncio.wait({task}, timeout=30)
+        assert done, "run_shell did not return after its cancellation"
+        assert task.cancelled()
+        await wait_until(lambda: all(gone(p) for p in processes), "the shell, child and grandchild to die")
+    finally:
+        for process in processes:  # a survivor would otherwise live on for 300 s
+            with contextlib.suppress(psutil.Error):
+                process.kill()
 
 
 async def test_output_cap_truncates_and_notes_it_while_the_child_still_exits(tmp_path: Path) -> None:
