@@ -98,10 +98,20 @@ def _kill_group(pgid: int) -> None:
 
 
 def _close_pipes(process: asyncio.subprocess.Process) -> None:
-    # A daemon that left the group may hold the pipes open forever; stop reading them.
+    """Stop reading the pipes: a daemon that left the group may hold them open forever.
+
+    Only the pipes: closing the subprocess transport itself would ``poll()`` the shell, and
+    reaping it there races the child watcher's ``waitpid``, which then logs "Unknown child
+    process pid ..." (a warning ``chatgate status`` would report). The transport closes itself
+    once the watcher has reported the exit.
+    """
     transport = getattr(process, "_transport", None)
-    if transport is not None:
-        transport.close()
+    if transport is None:
+        return
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
 
 
 def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
@@ -141,7 +151,17 @@ async def _spawn(command: str, workdir: Path, env: Mapping[str, str] | None) -> 
         spawn.add_done_callback(_kill_spawned)  # as soon as it is done, even if this wait is cancelled
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait({spawn})  # a few loop iterations: the pipes are being connected
+            if not spawn.cancelled() and spawn.exception() is None:
+                await _reaped(spawn.result())
         raise
+
+
+async def _reaped(process: asyncio.subprocess.Process) -> None:
+    """After the kill: wait until the child watcher has reaped the shell; bounded, and a
+    second cancellation stops the wait. Then a cancelled call returns with nothing left."""
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        async with asyncio.timeout(_SETTLE_S):
+            await process.wait()
 
 
 async def run_shell(
@@ -178,6 +198,7 @@ async def run_shell(
     except BaseException:
         _kill_group(process.pid)
         _close_pipes(process)
+        await _reaped(process)
         raise
     return ShellResult(
         exit_code=None if timed_out else returncode,
