@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -113,6 +117,79 @@ async def test_cancellation_kills_the_process_group_and_propagates(tmp_path: Pat
     with pytest.raises(asyncio.CancelledError):
         await task
     await wait_until(lambda: all(gone(p) for p in processes), "the shell, child and grandchild to die")
+
+
+async def test_cancellation_while_the_shell_is_still_being_started_kills_its_whole_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the shell can fork its family before ``create_subprocess_exec`` has
+    connected its pipes, so a cancellation lands inside asyncio's spawn. Hold the pipe wiring
+    until the test has cancelled, to make that window certain."""
+    loop = asyncio.get_running_loop()
+    connect_read_pipe = loop.connect_read_pipe
+    cancelled = asyncio.Event()
+
+    async def after_the_cancellation(*args: Any, **kwargs: Any) -> Any:
+        await cancelled.wait()
+        return await connect_read_pipe(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "connect_read_pipe", after_the_cancellation)
+    task = asyncio.create_task(run_shell(FAMILY, workdir=tmp_path, timeout=600))
+    processes = await family_processes(tmp_path)
+    try:
+        task.cancel()
+        cancelled.set()
+        done, _ = await asyncio.wait({task}, timeout=30)
+        assert done, "run_shell did not return after its cancellation"
+        assert task.cancelled()
+        await wait_until(lambda: all(gone(p) for p in processes), "the shell, child and grandchild to die")
+    finally:
+        for process in processes:  # a survivor would otherwise live on for 300 s
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+
+
+async def test_a_cancelled_call_leaves_reaping_the_shell_to_the_child_watcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reaping the killed shell behind the child watcher's back makes asyncio warn "Unknown child
+    process pid ..." (and ``chatgate status`` report it). The race is made certain: the shell has
+    exited (a zombie) while its background child keeps the pipes, and so the call, open, and the
+    watcher's ``waitpid`` is held until the cancellation has killed the group."""
+    caplog.set_level(logging.WARNING)
+    release = threading.Event()
+    watchers: list[threading.Thread] = []
+    waitpid = os.waitpid
+
+    def held_waitpid(pid: int, options: int) -> tuple[int, int]:
+        if options == 0:  # the child watcher's blocking wait, in a thread of its own
+            watchers.append(threading.current_thread())
+            release.wait(30)
+        return waitpid(pid, options)
+
+    monkeypatch.setattr(os, "waitpid", held_waitpid)
+    command = "sleep 300 & echo $! > grandchild.pid; echo $$ > shell.pid"
+    task = asyncio.create_task(run_shell(command, workdir=tmp_path, timeout=600))
+    try:
+        await wait_until(
+            lambda: all((tmp_path / n).exists() for n in ("shell.pid", "grandchild.pid")), "pids"
+        )
+        shell, grandchild = (
+            psutil.Process(int((tmp_path / n).read_text())) for n in ("shell.pid", "grandchild.pid")
+        )
+        await wait_until(lambda: shell.status() == psutil.STATUS_ZOMBIE, "the shell to exit")
+        task.cancel()
+        await wait_until(lambda: gone(grandchild), "the group to be killed")
+        release.set()
+        done, _ = await asyncio.wait({task}, timeout=30)
+        assert done and task.cancelled()
+        assert not shell.is_running(), "the call returned before its shell was reaped"
+        for watcher in watchers:
+            await asyncio.to_thread(watcher.join, 30)
+        assert watchers and not any(w.is_alive() for w in watchers)
+        assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    finally:
+        release.set()
 
 
 async def test_output_cap_truncates_and_notes_it_while_the_child_still_exits(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import websockets
 import yaml
 
@@ -62,6 +63,23 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {span.start}-{span.stop - 1}")
 
 
+READY_LINE = " is running: open http://"
+READY_TIMEOUT = 90.0
+"""A Telegram-enabled ``chatgate run`` spends 6-7 s of CPU before it listens, nearly all of it
+importing aiogram (``aiogram.types`` rebuilds some 440 pydantic models), and prints nothing
+meanwhile: 6-7 s on a lightly loaded 2-core machine, 10-13 s next to two CPU burners, 30-50 s in
+flake hunts on a shared machine. Below the 120 s per-test limit, so a start that never gets
+there fails with its log and CPU time instead of a pytest-timeout stack."""
+
+
+def _cpu_seconds(pid: int) -> str:
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return "an unknown amount"
+    return f"{times.user + times.system:.1f}s"
+
+
 class GatewayProcess:
     """``chatgate run`` in a child process, on a fixed port so clients can reconnect."""
 
@@ -92,19 +110,26 @@ class GatewayProcess:
         if wait:
             await self.wait_ready()
 
-    async def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while asyncio.get_running_loop().time() < deadline:
-            assert self.proc is not None
+    async def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Wait until this start printed ``is running`` (the CLI prints it once the gateway is
+        listening and every adapter has started). A gateway that exits or does not get there
+        in ``timeout`` fails the test with its log, and is killed rather than left running."""
+        assert self.proc is not None
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        log = self.tmp / f"gateway-{self.starts}.log"
+        while READY_LINE not in log.read_text(errors="replace"):
             if self.proc.returncode is not None:
                 raise AssertionError(f"gateway exited with {self.proc.returncode}: {self.logs()}")
-            with contextlib.suppress(OSError):
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-                writer.close()
-                await writer.wait_closed()
-                return
+            if loop.time() - started > timeout:
+                cpu = _cpu_seconds(self.proc.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    await self.kill()
+                raise AssertionError(
+                    f"gateway did not print {READY_LINE.strip()!r} within {timeout:g}s (it used {cpu} of"
+                    f" CPU meanwhile; killed); its log: {self.logs() or '(empty)'}"
+                )
             await asyncio.sleep(0.05)
-        raise AssertionError(f"gateway did not listen within {timeout}s: {self.logs()}")
 
     async def kill(self) -> None:
         assert self.proc is not None

@@ -98,10 +98,70 @@ def _kill_group(pgid: int) -> None:
 
 
 def _close_pipes(process: asyncio.subprocess.Process) -> None:
-    # A daemon that left the group may hold the pipes open forever; stop reading them.
+    """Stop reading the pipes: a daemon that left the group may hold them open forever.
+
+    Only the pipes: closing the subprocess transport itself would ``poll()`` the shell, and
+    reaping it there races the child watcher's ``waitpid``, which then logs "Unknown child
+    process pid ..." (a warning ``chatgate status`` would report). The transport closes itself
+    once the watcher has reported the exit.
+    """
     transport = getattr(process, "_transport", None)
-    if transport is not None:
-        transport.close()
+    if transport is None:
+        return
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        if pipe is not None:
+            pipe.close()
+
+
+def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
+    if spawn.cancelled() or spawn.exception() is not None:
+        return
+    process = spawn.result()
+    _kill_group(process.pid)
+    _close_pipes(process)
+
+
+async def _spawn(command: str, workdir: Path, env: Mapping[str, str] | None) -> asyncio.subprocess.Process:
+    """Start ``/bin/sh -c command`` in a new session; a cancellation meanwhile kills the group.
+
+    The shell runs (and may fork) as soon as it is forked, while ``create_subprocess_exec``
+    still has to wire up its pipes. A cancellation that arrives then is handled by asyncio
+    itself, which kills only the shell and waits for the pipes to close, and they stay open
+    as long as any child still has them: the children would outlive the call and the call
+    would not return. So the spawn is shielded, and when it is cancelled, the group is killed
+    the moment the spawn completes.
+    """
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            command,
+            cwd=workdir,
+            env=dict(env) if env is not None else None,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        spawn.add_done_callback(_kill_spawned)  # as soon as it is done, even if this wait is cancelled
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({spawn})  # a few loop iterations: the pipes are being connected
+            if not spawn.cancelled() and spawn.exception() is None:
+                await _reaped(spawn.result())
+        raise
+
+
+async def _reaped(process: asyncio.subprocess.Process) -> None:
+    """After the kill: wait until the child watcher has reaped the shell; bounded, and a
+    second cancellation stops the wait. Then a cancelled call returns with nothing left."""
+    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+        async with asyncio.timeout(_SETTLE_S):
+            await process.wait()
 
 
 async def run_shell(
@@ -123,17 +183,7 @@ async def run_shell(
     if output_cap < 0:
         raise ValueError("output_cap must be >= 0")
     started = time.monotonic()
-    process = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        command,
-        cwd=workdir,
-        env=dict(env) if env is not None else None,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = await _spawn(command, workdir, env)
     out, err = _Capture(output_cap), _Capture(output_cap)
     timed_out = False
     try:
@@ -148,6 +198,7 @@ async def run_shell(
     except BaseException:
         _kill_group(process.pid)
         _close_pipes(process)
+        await _reaped(process)
         raise
     return ShellResult(
         exit_code=None if timed_out else returncode,
