@@ -1,21 +1,4 @@
-"""Every relay frame as a typed model: what the connector sends us, and what we send it.
-
-Incoming frames are one discriminated union on ``type`` (``Incoming``), validated
-straight from the line (``wire.parse_frame``). Unknown fields are ignored
-everywhere (the contract's forward compatibility). Field names are the wire's
-(``bufferId``, ``requestId``, ...), so a validation error names the field as the
-connector wrote it and ``describe`` turns it into a ``BadFrame`` reason.
-
-Where the gateway is lenient on the wire it stays lenient here, with a
-validator per rule rather than ``.get`` and ``isinstance`` at each read: a
-``bufferId`` is a non-empty string or integer, else there is none; a result's
-``retry_after`` outside 0 to 3600 seconds is no hint; media metadata, a quoted
-message or a ``message_type`` of another shape are left out. What the gateway
-cannot do without (a source's platform and chat, ids that are strings or
-integers, text within the limit) refuses the frame, with the field named.
-Outgoing frames are built from models too and encoded by ``wire.encode``;
-fields left ``None`` are not sent.
-"""
+"""Frames the connector sends the gateway, and the reasons a frame is refused (see the package docstring)."""
 
 from __future__ import annotations
 
