@@ -73,7 +73,7 @@ def test_unreadable_garbage_in_a_lock_file_does_not_stop_a_takeover(tmp_path: Pa
 
 
 def test_a_reader_never_sees_an_empty_record_while_the_holder_rewrites_it(tmp_path: Path) -> None:
-    """`status` and `--replace` read the record while a starting gateway rewrites it."""
+    """`status` and `--replace` read the record (``read_record``) while a starting gateway rewrites it."""
     import threading
 
     path = tmp_path / "gateway.lock"
@@ -84,9 +84,8 @@ def test_a_reader_never_sees_an_empty_record_while_the_holder_rewrites_it(tmp_pa
 
     def reader() -> None:
         while not stop.is_set():
-            text = path.read_text()
-            if LockRecord.parse(text) is None:
-                unreadable.append(text)
+            if read_record(path) is None:
+                unreadable.append(path.read_text())
 
     thread = threading.Thread(target=reader)
     thread.start()

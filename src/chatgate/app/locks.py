@@ -96,11 +96,18 @@ def _read(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def read_record(path: Path) -> LockRecord | None:
-    try:
-        return LockRecord.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
-        return None
+def read_record(path: Path, attempts: int = 5) -> LockRecord | None:
+    """The record at ``path``, or ``None``. A read can overlap the holder's rewrite (a read is
+    not atomic with a write), so an unreadable record is read again a few times first."""
+    for attempt in range(attempts):
+        try:
+            record = LockRecord.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            return None
+        if record is not None or attempt == attempts - 1:
+            return record
+        time.sleep(0.002)
+    return None
 
 
 def is_held(path: Path) -> bool:
