@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chatgate.platforms.relay import connection
 from chatgate.platforms.relay.frames import (
     INTAKE_TYPES,
     Action,
@@ -44,6 +45,7 @@ from relaysim.buffer import Entry
 from relaysim.descriptors import SIMULATED_OPS, build_descriptor
 from relaysim.frames import LineDecoder, parse_buffer_id
 from relaysim.frames import encode as sim_encode
+from support.relay_harness import GW, RelayWorld
 
 INCOMING_MODELS = tuple(get_args(get_args(Incoming)[0]))
 FRAME_TYPES = [
@@ -373,3 +375,37 @@ def test_the_wire_shape_of_each_outgoing_frame_is_unchanged() -> None:
     for line, expected in lines.items():
         assert line == json.dumps(json.loads(line), ensure_ascii=False, separators=(",", ":")) + "\n"
         assert json.loads(line) == expected
+
+
+# -- the reader, live ------------------------------------------------------------------------------
+
+
+async def test_refused_intake_frames_are_recorded_and_acked_and_a_parser_bug_never_stops_the_reader(
+    world: RelayWorld, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    real = connection.parse_frame
+
+    def buggy(line: str) -> Any:
+        if "boom" in line:
+            raise TypeError("a bug in a validator")
+        return real(line)
+
+    monkeypatch.setattr(connection, "parse_frame", buggy)
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    assert await world.sim.send_raw(GW, '{"type":"going_idle_ack","boom":1}\n')
+    refused = await world.sim.inject_inbound(GW, {"text": "no chat", "source": {"platform": "discord"}})
+    await world.sim.wait_acked(refused, 10)
+    ok = {
+        "text": "hi",
+        "message_id": "m1",
+        "source": {"platform": "discord", "chat_id": "c1", "user_id": "u1"},
+    }
+    await world.sim.inject_inbound(GW, ok)
+    sent = await world.wait_ops("send", 1)
+    assert sent[0]["content"] == "echo: hi"
+    assert world.sim.connected(GW) and world.sim.counters(GW).connections == 1
+    assert world.gateway is not None
+    [rejected] = await world.gateway.store.rejected()
+    assert rejected.reason == "inbound frame: event.source.chat_id is missing"
+    assert "parsing a frame failed" in caplog.text and "a bug in a validator" in caplog.text

@@ -335,15 +335,19 @@ class RelayConnection:
                 for line in splitter.feed(message):
                     if isinstance(line, BadFrame):
                         self._handler.on_bad_frame(line)
-                        continue
-                    frame = parse_frame(line)
-                    if isinstance(frame, BadFrame):
-                        self._handler.on_bad_frame(frame)
                     else:
-                        self._dispatch(frame, line, received_at)
+                        self._dispatch(line, received_at)
 
-    def _dispatch(self, frame: Incoming, line: str, received_at: float) -> None:
-        """One frame; whatever it holds, the reader goes on with the next."""
+    def _dispatch(self, line: str, received_at: float) -> None:
+        """One line; whatever it holds, the reader goes on with the next."""
+        try:
+            frame = parse_frame(line)
+        except Exception as exc:  # a bug, not bad input (parse_frame never raises on input)
+            log.exception("relay: parsing a frame failed")
+            frame = BadFrame(f"could not parse the frame: {exc!r}"[:200], line[:80])
+        if isinstance(frame, BadFrame):
+            self._handler.on_bad_frame(frame)
+            return
         try:
             self._dispatch_one(frame, line, received_at)
         except Exception as exc:
