@@ -18,36 +18,10 @@ from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalRe
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.store.sqlite import SqliteStore
 from chatgate.store.sqlite.schema import SCHEMA_VERSION
+from contract.kit import T0, approval
 from store.conftest import ConnectSeam, Make, OpenStore
 
 Query = Callable[..., list[tuple[Any, ...]]]
-T0 = 1_700_000_000.0
-
-
-def approval(prompt_id: str = "n1.00000001", *, key: str = "k1", **fields: Any) -> ApprovalRecord:
-    values: dict[str, Any] = {
-        "prompt_id": prompt_id,
-        "session_key": key,
-        "session_id": "s-1",
-        "inbox_seq": 1,
-        "call_id": "call-1",
-        "tool": "shell",
-        "command": "rm -rf ./x",
-        "rule_keys": ("recursive_delete",),
-        "offered_tiers": ("once", "session", "always", "deny"),
-        "requester_id": "u1",
-        "requester_name": "Ann",
-        "requested_at": T0,
-        "expires_at": T0 + 300,
-        "platform": "webchat",
-        "chat_id": "c1",
-        "target": {"user_id": "u1"},
-        "reply_to": "m1",
-        "prompt_text": "Approval needed: rm -rf ./x",
-        "prompt_via": "buttons",
-    }
-    values.update(fields)
-    return ApprovalRecord(**values)
 
 
 def notice(idem: str, text: str = "expired") -> OutboxDraft:
