@@ -67,7 +67,10 @@ def test_a_bad_rule_stops_start_up_naming_the_entry_and_key(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as err:
         load_config(path)
     message = str(err.value)
-    assert "approvals.rules: approvals.rules[0]: danger rule 'terraform_destroy': invalid regex" in message
+    assert (
+        "approvals.rules (line 2): approvals.rules[0]: danger rule 'terraform_destroy': invalid regex"
+        in message
+    )
     assert "Value error" not in message
 
 

@@ -130,3 +130,35 @@ def test_chatgate_never_imports_the_relay_simulator() -> None:
     assert offenders == []
     code = "import sys, chatgate.app.cli, chatgate.app.gateway; print('relaysim' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+def test_bare_chatgate_prints_a_short_guide_and_exits_0() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "chatgate"], capture_output=True, text=True, timeout=60, env=_clean_env()
+    )
+    assert result.returncode == 0, result.stderr
+    assert "chatgate run" in result.stdout and "State lives in" in result.stdout
+    assert "required" not in result.stderr
+
+
+def test_dash_dash_version_and_python_dash_m_chatgate_work() -> None:
+    for argv in ([sys.executable, "-m", "chatgate", "--version"], [*CLI, "--version"]):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_clean_env())
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"chatgate {__version__}"
+
+
+def test_run_host_to_a_public_address_still_needs_an_access_token(tmp_path: Path) -> None:
+    result = _run("run", "--host", "0.0.0.0", "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 78
+    assert "platforms.web.access_token_env" in result.stderr
+
+
+def test_run_log_level_refuses_a_level_that_is_not_one() -> None:
+    result = _run("run", "--log-level", "loud")
+    assert result.returncode == 2
+    assert "'loud' is not one of debug, info, warning, error" in result.stderr
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}

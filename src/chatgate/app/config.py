@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.danger import load_rules
 
@@ -23,8 +31,17 @@ class ConfigError(Exception):
     """A configuration mistake, already phrased for the user."""
 
 
+EnvName = Annotated[str, AfterValidator(env_var_name)]
+"""A ``*_env`` key: the name of the environment variable that holds a secret, never the secret."""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _any_case_choices(cls, data: Any) -> Any:
+        return fold_literal_case(cls, data)
 
 
 class HttpConfig(_Section):
@@ -52,7 +69,7 @@ class EchoConfig(_Section):
 class OpenAIConfig(_Section):
     base_url: str = "https://api.openai.com/v1"
     model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: EnvName = "OPENAI_API_KEY"
     temperature: float | None = None
     max_tokens: int | None = Field(None, ge=1)
     timeout_seconds: float = Field(120.0, gt=0)
@@ -100,7 +117,7 @@ class WebChatConfig(_Section):
     allow_all: bool | None = None
     """``None``: allow everyone when bound to loopback, nobody otherwise."""
     allow_users: list[str] = []
-    access_token_env: str | None = None
+    access_token_env: EnvName | None = None
     max_text_chars: int = Field(16_000, ge=1)
     draft_interval_ms: float = Field(50.0, ge=0)
     allowed_origins: list[str] = []
@@ -111,7 +128,7 @@ class TelegramConfig(_Section):
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
     enabled: bool = False
-    token_env: str | None = None
+    token_env: EnvName | None = None
     """Name of the environment variable that holds the bot token (required when enabled)."""
     allow_users: list[str] = []
     """Telegram user ids allowed to talk to the agent; everyone else is refused (default deny)."""
@@ -138,7 +155,7 @@ class RelayConfig(_Section):
     url: str | None = None
     """The connector's base URL (``wss://relay.example``, ``http://127.0.0.1:8787``); ``/relay`` is added."""
     gateway_id: str | None = None
-    secret_env: str | None = None
+    secret_env: EnvName | None = None
     """Name of the environment variable that holds this gateway's relay secret."""
     platforms: list[RelayPlatformConfig] = [RelayPlatformConfig(platform="discord")]
     outbound_timeout_seconds: float = Field(20.0, gt=0)
@@ -227,6 +244,11 @@ class GatewayConfig(BaseSettings):
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _any_case_choices(cls, data: Any) -> Any:
+        return fold_literal_case(cls, data)
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -240,34 +262,26 @@ class GatewayConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-def _format(exc: ValidationError, where: str) -> str:
-    lines = [f"invalid configuration in {where}:"]
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        problem = "unknown key (check the spelling)" if err["type"] == "extra_forbidden" else err["msg"]
-        problem = problem.removeprefix("Value error, ")  # our validators' messages stand on their own
-        lines.append(f"  {key}: {problem}")
-    lines.append("See docs/configuration.md for every key and its default.")
-    return "\n".join(lines)
-
-
 def load_config(path: Path | None) -> GatewayConfig:
-    """Read, merge with the environment and validate; ``ConfigError`` names the key."""
+    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line."""
     where = str(path) if path else "defaults"
     data: Any = {}
+    lines: dict[KeyPath, int] = {}
     if path is not None:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data, lines = parse_yaml(path, path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise ConfigError(f"config file {path} does not exist") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        data = data or {}
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must contain a mapping at the top level")
     try:
         config = GatewayConfig(**data)
     except ValidationError as exc:
-        raise ConfigError(_format(exc, where + " (and CHATGATE_* environment variables)")) from exc
+        where += " (and CHATGATE_* environment variables)"
+        raise ConfigError(describe(exc, where, GatewayConfig, lines)) from exc
     except SettingsError as exc:
         raise ConfigError(
             f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
