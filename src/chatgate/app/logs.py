@@ -73,7 +73,11 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler, LAST_PROBLEM]
     root.setLevel(level)
-    # uvicorn logs every WebSocket open/close at INFO; that is noise for a chat gateway.
+    # Libraries log every request (uvicorn each WebSocket open/close, httpx and the OpenAI SDK
+    # each HTTP call, aiogram each update) at INFO: noise for an operator, kept for DEBUG.
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
-    logging.getLogger("uvicorn.access").setLevel(quiet)
-    logging.getLogger("uvicorn.error").setLevel(quiet)
+    for name in LIBRARY_CHATTER:
+        logging.getLogger(name).setLevel(quiet)
+
+
+LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiogram")
