@@ -59,7 +59,7 @@ def test_sessions_lists_sessions_with_last_activity(tmp_path: Path) -> None:
         store = SqliteStore(state / "chatgate.db")
         await store.open()
         try:
-            for chat in ("alpha", "beta"):
+            for chat in ("alpha", "beta", "a-chat-id-much-longer-than-the-header-and-the-old-column"):
                 source = Source(platform="web", chat_id=chat, chat_type="dm", user_id="u1")
                 inbound = Inbound(transport="web", delivery_id=f"{chat}/1", source=source, text="hi")
                 await store.admit(AdmitRequest(inbound=inbound, session_key=f"agent:main:web:dm:{chat}"))
@@ -72,6 +72,11 @@ def test_sessions_lists_sessions_with_last_activity(tmp_path: Path) -> None:
     assert "agent:main:web:dm:alpha" in result.stdout
     assert "agent:main:web:dm:beta" in result.stdout
     assert "LAST ACTIVITY" in result.stdout
+    lines = result.stdout.splitlines()
+    state_column = {
+        line.index("STATE") if line.startswith("SESSION KEY") else line.rindex("idle") for line in lines
+    }
+    assert len(lines) == 4 and len(state_column) == 1, f"the columns are not aligned:\n{result.stdout}"
 
 
 def test_sessions_without_a_database_says_so(tmp_path: Path) -> None:

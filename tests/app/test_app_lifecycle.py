@@ -213,6 +213,10 @@ async def test_status_and_stop_report_a_running_and_a_stopped_gateway(tmp_path: 
 
     human = await asyncio.to_thread(_cli, "status", "--state-dir", state)
     assert f"pid {gateway.proc.pid}" in human.stdout
+    rows = human.stdout.splitlines()[1:]
+    assert any(r.lstrip().startswith("adapter web:") for r in rows), human.stdout
+    values_start = {len(r) - len(r[r.index(":") + 1 :].lstrip()) for r in rows}
+    assert len(values_start) == 1, f"the status values are not aligned:\n{human.stdout}"
 
     result = await asyncio.to_thread(_cli, "stop", "--state-dir", state)
     assert result.returncode == 0, result.stderr

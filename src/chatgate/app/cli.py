@@ -178,11 +178,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print("no sessions yet")
         return 0
-    print(f"{'SESSION KEY':<48} {'LAST ACTIVITY':<20} {'QUEUED':>6}  STATE")
+    width = max(len("SESSION KEY"), *(len(s.session_key) for s in sessions))
+    print(f"{'SESSION KEY':<{width}}  {'LAST ACTIVITY':<19}  {'QUEUED':>6}  STATE")
     for s in sessions:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_activity))
         state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
-        print(f"{s.session_key:<48} {when:<20} {s.queued:>6}  {state}")
+        print(f"{s.session_key:<{width}}  {when:<19}  {s.queued:>6}  {state}")
     return 0
 
 
