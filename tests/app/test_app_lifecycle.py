@@ -238,3 +238,21 @@ async def _until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def test_a_start_logs_one_line_naming_version_state_store_agent_and_platforms(tmp_path: Path) -> None:
+    """What an operator reads after an incident: which build ran on which database, with what."""
+    from chatgate import __version__
+
+    gateway = GatewayProcess(tmp_path, FAST)
+    await gateway.start()
+    try:
+        lines = [line for line in gateway.logs().splitlines() if " started: state dir " in line]
+    finally:
+        await gateway.terminate()
+    assert len(lines) == 1, gateway.logs()
+    state = gateway.state_dir.resolve()
+    assert (
+        f"chatgate {__version__} started: state dir {state}, store sqlite {state / 'chatgate.db'}" in lines[0]
+    )
+    assert "agent echo, platforms web (connected: 0 browser connection(s))" in lines[0]

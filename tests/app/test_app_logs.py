@@ -28,9 +28,13 @@ def test_json_lines_carry_the_session_key_and_event_ids() -> None:
     assert entry["level"] == "WARNING"
 
 
-def test_text_lines_append_the_structured_fields() -> None:
-    line = TextFormatter("%(levelname)s %(message)s").format(_record(session_key="k1"))
-    assert line == "WARNING turn x session_key='k1'"
+def test_text_lines_append_the_structured_fields_without_python_reprs() -> None:
+    line = TextFormatter("%(levelname)s %(message)s").format(
+        _record(session_key="agent:main:web:dm:c1", seqs=(3, 4), reason="disk full", code=None)
+    )
+    assert line == (
+        'WARNING turn x code=null reason="disk full" seqs=[3, 4] session_key=agent:main:web:dm:c1'
+    )
 
 
 @pytest.fixture

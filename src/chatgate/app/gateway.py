@@ -33,6 +33,7 @@ from chatgate.app.locks import (
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.app.platforms import Credential, build_platforms, platform_access
+from chatgate.app.startup_line import startup_line
 from chatgate.domain.danger import load_rules
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
@@ -276,6 +277,7 @@ class Gateway:
         for adapter in self.adapters.values():
             await adapter.start()  # after the store is open: intake commits every event before its ack
         self.approvals.render_all(expired_prompts)
+        log.info(startup_line(self.config, self.state_dir, self.adapters))
 
     async def _start_http(self) -> None:
         http = self.config.http

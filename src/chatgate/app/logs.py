@@ -26,8 +26,15 @@ class TextFormatter(logging.Formatter):
         line = super().format(record)
         extras = _fields(record)
         if extras:
-            line += " " + " ".join(f"{k}={v!r}" for k, v in sorted(extras.items()))
+            line += " " + " ".join(f"{k}={_plain(v)}" for k, v in sorted(extras.items()))
         return line
+
+
+def _plain(value: object) -> str:
+    """A field as an operator reads it: a word bare, anything else as JSON (never a Python repr)."""
+    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'=" for c in value):
+        return value
+    return json.dumps(value, default=str, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):
