@@ -50,8 +50,9 @@ def test_the_commented_example_rule_in_the_example_file_loads_and_matches() -> N
     block = [line.removeprefix("  #") for line in text[start:].splitlines()[:5]]
     rules = load_rules(yaml.safe_load("\n".join(block))["rules"])
     assert [r.key for r in rules] == ["terraform_destroy"]
-    assert assess("terraform -chdir=infra destroy -auto-approve", "/w", rules).keys == ("terraform_destroy",)
-    assert not assess("terraform plan", "/w", rules).dangerous
+    matched = assess("terraform -chdir=infra destroy -auto-approve", "/w", rules).matched
+    assert [r.key for r in matched] == ["terraform_destroy"]
+    assert assess("terraform plan", "/w", rules).matched == ()
 
 
 def test_the_environment_turns_the_tool_on(monkeypatch: pytest.MonkeyPatch) -> None:

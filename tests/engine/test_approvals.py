@@ -141,7 +141,7 @@ async def test_approve_for_the_session_remembers_it_until_new(make_approvals: Ma
 
 async def test_always_is_offered_only_when_every_rule_allows_it(make_approvals: MakeApprovals) -> None:
     h = await make_approvals()
-    await h.send("!sh sudo true", platform="text")
+    await h.send("!sh chmod -R 777 ./d", platform="text")  # proven, but chmod_world_writable is session-only
     turn = h.sent[-1]
     shown = await h.delivered(h.text, lambda r: r.kind == "notice" and "Approval needed" in r.text)
     assert "/approve always" not in shown.text and "/approve session" in shown.text
