@@ -139,3 +139,30 @@ def test_relay_mistakes_are_caught_at_start_up_naming_the_key(
     for values, message in cases:
         with pytest.raises(ConfigError, match=message):
             load_config(_write(tmp_path, {"platforms": {"relay": values}}))
+
+
+@pytest.mark.parametrize(
+    ("allow", "said"),
+    [
+        ({"make": {"options": ["-n", "-j NUMBER"]}}, "approvals.allow.make.options[1]"),
+        ({"make": {"needs_sandbox": "yes"}}, "approvals.allow.make.needs_sandbox"),
+        ({"/usr/bin/make": {}}, "approvals.allow./usr/bin/make"),
+    ],
+)
+def test_a_bad_allow_list_entry_stops_start_up_naming_it(tmp_path: Path, allow: object, said: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, {"approvals": {"allow": allow}}))
+    assert said in str(err.value)
+
+
+def test_the_allow_list_and_the_sandbox_are_read_from_the_config(tmp_path: Path) -> None:
+    config = load_config(
+        _write(
+            tmp_path,
+            {"tools": {"sandbox": "bwrap", "sandbox_network": True}, "approvals": {"allow": {"rm": False}}},
+        )
+    )
+    assert config.tools.sandbox == "bwrap" and config.tools.sandbox_network
+    assert config.approvals.allow == {"rm": False}
+    with pytest.raises(ConfigError, match=r"tools\.sandbox"):
+        load_config(_write(tmp_path, {"tools": {"sandbox": "firejail"}}))
