@@ -98,6 +98,7 @@ HOSTILE: dict[str, list[str]] = {
         "git -c alias.st='!rm -rf ./src' st",
         "echo '[core] fsmonitor = rm -rf ./src' >> .git/config",
         "cp ./hook .git/hooks/pre-commit",
+        "sort -o .git/config settings.txt",
         "./build.sh",
         "/bin/rm -rf ./src",
         "pytest -q",
@@ -134,6 +135,8 @@ HOSTILE: dict[str, list[str]] = {
         "rm -rf --no-preserve-root /",
         "chmod 777 /etc",
         "ln -s / root",
+        "date 010100002030",
+        "git branch -f main HEAD~3",
     ],
     "environment_and_shell_state": [
         "PATH=. ls",

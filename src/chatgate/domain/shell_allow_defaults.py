@@ -54,7 +54,6 @@ _GIT: dict[str, Any] = {
     ),
     "branch": _entry(
         "-a -r -v -l -d -D --all --remotes --verbose --list --show-current --merged --no-merged --delete"
-        " --force -f"
     ),
     "add": _entry(
         "-A -u -n -v -f -N --all --update --dry-run --verbose --force --intent-to-add", writes=True
@@ -63,7 +62,7 @@ _GIT: dict[str, Any] = {
         "-a -q -v -s --all --quiet --verbose --signoff --amend --no-edit --allow-empty --no-verify",
         text="-m --message",
     ),
-    "reset": _entry("-q --quiet --soft --mixed --hard --keep --merge"),
+    "reset": _entry("-q --quiet --soft --mixed --hard"),
     "clean": _entry("-n -d -x -X -q -f --dry-run --quiet --force", writes=True),
     "restore": _entry("-S -W --staged --worktree --source", writes=True, asks=True),
     "checkout": _entry("-b -B -f --force -q --quiet --detach", writes=True, asks=True),
@@ -105,6 +104,7 @@ DEFAULT_TABLE: dict[str, dict[str, Any]] = {
         "-r -n -u -f -h -V -s -z -b -d -g -M -c --reverse --numeric-sort --unique",
         text="-k -t --key --field-separator",
         paths="-o --output",
+        writes=True,
     ),
     "uniq": _entry("-c -d -u -i -z --count --repeated --unique --ignore-case", text="-f -s -w", writes=True),
     "cut": _entry("-s -z --complement --only-delimited", text="-d -f -c -b --delimiter --fields"),

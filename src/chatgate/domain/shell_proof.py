@@ -219,6 +219,8 @@ def _checked(state: _State, spec: ProgramSpec, label: str, args: list[str], pref
             _path(state, value, write=spec.writes, what=f"`{label}`")
     if label == "cd":
         _cd(state, opts.operands)
+    if label == "date" and any(not value.startswith("+") for value in operands):
+        state.refuse("`date` with an operand other than +FORMAT sets the clock")
 
 
 def _cd(state: _State, operands: list[str]) -> None:

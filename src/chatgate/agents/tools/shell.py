@@ -22,9 +22,9 @@ from typing import Any
 from chatgate.agents.tools.sandbox import BwrapSandbox
 
 _READ_CHUNK = 64 * 1024
-_UNSET = ("CDPATH", "ENV", "BASH_ENV")
-"""Variables that would make ``cd`` or the shell's start-up do what the approval check
-cannot see (it assumes they are unset)."""
+_UNSET = ("CDPATH", "ENV", "BASH_ENV", "IFS")
+"""Variables that would make ``cd``, word splitting or the shell's start-up do what the
+approval check cannot see (it assumes they are unset); so are exported bash functions."""
 _SETTLE_S = 5.0
 """After a kill, how long to wait for the pipes to close and the shell to be reaped."""
 
@@ -128,9 +128,9 @@ def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
 
 
 def shell_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    """The command's environment: ``env`` (or the gateway's) without ``CDPATH``, ``ENV``, ``BASH_ENV``."""
+    """The command's environment: ``env`` (or the gateway's) without the ``_UNSET`` names."""
     base = os.environ if env is None else env
-    return {k: v for k, v in base.items() if k not in _UNSET}
+    return {k: v for k, v in base.items() if k not in _UNSET and not k.startswith("BASH_FUNC_")}
 
 
 async def _spawn(
