@@ -20,7 +20,10 @@ import pytest
 
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
+from support.approval_harness import MakeApprovals, make_approvals
 from support.procs import GatewayProcess
+
+__all__ = ["make_approvals"]
 
 if shutil.which("bwrap") is None and not os.environ.get("CI"):
     pytest.skip("bubblewrap is not installed here (.ci/run installs it)", allow_module_level=True)
@@ -142,3 +145,28 @@ async def test_the_gateway_refuses_to_start_when_the_sandbox_is_missing(
     assert code == 78, gateway.logs()
     assert "tools.sandbox" in gateway.logs() and "bubblewrap" in gateway.logs()
     assert "is running" not in gateway.logs()
+
+
+async def test_an_rm_rf_root_asks_and_once_approved_runs_in_the_sandbox_harmlessly(
+    tmp_path: Path, outside: Path, make_approvals: MakeApprovals
+) -> None:
+    """The whole path: the turn's call asks (unproven: `/` is outside), a human approves
+    once, and the approved command runs through the real shell tool inside bwrap."""
+    h = await make_approvals(sandbox=True)
+    probe = await sandboxed(h.workdir).execute(f"touch {outside}/probe 2>&1", "probe")
+    if (outside / "probe").exists() or "Read-only file system" not in probe.content:
+        pytest.fail(
+            f"the sandbox is not read-only outside the work directory; not running rm: {probe.content}"
+        )
+    (h.workdir / "src").mkdir()
+    (h.workdir / "src" / "a.txt").write_text("a")
+    await h.send("!sh rm -rf --no-preserve-root /")
+    turn = h.sent[-1]
+    prompt = await h.prompt()
+    assert [o.id for o in prompt.options] == ["once", "deny"]
+    assert "recursive_delete" in prompt.text and "`/`, outside the work directory" in prompt.text
+    await h.tap(prompt.prompt_id, "once")
+    final = await h.final_for(h.btn, turn, timeout=600.0)
+    assert final.startswith("exit code 1") and "Read-only file system" in final
+    assert (outside / "marker").read_text() == "still here"
+    assert list(h.workdir.iterdir()) == []
