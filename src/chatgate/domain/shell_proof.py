@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from chatgate.domain.shell_allow import AllowList, ProgramSpec
@@ -266,8 +265,3 @@ def _sed(state: _State, scripts: list[str]) -> None:
             if not _SED_CMD.fullmatch(command):
                 state.refuse(f"the sed script `{shown(command)}` uses a command this check does not allow")
                 return
-
-
-def known_reasons() -> Mapping[str, str]:
-    """Why well-known programs are not on the allow-list (shown in prompts; documented)."""
-    return dict(_RUNS_CODE)
