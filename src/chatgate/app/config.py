@@ -25,6 +25,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.danger import load_rules
+from chatgate.domain.shell_allow import load_allow
 
 
 class ConfigError(Exception):
@@ -192,6 +193,11 @@ class ToolsConfig(_Section):
     """A command running longer is killed with its children."""
     output_cap: int = Field(16_000, ge=0)
     """Bytes of stdout and of stderr the agent sees; the rest is counted, not shown."""
+    sandbox: Literal["none", "bwrap"] = "none"
+    """``bwrap``: every command runs in bubblewrap (work directory writable, the rest of the
+    file system read-only, private /tmp, no network); start-up fails if it cannot."""
+    sandbox_network: bool = False
+    """With the sandbox on, let commands reach the network."""
 
 
 class ApprovalsConfig(_Section):
@@ -204,6 +210,16 @@ class ApprovalsConfig(_Section):
     person whose message asked may always answer their own)."""
     rules: list[dict[str, Any]] = []
     """Extra danger rules: ``{key, pattern, description, max_tier}`` (docs/approvals-rules.md)."""
+    allow: dict[str, Any] = {}
+    """Changes to the allow-list of programs that may run unasked: ``program: {options,
+    operands, writes, ...}`` adds or replaces one, ``program: false`` removes one
+    (docs/approvals.md)."""
+
+    @field_validator("allow")
+    @classmethod
+    def _allow_entries(cls, value: dict[str, Any]) -> dict[str, Any]:
+        load_allow(value)  # a ValueError names the program and the field
+        return value
 
     @field_validator("rules")
     @classmethod
