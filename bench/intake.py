@@ -473,11 +473,20 @@ async def relay_flood(
         "bench_cpu": round(bench_cpu / wall, 3) if wall > 0 else None,
         "sim_ack_busy": round(sim_busy / wall, 3) if wall > 0 else None,
         "all_replied": len(replied) == n,
+        "ops_per_message": ops_per_message(sim, n),
         "inject_to_reply_ms": ms(to_reply),
         "cpu_per_message_ms": round(reply_cpu / n * 1000, 3) if len(replied) == n else None,
         "rss_mb": rss_mb(gateway.proc.pid) if gateway.proc is not None else None,
         "sent_order": sent_order,
     }
+
+
+def ops_per_message(sim: Any, n: int) -> dict[str, float]:
+    """Requests the connector received per flooded message, by op (typing, send, edit ...)."""
+    counts: dict[str, int] = {}
+    for op in sim.ops(GW):
+        counts[str(op.op)] = counts.get(str(op.op), 0) + 1
+    return {name: round(count / n, 2) for name, count in sorted(counts.items())}
 
 
 # ---------------------------------------------------------------- telegram lane
