@@ -21,13 +21,6 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import AiogramError, TelegramAPIError
-from aiogram.types import BotCommand
-from aiogram.utils.token import TokenValidationError
-
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
@@ -46,6 +39,7 @@ from chatgate.engine.ports import (
     deliver_final,
     resolve_prompt_by_edit,
 )
+from chatgate.platforms.telegram.botapi import BotApi, TelegramError
 from chatgate.platforms.telegram.decode import (
     ALLOWED_UPDATES,
     PLATFORM,
@@ -107,22 +101,18 @@ class TelegramAdapter:
     )
 
     def __init__(self, settings: TelegramSettings, store: Cursors, intake: Intake) -> None:
-        try:
-            session = AiohttpSession(api=TelegramAPIServer.from_base(settings.api_base))
-            self._bot = Bot(settings.token, session=session)
-        except TokenValidationError as exc:
-            raise ValueError("the Telegram bot token is malformed (expected <digits>:<secret>)") from exc
+        self._api = BotApi(settings.token, settings.api_base)  # ValueError for a malformed token
         self._token = settings.token
         self._settings = settings
         self._intake = intake
-        self.bot_id = self._bot.id
+        self.bot_id = self._api.bot_id
         self.username: str | None = None
-        self._outbound = TelegramOutbound(self._bot, self.redact)
+        self._outbound = TelegramOutbound(self._api, self.redact)
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
         self.poller = Poller(
-            self._bot,
+            self._api,
             store,
             f"telegram:{self.bot_id}:offset",
             self._handle_batch,
@@ -151,7 +141,7 @@ class TelegramAdapter:
         """After ``stop_intake`` and the outbox flush: end polling and close the HTTP session."""
         self.poller.stop()
         await self.poller.wait_stopped(budget)
-        await self._bot.session.close()
+        await self._api.aclose()
         self._connected = False
         self._detail = "stopped"
 
@@ -164,15 +154,16 @@ class TelegramAdapter:
         self._detail = f"{name}: {detail}"
 
     async def _on_connect(self) -> None:
-        me = await self._bot.get_me(request_timeout=REQUEST_TIMEOUT)
-        self.username = me.username
+        me = await self._api.call("getMe", REQUEST_TIMEOUT)
+        username = me.get("username") if isinstance(me, dict) else None
+        self.username = username if isinstance(username, str) else None
         self._set_state(True, "connected")
         if not self._commands_set:
-            commands = [BotCommand(command=c.name, description=c.summary) for c in CONTROL_COMMANDS]
+            commands = [{"command": c.name, "description": c.summary} for c in CONTROL_COMMANDS]
             try:
-                await self._bot.set_my_commands(commands, request_timeout=REQUEST_TIMEOUT)
+                await self._api.call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
                 self._commands_set = True
-            except (TelegramAPIError, AiogramError, TimeoutError) as exc:
+            except TelegramError as exc:
                 log.warning("could not register the bot commands: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ inbound
@@ -195,7 +186,7 @@ class TelegramAdapter:
         """Admit one update; ``False`` when it must be fetched again (not committed)."""
         if raw.update is None:
             event: Inbound | Undecodable = Undecodable(
-                TRANSPORT, f"an update the client library could not read: {raw.error}", str(raw.update_id),
+                TRANSPORT, f"an update we could not read: {raw.error}", str(raw.update_id),
                 platform=PLATFORM,
             )  # fmt: skip
             callback_id = None
@@ -225,8 +216,10 @@ class TelegramAdapter:
     async def _answer(self, callback_id: str, text: str | None) -> None:
         """Stop the button's spinner (best effort: a query older than ~15 s cannot be answered)."""
         try:
-            await self._bot.answer_callback_query(callback_id, text=text, request_timeout=REQUEST_TIMEOUT)
-        except (TelegramAPIError, AiogramError, TimeoutError) as exc:
+            await self._api.call(
+                "answerCallbackQuery", REQUEST_TIMEOUT, callback_query_id=callback_id, text=text
+            )
+        except TelegramError as exc:
             log.info("could not answer callback query: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ outbound
