@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.inbound import Inbound
@@ -39,7 +40,6 @@ from chatgate.engine.ports import (
     deliver_final,
     resolve_prompt_by_edit,
 )
-from chatgate.platforms.telegram.botapi import BotApi, TelegramError
 from chatgate.platforms.telegram.decode import (
     ALLOWED_UPDATES,
     PLATFORM,
@@ -47,8 +47,12 @@ from chatgate.platforms.telegram.decode import (
     Unsupported,
     decode_update,
 )
+from chatgate.platforms.telegram.errors import NotSent, TelegramError, bot_id_of
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
+
+if TYPE_CHECKING:
+    from chatgate.platforms.telegram.botapi import BotApi
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
@@ -101,18 +105,19 @@ class TelegramAdapter:
     )
 
     def __init__(self, settings: TelegramSettings, store: Cursors, intake: Intake) -> None:
-        self._api = BotApi(settings.token, settings.api_base)  # ValueError for a malformed token
+        self.bot_id = bot_id_of(settings.token)  # ValueError for a malformed token
+        self._api: BotApi | None = None
+        """Created by ``start``: the HTTP client is loaded once this process holds the token's lock."""
         self._token = settings.token
         self._settings = settings
         self._intake = intake
-        self.bot_id = self._api.bot_id
         self.username: str | None = None
-        self._outbound = TelegramOutbound(self._api, self.redact)
+        self._outbound = TelegramOutbound(self._call, self.redact)
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
         self.poller = Poller(
-            self._api,
+            self._call,
             store,
             f"telegram:{self.bot_id}:offset",
             self._handle_batch,
@@ -124,6 +129,11 @@ class TelegramAdapter:
             redact=self.redact,
         )
 
+    async def _call(self, method: str, request_timeout: float, /, **params: Any) -> Any:
+        if self._api is None:
+            raise NotSent(f"{method}: the Telegram adapter is not started")
+        return await self._api.call(method, request_timeout, **params)
+
     def redact(self, text: str) -> str:
         """Errors may quote the request URL, which holds the token: never let it out."""
         return text.replace(self._token, "<token>") if self._token else text
@@ -131,6 +141,10 @@ class TelegramAdapter:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        from chatgate.platforms.telegram.botapi import BotApi  # httpx
+
+        if self._api is None:
+            self._api = BotApi(self._settings.token, self._settings.api_base)
         self._detail = "connecting"
         self.poller.start()
 
@@ -141,7 +155,9 @@ class TelegramAdapter:
         """After ``stop_intake`` and the outbox flush: end polling and close the HTTP session."""
         self.poller.stop()
         await self.poller.wait_stopped(budget)
-        await self._api.aclose()
+        if self._api is not None:
+            await self._api.aclose()
+            self._api = None
         self._connected = False
         self._detail = "stopped"
 
@@ -154,14 +170,14 @@ class TelegramAdapter:
         self._detail = f"{name}: {detail}"
 
     async def _on_connect(self) -> None:
-        me = await self._api.call("getMe", REQUEST_TIMEOUT)
+        me = await self._call("getMe", REQUEST_TIMEOUT)
         username = me.get("username") if isinstance(me, dict) else None
         self.username = username if isinstance(username, str) else None
         self._set_state(True, "connected")
         if not self._commands_set:
             commands = [{"command": c.name, "description": c.summary} for c in CONTROL_COMMANDS]
             try:
-                await self._api.call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
+                await self._call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
                 self._commands_set = True
             except TelegramError as exc:
                 log.warning("could not register the bot commands: %s", self.redact(str(exc)))
@@ -216,9 +232,7 @@ class TelegramAdapter:
     async def _answer(self, callback_id: str, text: str | None) -> None:
         """Stop the button's spinner (best effort: a query older than ~15 s cannot be answered)."""
         try:
-            await self._api.call(
-                "answerCallbackQuery", REQUEST_TIMEOUT, callback_query_id=callback_id, text=text
-            )
+            await self._call("answerCallbackQuery", REQUEST_TIMEOUT, callback_query_id=callback_id, text=text)
         except TelegramError as exc:
             log.info("could not answer callback query: %s", self.redact(str(exc)))
 

@@ -5,16 +5,8 @@ editMessageText, deleteMessage, sendChatAction, answerCallbackQuery), so it need
 no client library's 400 pydantic models: this module posts form fields (non-scalar
 values JSON-encoded, as Telegram accepts them) and returns the answer's ``result``
 as plain JSON, which ``models.py`` reads where the adapter looks into it. httpx is
-already loaded for the OpenAI SDK, so Telegram adds almost nothing to start-up.
-
-Every failure is a ``TelegramError`` that says whether the request may have
-reached Telegram, because that decides what a failed send means:
-
-- ``ApiError``: Telegram answered ``ok: false`` (its ``error_code``, ``description``
-  and ``parameters``: ``retry_after`` for a 429, ``migrate_to_chat_id``);
-- ``NotSent``: the request never left (connection refused, DNS, no free connection);
-- ``MaybeSent``: it may have arrived (timeout, connection dropped mid-request, an
-  answer that is not the Bot API's JSON).
+also what the OpenAI SDK uses, so the two share one HTTP stack. Every failure is
+one of the ``errors.py`` classes (``ApiError``, ``NotSent``, ``MaybeSent``).
 """
 
 from __future__ import annotations
@@ -25,6 +17,8 @@ import re
 from typing import Any
 
 import httpx
+
+from chatgate.platforms.telegram.errors import ApiError, MaybeSent, NotSent, bot_id_of
 
 DEFAULT_BASE = "https://api.telegram.org"
 _TOKEN_IN_URL = re.compile(r"/bot\d+:[^/\s]+/")
@@ -43,42 +37,6 @@ class _RedactTokens(logging.Filter):
 _HTTPX_LOG = logging.getLogger("httpx")
 if not any(isinstance(f, _RedactTokens) for f in _HTTPX_LOG.filters):
     _HTTPX_LOG.addFilter(_RedactTokens())
-
-
-class TelegramError(Exception):
-    """A Bot API call failed; ``str()`` is safe to log (the token is redacted by the caller)."""
-
-
-class ApiError(TelegramError):
-    """Telegram answered the call with ``ok: false``."""
-
-    def __init__(self, method: str, code: int, description: str, parameters: dict[str, Any]) -> None:
-        super().__init__(f"{method}: Telegram error {code}: {description}")
-        self.code = code
-        self.description = description
-        retry = parameters.get("retry_after")
-        self.retry_after: float | None = float(retry) if isinstance(retry, int | float) else None
-        migrate = parameters.get("migrate_to_chat_id")
-        self.migrate_to: int | None = migrate if isinstance(migrate, int) else None
-
-    def says(self, phrase: str) -> bool:
-        return phrase in self.description.lower()
-
-
-class NotSent(TelegramError):
-    """The request never left this machine: repeating it cannot duplicate anything."""
-
-
-class MaybeSent(TelegramError):
-    """The request may have reached Telegram, but no readable answer came back."""
-
-
-def bot_id_of(token: str) -> int:
-    """The bot's id, the digits before the colon of its token; ``ValueError`` for a malformed token."""
-    head, sep, secret = token.partition(":")
-    if not sep or not head.isdigit() or not secret or any(c.isspace() for c in token):
-        raise ValueError("the Telegram bot token is malformed (expected <digits>:<secret>)")
-    return int(head)
 
 
 def _field(value: Any) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt
-from chatgate.platforms.telegram.botapi import ApiError, BotApi, MaybeSent, NotSent, TelegramError
+from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent, NotSent, TelegramError
 from chatgate.platforms.telegram.render import markdown_to_html
 
 log = logging.getLogger(__name__)
@@ -57,8 +57,8 @@ def _int_or_none(value: str | None) -> int | None:
 class TelegramOutbound:
     """sendMessage / editMessageText / sendChatAction / deleteMessage with honest results."""
 
-    def __init__(self, api: BotApi, redact: Callable[[str], str]) -> None:
-        self._api = api
+    def __init__(self, call: Call, redact: Callable[[str], str]) -> None:
+        self._call = call
         self._redact = redact
         self._held: dict[str, float] = {}
         """chat id -> monotonic time before which Telegram told us not to call this chat."""
@@ -111,7 +111,7 @@ class TelegramOutbound:
         params = {"message_id": reply, "allow_sending_without_reply": True} if reply else None
 
         def call(body: str, parse_mode: str | None) -> Awaitable[Any]:
-            return self._api.call(
+            return self._call(
                 "sendMessage",
                 REQUEST_TIMEOUT,
                 chat_id=chat_ref(chat_id),
@@ -132,7 +132,7 @@ class TelegramOutbound:
             return Rejected(f"not a Telegram message id: {message_id!r}")
 
         def call(body: str, parse_mode: str | None) -> Awaitable[Any]:
-            return self._api.call(
+            return self._call(
                 "editMessageText",
                 REQUEST_TIMEOUT,
                 chat_id=chat_ref(chat_id),
@@ -199,7 +199,7 @@ class TelegramOutbound:
         if self._hold_left(chat_id) > 0:
             return
         try:
-            await self._api.call(
+            await self._call(
                 "sendChatAction",
                 REQUEST_TIMEOUT,
                 chat_id=chat_ref(chat_id),
@@ -215,7 +215,7 @@ class TelegramOutbound:
         if ident is None or self._hold_left(chat_id) > 0:
             return False
         try:
-            done = await self._api.call(
+            done = await self._call(
                 "deleteMessage", REQUEST_TIMEOUT, chat_id=chat_ref(chat_id), message_id=ident
             )
         except TelegramError as exc:

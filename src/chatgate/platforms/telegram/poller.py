@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Cursors
-from chatgate.platforms.telegram.botapi import ApiError, BotApi, MaybeSent
+from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent
 from chatgate.platforms.telegram.models import Update
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def split_raw(result: Any) -> list[Raw]:
 class Poller:
     def __init__(
         self,
-        api: BotApi,
+        call: Call,
         store: Cursors,
         cursor_name: str,
         handle: Handler,
@@ -83,7 +83,7 @@ class Poller:
         on_state: Callable[[bool, str], None],
         redact: Callable[[str], str],
     ) -> None:
-        self._api = api
+        self._call = call
         self._store = store
         self.cursor_name = cursor_name
         self._handle = handle
@@ -184,7 +184,7 @@ class Poller:
         self._fetching = True
         try:
             last = split_raw(
-                await self._api.call(
+                await self._call(
                     "getUpdates", REQUEST_TIMEOUT, offset=-1, timeout=0, allowed_updates=self._allowed
                 )
             )
@@ -198,7 +198,7 @@ class Poller:
     async def _fetch(self) -> list[Raw]:
         self._fetching = True
         try:
-            result = await self._api.call(
+            result = await self._call(
                 "getUpdates",
                 self._timeout + 15,
                 offset=self.offset,
