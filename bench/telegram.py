@@ -16,7 +16,9 @@ Per run: first reply latency (the double holding a message to its first ``sendMe
 into that chat), the subject's CPU (``/proc/<pid>/stat`` utime+stime, so other load on
 the machine does not count) from the first message to one second after the last reply,
 divided by the messages; peak RSS (``VmHWM``); and start to first poll (exec to the
-double's first ``getUpdates`` from it). Prints one JSON object; progress goes to stderr.
+double's first ``getUpdates`` from it). The load starts ``--settle`` seconds after the
+first poll (the gateway's OpenAI SDK import finishes in the background meanwhile).
+Prints one JSON object; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import asyncio
 import collections
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -167,7 +170,7 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
                 if proc.returncode is not None:
                     raise RuntimeError(f"{subject} exited: {(tmp / 'subject.log').read_text()[-2000:]}")
                 await asyncio.sleep(0.005)
-        await asyncio.sleep(1.0)  # let the start-up settle (getMe, setMyCommands, first long poll)
+        await asyncio.sleep(args.settle)  # the start-up's tail: setMyCommands, the agent's SDK import
         cpu0 = cpu_seconds(proc.pid)
         await load(double, watch, args)
         try:
@@ -181,6 +184,8 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
         shutdown = await stop_gateway(proc, 30)
         await drainer
         await double.stop()
+        problems = log_problems(tmp / "subject.log") if subject == "gateway" else None
+        shutil.rmtree(tmp, ignore_errors=True)
     ordered = sorted(watch.latencies)
     assert watch.first_poll is not None
     return {
@@ -195,7 +200,7 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
         "peak_rss_mb": rss,
         "start_to_first_poll_s": round(watch.first_poll - execed, 3),
         "shutdown": shutdown,
-        "log": log_problems(tmp / "subject.log") if subject == "gateway" else None,
+        "log": problems,
         "correct": len(ordered) == args.messages and watch.extra_sends == 0 and shutdown["exit_code"] == 0,
     }
 
@@ -248,7 +253,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "runs": args.runs,
             "agent": args.agent,
             "gateway_src": args.gateway_src,
-        },  # fmt: skip
+        },
         "load_average": {"before": [round(x, 2) for x in load_before], "after": list(os.getloadavg())},
         "gateway": gateway,
         "bare": bare,
@@ -272,6 +277,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=10.0, help="messages per second over all chats")
     p.add_argument("--runs", type=int, default=2, help="runs of each subject, interleaved")
     p.add_argument("--agent", choices=("openai", "echo"), default="openai")
+    p.add_argument("--settle", type=float, default=3.0, help="seconds from first poll to the load")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last reply")
     p.add_argument("--python", default=sys.executable, help="the interpreter of both subjects")
     p.add_argument("--gateway-src", default=None, help="put this checkout's src/ first for the gateway")
@@ -279,7 +285,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a small smoke run")
     args = p.parse_args(argv)
     if args.quick:
-        args.messages, args.chats, args.rate, args.runs, args.timeout = 12, 4, 20.0, 1, 30.0
+        args.messages, args.chats, args.rate, args.runs, args.settle = 10, 10, 10.0, 1, 1.0
     return args
 
 
