@@ -141,7 +141,7 @@ class TelegramAdapter:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        from chatgate.platforms.telegram.botapi import BotApi  # httpx
+        from chatgate.platforms.telegram.botapi import BotApi  # aiohttp
 
         if self._api is None:
             self._api = BotApi(self._settings.token, self._settings.api_base)

@@ -1,7 +1,7 @@
 """What a Bot API call can fail with, and the call's shape, without importing the HTTP client.
 
 The adapter, its poller and its outbound side see Telegram only through a ``Call``
-(``botapi.BotApi.call``), so the HTTP client (httpx) is imported when the adapter
+(``botapi.BotApi.call``), so the HTTP client (aiohttp) is imported when the adapter
 starts, after the gateway holds the bot token's credential lock: a second gateway
 refused for that token never loads it. Every failure says whether the request may
 have reached Telegram, because that decides what a failed send means:
