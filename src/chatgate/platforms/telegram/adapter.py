@@ -29,6 +29,7 @@ from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import (
     WAIT_BRIEFLY,
     AdapterState,
@@ -116,6 +117,7 @@ class TelegramAdapter:
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
+        self._commands: asyncio.Task[None] | None = None
         self.poller = Poller(
             self._call,
             store,
@@ -155,6 +157,8 @@ class TelegramAdapter:
         """After ``stop_intake`` and the outbox flush: end polling and close the HTTP session."""
         self.poller.stop()
         await self.poller.wait_stopped(budget)
+        if self._commands is not None:
+            await cancel_and_wait([self._commands])
         if self._api is not None:
             await self._api.aclose()
             self._api = None
@@ -174,13 +178,17 @@ class TelegramAdapter:
         username = me.get("username") if isinstance(me, dict) else None
         self.username = username if isinstance(username, str) else None
         self._set_state(True, "connected")
-        if not self._commands_set:
-            commands = [{"command": c.name, "description": c.summary} for c in CONTROL_COMMANDS]
-            try:
-                await self._call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
-                self._commands_set = True
-            except TelegramError as exc:
-                log.warning("could not register the bot commands: %s", self.redact(str(exc)))
+        if not self._commands_set and (self._commands is None or self._commands.done()):
+            # In the background: the first getUpdates of a restart need not wait for this round trip.
+            self._commands = asyncio.create_task(self._register_commands(), name="chatgate-telegram-commands")
+
+    async def _register_commands(self) -> None:
+        commands = [{"command": c.name, "description": c.summary} for c in CONTROL_COMMANDS]
+        try:
+            await self._call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
+            self._commands_set = True
+        except TelegramError as exc:
+            log.warning("could not register the bot commands: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ inbound
 
