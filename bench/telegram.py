@@ -170,6 +170,7 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
                 if proc.returncode is not None:
                     raise RuntimeError(f"{subject} exited: {(tmp / 'subject.log').read_text()[-2000:]}")
                 await asyncio.sleep(0.005)
+        start_cpu = cpu_seconds(proc.pid)  # robust against other load, unlike the wall time
         await asyncio.sleep(args.settle)  # the start-up's tail: setMyCommands, the agent's SDK import
         cpu0 = cpu_seconds(proc.pid)
         await load(double, watch, args)
@@ -199,6 +200,7 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
         "cpu_ms_per_message": round(cpu * 1000 / args.messages, 3),
         "peak_rss_mb": rss,
         "start_to_first_poll_s": round(watch.first_poll - execed, 3),
+        "start_cpu_s": round(start_cpu, 3),
         "shutdown": shutdown,
         "log": problems,
         "correct": len(ordered) == args.messages and watch.extra_sends == 0 and shutdown["exit_code"] == 0,
@@ -217,6 +219,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu_ms_per_message": med("cpu_ms_per_message"),
         "peak_rss_mb": med("peak_rss_mb"),
         "start_to_first_poll_s": med("start_to_first_poll_s"),
+        "start_cpu_s": med("start_cpu_s"),
         "runs": runs,
     }
 
@@ -243,8 +246,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     gateway, bare = summarize(runs["gateway"]), summarize(runs["bare"])
     ratios = {
         key: ratio(gateway[key], bare[key])
-        for key in ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb")
-    }
+        for key in (
+            "cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb", "start_cpu_s"
+        )
+    }  # fmt: skip
     return {
         "workload": {
             "messages": args.messages,

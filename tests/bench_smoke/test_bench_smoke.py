@@ -165,7 +165,7 @@ def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_re
         figures = result[subject]
         for key in ("first_reply_p50_ms", "first_reply_p99_ms", "cpu_ms_per_message", "peak_rss_mb"):
             assert figures[key] > 0, (subject, key)
-        assert figures["start_to_first_poll_s"] > 0
+        assert figures["start_to_first_poll_s"] > 0 and figures["start_cpu_s"] > 0
         (run,) = figures["runs"]
         assert run["answered"] == result["workload"]["messages"] and run["extra_sends"] == 0
         assert run["shutdown"]["exit_code"] == 0
