@@ -77,5 +77,3 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
     logging.getLogger("uvicorn.access").setLevel(quiet)
     logging.getLogger("uvicorn.error").setLevel(quiet)
-    # httpx (the OpenAI SDK's HTTP client) logs every request at INFO.
-    logging.getLogger("httpx").setLevel(quiet)
