@@ -197,3 +197,29 @@ def test_intake_bench_quick_relay_floor_run_reports_cpu_per_message_and_the_rati
         "inject_to_reply_p99_ms",
     }
     assert list(tmp_path.iterdir()) == []
+
+
+def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_reports_ratios(
+    tmp_path: Path,
+) -> None:
+    result = run_bench("telegram.py", "--dir", str(tmp_path))
+    assert result["correct"] is True, result
+    assert result["workload"]["agent"] == "openai"
+    for subject in ("gateway", "bare"):
+        figures = result[subject]
+        for key in ("first_reply_p50_ms", "first_reply_p99_ms", "cpu_ms_per_message", "peak_rss_mb"):
+            assert figures[key] > 0, (subject, key)
+        assert figures["start_to_first_poll_s"] > 0 and figures["start_cpu_s"] > 0
+        (run,) = figures["runs"]
+        assert run["answered"] == result["workload"]["messages"] and run["extra_sends"] == 0
+        assert run["shutdown"]["exit_code"] == 0
+    assert result["gateway"]["runs"][0]["log"]["warnings_or_errors"] == 0
+    for key in ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb"):
+        assert result["ratios"][key] > 0, key
+    assert set(result["targets"]) == {
+        "cpu_per_message_le_1_5x",
+        "p50_le_2x",
+        "gateway_rss_le_90_mb",
+        "gateway_first_poll_le_0_5_s",
+    }
+    assert list(tmp_path.iterdir()) == []  # each run's state dir was removed

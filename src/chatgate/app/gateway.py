@@ -17,6 +17,7 @@ import uvicorn
 
 from chatgate import __version__
 from chatgate.agents.base import Agent
+from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
@@ -70,17 +71,27 @@ class CredentialInUse(StartupError):
 
 def build_agent(config: GatewayConfig) -> Agent:
     if config.agent.kind == "openai":
-        from chatgate.agents.openai_agent import OpenAIAgent
-
         oa = config.agent.openai
-        return OpenAIAgent(
-            base_url=oa.base_url,
-            model=oa.model,
-            api_key=os.environ.get(oa.api_key_env, ""),
-            temperature=oa.temperature,
-            max_tokens=oa.max_tokens,
-            timeout_s=oa.timeout_seconds,
-        )
+        api_key = os.environ.get(oa.api_key_env, "")
+        if not api_key:
+            raise StartupError(
+                f"agent.openai.api_key_env: environment variable {oa.api_key_env} is not set;"
+                " export it (any placeholder for a local server)"
+            )
+
+        def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
+            from chatgate.agents.openai_agent import OpenAIAgent
+
+            return OpenAIAgent(
+                base_url=oa.base_url,
+                model=oa.model,
+                api_key=api_key,
+                temperature=oa.temperature,
+                max_tokens=oa.max_tokens,
+                timeout_s=oa.timeout_seconds,
+            )
+
+        return DeferredAgent("openai", build)
     return EchoAgent(
         chunk_delay_ms=config.agent.echo.chunk_delay_ms, chunk_chars=config.agent.echo.chunk_chars
     )
@@ -284,6 +295,8 @@ class Gateway:
         await self._start_http()
         for adapter in self.adapters.values():
             await adapter.start()  # after the store is open: intake commits every event before its ack
+        if isinstance(self.agent, DeferredAgent):
+            self.agent.warm()  # after the adapters: their first poll does not wait for an SDK import
         self.approvals.render_all(expired_prompts)
         log.info(startup_line(self.config, self.state_dir, self.adapters))
 

@@ -81,10 +81,10 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     root.handlers[:] = [handler, LAST_PROBLEM]
     root.setLevel(level)
     # Libraries log every request (uvicorn each WebSocket open/close, httpx and the OpenAI SDK
-    # each HTTP call, aiogram each update) at INFO: noise for an operator, kept for DEBUG.
+    # each HTTP call, aiohttp its access lines) at INFO: noise for an operator, kept for DEBUG.
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
     for name in LIBRARY_CHATTER:
         logging.getLogger(name).setLevel(quiet)
 
 
-LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiogram")
+LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiohttp")

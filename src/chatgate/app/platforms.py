@@ -81,7 +81,7 @@ def _telegram_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
 
 
 def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
-    from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings  # imports aiogram
+    from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings
 
     cfg = config.platforms.telegram
     token = secret(os.environ, cfg.token_env)
