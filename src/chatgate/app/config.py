@@ -122,6 +122,9 @@ class WebChatConfig(_Section):
     draft_interval_ms: float = Field(50.0, ge=0)
     allowed_origins: list[str] = []
     """Other origins (``https://chat.example``) whose pages may open /ws; same-origin always may."""
+    max_queued_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
+    """What one socket may have waiting to be written before a client that does not read is
+    closed (and resyncs on reconnect); at least one reply's frame (``max_text_chars``)."""
 
 
 class TelegramConfig(_Section):
