@@ -47,6 +47,12 @@ class _Section(BaseModel):
 class HttpConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
+    max_connections: int = Field(1000, ge=1, le=1_000_000)
+    """Open HTTP and WebSocket connections; the process needs this many descriptors plus 128."""
+    header_timeout_seconds: float = Field(10.0, gt=0, le=3600)
+    """How long a connection may take to send a request's headers (slowloris guard)."""
+    keep_alive_seconds: int = Field(5, ge=1, le=3600)
+    """How long an idle HTTP keep-alive connection stays open between requests."""
 
 
 class SqliteConfig(_Section):
