@@ -23,7 +23,7 @@ import psutil
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.store.sqlite import SqliteStore
 from support.procs import GatewayProcess
-from support.web_harness import StartGateway, WebClient
+from support.web_harness import StartGateway, WebClient, web_config
 
 MiB = 1024 * 1024
 
@@ -45,7 +45,8 @@ def _ws_frame(text: str) -> bytes:
 class DeafClient:
     """A WebSocket client that completes the handshake, sends frames and never reads again."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
         self.writer = writer
 
     @classmethod
@@ -65,7 +66,7 @@ class DeafClient:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
         assert head.startswith(b"HTTP/1.1 101"), head
         writer.transport.pause_reading()  # from here on nothing is read: the kernel buffer fills
-        return cls(writer)
+        return cls(reader, writer)
 
     async def send(self, frame: dict[str, object]) -> bool:
         """``False`` once the gateway has closed the socket."""
@@ -105,6 +106,14 @@ async def _settled(port: int) -> bool:
     return info.get("queue_depth") == 0 and info.get("running_turns") == 0
 
 
+async def _until_settled(port: int) -> None:
+    for _ in range(600):
+        if await _settled(port):
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError("the gateway did not finish the turns in 120 s")
+
+
 async def test_clients_that_never_read_cost_the_gateway_a_bounded_amount_of_memory(tmp_path: Path) -> None:
     bound = 256 * 1024
     sockets, messages, text_chars = 8, 8, 16_000
@@ -136,11 +145,7 @@ async def test_clients_that_never_read_cost_the_gateway_a_bounded_amount_of_memo
                     {"type": "message", "id": f"m{i}", "text": f"{n}:{i} " + "y" * (text_chars - 10)}
                 )
         # Every turn answered (or given up) and nothing left queued: the replies were all produced.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 120
-        while not await _settled(gateway.port):
-            assert loop.time() < deadline, "the gateway did not finish the turns"
-            await asyncio.sleep(0.2)
+        await _until_settled(gateway.port)
         grown = _peak_rss(gateway.proc.pid) - before
         db = sqlite3.connect(gateway.state_dir / "chatgate.db")
         try:
@@ -224,3 +229,44 @@ async def test_a_ten_thousand_reply_backlog_syncs_completely_and_in_order(
         assert frames[-1]["text"] == "echo: synced"
     finally:
         await client.close()
+
+
+async def test_a_client_over_the_byte_bound_is_closed_with_a_reason_and_resyncs_on_hello(
+    start_gateway: StartGateway,
+) -> None:
+    config = web_config(
+        agent={"echo": {"chunk_delay_ms": 0, "chunk_chars": 4000}},
+        platforms={"web": {"max_queued_bytes": 64 * 1024, "draft_interval_ms": 0}},
+    )
+    gateway = await start_gateway(config)
+    assert gateway.port is not None
+    COUNT = 300
+    deaf = await DeafClient.connect(gateway.port)
+    await deaf.send({"type": "hello", "chat_id": "chat-over", "user_id": "u1"})
+    # 300 finals of 16 kB: 4.8 MB, past the kernel's socket buffers (up to 4 MiB) and the 64 kB bound.
+    for i in range(COUNT):
+        if not await deaf.send({"type": "message", "id": f"m{i}", "text": f"{i} " + "q" * 15_900}):
+            break  # closed already: the gateway read (and answers) only what came before
+    await _until_settled(gateway.port)
+    deaf.writer.transport.resume_reading()  # now read what the gateway sent, up to its close frame
+    reader = deaf.reader
+    data = b""
+    with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+        while chunk := await asyncio.wait_for(reader.read(1 << 20), 30):
+            data += chunk
+    close_at = data.rfind(b"\x88")  # the close frame: FIN + opcode 8, unmasked from the server
+    assert close_at >= 0, "the gateway did not close the socket"
+    length = data[close_at + 1]
+    payload = data[close_at + 2 : close_at + 2 + length]
+    code = struct.unpack("!H", payload[:2])[0]
+    assert code == 4008 and payload[2:].startswith(b"too_slow"), payload
+    deaf.close()
+
+    again = await WebClient.connect(gateway.port)
+    await again.hello("chat-over")
+    backlog = await again.sync()
+    # Every reply the gateway committed comes again (what it never read was never acknowledged).
+    stored = [r.in_reply_to for r in await gateway.store.unconfirmed_for_chat("web", "chat-over")]
+    assert [f["in_reply_to"] for f in backlog if f["type"] == "final"] == stored
+    assert len(stored) >= 100
+    await again.close()

@@ -66,10 +66,16 @@ class Connection:
         self._writer = asyncio.create_task(self._write_loop(), name="chatgate-web-writer")
 
     async def close(self) -> None:
+        """Stop the writer; one closing a client over the bound is left to send its close frame.
+
+        That frame waits for the client to read (or for the socket to die: uvicorn's ping
+        timeout, or the server's shutdown); the queue it would have held is already freed.
+        """
         self.closed = True
         self._changed.set()
         if self._writer is not None:
-            self._writer.cancel()
+            if self._close_reason is None:
+                self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
 
     def send(self, frame: dict[str, Any]) -> bool:
