@@ -160,7 +160,9 @@ class SqliteOutbox(SqliteRole):
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
 
-    async def unconfirmed_page(self, platform: str, chat_id: str, after_id: int, limit: int) -> list[OutboxRow]:
+    async def unconfirmed_page(
+        self, platform: str, chat_id: str, after_id: int, limit: int
+    ) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id, after_id, limit))
 
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
