@@ -84,15 +84,17 @@ class Connection:
             return False
         text = encode(frame)
         size = _size(text)
-        if self._queue and self.queued_bytes + size > self.max_queued_bytes:
-            self._overflow(size)
-            return False
-        if frame.get("type") in ("final", "notice"):
-            self.awaiting_receipt.add(frame["message_id"])
+        final = frame.get("type") in ("final", "notice")
+        if final:
             superseded = self._drafts.pop(str(frame.get("in_reply_to")), None)
             if superseded is not None:  # the final replaces its preview; the stale one is not sent
                 self.queued_bytes -= superseded.size
                 superseded.text, superseded.size = "", 0
+        if self._queue and self.queued_bytes + size > self.max_queued_bytes:
+            self._overflow(size)
+            return False
+        if final:
+            self.awaiting_receipt.add(frame["message_id"])
         self._queue.append((text, size))
         self.queued_bytes += size
         self._changed.set()
