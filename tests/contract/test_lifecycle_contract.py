@@ -59,6 +59,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "queue_depth": lambda s: s.queue_depth(),
     "chat_labels": lambda s: s.chat_labels("webchat", None, "c1"),
     "unconfirmed_for_chat": lambda s: s.unconfirmed_for_chat("webchat", "c1"),
+    "unconfirmed_page": lambda s: s.unconfirmed_page("webchat", "c1", 0, 10),
     "admit": lambda s: s.admit(req("d9", "k1")),
     "recover": lambda s: s.recover("w1"),
     "claim_sessions": lambda s: s.claim_sessions("w1", 10, 30.0, 1),

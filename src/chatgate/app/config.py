@@ -48,6 +48,12 @@ class _Section(BaseModel):
 class HttpConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
+    max_connections: int = Field(1000, ge=1, le=1_000_000)
+    """Open HTTP and WebSocket connections; the process needs this many descriptors plus 128."""
+    header_timeout_seconds: float = Field(10.0, gt=0, le=3600)
+    """How long a connection may take to send a request's headers (slowloris guard)."""
+    keep_alive_seconds: int = Field(5, ge=1, le=3600)
+    """How long an idle HTTP keep-alive connection stays open between requests."""
 
 
 class SqliteConfig(_Section):
@@ -123,6 +129,9 @@ class WebChatConfig(_Section):
     draft_interval_ms: float = Field(50.0, ge=0)
     allowed_origins: list[str] = []
     """Other origins (``https://chat.example``) whose pages may open /ws; same-origin always may."""
+    max_queued_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
+    """What one socket may have waiting to be written before a client that does not read is
+    closed (and resyncs on reconnect); at least one reply's frame (``max_text_chars``)."""
 
 
 class TelegramConfig(_Section):

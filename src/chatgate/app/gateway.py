@@ -23,6 +23,13 @@ from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.http import build_app
+from chatgate.app.http_guard import (
+    AcceptErrorThrottle,
+    ConnectionLimits,
+    DescriptorBudgetError,
+    ensure_descriptors,
+    guarded_http,
+)
 from chatgate.app.locks import (
     FileLock,
     LockHeld,
@@ -150,6 +157,7 @@ class Gateway:
         self._server: _Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
+        self._loop_handler: Any = None
         self.port: int | None = None
 
     def _engine_settings(self) -> EngineSettings:
@@ -284,6 +292,10 @@ class Gateway:
 
     async def start(self) -> None:
         self._started = time.monotonic()
+        try:
+            ensure_descriptors(self.config.http.max_connections)
+        except DescriptorBudgetError as exc:
+            raise StartupError(str(exc)) from None
         await asyncio.to_thread(self._lock_credentials)
         expired_prompts = await self.engine.open()
         if self.engine.tools is not None:
@@ -315,6 +327,9 @@ class Gateway:
 
     async def _start_http(self) -> None:
         http = self.config.http
+        loop = asyncio.get_running_loop()
+        self._loop_handler = loop.get_exception_handler()
+        loop.set_exception_handler(AcceptErrorThrottle())
         self._sock = bind_socket(http.host, http.port)
         self.port = self._sock.getsockname()[1]
         app = build_app(
@@ -328,7 +343,13 @@ class Gateway:
             refresh_gauges=self._refresh_gauges,
         )
         uv_config = uvicorn.Config(
-            app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0
+            app,
+            log_config=None,
+            lifespan="off",
+            ws_max_size=4 * 1024 * 1024,
+            ws_ping_interval=20.0,
+            http=guarded_http(ConnectionLimits(http.max_connections, http.header_timeout_seconds)),
+            timeout_keep_alive=http.keep_alive_seconds,
         )
         self._server = _Server(uv_config)
         self._server_task = asyncio.create_task(
@@ -377,3 +398,4 @@ class Gateway:
             self._server.force_exit = True
             await asyncio.gather(self._server_task, return_exceptions=True)
         self._server_task = None
+        asyncio.get_running_loop().set_exception_handler(self._loop_handler)

@@ -69,6 +69,7 @@ def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformB
         engine.intake,
         max_text_chars=web.max_text_chars,
         access_token=secret(os.environ, web.access_token_env),
+        max_queued_bytes=web.max_queued_bytes,
     )
     return PlatformBuild(adapters=[adapter], web_chat=adapter)
 

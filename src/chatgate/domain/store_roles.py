@@ -153,6 +153,13 @@ class OutboxConfirmations(Protocol):
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]: ...
 
+    async def unconfirmed_page(
+        self, platform: str, chat_id: str, after_id: int, limit: int
+    ) -> list[OutboxRow]:
+        """At most ``limit`` of the chat's unconfirmed rows with ``id > after_id``, in id order:
+        a backlog of any size is sent a page at a time, as fast as the client reads."""
+        ...
+
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         """True when this call confirmed the row (once; never for another chat's row)."""
         ...
