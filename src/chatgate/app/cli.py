@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import ops_cli
+from chatgate.app import ops_cli, pairing_cli
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -211,6 +211,11 @@ def _with_state(
     return run
 
 
+def cmd_pairing(args: argparse.Namespace) -> int:
+    config = _load(args)
+    return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
+
+
 GUIDE = """\
 chatgate {version}: a durable chat gateway for AI agents.
 
@@ -219,6 +224,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate config check FILE   validate a config without starting
   chatgate status | stop       the gateway running for this state dir
   chatgate sessions            list conversations
+  chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
   chatgate --help              every command; chatgate COMMAND --help for its options
 
 State lives in {state_dir} unless --state-dir or state_dir says otherwise.
@@ -275,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
+    pairing_cli.add_parser(sub, common, cmd_pairing)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"
     )

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
 from chatgate.app.netaddr import is_loopback
+from chatgate.app.pairing_config import PairingConfig
 from chatgate.domain.danger import load_rules
 
 
@@ -117,6 +118,8 @@ class WebChatConfig(_Section):
     allow_all: bool | None = None
     """``None``: allow everyone when bound to loopback, nobody otherwise."""
     allow_users: list[str] = []
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
     access_token_env: EnvName | None = None
     max_text_chars: int = Field(16_000, ge=1)
     draft_interval_ms: float = Field(50.0, ge=0)
@@ -132,6 +135,8 @@ class TelegramConfig(_Section):
     """Name of the environment variable that holds the bot token (required when enabled)."""
     allow_users: list[str] = []
     """Telegram user ids allowed to talk to the agent; everyone else is refused (default deny)."""
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
     api_base: str = "https://api.telegram.org"
     poll_timeout_seconds: int = Field(25, ge=1, le=50)
     drop_pending_updates: bool = False
@@ -148,6 +153,8 @@ class RelayPlatformConfig(_Section):
     allow_users: list[str] = []
     """User ids of that platform allowed to talk to the agent (default deny)."""
     allow_all: bool = False
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
 
 
 class RelayConfig(_Section):
@@ -243,6 +250,7 @@ class GatewayConfig(BaseSettings):
     locks: LocksConfig = LocksConfig()
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    pairing: PairingConfig = PairingConfig()
 
     @model_validator(mode="before")
     @classmethod

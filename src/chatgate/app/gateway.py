@@ -179,6 +179,7 @@ class Gateway:
                 rules=load_rules(config.approvals.rules),
             ),
             shell=shell,
+            pairing=config.pairing.limits(),
         )
 
     def _lock_credentials(self) -> None:
