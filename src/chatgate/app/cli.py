@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import ops_cli, pairing_cli
+from chatgate.app import ops_cli, pairing_cli, service
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -223,6 +223,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate run --config FILE   start with your config (docs/configuration.md)
   chatgate config check FILE   validate a config without starting
   chatgate status | stop       the gateway running for this state dir
+  chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
   chatgate --help              every command; chatgate COMMAND --help for its options
@@ -282,6 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
+    service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"
     )
