@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import ops_cli, pairing_cli, service
+from chatgate.app import init_wizard, ops_cli, pairing_cli, service
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -219,6 +219,7 @@ def cmd_pairing(args: argparse.Namespace) -> int:
 GUIDE = """\
 chatgate {version}: a durable chat gateway for AI agents.
 
+  chatgate init                guided setup: agent, platforms, who may talk; writes chatgate.yaml
   chatgate run                 start on the defaults: SQLite, the web chat, the offline echo agent
   chatgate run --config FILE   start with your config (docs/configuration.md)
   chatgate config check FILE   validate a config without starting
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="YAML config file (default: built-in defaults)")
         p.add_argument("--state-dir", help="where the database lives (env CHATGATE_STATE_DIR)")
 
+    init_wizard.add_parser(sub, init_wizard.cmd_init)
     run = sub.add_parser("run", help="run the gateway")
     common(run)
     run.add_argument("--port", type=int, help="HTTP port for the web chat, health and metrics")
