@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
+from chatgate.app.extras import check_extras
 from chatgate.app.netaddr import is_loopback
 from chatgate.app.pairing_config import PairingConfig
 from chatgate.domain.danger import load_rules
@@ -270,8 +271,10 @@ class GatewayConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-def load_config(path: Path | None) -> GatewayConfig:
-    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line."""
+def load_config(path: Path | None, *, check_installed: bool = True) -> GatewayConfig:
+    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line.
+
+    ``check_installed=False`` skips the check that enabled features have their pip extra."""
     where = str(path) if path else "defaults"
     data: Any = {}
     lines: dict[KeyPath, int] = {}
@@ -295,6 +298,8 @@ def load_config(path: Path | None) -> GatewayConfig:
             f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
             " must hold JSON; or set one key at a time, e.g. CHATGATE_HTTP__PORT=9000"
         ) from exc
+    if check_installed and (needs := check_extras(config)) is not None:
+        raise ConfigError(needs)
     check_secrets(config, os.environ)
     check_budgets(config)
     return config

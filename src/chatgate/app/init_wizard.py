@@ -23,6 +23,7 @@ import yaml
 from chatgate.app import init_checks
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config_errors import env_var_name
+from chatgate.app.extras import check_extras
 from chatgate.app.init_render import NATIVE, VIA_RELAY, Answers, answers_from, merged, render
 
 EX_USAGE = 2
@@ -241,7 +242,7 @@ def validated(text: str, where: Path, secrets: list[str]) -> GatewayConfig:
         tmp.write(text)
     try:
         with _placeholders(secrets):
-            return load_config(Path(tmp.name))
+            return load_config(Path(tmp.name), check_installed=False)
     finally:
         os.unlink(tmp.name)
 
@@ -298,6 +299,8 @@ def run_wizard(args: argparse.Namespace) -> int:
         config = validated(text, path, secret_names(a))
     except ConfigError as exc:
         raise Aborted(f"the config would not load, so it was not written:\n{exc}") from None
+    if (needs := check_extras(config)) is not None:
+        p.say(f"  Before chatgate run: {needs.split(': ', 1)[1]}")
     p.say(
         f"\nagent {config.agent.kind}; platforms {', '.join(a.platforms)}"
         + (f"; access {a.allow}" if set(a.platforms) - {"web"} else "")
