@@ -18,9 +18,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from chatgate.app import init_checks
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config_errors import env_var_name
 from chatgate.app.extras import check_extras
@@ -86,6 +83,8 @@ def _list(text: str) -> list[str]:
 
 
 def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
+    from chatgate.app import init_checks  # urllib: only for init, not for every chatgate command
+
     p.say("\n1. The agent: who answers the messages")
     a.agent = _pick(
         p,
@@ -157,6 +156,8 @@ def ask_platforms(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
 
 
 def ask_telegram(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
+    from chatgate.app import init_checks
+
     p.say("  telegram: talk to @BotFather in Telegram, send /newbot, and keep the token it gives you")
     a.telegram_token_env = _env_name(
         p, args.telegram_token_env, "  Environment variable holding the bot token", a.telegram_token_env
@@ -254,6 +255,8 @@ def secret_names(a: Answers) -> list[str]:
 
 
 def _existing(path: Path) -> dict[str, Any]:
+    import yaml
+
     if not path.exists():
         return {}
     try:

@@ -2,7 +2,9 @@
 
 It runs beside a running gateway: the gateway owns the store, so this writes through a
 connection of its own (``store.sqlite.pairing.offline``) and the gateway's authorizer sees
-an approval or revocation within a second (``engine.authz``), without a restart.
+an approval or revocation within a second (``engine.authz``), without a restart. The store
+is imported by the commands, not here, so that ``chatgate run`` does not pay for it before
+it takes its runtime lock.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import TypeVar
 from chatgate.app.config import GatewayConfig
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.pairing import PairingApproval
-from chatgate.store.sqlite import pairing as sql
 
 T = TypeVar("T")
 
@@ -38,6 +39,8 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
 
 
 def cmd_list(path: Path) -> int:
+    from chatgate.store.sqlite import pairing as sql
+
     now = time.time()
     pending = sql.offline(path, lambda c: sql.pending_pairings(c, now))
     paired = sql.offline(path, lambda c: sql.paired_users(c, None))
@@ -92,6 +95,8 @@ def _say_approval(result: PairingApproval, code: str, max_failures: int) -> int:
 
 
 def cmd_approve(path: Path, code: str, config: GatewayConfig) -> int:
+    from chatgate.store.sqlite import pairing as sql
+
     limits = config.pairing.limits()
     now = time.time()
     result = sql.offline(path, lambda c: sql.approve_pairing(c, code, now, limits))
@@ -99,6 +104,8 @@ def cmd_approve(path: Path, code: str, config: GatewayConfig) -> int:
 
 
 def cmd_revoke(path: Path, user: str, platform: str | None) -> int:
+    from chatgate.store.sqlite import pairing as sql
+
     paired = sql.offline(path, lambda c: sql.paired_users(c, platform))
     platforms = sorted({u.platform for u in paired if u.user_id == user})
     if not platforms:
