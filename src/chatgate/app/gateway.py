@@ -206,6 +206,7 @@ class Gateway:
                 sandboxed=sandbox is not None,
             ),
             shell=shell,
+            pairing=config.pairing.limits(),
         )
 
     def _lock_credentials(self) -> None:

@@ -16,8 +16,18 @@ from typing import Protocol
 from chatgate.agents.base import Agent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
-from chatgate.domain.store_roles import Approvals, Inbox, Labels, Leases, Lifecycle, Outbox, Transcript
+from chatgate.domain.store_roles import (
+    Approvals,
+    Inbox,
+    Labels,
+    Leases,
+    Lifecycle,
+    Outbox,
+    Pairing,
+    Transcript,
+)
 from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
 from chatgate.engine.authz import Authorizer, PlatformAccess
@@ -32,7 +42,7 @@ from chatgate.engine.turn import TurnRunner, TurnSettings
 log = logging.getLogger(__name__)
 
 
-class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Protocol):
+class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Protocol):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
 
@@ -50,6 +60,8 @@ class EngineSettings:
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     shell: ShellToolRunner | None = None
     """The shell tool, when tools are enabled: every call goes through the approval gate."""
+    pairing: PairingLimits = PairingLimits()
+    """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
 
 
 class Engine:
@@ -73,7 +85,7 @@ class Engine:
         )
         self.admission = Admission(
             store,
-            Authorizer(settings.access),
+            Authorizer(settings.access, store),
             metrics,
             profile=settings.profile,
             isolation=settings.isolation,
@@ -82,6 +94,7 @@ class Engine:
             on_reply=self.outbox_changed,
             stop_session=self.stop_session,
             approvals=self.approvals,
+            pairing=settings.pairing,
         )
         self.intake = EngineIntake(self.admission, store, metrics)
         self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
