@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
+from chatgate.store.sqlite.space import SpareSpace, is_disk_full
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,14 +36,23 @@ class _Write:
 
 
 _STOP = object()
+RELIEVE_EVERY = 1.0
+"""Seconds between checkpoints forced by a full disk (each failing batch would ask for one)."""
 
 
 def _wrap(exc: BaseException) -> BaseException:
     if isinstance(exc, StoreError):
         return exc
-    if isinstance(exc, sqlite3.Error):
-        return StoreUnavailable(f"sqlite write failed: {exc}")
-    return exc
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    if is_disk_full(exc):
+        wrapped = StoreUnavailable(
+            f"sqlite write failed: the disk is full ({exc}); free space on it and chatgate resumes by itself"
+        )
+    else:
+        wrapped = StoreUnavailable(f"sqlite write failed: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped
 
 
 def _resolve(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
@@ -64,8 +74,11 @@ class GroupCommitWriter:
         *,
         max_batch: int = 512,
         on_commit: Callable[[int, float], None] | None = None,
+        space: SpareSpace | None = None,
     ) -> None:
         self._connect = connect
+        self._space = space
+        self._relieved_at = -RELIEVE_EVERY
         self._max_batch = max(1, max_batch)
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
@@ -157,14 +170,34 @@ class GroupCommitWriter:
         except BaseException as exc:
             return write, None, _wrap(exc)
 
-    @staticmethod
-    def _transaction(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
-        conn.execute("BEGIN IMMEDIATE")
+    def _transaction(self, conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
+        """One transaction; on a full disk, make room (checkpoint, spare file) and try once more."""
         try:
-            results = [fn(conn) for fn in fns]
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            results = _transaction(conn, fns)
+        except sqlite3.Error as exc:
+            if not (is_disk_full(exc) and self._relieve(conn)):
+                raise
+            log.warning("the disk was full; checkpointed the WAL to make room and retried the write")
+            results = _transaction(conn, fns)
+        if self._space is not None:
+            self._space.reserve()
         return results
+
+    def _relieve(self, conn: sqlite3.Connection) -> bool:
+        now = time.monotonic()
+        if self._space is None or now - self._relieved_at < RELIEVE_EVERY:
+            return False
+        self._relieved_at = now
+        return self._space.relieve(conn)
+
+
+def _transaction(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        results = [fn(conn) for fn in fns]
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return results
