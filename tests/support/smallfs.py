@@ -95,4 +95,4 @@ async def disk_hog(path: Path, every: float = 0.02) -> AsyncIterator[None]:
     finally:
         stop.set()
         await task
-        path.unlink()
+        await asyncio.to_thread(path.unlink)

@@ -22,7 +22,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.store.sqlite import identity
 from chatgate.store.sqlite.health import DatabaseHealth
 from chatgate.store.sqlite.schema import migrate
-from chatgate.store.sqlite.space import JOURNAL_SIZE_LIMIT, SpareSpace
+from chatgate.store.sqlite.space import JOURNAL_SIZE_LIMIT, SpareSpace, autocheckpoint_pages
 from chatgate.store.sqlite.writer import GroupCommitWriter
 
 T = TypeVar("T")
@@ -78,6 +78,8 @@ class Database:
         conn = self._connect(self.path)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint = {autocheckpoint_pages(self.path, page_size)}")
         self._pragmas(conn)
         migrate(conn)
         identity.record(self.path)
@@ -185,6 +187,13 @@ class Database:
         except StoreUnavailable as exc:
             self._health.saw(exc.__cause__)
             raise
+
+    def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None:
+        """Commit ``fn`` as soon as writes succeed again (see ``GroupCommitWriter.defer``)."""
+        self._writer.defer(key, fn)
+
+    def forget_deferred(self, key: str) -> None:
+        self._writer.forget(key)
 
     async def ping(self, timeout: float = 1.0) -> None:
         """Prove a write commits now and the file is intact (``health.py``); raises with the reason."""

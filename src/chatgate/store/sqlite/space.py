@@ -25,6 +25,8 @@ SPARE_BYTES = 512 * 1024
 """Enough to checkpoint a WAL of several hundred distinct pages into the database file."""
 JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
 """What a checkpointed WAL is cut back to (SQLite would otherwise keep its largest size)."""
+DEFAULT_AUTOCHECKPOINT = 1000
+MIN_AUTOCHECKPOINT = 32
 RESERVE_EVERY = 5.0
 """Seconds between tries to take the spare again while the disk has no room for it."""
 
@@ -79,7 +81,25 @@ class SpareSpace:
         """Checkpoint and truncate the WAL, using the spare if needed; True if the WAL was emptied."""
         if _checkpoint(conn):
             return True
-        return self.release() and _checkpoint(conn)
+        if not (self.release() and _checkpoint(conn)):
+            return False
+        self._next_try = 0.0  # the emptied WAL left room: keep a spare for the next time at once
+        self.reserve()
+        return True
+
+
+def autocheckpoint_pages(db_path: str, page_size: int) -> int:
+    """WAL pages between automatic checkpoints: SQLite's 1000, fewer on a small disk.
+
+    A WAL may take no more than an eighth of the room the disk had at open, so the
+    pages one checkpoint adds to the database fit in the spare file's room.
+    """
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(db_path)))
+    except OSError:
+        return DEFAULT_AUTOCHECKPOINT
+    room = stat.f_bavail * stat.f_frsize
+    return max(MIN_AUTOCHECKPOINT, min(DEFAULT_AUTOCHECKPOINT, room // 8 // max(page_size, 512)))
 
 
 def _checkpoint(conn: sqlite3.Connection) -> bool:

@@ -36,6 +36,8 @@ class _Write:
 
 
 _STOP = object()
+DEFERRED_RETRY = 1.0
+"""Seconds between tries of deferred writes while no other write arrives."""
 RELIEVE_EVERY = 1.0
 """Seconds between checkpoints forced by a full disk (each failing batch would ask for one)."""
 
@@ -86,6 +88,8 @@ class GroupCommitWriter:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._closed = False
+        self._deferred: dict[str, WriteFn] = {}
+        self._deferred_lock = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
@@ -101,6 +105,36 @@ class GroupCommitWriter:
         self._closed = True
         self._queue.put(_STOP)
         self._thread.join()
+
+    def defer(self, key: str, fn: WriteFn) -> None:
+        """Commit ``fn`` once writes succeed again (before the next batch); a later ``defer`` of ``key`` replaces it.
+
+        For a write whose failure would otherwise hold state until a timeout, such as the
+        release of a session lease when the disk was full: it runs as soon as there is room.
+        """
+        with self._deferred_lock:
+            self._deferred[key] = fn
+
+    def forget(self, key: str) -> None:
+        """Drop the deferred write of ``key`` (whatever it would have undone was taken over)."""
+        with self._deferred_lock:
+            self._deferred.pop(key, None)
+
+    def _run_deferred(self, conn: sqlite3.Connection) -> None:
+        with self._deferred_lock:
+            pending = dict(self._deferred)
+        if not pending:
+            return
+        try:
+            self._transaction(conn, list(pending.values()))
+        except Exception as exc:
+            log.debug("%d deferred writes still cannot commit: %s", len(pending), exc)
+            return
+        log.info("committed %d writes deferred while the store could not write", len(pending))
+        with self._deferred_lock:
+            for key, fn in pending.items():
+                if self._deferred.get(key) is fn:
+                    del self._deferred[key]
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -126,7 +160,12 @@ class GroupCommitWriter:
     def _loop_forever(self, conn: sqlite3.Connection) -> None:
         stopping = False
         while not stopping:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=DEFERRED_RETRY if self._deferred else None)
+            except queue.Empty:
+                self._run_deferred(conn)
+                continue
+            self._run_deferred(conn)
             if first is _STOP:
                 return
             batch: list[_Write] = [first]  # type: ignore[list-item]
