@@ -107,7 +107,7 @@ class GroupCommitWriter:
         self._thread.join()
 
     def defer(self, key: str, fn: WriteFn) -> None:
-        """Commit ``fn`` once writes succeed again (before the next batch); a later ``defer`` of ``key`` replaces it.
+        """Commit ``fn`` once writes succeed again, before the next batch (a later ``key`` replaces it).
 
         For a write whose failure would otherwise hold state until a timeout, such as the
         release of a session lease when the disk was full: it runs as soon as there is room.
