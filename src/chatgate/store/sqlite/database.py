@@ -58,7 +58,7 @@ class Database:
             on_commit=on_commit,
             space=self._space,
         )
-        self._health = DatabaseHealth(self.path, connect, self._writer.run)
+        self._health = DatabaseHealth(self.path, connect, self._writer.run, self._space.reserve)
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chatgate-read")
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -119,6 +119,7 @@ class Database:
             return
         self._opened = False
         self._closed = True
+        await self._health.close()
         await asyncio.to_thread(self._writer.stop)
         # Let running reads finish (queued ones see _closed and fail fast) before their
         # connections are closed: closing a connection under a running read crashes sqlite3.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,8 @@ WRITE_EVERY = 1.0
 """Seconds one probe write's answer (good or bad) is reused for."""
 INTEGRITY_EVERY = 600.0
 """Seconds between integrity checks while no store call reported damage (each reads the whole file)."""
+FREE_FLOOR = 128 * 1024
+"""Below this much free room the disk counts as full: the next WAL growth or checkpoint may not fit."""
 PROBE_CURSOR = "chatgate.readiness-probe"
 DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 
@@ -53,14 +56,23 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
 class DatabaseHealth:
     """The cached answers of the write probe and of the integrity check."""
 
-    def __init__(self, path: str, connect: Callable[[str], sqlite3.Connection], write: Write) -> None:
+    def __init__(
+        self,
+        path: str,
+        connect: Callable[[str], sqlite3.Connection],
+        write: Write,
+        reserve: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._path = path
+        self._reserve = reserve
         self._connect = connect
         self._write = write
         self._write_checked = -WRITE_EVERY
         self._write_error: str | None = None
         self._in_flight: asyncio.Future[Any] | None = None
         self._integrity_checked: float | None = None
+        self._integrity: asyncio.Task[str | None] | None = None
+        self._checking: sqlite3.Connection | None = None
         self._damage: str | None = None
         self._lock = asyncio.Lock()
 
@@ -73,9 +85,7 @@ class DatabaseHealth:
         """Raise ``StoreUnavailable`` with the reason unless a write can commit now and the file is intact."""
         async with self._lock:
             now = time.monotonic()
-            if self._integrity_checked is None or now - self._integrity_checked > INTEGRITY_EVERY:
-                self._damage = await asyncio.to_thread(self._quick_check)
-                self._integrity_checked = time.monotonic()
+            await self._integrity_answer(timeout)
             if now - self._write_checked >= WRITE_EVERY:
                 self._write_error = await self._probe(timeout)
                 self._write_checked = time.monotonic()
@@ -86,9 +96,38 @@ class DatabaseHealth:
         if self._write_error is not None:
             raise StoreUnavailable(self._write_error)
 
+    async def _integrity_answer(self, timeout: float) -> None:
+        """Start the page check when due and take its answer if it comes within ``timeout``.
+
+        On a large file the check can outlast a readiness probe: it then keeps running
+        (one at a time) and a later probe takes its answer.
+        """
+        due = self._integrity_checked is None or time.monotonic() - self._integrity_checked > INTEGRITY_EVERY
+        if due and self._integrity is None:
+            check = asyncio.to_thread(self._quick_check)
+            self._integrity = asyncio.create_task(check, name="chatgate-db-check")
+        if self._integrity is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._integrity), timeout)
+        if self._integrity.done():
+            task, self._integrity = self._integrity, None
+            self._damage = task.result()
+            self._integrity_checked = time.monotonic()
+
+    async def close(self) -> None:
+        """Stop a page check still running (it reads the whole file) and wait for its thread."""
+        task, self._integrity = self._integrity, None
+        if task is None:
+            return
+        conn = self._checking
+        if conn is not None:
+            conn.interrupt()  # thread-safe: the running PRAGMA stops with "interrupted"
+        await asyncio.gather(task, return_exceptions=True)
+
     async def _probe(self, timeout: float) -> str | None:
         if self._in_flight is None or self._in_flight.done():
-            self._in_flight = asyncio.ensure_future(self._write(_probe_write))
+            self._in_flight = asyncio.ensure_future(self._write(self._probe_write))
             self._in_flight.add_done_callback(_retrieve)
         try:
             await asyncio.wait_for(asyncio.shield(self._in_flight), timeout)
@@ -97,7 +136,24 @@ class DatabaseHealth:
         except StoreUnavailable as exc:
             self.saw(exc.__cause__)
             return str(exc)
+        spare, free = self._in_flight.result()
+        if not spare or free < FREE_FLOOR:
+            return (
+                f"the disk holding {self._path} is full ({free // 1024} KiB free"
+                + ("" if spare else ", no room for its spare file")
+                + "): writes get through only while a checkpoint frees room; free space on it"
+            )
         return None
+
+    def _probe_write(self, conn: sqlite3.Connection) -> tuple[bool, int]:
+        """Commit the probe row (in the writer thread); whether the spare is in place, and the room left."""
+        _probe_write(conn)
+        spare = self._reserve()
+        try:
+            stat = os.statvfs(os.path.dirname(os.path.abspath(self._path)))
+        except OSError:
+            return spare, FREE_FLOOR
+        return spare, stat.f_bavail * stat.f_frsize
 
     def _quick_check(self) -> str | None:
         """SQLite's page-by-page check (without the slower index-content cross-check); None if intact."""
@@ -105,12 +161,14 @@ class DatabaseHealth:
             conn = self._connect(self._path)
         except sqlite3.Error as exc:
             return f"cannot open it: {exc}"
+        self._checking = conn
         try:
             conn.execute("PRAGMA query_only = ON")
             rows = conn.execute("PRAGMA quick_check(3)").fetchall()
         except sqlite3.Error as exc:
-            return str(exc) if is_damage(exc) else None  # busy or locked: not damage
+            return str(exc) if is_damage(exc) else None  # busy, locked or interrupted: not damage
         finally:
+            self._checking = None
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
         problems = [str(r[0]) for r in rows if r[0] != "ok"]
