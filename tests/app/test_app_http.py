@@ -12,6 +12,7 @@ import pytest
 
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.store.sqlite.health import WRITE_EVERY
 
 
 @pytest.fixture
@@ -26,6 +27,16 @@ async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
     await gw.stop()
 
 
+async def _readyz_until(http: httpx.AsyncClient, status: int, tries: int = 50) -> httpx.Response:
+    """Ask /readyz until it answers ``status``: a probe's answer is reused for WRITE_EVERY seconds."""
+    for _ in range(tries):
+        response = await http.get("/readyz")
+        if response.status_code == status:
+            return response
+        await asyncio.sleep(WRITE_EVERY / 4)
+    raise AssertionError(f"/readyz never answered {status}; last: {response.status_code} {response.text}")
+
+
 async def test_readyz_turns_503_while_the_store_is_locked_and_200_after(
     gateway: Gateway, tmp_path: Path
 ) -> None:
@@ -37,8 +48,7 @@ async def test_readyz_turns_503_while_the_store_is_locked_and_200_after(
         blocker = sqlite3.connect(tmp_path / "chatgate.db", isolation_level=None, check_same_thread=False)
         await asyncio.to_thread(blocker.execute, "BEGIN IMMEDIATE")  # holds the write lock
         try:
-            down = await http.get("/readyz")
-            assert down.status_code == 503
+            down = await _readyz_until(http, 503)  # the answer may be up to WRITE_EVERY old
             body = down.json()
             assert body["status"] == "unavailable"
             assert any(reason.startswith("store:") for reason in body["reasons"]), body
@@ -48,8 +58,8 @@ async def test_readyz_turns_503_while_the_store_is_locked_and_200_after(
             await asyncio.to_thread(blocker.execute, "ROLLBACK")
             blocker.close()
 
-        again = await http.get("/readyz")
-        assert again.status_code == 200
+        again = await _readyz_until(http, 200)
+        assert again.json() == {"status": "ready"}
 
 
 async def test_status_endpoint_reports_adapters_and_queue(gateway: Gateway) -> None:

@@ -123,8 +123,27 @@ def _acquire_runtime_lock(state_dir: Path, replace: bool, replace_timeout: float
     return lock
 
 
+def _database_path(config: GatewayConfig, state_dir: Path) -> Path:
+    return Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
+
+
+def _reset_damaged_state(db_path: Path) -> None:
+    """``run --reset-state``: accept the loss of a missing or damaged database (a healthy one is kept)."""
+    from chatgate.store.sqlite.identity import set_aside
+
+    moved = set_aside(db_path)
+    if moved:
+        log.warning(
+            "--reset-state: starting with an empty database; the remains were set aside: %s",
+            ", ".join(str(p) for p in moved),
+        )
+    else:
+        log.info("--reset-state: %s is not missing or damaged; nothing was reset", db_path)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from chatgate.app.gateway import CredentialInUse, StartupError
+    from chatgate.store.sqlite.identity import StateDamaged
 
     config = _load(args)
     if args.port is not None:
@@ -149,8 +168,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG
     try:
+        if args.reset_state:
+            _reset_damaged_state(_database_path(config, state_dir))
         return asyncio.run(_run(config, state_dir, lock))
-    except CredentialInUse as exc:
+    except (CredentialInUse, StateDamaged) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG  # like the runtime lock: a restart will not fix it
     except (StartupError, StoreUnavailable) as exc:
@@ -261,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--replace", action="store_true", help="stop the gateway running on this state dir, then start"
     )
     run.add_argument("--replace-timeout", type=float, default=60.0, help="seconds to wait before killing it")
+    run.add_argument(
+        "--reset-state",
+        action="store_true",
+        help="if the database this state dir had is missing or damaged, set its remains aside and"
+        " start empty (a healthy database is never touched)",
+    )
     run.add_argument(
         "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
     )

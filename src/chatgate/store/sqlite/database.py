@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.store.sqlite import identity
+from chatgate.store.sqlite.health import DatabaseHealth
 from chatgate.store.sqlite.schema import migrate
+from chatgate.store.sqlite.space import JOURNAL_SIZE_LIMIT, SpareSpace, autocheckpoint_pages
 from chatgate.store.sqlite.writer import GroupCommitWriter
 
 T = TypeVar("T")
@@ -48,9 +51,14 @@ class Database:
         self.path = str(path)
         self._synchronous = synchronous
         self._connect = connect
+        self._space = SpareSpace(self.path)
         self._writer = GroupCommitWriter(
-            self._open_writer, max_batch=max_batch if group_commit else 1, on_commit=on_commit
+            self._open_writer,
+            max_batch=max_batch if group_commit else 1,
+            on_commit=on_commit,
+            space=self._space,
         )
+        self._health = DatabaseHealth(self.path, connect, self._writer.run, self._space.reserve)
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chatgate-read")
         self._local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -69,8 +77,13 @@ class Database:
     def _open_writer(self) -> sqlite3.Connection:
         conn = self._connect(self.path)
         conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA wal_autocheckpoint = {autocheckpoint_pages(self.path, page_size)}")
         self._pragmas(conn)
         migrate(conn)
+        identity.record(self.path)
+        self._space.reserve()
         return conn
 
     def _reader(self) -> sqlite3.Connection:
@@ -94,6 +107,7 @@ class Database:
         await asyncio.to_thread(Path(self.path).parent.mkdir, parents=True, exist_ok=True)
         await asyncio.to_thread(self._lock_database)
         try:
+            await asyncio.to_thread(identity.refuse_if_damaged, self.path)
             await asyncio.to_thread(self._writer.start)
         except BaseException:
             self._unlock_database()
@@ -105,6 +119,7 @@ class Database:
             return
         self._opened = False
         self._closed = True
+        await self._health.close()
         await asyncio.to_thread(self._writer.stop)
         # Let running reads finish (queued ones see _closed and fail fast) before their
         # connections are closed: closing a connection under a running read crashes sqlite3.
@@ -155,6 +170,7 @@ class Database:
             try:
                 return fn(self._reader())
             except sqlite3.Error as exc:
+                self._health.saw(exc)
                 raise StoreUnavailable(f"sqlite read failed: {exc}") from exc
 
         loop = asyncio.get_running_loop()
@@ -167,33 +183,24 @@ class Database:
         """Queue ``fn`` to the writer; returns its result once its transaction committed."""
         if not self._opened:
             raise StoreUnavailable("store is not open")
-        return await self._writer.run(fn)
+        try:
+            return await self._writer.run(fn)
+        except StoreUnavailable as exc:
+            self._health.saw(exc.__cause__)
+            raise
+
+    def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None:
+        """Commit ``fn`` as soon as writes succeed again (see ``GroupCommitWriter.defer``)."""
+        self._writer.defer(key, fn)
+
+    def forget_deferred(self, key: str) -> None:
+        self._writer.forget(key)
 
     async def ping(self, timeout: float = 1.0) -> None:
-        """Prove the database can be read and write-locked now, on a connection of its own.
-
-        A dedicated short-timeout connection keeps a stuck ping from tying up the
-        reader pool or the writer.
-        """
+        """Prove a write commits now and the file is intact (``health.py``); raises with the reason."""
         if not self._opened:
             raise StoreUnavailable("store is not open")
-
-        def probe() -> None:
-            try:
-                conn = self._connect(self.path)
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"cannot open {self.path}: {exc}") from exc
-            try:
-                conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("ROLLBACK")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"database not usable: {exc}") from exc
-            finally:
-                conn.close()
-
-        await asyncio.to_thread(probe)
+        await self._health.check(timeout)
 
 
 class SqliteRole:

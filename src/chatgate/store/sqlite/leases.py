@@ -13,7 +13,7 @@ import json
 import sqlite3
 import time
 
-from chatgate.domain.errors import LeaseLost
+from chatgate.domain.errors import LeaseLost, StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.store.sqlite.database import SqliteRole
@@ -158,7 +158,14 @@ class SqliteLeases(SqliteRole):
 
     async def claim_sessions(self, owner: str, limit: int, lease_seconds: float, batch: int) -> list[Claim]:
         now = time.time()
-        return await self._db.write(lambda c: claim_sessions(c, owner, limit, lease_seconds, batch, now))
+
+        def claim(conn: sqlite3.Connection) -> list[Claim]:
+            claims = claim_sessions(conn, owner, limit, lease_seconds, batch, now)
+            for taken in claims:  # a release still deferred for it must not undo this claim
+                self._db.forget_deferred(taken.session_key)
+            return claims
+
+        return await self._db.write(claim)
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
         now = time.time()
@@ -178,4 +185,13 @@ class SqliteLeases(SqliteRole):
         retry_at: float | None,
         error: str | None,
     ) -> None:
-        await self._db.write(lambda c: abandon_turn(c, owner, session_key, item_seqs, retry_at, error))
+        def release(conn: sqlite3.Connection) -> None:
+            abandon_turn(conn, owner, session_key, item_seqs, retry_at, error)
+
+        try:
+            await self._db.write(release)
+        except StoreUnavailable:
+            # A full disk fails the turn's commit and then its release: hand the session back
+            # as soon as a write commits again, instead of when its lease runs out.
+            self._db.defer_write(session_key, release)
+            raise

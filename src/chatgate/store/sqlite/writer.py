@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
+from chatgate.store.sqlite.space import SpareSpace, is_disk_full
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,14 +36,25 @@ class _Write:
 
 
 _STOP = object()
+DEFERRED_RETRY = 1.0
+"""Seconds between tries of deferred writes while no other write arrives."""
+RELIEVE_EVERY = 1.0
+"""Seconds between checkpoints forced by a full disk (each failing batch would ask for one)."""
 
 
 def _wrap(exc: BaseException) -> BaseException:
     if isinstance(exc, StoreError):
         return exc
-    if isinstance(exc, sqlite3.Error):
-        return StoreUnavailable(f"sqlite write failed: {exc}")
-    return exc
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    if is_disk_full(exc):
+        wrapped = StoreUnavailable(
+            f"sqlite write failed: the disk is full ({exc}); free space on it and chatgate resumes by itself"
+        )
+    else:
+        wrapped = StoreUnavailable(f"sqlite write failed: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped
 
 
 def _resolve(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
@@ -64,8 +76,11 @@ class GroupCommitWriter:
         *,
         max_batch: int = 512,
         on_commit: Callable[[int, float], None] | None = None,
+        space: SpareSpace | None = None,
     ) -> None:
         self._connect = connect
+        self._space = space
+        self._relieved_at = -RELIEVE_EVERY
         self._max_batch = max(1, max_batch)
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[_Write | object] = queue.SimpleQueue()
@@ -73,6 +88,8 @@ class GroupCommitWriter:
         self._ready = threading.Event()
         self._startup_error: BaseException | None = None
         self._closed = False
+        self._deferred: dict[str, WriteFn] = {}
+        self._deferred_lock = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
@@ -88,6 +105,36 @@ class GroupCommitWriter:
         self._closed = True
         self._queue.put(_STOP)
         self._thread.join()
+
+    def defer(self, key: str, fn: WriteFn) -> None:
+        """Commit ``fn`` once writes succeed again, before the next batch (a later ``key`` replaces it).
+
+        For a write whose failure would otherwise hold state until a timeout, such as the
+        release of a session lease when the disk was full: it runs as soon as there is room.
+        """
+        with self._deferred_lock:
+            self._deferred[key] = fn
+
+    def forget(self, key: str) -> None:
+        """Drop the deferred write of ``key`` (whatever it would have undone was taken over)."""
+        with self._deferred_lock:
+            self._deferred.pop(key, None)
+
+    def _run_deferred(self, conn: sqlite3.Connection) -> None:
+        with self._deferred_lock:
+            pending = dict(self._deferred)
+        if not pending:
+            return
+        try:
+            self._transaction(conn, list(pending.values()))
+        except Exception as exc:
+            log.debug("%d deferred writes still cannot commit: %s", len(pending), exc)
+            return
+        log.info("committed %d writes deferred while the store could not write", len(pending))
+        with self._deferred_lock:
+            for key, fn in pending.items():
+                if self._deferred.get(key) is fn:
+                    del self._deferred[key]
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -113,7 +160,12 @@ class GroupCommitWriter:
     def _loop_forever(self, conn: sqlite3.Connection) -> None:
         stopping = False
         while not stopping:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=DEFERRED_RETRY if self._deferred else None)
+            except queue.Empty:
+                self._run_deferred(conn)
+                continue
+            self._run_deferred(conn)
             if first is _STOP:
                 return
             batch: list[_Write] = [first]  # type: ignore[list-item]
@@ -157,14 +209,34 @@ class GroupCommitWriter:
         except BaseException as exc:
             return write, None, _wrap(exc)
 
-    @staticmethod
-    def _transaction(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
-        conn.execute("BEGIN IMMEDIATE")
+    def _transaction(self, conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
+        """One transaction; on a full disk, make room (checkpoint, spare file) and try once more."""
         try:
-            results = [fn(conn) for fn in fns]
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            results = _transaction(conn, fns)
+        except sqlite3.Error as exc:
+            if not (is_disk_full(exc) and self._relieve(conn)):
+                raise
+            log.warning("the disk was full; checkpointed the WAL to make room and retried the write")
+            results = _transaction(conn, fns)
+        if self._space is not None:
+            self._space.reserve()
         return results
+
+    def _relieve(self, conn: sqlite3.Connection) -> bool:
+        now = time.monotonic()
+        if self._space is None or now - self._relieved_at < RELIEVE_EVERY:
+            return False
+        self._relieved_at = now
+        return self._space.relieve(conn)
+
+
+def _transaction(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        results = [fn(conn) for fn in fns]
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return results
