@@ -83,6 +83,9 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "expire_open_approvals": lambda s: s.expire_open_approvals(T0, "restart"),
     "add_grant": lambda s: s.add_grant("always", None, "sudo", "sudo ls"),
     "granted": lambda s: s.granted("k1", ["sudo"]),
+    "record_preview": lambda s: s.record_preview("w1", "k1", "pm1"),
+    "record_resume": lambda s: s.record_resume("w1", "k1", draft("notice:1:2", kind="notice")),
+    "outbox_status": lambda s: s.outbox_status("final:1"),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""
