@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from test_engine_streaming import EditablePlatformDouble, SlowWriter
 
 from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, DeliveryResult
-from chatgate.engine.streaming import StreamConsumer
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.streaming import StreamConsumer
 from support.engine_harness import wait_until
 from support.store_values import outcome
-from test_engine_streaming import EditablePlatformDouble, SlowWriter
 
 if TYPE_CHECKING:
     from support.engine_harness import Harness, MakeHarness
