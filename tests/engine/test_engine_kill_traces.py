@@ -177,3 +177,18 @@ async def test_a_first_preview_answered_after_the_call_timeout_is_adopted_not_or
     assert recorded == ["m1"]
     ops = [op for op, _, _ in platform.history]
     assert ops.count("send") == 1 and "edit" in ops, "adopted: edited on, never a second message"
+
+
+async def test_no_suspect_runs_isolated_until_the_process_has_lived_a_while(
+    make_harness: MakeHarness,
+) -> None:
+    """A death right after a start (a burst of kills, a restart loop) must not land on a suspect."""
+    h = await make_harness(start=False, owner="survivor", scheduler={"suspect_delay": 3600.0})
+    await h.send("suspect", chat_id="a", delivery_id="a1")
+    for n in range(2):
+        await h.store.claim_sessions(f"dead-{n}", 10, 30.0, 1)
+        await _crash(h, f"dead-{n}")
+    await h.start()
+    await h.send("fresh", chat_id="b", delivery_id="b1")
+    assert await h.finals("b", 1) == ["echo: fresh"]
+    assert h.query("SELECT status, isolated FROM inbox WHERE delivery_id = 'a1'") == [("queued", 0)]

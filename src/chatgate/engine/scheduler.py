@@ -44,6 +44,9 @@ class SchedulerSettings:
     turns_before_yield: int = 4
     retry_base: float = 0.5
     retry_max: float = 60.0
+    suspect_delay: float = 5.0
+    """Seconds after the start before a suspect may run isolated: a death soon after a start
+    (a burst of kills, a restart loop) lands on whatever runs first, so nothing is blamed then."""
 
 
 class Scheduler:
@@ -71,6 +74,7 @@ class Scheduler:
         self._isolated: set[str] = set()
         """Sessions running an isolated (suspect) turn: at most one, so a death can be blamed."""
         self._stopping = False
+        self._started_at = time.monotonic()
 
     @property
     def batch(self) -> int:
@@ -79,6 +83,7 @@ class Scheduler:
     # ------------------------------------------------------------ control
 
     def start(self) -> None:
+        self._started_at = time.monotonic()
         self._wake.set()  # a predecessor may have left work: claim it now, not after a poll interval
         self._loop_task = asyncio.create_task(self._claim_loop(), name="chatgate-scheduler")
 
@@ -133,7 +138,7 @@ class Scheduler:
                 continue
             try:
                 claims = await self._store.claim_sessions(
-                    self.owner, free, self.settings.lease_seconds, self.batch, 0 if self._isolated else 1
+                    self.owner, free, self.settings.lease_seconds, self.batch, self._suspect_room()
                 )
             except StoreUnavailable as exc:
                 log.warning("cannot claim sessions: %s", exc)
@@ -148,6 +153,11 @@ class Scheduler:
                 )
             if len(claims) == free:
                 self._wake.set()  # there may be more waiting
+
+    def _suspect_room(self) -> int:
+        """One suspect at a time, and none until the process has lived ``suspect_delay``."""
+        settled = time.monotonic() - self._started_at >= self.settings.suspect_delay
+        return 1 if settled and not self._isolated else 0
 
     async def _work(self, claim: Claim) -> None:
         key = claim.session_key
