@@ -103,10 +103,10 @@ CHAOS_KILLS = int(os.environ.get("CHATGATE_CHAOS_KILLS", "8"))
 long local run. The default keeps the suite's run short and still kills mid-turn many times."""
 
 
-LIFE_SECONDS = 6.0
-"""Each life of the gateway ends after a random 0 to 6 s (then the next start): many kills land
-right after a start, before the work it resumed is done (the storms that gave messages up),
-some after a suspect began to run isolated."""
+LIFE_SECONDS = 3.0
+"""Each life of the gateway ends after a random 0 to 3 s (then the next start), while turns of
+about a second run in every chat: kills land before the work a start resumed is done, again and
+again (the storms that gave messages up when every death counted)."""
 
 
 @pytest.mark.xdist_group("chaos")
@@ -121,7 +121,7 @@ async def test_thousands_of_messages_under_random_kills_are_all_answered_once_no
     total = per_chat * CHAOS_CHATS
     gateway = GatewayProcess(
         tmp_path,
-        {"agent": {"echo": {"chunk_delay_ms": 2, "chunk_chars": 8}}, "shutdown": {"drain_seconds": 1}},
+        {"agent": {"echo": {"chunk_delay_ms": 250, "chunk_chars": 8}}, "shutdown": {"drain_seconds": 1}},
     )
     await gateway.start()
     url = f"ws://127.0.0.1:{gateway.port}/ws"
@@ -140,6 +140,8 @@ async def test_thousands_of_messages_under_random_kills_are_all_answered_once_no
     try:
         for life in lives:
             await asyncio.sleep(life)
+            if answered() >= total:
+                break
             killed_at.append(answered())
             await gateway.kill()
             await gateway.start()
@@ -164,5 +166,5 @@ async def test_thousands_of_messages_under_random_kills_are_all_answered_once_no
         db.close()
     assert outcomes == [("done", "ok", total)], (outcomes, context)
     assert finals == (total,), context
-    assert gateway.starts == CHAOS_KILLS + 1
-    assert killed_at[-1] < total, f"the last kill came after every answer: {context}"
+    assert gateway.starts == len(killed_at) + 1
+    assert len(killed_at) >= CHAOS_KILLS // 2, f"too few kills before the last answer: {context}"
