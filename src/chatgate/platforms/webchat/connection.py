@@ -46,6 +46,8 @@ class Connection:
         if self.closed:
             return False
         if frame.get("type") in ("final", "notice"):
+            if frame["message_id"] in self.awaiting_receipt:
+                return True  # framed on this socket already (live and in the hello backlog): once
             self.awaiting_receipt.add(frame["message_id"])
         try:
             self._queue.put_nowait(encode(frame))
