@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
+from chatgate.domain.outbox import OutboxSettlement
 from chatgate.domain.store_roles import (
     Leases,
+    Lifecycle,
+    Outbox,
 )
 from chatgate.domain.turns import Claim
 from chatgate.store.base import Store
@@ -303,3 +306,101 @@ def test_claim_and_complete_cycles_handle_each_sessions_items_once_in_admission_
             await store.close()
 
     asyncio.run(run())
+
+
+# ---------------------------------------------------------------- the stuck-loop guard
+
+
+async def _die(store: Store, owner: str, isolated: int = 1) -> list[Claim]:
+    """``owner`` claims what it may and dies; its successor recovers."""
+    claims = await store.claim_sessions(owner, 10, 30.0, 1, isolated)
+    await store.recover(owner + "-next")
+    return claims
+
+
+@covers(Leases.claim_sessions, Lifecycle.recover)
+async def test_an_item_in_flight_at_two_deaths_is_claimed_isolated_and_only_then_blamed(store):
+    await store.admit(req("d1", "k1"))
+    for _ in range(2):
+        (claim,) = await _die(store, "dead")
+        assert not claim.isolated and claim.items[0].crashes == 0, "in flight, not blamed"
+    (suspect,) = await store.claim_sessions("w1", 10, 30.0, 1, 1)
+    assert suspect.isolated and suspect.items[0].attempts == 3 and suspect.items[0].crashes == 0
+    await store.recover("w2")  # w1 died while the suspect ran isolated
+    (again,) = await store.claim_sessions("w2", 10, 30.0, 1, 1)
+    assert again.isolated and again.items[0].crashes == 1
+
+
+@covers(Leases.claim_sessions)
+async def test_a_claim_takes_no_more_suspects_than_it_may_and_skips_the_rest(store):
+    for key in ("k1", "k2"):
+        await store.admit(req(f"d-{key}", key))
+    for _ in range(2):
+        await _die(store, "dead")
+    await store.admit(req("fresh", "k3"))
+    assert [c.session_key for c in await store.claim_sessions("w1", 10, 30.0, 1, 0)] == ["k3"]
+    (one,) = await store.claim_sessions("w1", 10, 30.0, 1, 1)
+    assert one.session_key == "k1" and one.isolated
+
+
+@covers(Leases.abandon_turn, Lifecycle.recover)
+async def test_an_isolated_turn_given_back_is_not_blamed_for_a_later_death(store):
+    await store.admit(req("d1", "k1"))
+    for _ in range(2):
+        await _die(store, "dead")
+    (suspect,) = await store.claim_sessions("w1", 10, 30.0, 1, 1)
+    await store.abandon_turn("w1", "k1", (suspect.items[0].seq,), None, None)
+    await store.admit(req("e1", "k2"))
+    await _die(store, "w1", 0)  # w1 dies while only the fresh k2 runs
+    claims = {c.session_key: c for c in await store.claim_sessions("w3", 10, 30.0, 1, 1)}
+    assert claims["k1"].items[0].crashes == 0 and claims["k2"].items[0].crashes == 0
+
+
+@covers(Leases.record_preview, Leases.claim_sessions, Lifecycle.recover)
+async def test_a_recorded_preview_survives_its_owners_death_and_is_handed_to_the_next_claim(store):
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("dead", 10, 30.0, 1)
+    assert claim.stale_preview is None
+    assert await store.record_preview("dead", "k1", "pm-7")
+    assert not await store.record_preview("someone-else", "k1", "pm-8"), "only the lease owner records"
+    await store.recover("next")
+    (resumed,) = await store.claim_sessions("next", 10, 30.0, 1)
+    assert resumed.stale_preview == "pm-7"
+
+
+@covers(Leases.record_preview, Leases.complete_turn, Leases.abandon_turn)
+async def test_a_commit_or_an_abandon_forgets_the_recorded_preview(store):
+    await store.admit(req("d1", "k1"))
+    await store.admit(req("d2", "k1"))
+    (first,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert await store.record_preview("w1", "k1", "pm-1")
+    nxt = await store.complete_turn("w1", outcome(first), 30.0, 1)
+    assert nxt is not None and nxt.stale_preview is None
+    assert await store.record_preview("w1", "k1", "pm-2")
+    await store.abandon_turn("w1", "k1", (nxt.items[0].seq,), None, None)
+    await store.recover("w2")
+    (again,) = await store.claim_sessions("w2", 10, 30.0, 1)
+    assert again.stale_preview is None
+    assert await store.record_preview("w2", "k1", None)
+
+
+@covers(Leases.record_resume, Outbox.outbox_status)
+async def test_record_resume_commits_the_notice_now_and_hands_it_the_preview(store):
+    await store.admit(req("d1", "k1"))
+    await store.claim_sessions("dead", 10, 30.0, 1)
+    assert await store.record_preview("dead", "k1", "pm-7")
+    await store.recover("next")
+    (resumed,) = await store.claim_sessions("next", 10, 30.0, 1)
+    notice = draft("notice:1:2", kind="notice")
+    assert await store.outbox_status("notice:1:2") is None
+    assert not await store.record_resume("not-the-owner", "k1", notice)
+    assert await store.outbox_status("notice:1:2") is None
+    assert await store.record_resume("next", "k1", notice)
+    assert await store.outbox_status("notice:1:2") == "pending"
+    (row,) = await store.claim_outbox(10)
+    assert row.idem_key == "notice:1:2" and row.kind == "notice"
+    await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="pm-7")])
+    assert await store.outbox_status("notice:1:2") == "sent"
+    await store.recover("later")  # the preview belongs to the notice now, not to the session
+    (after,) = await store.claim_sessions("later", 10, 30.0, 1)
+    assert after.stale_preview is None and resumed.stale_preview == "pm-7"

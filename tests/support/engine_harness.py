@@ -53,7 +53,12 @@ TRANSPORT = "test-transport"
 # Fast polling and short backoffs so retries happen within a test; correctness never depends
 # on these values (every wait is on an observable condition).
 FAST_SCHEDULER = SchedulerSettings(
-    max_concurrent_turns=64, lease_seconds=30.0, poll_interval=0.05, retry_base=0.02, retry_max=0.2
+    max_concurrent_turns=64,
+    lease_seconds=30.0,
+    poll_interval=0.05,
+    retry_base=0.02,
+    retry_max=0.2,
+    suspect_delay=0.0,
 )
 FAST_DELIVERY = DeliverySettings(poll_interval=0.05, retry_base=0.01, retry_max=0.05, max_attempts=8)
 FAST_TURNS = TurnSettings(draft_interval=0.0)

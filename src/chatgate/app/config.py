@@ -109,7 +109,7 @@ class SessionsConfig(_Section):
 class SchedulerConfig(_Section):
     max_concurrent_turns: int = Field(64, ge=1)
     lease_seconds: float = Field(30.0, gt=0)
-    max_turn_attempts: int = Field(3, ge=1)
+    max_turn_attempts: int = Field(2, ge=1)
 
 
 class DeliveryConfig(_Section):

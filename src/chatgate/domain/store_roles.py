@@ -27,7 +27,7 @@ from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantS
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
-from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
@@ -48,7 +48,9 @@ class Lifecycle(Protocol):
         ...
 
     async def recover(self, owner: str) -> int:
-        """Take over what a dead predecessor left: leases, mid-send rows. Returns the leases released."""
+        """Take over what a dead predecessor left: leases, mid-send rows. Returns the leases released.
+
+        An item a dead owner was running isolated has the death blamed on it (``crashes`` + 1)."""
         ...
 
 
@@ -90,12 +92,35 @@ class Inbox(Rejections, Protocol):
 # ---------------------------------------------------------------- leases
 
 
-class Leases(Protocol):
+class TurnJournal(Protocol):
+    """What a running turn records before its commit, guarded by its lease (False: not held)."""
+
+    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
+        """Remember the platform message the running turn streams its preview in (None: forget
+        it), so that a process dying mid-stream leaves its successor the message to take over.
+        The commit or abandon of the turn forgets it."""
+        ...
+
+    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
+        """A resumed turn's notice, recorded as it starts (so it precedes the turn's output in
+        the chat's order), and the session's recorded preview forgotten in the same commit:
+        the notice carries that message now and takes it over."""
+        ...
+
+
+class Leases(TurnJournal, Protocol):
     """Who works on which session: claims in admission order, renewals, the turn's commit or abandon."""
 
     async def claim_sessions(
-        self, owner: str, limit: int, lease_seconds: float, batch: int
-    ) -> list[Claim]: ...
+        self, owner: str, limit: int, lease_seconds: float, batch: int, isolated: int = 1
+    ) -> list[Claim]:
+        """Lease up to ``limit`` sessions by their oldest queued item and take their next batch.
+
+        At most ``isolated`` of them may be suspects (a head item in flight at
+        ``SUSPECT_AFTER_DEATHS`` process deaths); those are claimed ``isolated`` and
+        ``recover`` blames a death during their turn on them (``QueuedItem.crashes``).
+        ``Claim.stale_preview`` is the preview a dead process recorded for the session."""
+        ...
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool: ...
 
@@ -171,6 +196,10 @@ class OutboxNotices(Protocol):
 
     async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
         """Record outbound messages (idempotent by key); committed on return."""
+        ...
+
+    async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
+        """The ledger status of the row recorded under ``idem_key``; None when there is none."""
         ...
 
 

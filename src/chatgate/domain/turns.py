@@ -15,7 +15,10 @@ class QueuedItem:
     session_key: str
     inbound: Inbound
     attempts: int
-    """How many times a turn has started for this item, this one included."""
+    """How many times a turn has started for this item, this one included: every start a
+    process did not live to finish or give back (so ``attempts - 1`` deaths it was in flight at)."""
+    crashes: int = 0
+    """Deaths blamed on this item: the process died while it ran isolated (``Claim.isolated``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +28,16 @@ class Claim:
     session_key: str
     session_id: str
     items: tuple[QueuedItem, ...]
+    isolated: bool = False
+    """The items are suspects (in flight at ``SUSPECT_AFTER_DEATHS`` deaths): the turn runs as
+    the only suspect in its process, so a death while it runs is blamed on it."""
+    stale_preview: str | None = None
+    """The platform message a dead process streamed this session's preview in, never finished."""
+
+
+SUSPECT_AFTER_DEATHS = 2
+"""An item in flight at this many process deaths (its turn resumed once, concurrently with
+others, and the process died again) runs isolated from then on."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,6 +107,8 @@ class Engine:
             self.budget,
             on_preview=self._count_preview,
             tools=self.tools.for_turn if self.tools is not None else None,
+            owner=settings.owner,
+            on_outbox=self.outbox_changed,
         )
         self.scheduler = Scheduler(
             store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed

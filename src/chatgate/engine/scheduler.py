@@ -2,8 +2,14 @@
 
 Sessions are claimed from the store with a lease (owner + expiry), so several
 processes can share one store and a crashed owner's sessions are picked up
-again. The scheduler is woken by admissions in this process and polls for the
-rest (leases that expired, sessions whose retry time came).
+again. The scheduler is woken by admissions in this process and at its start (a
+predecessor may have left work), and polls for the rest (leases that expired,
+sessions whose retry time came).
+
+A session whose head item was in flight at two process deaths is a suspect: it
+runs isolated, at most one suspect at a time, so that a death while it runs can
+be blamed on it (the store counts it at the next start) and an external kill of
+a busy process is not (see docs/architecture.md, "The stuck-loop guard").
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ class SchedulerSettings:
     turns_before_yield: int = 4
     retry_base: float = 0.5
     retry_max: float = 60.0
+    suspect_delay: float = 5.0
+    """Seconds after the start before a suspect may run isolated: a death soon after a start
+    (a burst of kills, a restart loop) lands on whatever runs first, so nothing is blamed then."""
 
 
 class Scheduler:
@@ -62,7 +71,10 @@ class Scheduler:
         self._turns: dict[str, asyncio.Task[object]] = {}
         self._interrupted: set[str] = set()
         self._failures: dict[str, int] = {}
+        self._isolated: set[str] = set()
+        """Sessions running an isolated (suspect) turn: at most one, so a death can be blamed."""
         self._stopping = False
+        self._started_at = time.monotonic()
 
     @property
     def batch(self) -> int:
@@ -71,6 +83,8 @@ class Scheduler:
     # ------------------------------------------------------------ control
 
     def start(self) -> None:
+        self._started_at = time.monotonic()
+        self._wake.set()  # a predecessor may have left work: claim it now, not after a poll interval
         self._loop_task = asyncio.create_task(self._claim_loop(), name="chatgate-scheduler")
 
     def wake(self) -> None:
@@ -124,7 +138,7 @@ class Scheduler:
                 continue
             try:
                 claims = await self._store.claim_sessions(
-                    self.owner, free, self.settings.lease_seconds, self.batch
+                    self.owner, free, self.settings.lease_seconds, self.batch, self._suspect_room()
                 )
             except StoreUnavailable as exc:
                 log.warning("cannot claim sessions: %s", exc)
@@ -139,6 +153,11 @@ class Scheduler:
                 )
             if len(claims) == free:
                 self._wake.set()  # there may be more waiting
+
+    def _suspect_room(self) -> int:
+        """One suspect at a time, and none until the process has lived ``suspect_delay``."""
+        settled = time.monotonic() - self._started_at >= self.settings.suspect_delay
+        return 1 if settled and not self._isolated else 0
 
     async def _work(self, claim: Claim) -> None:
         key = claim.session_key
@@ -166,6 +185,17 @@ class Scheduler:
     async def _run_one(self, claim: Claim, take_next: bool = True) -> Claim | None:
         key = claim.session_key
         seqs = tuple(i.seq for i in claim.items)
+        if claim.isolated:
+            self._isolated.add(key)
+        try:
+            return await self._run_claim(claim, seqs, take_next)
+        finally:
+            if claim.isolated:
+                self._isolated.discard(key)
+                self._wake.set()  # the next suspect may run now
+
+    async def _run_claim(self, claim: Claim, seqs: tuple[int, ...], take_next: bool) -> Claim | None:
+        key = claim.session_key
         started = time.perf_counter()
         turn = asyncio.create_task(self._runner.run(claim), name=f"chatgate-turn:{key}")
         self._turns[key] = turn

@@ -6,6 +6,13 @@ platforms get one preview message that is edited at most once per
 the final: the final is the outbox row, and it edits the preview to the exact
 final text (``engine.ports.deliver_final``). Previews are best effort: a rate-limited,
 failing or slow platform only makes them sparser, never delays the turn.
+
+The preview's message id is handed to ``on_message`` as soon as the platform names it,
+so the turn records it durably: a process killed mid-stream leaves its successor the
+message to take over instead of a cursor left in the chat forever. A first send that
+the platform answers only after the call timeout keeps running and is still adopted (the
+end of the turn gives it one more call timeout), so it does not become a second message
+next to the final.
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, LengthUnit, RetryLater
+from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, DeliveryResult, LengthUnit, RetryLater
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
@@ -66,8 +73,15 @@ class StreamConsumer:
         on_update: Callable[[str, str], None] = lambda platform, op: None,
         previews: bool = True,
         typing_every: float = TYPING_EVERY,
+        on_message: Callable[[str], Awaitable[object]] | None = None,
+        hold: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self._on_update = on_update
+        self._on_message = on_message
+        self._hold = hold
+        """Nothing is shown while this says so (a resume notice that must come first)."""
+        self._first_send: asyncio.Task[DeliveryResult] | None = None
+        self._first_payload = ""
         self._adapter = adapter
         self._source = source
         self._reply_to = reply_to
@@ -107,10 +121,12 @@ class StreamConsumer:
             self._keeper = asyncio.create_task(self._keep_typing(), name="chatgate-typing")
 
     async def close(self) -> None:
-        """The turn is over (answered, failed or stopped): no more typing."""
+        """The turn is over (answered, failed or stopped): no more typing; a first preview
+        send still unanswered gets one more call timeout to name its message, for the final."""
         if self._keeper is not None:
             await cancel_and_wait([self._keeper])
             self._keeper = None
+        await self._settle_first_send(self._timeout, last=True)
 
     async def _keep_typing(self) -> None:
         while self.state.message_id is None:
@@ -126,6 +142,8 @@ class StreamConsumer:
         if self._silence and self._silence.startswith(text.strip()):
             return  # this may still become the silence marker: show nothing yet
         self._last_update = now
+        if not await self._clear_to_show():
+            return
         if self._drafts and self._adapter is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._adapter.draft(self._source, self._reply_to, text), self._timeout)
@@ -133,8 +151,21 @@ class StreamConsumer:
         elif self._previews and self._editable is not None and measure(text, self._unit) <= self._max_preview:
             await self._preview(text + PREVIEW_CURSOR)
 
+    async def _clear_to_show(self) -> bool:
+        if self._hold is None:
+            return True
+        try:
+            held = await self._hold()
+        except Exception as exc:  # cannot tell: show nothing yet, ask again next interval
+            log.debug("cannot tell whether previews may show: %s", exc)
+            return False
+        if not held:
+            self._hold = None
+        return not held
+
     async def interrupted(self) -> None:
         """The turn was cancelled: take the cursor off the preview so it cannot look unfinished-forever."""
+        await self._settle_first_send(self._timeout, last=True)
         if self._editable is None or self.state.message_id is None or self.state.acked_text is None:
             return
         text = self.state.acked_text.removesuffix(PREVIEW_CURSOR) + STOPPED_SUFFIX
@@ -161,26 +192,69 @@ class StreamConsumer:
 
     async def _preview(self, payload: str) -> None:
         assert self._editable is not None
+        if self._first_send is not None:
+            await self._settle_first_send(0)
+            if self._first_send is not None:
+                return  # the first send is still unanswered: a second one would be a second message
         if self._budget.delay(self._platform, self._chat) > 0:
             return  # rate-limited: skip this preview, the final is durable anyway
         self._budget.take(self._platform, self._chat)
         target = egress_target(self._source)
+        if self.state.message_id is None:
+            # Kept running past the call timeout: a late answer still names the preview's message.
+            self._first_send = asyncio.create_task(
+                self._editable.send_message(self._chat, payload, target, self._reply_to),
+                name="chatgate-preview-send",
+            )
+            self._first_payload = payload
+            await self._settle_first_send(self._timeout)
+            return
         try:
-            if self.state.message_id is None:
-                call = self._editable.send_message(self._chat, payload, target, self._reply_to)
-            else:
-                call = self._editable.edit_message(self._chat, self.state.message_id, payload, target)
+            call = self._editable.edit_message(self._chat, self.state.message_id, payload, target)
             result = await asyncio.wait_for(call, self._timeout)
         except Exception as exc:  # previews are best effort
             log.debug("preview failed: %s", exc)
             return
         if isinstance(result, Delivered):
-            if self.state.message_id is None:
-                self.state.message_id = result.platform_message_id
-                self._on_update(self._platform, "send")
-            else:
-                self.state.edits += 1
-                self._on_update(self._platform, "edit")
+            self.state.edits += 1
+            self._on_update(self._platform, "edit")
             self.state.acked_text = payload
         elif isinstance(result, RetryLater):
             self._budget.penalize(self._platform, self._chat, result.retry_after)
+
+    async def _settle_first_send(self, wait: float, *, last: bool = False) -> None:
+        """Adopt the first send's answer once it came (waiting up to ``wait`` seconds); at the
+        end of the turn (``last``) a send still unanswered is given up."""
+        send = self._first_send
+        if send is None:
+            return
+        if not send.done() and wait > 0:
+            await asyncio.wait({send}, timeout=wait)
+        if not send.done():
+            if last:
+                await cancel_and_wait([send])
+                self._first_send = None
+                log.warning("a preview send got no answer in time; if the platform showed it, it stays")
+            return
+        self._first_send = None
+        try:
+            result = send.result()
+        except Exception as exc:  # previews are best effort
+            log.debug("preview failed: %s", exc)
+            return
+        if isinstance(result, Delivered):
+            await self._adopt(result.platform_message_id, self._first_payload)
+        elif isinstance(result, RetryLater):
+            self._budget.penalize(self._platform, self._chat, result.retry_after)
+
+    async def _adopt(self, message_id: str | None, payload: str) -> None:
+        if not message_id:
+            return
+        self.state.message_id = message_id
+        self.state.acked_text = payload
+        self._on_update(self._platform, "send")
+        if self._on_message is not None:
+            try:
+                await self._on_message(message_id)
+            except Exception as exc:  # the preview still works; only a crash would orphan it
+                log.warning("could not record the preview message: %s", exc)

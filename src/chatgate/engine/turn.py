@@ -1,14 +1,18 @@
 """One agent turn: history, pinned context, agent stream, and its outcome.
 
-The turn does not write anything itself; it returns a ``TurnOutcome`` that the
-scheduler commits in one transaction (transcript + inbox done + outbox final).
+The turn returns a ``TurnOutcome`` that the scheduler commits in one transaction
+(transcript + inbox done + outbox final). Before that it records only what must
+survive its process (``TurnJournal``): a resumed turn's notice, as it starts, so
+the notice comes before anything the turn shows; and its preview's message id, so
+a successor can take that message over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,15 +28,16 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
-from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
-from chatgate.domain.store_roles import Labels, Transcript
+from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.engine.approvals import ToolContext
-from chatgate.engine.ports import Adapter
+from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
@@ -44,7 +49,8 @@ ToolsFactory = Callable[[ToolContext], ToolRunner | None]
 @dataclass(frozen=True, slots=True)
 class TurnSettings:
     history_limit: int = 50
-    max_attempts: int = 3
+    max_attempts: int = 2
+    """Deaths blamed on a message (it ran isolated, and the process died) before it is given up."""
     timeout_seconds: float = 600.0
     draft_interval: float = 0.1
     silence_marker: str = "NO_REPLY"
@@ -60,8 +66,13 @@ class _Reply:
     preview_message_id: str | None = None
 
 
-class TurnStore(Transcript, Labels, Protocol):
-    """The roles a turn reads (it writes nothing: the scheduler commits its outcome)."""
+class TurnStore(Transcript, Labels, TurnJournal, Protocol):
+    """The roles a turn reads, and the journal of what it records before the scheduler commits it."""
+
+    async def outbox_status(self, idem_key: str) -> OutboxStatus | None: ...
+
+
+RESUME_NOTICE = "The gateway restarted while answering this message; answering it again."
 
 
 class TurnRunner:
@@ -75,7 +86,11 @@ class TurnRunner:
         budget: RateBudget | None = None,
         on_preview: Callable[[str, str], None] = lambda platform, op: None,
         tools: ToolsFactory | None = None,
+        owner: str = "",
+        on_outbox: Callable[[], None] = lambda: None,
     ) -> None:
+        self._owner = owner
+        self._on_outbox = on_outbox
         self._on_preview = on_preview
         self._tools = tools
         self._store = store
@@ -97,21 +112,21 @@ class TurnRunner:
         route = {REPLY_VIA_KEY: last.inbound.reply_route} if last.inbound.reply_route else {}
         adapter = self._adapters.get(source.platform)
         caps = adapter.capabilities if adapter is not None else None
-        if attempts > self.settings.max_attempts:
+        if max(i.crashes for i in items) >= self.settings.max_attempts:
             text = (
                 f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
                 "while working on it, so I gave up instead of trying forever. Please send it again."
             )
             log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
-            finals = final_drafts(source, key, last.seq, text, reply_to, caps, None, route=route)
+            finals = final_drafts(
+                source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route
+            )
             return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
         outbox: list[OutboxDraft] = []
-        if attempts > 1:
-            notice = "The gateway restarted while answering this message; answering it again."
-            outbox.append(
-                reply_draft(source, key, "notice", notice, f"notice:{last.seq}:{attempts}", reply_to, route)
-            )
+        hold = await self._resume(claim, route) if attempts > 1 else None
+        if hold is None and claim.stale_preview:
+            await self._delete_stale(claim)
         request, inputs = await self._request(claim, reply_to, route)
         consumer = StreamConsumer(
             adapter,
@@ -123,6 +138,8 @@ class TurnRunner:
             on_update=self._on_preview,
             previews=not route,
             typing_every=self.settings.typing_interval,
+            on_message=lambda message_id: self._store.record_preview(self._owner, key, message_id),
+            hold=hold,
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
@@ -142,6 +159,40 @@ class TurnRunner:
             route=route,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    async def _resume(self, claim: Claim, route: dict[str, str]) -> Callable[[], Awaitable[bool]]:
+        """Record the notice of a resumed turn now, before it shows anything; it takes over the
+        preview a dead process left. Returns the hold that keeps previews back until it is shown."""
+        last = claim.items[-1]
+        source = last.inbound.source
+        attempts = max(i.attempts for i in claim.items)
+        idem = f"notice:{last.seq}:{attempts}"
+        notice = reply_draft(
+            source, claim.session_key, "notice", RESUME_NOTICE, idem, last.inbound.message_ref, route
+        )
+        if claim.stale_preview:
+            notice.target[PREVIEW_KEY] = claim.stale_preview
+        if not await self._store.record_resume(self._owner, claim.session_key, notice):
+            raise LeaseLost(f"lease on {claim.session_key} lost before the turn started")
+        self._on_outbox()
+
+        async def held() -> bool:
+            return await self._store.outbox_status(idem) not in ("sent", "failed", None)
+
+        return held
+
+    async def _delete_stale(self, claim: Claim) -> None:
+        """A preview a dead process left for items that are gone (cancelled, reset): remove it."""
+        source = claim.items[-1].inbound.source
+        adapter = self._adapters.get(source.platform)
+        if adapter is None or not adapter.capabilities.edit or claim.stale_preview is None:
+            return
+        platform: EditablePlatform = adapter  # type: ignore[assignment]
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(
+                platform.delete_message(source.chat_id or "", claim.stale_preview, egress_target(source)),
+                10.0,
+            )
 
     async def _request(
         self, claim: Claim, reply_to: str | None, route: dict[str, str]

@@ -85,6 +85,8 @@ class Connection:
         text = encode(frame)
         size = _size(text)
         final = frame.get("type") in ("final", "notice")
+        if final and frame["message_id"] in self.awaiting_receipt:
+            return True  # framed on this socket already (live and in the hello backlog): once
         if final:
             superseded = self._drafts.pop(str(frame.get("in_reply_to")), None)
             if superseded is not None:  # the final replaces its preview; the stale one is not sent

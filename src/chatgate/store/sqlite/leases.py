@@ -15,15 +15,24 @@ import time
 
 from chatgate.domain.errors import LeaseLost, StoreUnavailable
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
+from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.outbox import insert_outbox
 from chatgate.store.sqlite.transcript import append_transcript
 
 
-def _take_batch(conn: sqlite3.Connection, key: str, session_id: str, batch: int, owner: str) -> Claim | None:
+def _take_batch(
+    conn: sqlite3.Connection,
+    key: str,
+    session_id: str,
+    batch: int,
+    owner: str,
+    isolate: bool = False,
+    stale_preview: str | None = None,
+) -> Claim | None:
     rows = conn.execute(
-        "SELECT seq, inbound_json, attempts FROM inbox WHERE session_key = ? AND status = 'queued'"
+        "SELECT seq, inbound_json, attempts, crashes FROM inbox WHERE session_key = ? AND status = 'queued'"
         " ORDER BY seq LIMIT ?",
         (key, batch),
     ).fetchall()
@@ -31,32 +40,52 @@ def _take_batch(conn: sqlite3.Connection, key: str, session_id: str, batch: int,
         return None
     seqs = [r[0] for r in rows]
     conn.executemany(
-        "UPDATE inbox SET attempts = attempts + 1, claimed_by = ? WHERE seq = ?", [(owner, s) for s in seqs]
+        "UPDATE inbox SET attempts = attempts + 1, claimed_by = ?, isolated = ? WHERE seq = ?",
+        [(owner, int(isolate), s) for s in seqs],
     )
     items = tuple(
-        QueuedItem(seq=r[0], session_key=key, inbound=Inbound.from_dict(json.loads(r[1])), attempts=r[2] + 1)
+        QueuedItem(
+            seq=r[0],
+            session_key=key,
+            inbound=Inbound.from_dict(json.loads(r[1])),
+            attempts=r[2] + 1,
+            crashes=r[3],
+        )
         for r in rows
     )
-    return Claim(session_key=key, session_id=session_id, items=items)
+    return Claim(key, session_id, items, isolated=isolate, stale_preview=stale_preview)
 
 
 def claim_sessions(
-    conn: sqlite3.Connection, owner: str, limit: int, lease_s: float, batch: int, now: float
+    conn: sqlite3.Connection,
+    owner: str,
+    limit: int,
+    lease_s: float,
+    batch: int,
+    now: float,
+    isolated: int = 1,
 ) -> list[Claim]:
+    """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects."""
     candidates = conn.execute(
-        "SELECT s.key, s.session_id FROM (SELECT session_key, MIN(seq) AS head FROM inbox"
-        " WHERE status = 'queued' GROUP BY session_key) q JOIN sessions s ON s.key = q.session_key"
+        "SELECT s.key, s.session_id, h.attempts >= ?, s.preview_message_id FROM (SELECT session_key,"
+        " MIN(seq) AS head FROM inbox WHERE status = 'queued' GROUP BY session_key) q"
+        " JOIN sessions s ON s.key = q.session_key JOIN inbox h ON h.seq = q.head"
         " WHERE (s.lease_owner IS NULL OR s.lease_expires < ?)"
-        " AND (s.retry_at IS NULL OR s.retry_at <= ?) ORDER BY q.head LIMIT ?",
-        (now, now, limit),
+        " AND (s.retry_at IS NULL OR s.retry_at <= ?) AND (h.attempts < ? OR ? > 0)"
+        " ORDER BY q.head LIMIT ?",
+        (SUSPECT_AFTER_DEATHS, now, now, SUSPECT_AFTER_DEATHS, isolated, limit),
     ).fetchall()
     claims: list[Claim] = []
-    for key, session_id in candidates:
+    for key, session_id, suspect, preview in candidates:
+        if suspect:
+            if isolated <= 0:
+                continue  # one suspect at a time: it waits for the running one
+            isolated -= 1
         conn.execute(
             "UPDATE sessions SET lease_owner = ?, lease_expires = ? WHERE key = ?",
             (owner, now + lease_s, key),
         )
-        claim = _take_batch(conn, key, session_id, batch, owner)
+        claim = _take_batch(conn, key, session_id, batch, owner, bool(suspect), preview)
         if claim is not None:
             claims.append(claim)
     return claims
@@ -103,7 +132,7 @@ def complete_turn(
         insert_outbox(conn, draft, now)
     conn.execute(
         "UPDATE sessions SET last_activity = ?, retry_at = NULL, last_error = NULL,"
-        " lease_expires = ? WHERE key = ?",
+        " preview_message_id = NULL, lease_expires = ? WHERE key = ?",
         (now, now + lease_s, out.session_key),
     )
     claim = _take_batch(conn, out.session_key, session_id, batch, owner)
@@ -127,26 +156,54 @@ def abandon_turn(
     if held is None:
         return  # a former owner: the session and its attempts belong to someone else now
     conn.executemany(
-        "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL"
+        "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL, isolated = 0"
         " WHERE seq = ? AND status = 'queued'",
         [(s,) for s in seqs],
     )
+    # The turn's own process closed its preview (best effort): nothing is left to take over.
     conn.execute(
         "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL, retry_at = ?,"
+        " preview_message_id = NULL,"
         " last_error = COALESCE(?, last_error) WHERE key = ? AND lease_owner = ?",
         (retry_at, error, key, owner),
     )
 
 
+def record_preview(conn: sqlite3.Connection, owner: str, key: str, message_id: str | None) -> bool:
+    return (
+        conn.execute(
+            "UPDATE sessions SET preview_message_id = ? WHERE key = ? AND lease_owner = ?",
+            (message_id, key, owner),
+        ).rowcount
+        == 1
+    )
+
+
+def record_resume(conn: sqlite3.Connection, owner: str, key: str, notice: OutboxDraft, now: float) -> bool:
+    """The notice is recorded and owns the old preview (if it names one) in one transaction."""
+    if not record_preview(conn, owner, key, None):
+        return False
+    insert_outbox(conn, notice, now)
+    return True
+
+
 def release_dead_owners(conn: sqlite3.Connection, owner: str) -> int:
-    """Single-process store: whatever another owner leased, it leased before it died."""
+    """Single-process store: whatever another owner leased, it leased before it died.
+
+    An item the dead owner ran isolated (the one suspect running) had its death blamed on it.
+    """
+    conn.execute(
+        "UPDATE inbox SET crashes = crashes + 1 WHERE status = 'queued' AND isolated = 1"
+        " AND claimed_by IS NOT NULL AND claimed_by != ?",
+        (owner,),
+    )
     released = conn.execute(
         "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL"
         " WHERE lease_owner IS NOT NULL AND lease_owner != ?",
         (owner,),
     ).rowcount
     conn.execute(
-        "UPDATE inbox SET claimed_by = NULL WHERE status = 'queued' AND claimed_by IS NOT NULL"
+        "UPDATE inbox SET claimed_by = NULL, isolated = 0 WHERE status = 'queued' AND claimed_by IS NOT NULL"
         " AND claimed_by != ?",
         (owner,),
     )
@@ -156,16 +213,25 @@ def release_dead_owners(conn: sqlite3.Connection, owner: str) -> int:
 class SqliteLeases(SqliteRole):
     """``Leases``: every method is a write through the group-commit writer."""
 
-    async def claim_sessions(self, owner: str, limit: int, lease_seconds: float, batch: int) -> list[Claim]:
+    async def claim_sessions(
+        self, owner: str, limit: int, lease_seconds: float, batch: int, isolated: int = 1
+    ) -> list[Claim]:
         now = time.time()
 
         def claim(conn: sqlite3.Connection) -> list[Claim]:
-            claims = claim_sessions(conn, owner, limit, lease_seconds, batch, now)
+            claims = claim_sessions(conn, owner, limit, lease_seconds, batch, now, isolated)
             for taken in claims:  # a release still deferred for it must not undo this claim
                 self._db.forget_deferred(taken.session_key)
             return claims
 
         return await self._db.write(claim)
+
+    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
+        return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
+
+    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
+        now = time.time()
+        return await self._db.write(lambda c: record_resume(c, owner, session_key, notice, now))
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
         now = time.time()

@@ -14,9 +14,9 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
-from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.sqlite.codec import dumps
 from chatgate.store.sqlite.database import SqliteRole
 
@@ -144,6 +144,11 @@ def unconfirmed_for_chat(
     return [outbox_row(r) for r in rows]
 
 
+def outbox_status(conn: sqlite3.Connection, idem_key: str) -> OutboxStatus | None:
+    row = conn.execute("SELECT status FROM outbox WHERE idem_key = ?", (idem_key,)).fetchone()
+    return None if row is None else cast(OutboxStatus, row[0])
+
+
 class SqliteOutbox(SqliteRole):
     """``Outbox``: claims and settlements (delivery), confirmations (web chat), notices."""
 
@@ -168,6 +173,9 @@ class SqliteOutbox(SqliteRole):
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
+
+    async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
+        return await self._db.read(lambda c: outbox_status(c, idem_key))
 
     async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
         if not drafts:

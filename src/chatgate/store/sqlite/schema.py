@@ -177,6 +177,13 @@ MIGRATIONS: tuple[str, ...] = (
         locked_until  REAL
     );
     """,
+    # 7 -> 8: a death is blamed on a message only when it ran isolated (the one suspect running);
+    # the streamed preview of a running turn is recorded so a successor can take it over.
+    """
+    ALTER TABLE inbox ADD COLUMN isolated INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE inbox ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN preview_message_id TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
