@@ -16,6 +16,6 @@ def test_a_final_already_framed_and_unconfirmed_is_not_framed_again() -> None:
     conn = Connection(ws=None)  # type: ignore[arg-type]  # the queue is observed, nothing is written
     frame: dict[str, Any] = {"type": "notice", "message_id": "o7", "text": "restarted"}
     assert conn.send(frame) and conn.send(dict(frame))
-    assert conn._queue.qsize() == 1
+    assert len(conn._queue) == 1
     conn.awaiting_receipt.discard("o7")  # the client confirmed it: a resend after that is framed
-    assert conn.send(dict(frame)) and conn._queue.qsize() == 2
+    assert conn.send(dict(frame)) and len(conn._queue) == 2
