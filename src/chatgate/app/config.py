@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from chatgate.app.config_rates import RateLimitsConfig, check_rate_limits, served_platforms
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.danger import load_rules
 
@@ -93,6 +94,8 @@ class DeliveryConfig(_Section):
     """Replies not delivered within this long are abandoned (logged) instead of sent late."""
     duplicate_marker: str = "(possible repeat) "
     """Prefixed to a reply re-sent after a send whose outcome is unknown; empty to disable."""
+    rate_limits: dict[str, RateLimitsConfig] = {}
+    """Per platform name, rate limits over the adapter's defaults (``app/config_rates.py``)."""
 
 
 class WebChatConfig(_Section):
@@ -279,7 +282,13 @@ def load_config(path: Path | None) -> GatewayConfig:
 
 
 def check_budgets(config: GatewayConfig) -> None:
-    """Timeouts that only make sense in one order (caught now, not in the middle of a turn)."""
+    """Timeouts that only make sense in one order, rate budgets for served platforms."""
+    platforms = config.platforms
+    relay = platforms.relay
+    relayed = [p.platform.strip().lower() for p in relay.platforms] if relay.enabled else []
+    served = served_platforms(platforms.web.enabled, platforms.telegram.enabled, relayed)
+    if (problem := check_rate_limits(config.delivery.rate_limits, served)) is not None:
+        raise ConfigError(problem)
     approvals, turn = config.approvals.timeout_seconds, config.agent.turn_timeout_seconds
     if config.tools.enabled and approvals >= turn:
         raise ConfigError(
@@ -287,7 +296,7 @@ def check_budgets(config: GatewayConfig) -> None:
             f" ({turn:g} s); the turn would time out while its prompt still waits. Lower it or raise"
             " the turn timeout"
         )
-    relay, send = config.platforms.relay, config.delivery.send_timeout_seconds
+    send = config.delivery.send_timeout_seconds
     if relay.enabled and relay.outbound_timeout_seconds >= send:
         raise ConfigError(
             f"platforms.relay.outbound_timeout_seconds: {relay.outbound_timeout_seconds:g} s is not below"

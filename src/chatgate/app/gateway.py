@@ -179,6 +179,7 @@ class Gateway:
                 rules=load_rules(config.approvals.rules),
             ),
             shell=shell,
+            rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
         )
 
     def _lock_credentials(self) -> None:

@@ -23,6 +23,7 @@ from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0
@@ -66,6 +67,7 @@ class StreamConsumer:
         on_update: Callable[[str, str], None] = lambda platform, op: None,
         previews: bool = True,
         typing_every: float = TYPING_EVERY,
+        typist: TypingIndicators | None = None,
     ) -> None:
         self._on_update = on_update
         self._adapter = adapter
@@ -87,6 +89,8 @@ class StreamConsumer:
         self._started = time.monotonic()
         self._last_update = self._started
         self._typing_every = typing_every
+        self._own_typist = typist is None
+        self._typist = typist or TypingIndicators(budget, call_timeout)
         self._last_typing = -typing_every
         self._keeper: asyncio.Task[None] | None = None
         self.state = PreviewState()
@@ -111,6 +115,8 @@ class StreamConsumer:
         if self._keeper is not None:
             await cancel_and_wait([self._keeper])
             self._keeper = None
+        if self._own_typist:  # nobody outlives this turn to own its indicators
+            await self._typist.aclose()
 
     async def _keep_typing(self) -> None:
         while self.state.message_id is None:
@@ -151,13 +157,19 @@ class StreamConsumer:
         if not self._typing or self.state.message_id is not None or self._editable is None:
             return
         now = time.monotonic()
-        if now - self._last_typing < self._typing_every or self._budget.delay(self._platform, self._chat) > 0:
+        if now - self._last_typing < self._typing_every:
             return
-        self._last_typing = now  # typing respects a penalty but does not spend the chat's message budget
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                self._editable.send_typing(self._chat, egress_target(self._source)), self._timeout
-            )
+        # The indicator takes a booked platform slot (it waits its turn instead of being skipped
+        # when the platform is busy) and may go out after this turn ended: the reply waits too.
+        if self._typist.announce(
+            self._editable,
+            self._platform,
+            self._chat,
+            egress_target(self._source),
+            patience=self._typing_every,
+            wanted=lambda: self.state.message_id is None,
+        ):
+            self._last_typing = now
 
     async def _preview(self, payload: str) -> None:
         assert self._editable is not None
@@ -182,5 +194,5 @@ class StreamConsumer:
                 self.state.edits += 1
                 self._on_update(self._platform, "edit")
             self.state.acked_text = payload
-        elif isinstance(result, RetryLater):
-            self._budget.penalize(self._platform, self._chat, result.retry_after)
+        elif isinstance(result, RetryLater) and result.scope is not None:
+            self._budget.penalize(self._platform, self._chat, result.retry_after, result.scope)

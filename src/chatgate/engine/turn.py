@@ -36,6 +36,7 @@ from chatgate.engine.ports import Adapter
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
+from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 ToolsFactory = Callable[[ToolContext], ToolRunner | None]
@@ -75,6 +76,7 @@ class TurnRunner:
         budget: RateBudget | None = None,
         on_preview: Callable[[str, str], None] = lambda platform, op: None,
         tools: ToolsFactory | None = None,
+        typist: TypingIndicators | None = None,
     ) -> None:
         self._on_preview = on_preview
         self._tools = tools
@@ -84,6 +86,7 @@ class TurnRunner:
         self._policy_for = policy_for
         self.settings = settings
         self._budget = budget or RateBudget()
+        self._typist = typist
 
     async def run(self, claim: Claim) -> TurnOutcome:
         items = claim.items
@@ -123,6 +126,7 @@ class TurnRunner:
             on_update=self._on_preview,
             previews=not route,
             typing_every=self.settings.typing_interval,
+            typist=self._typist,
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]

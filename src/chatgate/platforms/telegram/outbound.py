@@ -169,7 +169,7 @@ class TelegramOutbound:
     ) -> DeliveryResult:
         held = self._hold_left(chat_id)
         if held > 0:
-            return RetryLater("Telegram flood control (still waiting)", held)
+            return RetryLater("Telegram flood control (still waiting)", held, scope="chat")
         if not text.strip():
             return Rejected("Telegram cannot show an empty message")
         try:
@@ -188,7 +188,7 @@ class TelegramOutbound:
         reason = self._reason(exc)
         if isinstance(exc, TelegramRetryAfter):
             self._held[chat_id] = time.monotonic() + exc.retry_after
-            return RetryLater(reason, float(exc.retry_after))
+            return RetryLater(reason, float(exc.retry_after), scope="chat")
         if isinstance(exc, TelegramBadRequest) and NOT_MODIFIED in exc.message.lower():
             return Delivered()
         if isinstance(exc, TelegramMigrateToChat):
@@ -205,9 +205,9 @@ class TelegramOutbound:
             return Ambiguous(reason) if sending else RetryLater(reason, 0.0)
         return Rejected(reason)
 
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         if self._hold_left(chat_id) > 0:
-            return
+            return None
         try:
             await self._bot.send_chat_action(
                 chat_id=chat_ref(chat_id),
@@ -217,8 +217,10 @@ class TelegramOutbound:
             )
         except TelegramRetryAfter as exc:
             self._held[chat_id] = time.monotonic() + exc.retry_after
+            return RetryLater(self._reason(exc), float(exc.retry_after), scope="chat")
         except (TelegramAPIError, AiogramError) as exc:
             log.debug("typing indicator failed: %s", self._reason(exc))
+        return None
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         ident = _int_or_none(message_id)
