@@ -192,8 +192,9 @@ class DeliveryWorker:
         if ahead > self.settings.max_inline_wait:
             return self._rate_limited(row, ahead, "rate limited")
         wait = self._budget.take(row.platform, row.chat_id)
-        if wait > 0:
-            await asyncio.sleep(wait)  # only this row's task waits; other chats keep going
+        while wait > 0:  # only this row's task waits; other chats keep going
+            await asyncio.sleep(wait)
+            wait = self._budget.depart(row.platform)
         held = self._budget.held(row.platform, row.chat_id)
         if held > 0:  # the platform asked for a pause while this row waited for its slot
             return self._rate_limited(row, held, "rate limited by the platform")

@@ -62,6 +62,8 @@ class _Platform:
     last_held_chat: str | None = None
     last_held_until: float = 0.0
     last_platform_pause: float = float("-inf")
+    departed: deque[float] = field(default_factory=deque)
+    """When calls really went, within the last second (a slot is a plan; a late wake-up is not)."""
 
 
 class RateBudget:
@@ -92,12 +94,30 @@ class RateBudget:
         state = self._platform(platform)
         if state.limits.max_rate:
             bisect.insort(state.booked, slot)
+            if slot <= now:
+                state.departed.append(now)  # it goes now: the caller does not wait
         if kind == "message":
             chat = self._chat(platform, chat_id)
             chat.next_message = max(chat.next_message, slot + state.limits.chat_min_interval)
             if self._is_group(state, chat_id):
                 chat.recent.append(slot)
         return max(0.0, slot - now)
+
+    def depart(self, platform: str, now: float | None = None) -> float:
+        """After waiting for a slot: seconds more to wait before the call really goes (0: go now).
+
+        Several slots may come due at once after the event loop stalled; their calls still go
+        at least half a spacing apart and never more than the rate within any second.
+        """
+        now = time.monotonic() if now is None else now
+        state = self._platforms.get(platform)
+        if state is None or not state.limits.max_rate:
+            return 0.0
+        ready = self._departure_free(state, now)
+        if ready > now:
+            return ready - now
+        state.departed.append(now)
+        return 0.0
 
     def held(self, platform: str, chat_id: str, now: float | None = None) -> float:
         """Seconds left of a pause the platform imposed on this chat or on itself (0: none)."""
@@ -172,11 +192,26 @@ class RateBudget:
         return recent[-limit] + GROUP_WINDOW
 
     @staticmethod
-    def _platform_gap(state: _Platform, earliest: float, now: float) -> float:
+    def _departure_free(state: _Platform, now: float) -> float:
+        """The earliest time a call may really go, by the calls that really went."""
+        rate = state.limits.max_rate or 0.0
+        departed = state.departed
+        while departed and departed[0] <= now - 1.0:
+            departed.popleft()
+        if not departed:
+            return now
+        ready = departed[-1] + 0.5 / rate
+        per_second = max(1, int(rate))
+        if len(departed) >= per_second:
+            ready = max(ready, departed[-per_second] + 1.0)
+        return max(now, ready)
+
+    def _platform_gap(self, state: _Platform, earliest: float, now: float) -> float:
         """The earliest time >= ``earliest`` at least one spacing away from every booked slot."""
         rate = state.limits.max_rate
         if not rate:
             return earliest
+        earliest = max(earliest, self._departure_free(state, now))
         gap = 1.0 / rate
         booked = state.booked
         del booked[: bisect.bisect_left(booked, now - gap)]  # slots that can no longer collide

@@ -60,8 +60,9 @@ class TypingIndicators:
         wait: float,
         wanted: Callable[[], bool],
     ) -> None:
-        if wait > 0:
+        while wait > 0:
             await asyncio.sleep(wait)
+            wait = self._budget.depart(platform_name)
         if not wanted() or self._budget.held(platform_name, chat_id) > 0:
             return  # a preview now shows, or the platform asked for a pause meanwhile
         try:
