@@ -104,3 +104,17 @@ def test_constructor_rejects_nonsense_limits(tmp_path: Path) -> None:
         ShellToolRunner(tmp_path, timeout_s=0, output_cap=1)
     with pytest.raises(ValueError, match="output_cap"):
         ShellToolRunner(tmp_path, timeout_s=1, output_cap=-1)
+
+
+async def test_the_shell_runs_without_the_variables_the_approval_check_assumes_unset(tmp_path: Path) -> None:
+    """The proof resolves ``cd sub`` to ./sub and reads words with the default IFS."""
+    from chatgate.agents.tools.shell import run_shell
+
+    env = {"PATH": "/usr/bin:/bin", "CDPATH": "/", "ENV": "/x", "BASH_ENV": "/x", "IFS": "m", "KEEP": "k"}
+    env["BASH_FUNC_ls%%"] = "() { echo hijacked; }"
+    result = await run_shell(
+        'echo "${CDPATH-unset} ${ENV-unset} ${BASH_ENV-unset} ${KEEP-unset}"; env | grep -c BASH_FUNC_',
+        workdir=tmp_path,
+        env=env,
+    )
+    assert result.stdout.splitlines() == ["unset unset unset k", "0"]

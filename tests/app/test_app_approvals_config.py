@@ -50,8 +50,9 @@ def test_the_commented_example_rule_in_the_example_file_loads_and_matches() -> N
     block = [line.removeprefix("  #") for line in text[start:].splitlines()[:5]]
     rules = load_rules(yaml.safe_load("\n".join(block))["rules"])
     assert [r.key for r in rules] == ["terraform_destroy"]
-    assert assess("terraform -chdir=infra destroy -auto-approve", "/w", rules).keys == ("terraform_destroy",)
-    assert not assess("terraform plan", "/w", rules).dangerous
+    matched = assess("terraform -chdir=infra destroy -auto-approve", "/w", rules).matched
+    assert [r.key for r in matched] == ["terraform_destroy"]
+    assert assess("terraform plan", "/w", rules).matched == ()
 
 
 def test_the_environment_turns_the_tool_on(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,7 +68,10 @@ def test_a_bad_rule_stops_start_up_naming_the_entry_and_key(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as err:
         load_config(path)
     message = str(err.value)
-    assert "approvals.rules: approvals.rules[0]: danger rule 'terraform_destroy': invalid regex" in message
+    assert (
+        "approvals.rules (line 2): approvals.rules[0]: danger rule 'terraform_destroy': invalid regex"
+        in message
+    )
     assert "Value error" not in message
 
 
@@ -138,3 +142,30 @@ def test_relay_mistakes_are_caught_at_start_up_naming_the_key(
     for values, message in cases:
         with pytest.raises(ConfigError, match=message):
             load_config(_write(tmp_path, {"platforms": {"relay": values}}))
+
+
+@pytest.mark.parametrize(
+    ("allow", "said"),
+    [
+        ({"make": {"options": ["-n", "-j NUMBER"]}}, "approvals.allow.make.options[1]"),
+        ({"make": {"needs_sandbox": "yes"}}, "approvals.allow.make.needs_sandbox"),
+        ({"/usr/bin/make": {}}, "approvals.allow./usr/bin/make"),
+    ],
+)
+def test_a_bad_allow_list_entry_stops_start_up_naming_it(tmp_path: Path, allow: object, said: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, {"approvals": {"allow": allow}}))
+    assert said in str(err.value)
+
+
+def test_the_allow_list_and_the_sandbox_are_read_from_the_config(tmp_path: Path) -> None:
+    config = load_config(
+        _write(
+            tmp_path,
+            {"tools": {"sandbox": "bwrap", "sandbox_network": True}, "approvals": {"allow": {"rm": False}}},
+        )
+    )
+    assert config.tools.sandbox == "bwrap" and config.tools.sandbox_network
+    assert config.approvals.allow == {"rm": False}
+    with pytest.raises(ConfigError, match=r"tools\.sandbox"):
+        load_config(_write(tmp_path, {"tools": {"sandbox": "firejail"}}))

@@ -59,7 +59,7 @@ def test_sessions_lists_sessions_with_last_activity(tmp_path: Path) -> None:
         store = SqliteStore(state / "chatgate.db")
         await store.open()
         try:
-            for chat in ("alpha", "beta"):
+            for chat in ("alpha", "beta", "a-chat-id-much-longer-than-the-header-and-the-old-column"):
                 source = Source(platform="web", chat_id=chat, chat_type="dm", user_id="u1")
                 inbound = Inbound(transport="web", delivery_id=f"{chat}/1", source=source, text="hi")
                 await store.admit(AdmitRequest(inbound=inbound, session_key=f"agent:main:web:dm:{chat}"))
@@ -72,6 +72,11 @@ def test_sessions_lists_sessions_with_last_activity(tmp_path: Path) -> None:
     assert "agent:main:web:dm:alpha" in result.stdout
     assert "agent:main:web:dm:beta" in result.stdout
     assert "LAST ACTIVITY" in result.stdout
+    lines = result.stdout.splitlines()
+    state_column = {
+        line.index("STATE") if line.startswith("SESSION KEY") else line.rindex("idle") for line in lines
+    }
+    assert len(lines) == 4 and len(state_column) == 1, f"the columns are not aligned:\n{result.stdout}"
 
 
 def test_sessions_without_a_database_says_so(tmp_path: Path) -> None:
@@ -130,3 +135,35 @@ def test_chatgate_never_imports_the_relay_simulator() -> None:
     assert offenders == []
     code = "import sys, chatgate.app.cli, chatgate.app.gateway; print('relaysim' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+def test_bare_chatgate_prints_a_short_guide_and_exits_0() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "chatgate"], capture_output=True, text=True, timeout=60, env=_clean_env()
+    )
+    assert result.returncode == 0, result.stderr
+    assert "chatgate run" in result.stdout and "State lives in" in result.stdout
+    assert "required" not in result.stderr
+
+
+def test_dash_dash_version_and_python_dash_m_chatgate_work() -> None:
+    for argv in ([sys.executable, "-m", "chatgate", "--version"], [*CLI, "--version"]):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_clean_env())
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"chatgate {__version__}"
+
+
+def test_run_host_to_a_public_address_still_needs_an_access_token(tmp_path: Path) -> None:
+    result = _run("run", "--host", "0.0.0.0", "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 78
+    assert "platforms.web.access_token_env" in result.stderr
+
+
+def test_run_log_level_refuses_a_level_that_is_not_one() -> None:
+    result = _run("run", "--log-level", "loud")
+    assert result.returncode == 2
+    assert "'loud' is not one of debug, info, warning, error" in result.stderr
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}

@@ -74,6 +74,16 @@ async def test_metrics_expose_the_lifecycle_histograms(gateway: Gateway) -> None
         assert f"# TYPE {name} histogram" in text, name
 
 
+async def test_metrics_include_the_process_and_python_collectors(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as http:
+        text = (await http.get("/metrics")).text
+    resident = next(line for line in text.splitlines() if line.startswith("process_resident_memory_bytes "))
+    assert float(resident.split()[1]) > 10 * 2**20  # a real reading of this process, not a zero
+    assert "process_open_fds " in text
+    assert "python_info{" in text
+    assert "python_gc_objects_collected_total{" in text
+
+
 async def test_readyz_turns_503_as_soon_as_shutdown_starts_while_turns_drain(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -213,6 +213,10 @@ async def test_status_and_stop_report_a_running_and_a_stopped_gateway(tmp_path: 
 
     human = await asyncio.to_thread(_cli, "status", "--state-dir", state)
     assert f"pid {gateway.proc.pid}" in human.stdout
+    rows = human.stdout.splitlines()[1:]
+    assert any(r.lstrip().startswith("adapter web:") for r in rows), human.stdout
+    values_start = {len(r) - len(r[r.index(":") + 1 :].lstrip()) for r in rows}
+    assert len(values_start) == 1, f"the status values are not aligned:\n{human.stdout}"
 
     result = await asyncio.to_thread(_cli, "stop", "--state-dir", state)
     assert result.returncode == 0, result.stderr
@@ -234,3 +238,21 @@ async def _until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def test_a_start_logs_one_line_naming_version_state_store_agent_and_platforms(tmp_path: Path) -> None:
+    """What an operator reads after an incident: which build ran on which database, with what."""
+    from chatgate import __version__
+
+    gateway = GatewayProcess(tmp_path, FAST)
+    await gateway.start()
+    try:
+        lines = [line for line in gateway.logs().splitlines() if " started: state dir " in line]
+    finally:
+        await gateway.terminate()
+    assert len(lines) == 1, gateway.logs()
+    state = gateway.state_dir.resolve()
+    assert (
+        f"chatgate {__version__} started: state dir {state}, store sqlite {state / 'chatgate.db'}" in lines[0]
+    )
+    assert "agent echo, platforms web (connected: 0 browser connection(s))" in lines[0]

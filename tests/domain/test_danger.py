@@ -265,7 +265,8 @@ DANGEROUS_CASES = [(key, command) for key, commands in DANGEROUS.items() for com
 
 
 def keys(command: str, workdir: str = W) -> tuple[str, ...]:
-    return assess(command, workdir).keys
+    """The danger rules a command matches (the explanation layer; the proof is tested apart)."""
+    return tuple(rule.key for rule in assess(command, workdir).matched)
 
 
 def test_every_builtin_rule_has_at_least_five_dangerous_examples() -> None:
@@ -282,10 +283,12 @@ def test_dangerous_command_matches_its_rule(key: str, command: str) -> None:
 
 @pytest.mark.parametrize("command", SAFE)
 def test_safe_command_matches_no_rule(command: str) -> None:
+    """No danger rule fires (the rules explain); whether it runs unasked is the proof's
+    business (tests/domain/test_shell_proof.py), so it may still ask as unproven."""
     assessment = assess(command, W)
     assert assessment.matched == (), (assessment.keys, views(command, W))
-    assert not assessment.dangerous
-    assert assessment.offered_tiers == ()
+    assert assessment.keys in ((), ("unproven",))
+    assert assessment.offered_tiers in ((), ("once", "deny"))
 
 
 def test_builtin_rule_keys_are_unique_and_stable() -> None:
@@ -389,16 +392,19 @@ def test_workdir_must_be_absolute() -> None:
 
 
 def test_offered_tiers_when_every_matched_rule_may_be_remembered_always() -> None:
-    assessment = assess("rm -rf build && git push --force", W)
-    assert assessment.keys == ("recursive_delete", "force_push")
+    assessment = assess("rm -rf build && git reset --hard", W)  # proven apart from the rules
+    assert assessment.keys == ("recursive_delete", "git_history_rewrite")
     assert assessment.offered_tiers == ("once", "session", "always", "deny") == ALL_TIERS
 
 
 def test_offered_tiers_without_always_when_one_matched_rule_is_session_only() -> None:
-    assert assess("sudo ls", W).offered_tiers == ("once", "session", "deny") == SESSION_TIERS
+    assert (
+        Assessment(assess("sudo ls", W).matched).offered_tiers == ("once", "session", "deny") == SESSION_TIERS
+    )
     mixed = assess("sudo rm -rf /var/cache/x", W)
-    assert set(mixed.keys) == {"sudo", "recursive_delete", "outside_workdir_write"}
-    assert mixed.offered_tiers == SESSION_TIERS
+    assert set(mixed.keys) == {"sudo", "recursive_delete", "outside_workdir_write", "unproven"}
+    assert Assessment(mixed.matched).offered_tiers == SESSION_TIERS
+    assert mixed.offered_tiers == ("once", "deny")  # sudo is not on the allow-list: nothing to remember
 
 
 @pytest.mark.parametrize("rule", BUILTIN_RULES, ids=lambda rule: rule.key)
@@ -433,16 +439,16 @@ def test_extra_rules_from_config_are_matched_like_builtins() -> None:
     (rule,) = load_rules([TERRAFORM])
     assert rule == DangerRule("terraform_destroy", "destroys infrastructure", TERRAFORM["pattern"], "always")
     assessment = assess("cd infra && /usr/bin/terraform destroy -auto-approve", W, [rule])
-    assert assessment.keys == ("terraform_destroy",)
-    assert assessment.offered_tiers == ALL_TIERS
+    assert tuple(r.key for r in assessment.matched) == ("terraform_destroy",)
+    assert Assessment(assessment.matched).offered_tiers == ALL_TIERS
     assert assess("terraform plan", W, [rule]).matched == ()
     assert assess("terraform destroy", W).matched == ()  # only when passed in
 
 
 def test_extra_session_rule_removes_always_from_the_offer() -> None:
     rules = load_rules([{**TERRAFORM, "max_tier": "session"}])
-    assert assess("terraform destroy", W, rules).offered_tiers == SESSION_TIERS
-    assert assess("rm -rf x; terraform destroy", W, rules).offered_tiers == SESSION_TIERS
+    assert Assessment(assess("terraform destroy", W, rules).matched).offered_tiers == SESSION_TIERS
+    assert Assessment(assess("rm -rf x; terraform destroy", W, rules).matched).offered_tiers == SESSION_TIERS
 
 
 def test_extra_rule_can_guard_writes_through_the_write_views() -> None:
@@ -498,8 +504,9 @@ SHELLISH = st.text(
 @given(st.one_of(st.text(max_size=300), SHELLISH))
 def test_assess_never_raises_on_arbitrary_text(command: str) -> None:
     assessment = assess(command, W)
-    assert assessment.dangerous == bool(assessment.matched)
-    assert assessment.offered_tiers in ((), ALL_TIERS, SESSION_TIERS)
+    assert assessment.dangerous == bool(assessment.matched or assessment.unproven)
+    assert assessment.offered_tiers in ((), ALL_TIERS, SESSION_TIERS, ("once", "deny"))
+    assert "always" not in assessment.offered_tiers or not assessment.unproven
 
 
 @settings(max_examples=300, deadline=None)

@@ -61,10 +61,15 @@ def test_options_keep_their_order_and_follow_the_offered_tiers() -> None:
 
 
 def test_the_prompt_names_the_command_the_rules_the_answers_and_the_deadline() -> None:
-    found = assess("sudo rm -rf ./x", "/w")
-    text = prompt_text("sudo rm -rf ./x", found.matched, 90, found.offered_tiers, buttons=False)
+    found = assess("sudo rm -rf ./x", "/w")  # sudo is not on the allow-list: unproven, once only
+    text = prompt_text("sudo rm -rf ./x", found.explained, 90, found.offered_tiers, buttons=False)
     assert "sudo rm -rf ./x" in text and "[sudo]" in text and "[recursive_delete]" in text
-    assert "/approve session" in text and "/approve always" not in text and "90 s" in text
+    assert "`sudo` is not on the allow-list" in text and "[unproven]" in text
+    assert "/approve session" not in text and "/approve always" not in text and "90 s" in text
+    proven = assess("chmod -R 777 ./x", "/w")  # proven; its rule is session-only
+    text = prompt_text("chmod -R 777 ./x", proven.explained, 90, proven.offered_tiers, buttons=False)
+    assert "[chmod_world_writable]" in text and "[unproven]" not in text
+    assert "/approve session" in text and "/approve always" not in text
 
 
 def test_a_long_command_says_how_much_is_not_shown() -> None:

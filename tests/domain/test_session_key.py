@@ -252,30 +252,46 @@ def test_unset_override_fields_fall_back_to_the_default(default: IsolationPolicy
 
 
 # --------------------------------------------------------------------------- slack scope
+# The relay contract's key carries no workspace: a connector binds follow_up and
+# interrupt_inbound by it. Workspaces are kept apart by the store's scope binding
+# (tests/engine/test_scope_isolation.py); ``scoped=True`` is the second workspace's key.
 
 
-def test_slack_puts_scope_right_after_chat_type() -> None:
+def test_slack_group_key_is_the_contracts_byte_for_byte() -> None:
     src = Source(platform="slack", chat_id="C1", chat_type="group", user_id="U1", scope_id="T1")
-    assert session_key(src, PER_USER) == "agent:main:slack:group:T1:C1:U1"
+    assert session_key(src, PER_USER) == "agent:main:slack:group:C1:U1"
 
 
-def test_slack_thread_key_carries_scope_channel_and_thread() -> None:
+def test_slack_thread_key_is_the_contracts_byte_for_byte() -> None:
     src = Source(
         platform="slack", chat_id="C1", chat_type="group", user_id="U1", scope_id="T1", thread_id="171.5"
     )
-    assert session_key(src) == "agent:main:slack:group:T1:C1:171.5"
-    assert session_key(src, THREAD_PER_USER) == "agent:main:slack:group:T1:C1:171.5:U1"
+    assert session_key(src) == "agent:main:slack:group:C1:171.5"
+    assert session_key(src, THREAD_PER_USER) == "agent:main:slack:group:C1:171.5:U1"
 
 
-def test_slack_dm_also_carries_scope() -> None:
+def test_slack_dm_key_is_the_contracts_byte_for_byte() -> None:
     src = Source(platform="slack", chat_id="D1", chat_type="dm", user_id="U1", scope_id="T1")
-    assert session_key(src) == "agent:main:slack:dm:T1:D1"
+    assert session_key(src) == "agent:main:slack:dm:D1"
 
 
-def test_slack_workspaces_with_the_same_channel_id_get_different_keys() -> None:
+def test_the_scoped_key_puts_the_scope_right_after_chat_type() -> None:
+    src = Source(platform="slack", chat_id="C1", chat_type="group", user_id="U1", scope_id="T1")
+    assert session_key(src, PER_USER, scoped=True) == "agent:main:slack:group:T1:C1:U1"
+    thread = replace(src, thread_id="171.5")
+    assert session_key(thread, scoped=True) == "agent:main:slack:group:T1:C1:171.5"
+
+
+def test_scoped_keys_of_two_workspaces_with_the_same_channel_id_differ() -> None:
     a = Source(platform="slack", chat_id="C1", chat_type="group", scope_id="T1")
     b = replace(a, scope_id="T2")
-    assert session_key(a) != session_key(b)
+    assert session_key(a) == session_key(b)
+    assert session_key(a, scoped=True) != session_key(b, scoped=True)
+
+
+def test_a_scoped_key_without_a_scope_is_the_contracts() -> None:
+    src = Source(platform="slack", chat_id="C1", chat_type="group", user_id="U1")
+    assert session_key(src, PER_USER, scoped=True) == session_key(src, PER_USER)
 
 
 def test_discord_does_not_include_the_guild_scope() -> None:

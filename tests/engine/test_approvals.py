@@ -141,7 +141,7 @@ async def test_approve_for_the_session_remembers_it_until_new(make_approvals: Ma
 
 async def test_always_is_offered_only_when_every_rule_allows_it(make_approvals: MakeApprovals) -> None:
     h = await make_approvals()
-    await h.send("!sh sudo true", platform="text")
+    await h.send("!sh chmod -R 777 ./d", platform="text")  # proven, but chmod_world_writable is session-only
     turn = h.sent[-1]
     shown = await h.delivered(h.text, lambda r: r.kind == "notice" and "Approval needed" in r.text)
     assert "/approve always" not in shown.text and "/approve session" in shown.text
@@ -414,3 +414,44 @@ async def test_prompts_left_open_by_a_dead_process_expire_at_start_with_a_notice
     await second.send("/deny", platform="text")
     await wait_until(lambda: second.approvals()[1][1] == "denied", 10, "the new prompt denied")
     assert (second.workdir / "x").exists()
+
+
+async def test_an_unproven_command_asks_says_why_and_offers_only_once(make_approvals: MakeApprovals) -> None:
+    """Issue 12.1: ``rm -f${x:-r}`` ran unasked on main; now it asks, and says why."""
+    h = await make_approvals()
+    x = victim(h.workdir)
+    await h.send("!sh rm -f${opt:-r} ./x")
+    turn = h.sent[-1]
+    prompt = await h.prompt()
+    assert [o.id for o in prompt.options] == ["once", "deny"]
+    assert "cannot tell what `${opt:-r}` expands to [unproven]" in prompt.text
+    assert (await h.record(prompt.prompt_id)).rule_keys == ("unproven",)
+    with pytest.raises(AdmissionRefused, match="does not offer 'session'"):
+        await h.tap(prompt.prompt_id, "session")
+    assert h.approvals()[0][1] == "pending"
+    await h.tap(prompt.prompt_id, "deny")
+    assert (await h.final_for(h.btn, turn)).startswith("not run:")
+    assert (x / "file.txt").read_text() == "keep me"
+
+
+async def test_a_remembered_rule_does_not_cover_a_command_that_could_not_be_proven(
+    make_approvals: MakeApprovals,
+) -> None:
+    h = await make_approvals()
+    victim(h.workdir, "a")
+    await h.send("!sh rm -rf ./a")
+    prompt = await h.prompt()
+    await h.tap(prompt.prompt_id, "session")
+    assert (await h.final_for(h.btn, h.sent[-2])).startswith("exit code 0")
+    b = victim(h.workdir, "b")
+    final = await ask(h, "!sh d=b; rm -rf ./$d")  # resolved: proven, recursive_delete is remembered
+    assert final.startswith("exit code 0") and not b.exists()
+    c = victim(h.workdir, "c")
+    await h.send("!sh rm -rf ./$HOME_DIR")  # recursive_delete too, but unproven: asks again
+    turn = h.sent[-1]
+    second = await h.prompt(2)
+    assert [o.id for o in second.options] == ["once", "deny"]
+    assert "recursive_delete" in second.text and "cannot tell what `$HOME_DIR` holds" in second.text
+    await h.tap(second.prompt_id, "deny")
+    assert (await h.final_for(h.btn, turn)).startswith("not run:")
+    assert c.exists()

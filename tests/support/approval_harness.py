@@ -25,6 +25,7 @@ import pytest
 
 from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
+from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult, Rejected
@@ -163,17 +164,19 @@ class ApprovalHarness:
         prompt_id: str = await wait_until(found, timeout, f"approval #{number} pending")
         return prompt_id
 
-    async def delivered(self, adapter: RecordingAdapter, predicate: Callable[[OutboxRow], bool]) -> OutboxRow:
+    async def delivered(
+        self, adapter: RecordingAdapter, predicate: Callable[[OutboxRow], bool], timeout: float = 10.0
+    ) -> OutboxRow:
         row: OutboxRow = await wait_until(
             lambda: next((r for r in adapter.delivered if predicate(r)), None),
-            10.0,
+            timeout,
             "a delivery matching the predicate",
         )
         return row
 
-    async def final_for(self, adapter: RecordingAdapter, inbound: Inbound) -> str:
+    async def final_for(self, adapter: RecordingAdapter, inbound: Inbound, timeout: float = 10.0) -> str:
         row = await self.delivered(
-            adapter, lambda r: r.kind == "final" and r.in_reply_to == inbound.message_ref
+            adapter, lambda r: r.kind == "final" and r.in_reply_to == inbound.message_ref, timeout
         )
         return row.text
 
@@ -184,7 +187,7 @@ MakeApprovals = Callable[..., Awaitable[ApprovalHarness]]
 @pytest.fixture
 async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
     """Build and start a harness: ``await make_approvals(timeout=300, approvers=None, agent=None)``
-    (``agent``: any ``Agent``; the echo agent by default)."""
+    (``agent``: any ``Agent``; the echo agent by default; ``sandbox=True``: commands run in bwrap)."""
     built: list[ApprovalHarness] = []
 
     async def make(
@@ -194,6 +197,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
         db: str = "chatgate.db",
         rules: tuple[Any, ...] = (),
         agent: Any = None,
+        sandbox: bool = False,
     ) -> ApprovalHarness:
         path = tmp_path / db
         workdir = tmp_path / "work"
@@ -211,8 +215,15 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
                 turns=FAST_TURNS,
                 scheduler=FAST_SCHEDULER,
                 delivery=FAST_DELIVERY,
-                approvals=ApprovalSettings(timeout_s=timeout, approvers=dict(approvers or {}), rules=rules),
-                shell=ShellToolRunner(workdir, timeout_s=30.0, output_cap=4000),
+                approvals=ApprovalSettings(
+                    timeout_s=timeout, approvers=dict(approvers or {}), rules=rules, sandboxed=sandbox
+                ),
+                shell=ShellToolRunner(
+                    workdir,
+                    timeout_s=600.0 if sandbox else 30.0,
+                    output_cap=4000,
+                    sandbox=BwrapSandbox(workdir) if sandbox else None,
+                ),
             ),
             metrics,
             adapters={"text": text, "btn": btn},

@@ -20,7 +20,7 @@ import platformdirs
 
 from chatgate import __version__
 from chatgate.app import ops_cli
-from chatgate.app.config import ConfigError, GatewayConfig, load_config
+from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
@@ -129,7 +129,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _load(args)
     if args.port is not None:
         config.http.port = args.port
-    setup_logging(config.log_level, args.log_format)
+    if args.host is not None:
+        config.http.host = args.host
+        check_secrets(config, os.environ)  # a non-loopback address needs an access token here too
+    setup_logging(args.log_level or config.log_level, args.log_format)
     state_dir = resolve_state_dir(args.state_dir, config)
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -175,11 +178,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     if not sessions:
         print("no sessions yet")
         return 0
-    print(f"{'SESSION KEY':<48} {'LAST ACTIVITY':<20} {'QUEUED':>6}  STATE")
+    width = max(len("SESSION KEY"), *(len(s.session_key) for s in sessions))
+    print(f"{'SESSION KEY':<{width}}  {'LAST ACTIVITY':<19}  {'QUEUED':>6}  STATE")
     for s in sessions:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_activity))
         state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
-        print(f"{s.session_key:<48} {when:<20} {s.queued:>6}  {state}")
+        print(f"{s.session_key:<{width}}  {when:<19}  {s.queued:>6}  {state}")
     return 0
 
 
@@ -207,9 +211,31 @@ def _with_state(
     return run
 
 
+GUIDE = """\
+chatgate {version}: a durable chat gateway for AI agents.
+
+  chatgate run                 start on the defaults: SQLite, the web chat, the offline echo agent
+  chatgate run --config FILE   start with your config (docs/configuration.md)
+  chatgate config check FILE   validate a config without starting
+  chatgate status | stop       the gateway running for this state dir
+  chatgate sessions            list conversations
+  chatgate --help              every command; chatgate COMMAND --help for its options
+
+State lives in {state_dir} unless --state-dir or state_dir says otherwise.
+"""
+
+
+def _log_level(value: str) -> str:
+    level = value.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not one of debug, info, warning, error")
+    return level
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"chatgate {__version__}")
+    sub = parser.add_subparsers(dest="command")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", help="YAML config file (default: built-in defaults)")
@@ -218,15 +244,21 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the gateway")
     common(run)
     run.add_argument("--port", type=int, help="HTTP port for the web chat, health and metrics")
+    run.add_argument("--host", help="address to listen on (default 127.0.0.1; others need an access token)")
+    run.add_argument(
+        "--log-level", type=_log_level, help="debug, info, warning or error (default: log_level)"
+    )
     run.add_argument(
         "--replace", action="store_true", help="stop the gateway running on this state dir, then start"
     )
     run.add_argument("--replace-timeout", type=float, default=60.0, help="seconds to wait before killing it")
-    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.add_argument(
+        "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
+    )
     run.set_defaults(func=cmd_run)
     sessions = sub.add_parser("sessions", help="list sessions with their last activity")
     common(sessions)
-    sessions.add_argument("--limit", type=int, default=100)
+    sessions.add_argument("--limit", type=int, default=100, help="how many, most recent first")
     sessions.set_defaults(func=cmd_sessions)
     status = sub.add_parser("status", help="is a gateway running for this state dir, and how is it doing")
     common(status)
@@ -256,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # parse_args, except that `relay-sim` keeps whatever options it was given, for its hint.
     args, extra = parser.parse_known_args(argv)
+    if args.command is None:
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        print(GUIDE.format(version=__version__, state_dir=platformdirs.user_state_dir("chatgate")), end="")
+        return 0
     if args.command == "relay-sim":
         args.relay_sim_args = extra
     elif extra:

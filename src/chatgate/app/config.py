@@ -9,23 +9,41 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from chatgate.app.config_rates import RateLimitsConfig, check_rate_limits, served_platforms
+from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
+from chatgate.app.config_rates import RateLimitsConfig, rate_limit_problem
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.danger import load_rules
+from chatgate.domain.shell_allow import load_allow
 
 
 class ConfigError(Exception):
     """A configuration mistake, already phrased for the user."""
 
 
+EnvName = Annotated[str, AfterValidator(env_var_name)]
+"""A ``*_env`` key: the name of the environment variable that holds a secret, never the secret."""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _any_case_choices(cls, data: Any) -> Any:
+        return fold_literal_case(cls, data)
 
 
 class HttpConfig(_Section):
@@ -53,7 +71,7 @@ class EchoConfig(_Section):
 class OpenAIConfig(_Section):
     base_url: str = "https://api.openai.com/v1"
     model: str = "gpt-4o-mini"
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: EnvName = "OPENAI_API_KEY"
     temperature: float | None = None
     max_tokens: int | None = Field(None, ge=1)
     timeout_seconds: float = Field(120.0, gt=0)
@@ -94,8 +112,7 @@ class DeliveryConfig(_Section):
     """Replies not delivered within this long are abandoned (logged) instead of sent late."""
     duplicate_marker: str = "(possible repeat) "
     """Prefixed to a reply re-sent after a send whose outcome is unknown; empty to disable."""
-    rate_limits: dict[str, RateLimitsConfig] = {}
-    """Per platform name, rate limits over the adapter's defaults (``app/config_rates.py``)."""
+    rate_limits: dict[str, RateLimitsConfig] = {}  # per platform, over the adapter's (config_rates.py)
 
 
 class WebChatConfig(_Section):
@@ -103,7 +120,7 @@ class WebChatConfig(_Section):
     allow_all: bool | None = None
     """``None``: allow everyone when bound to loopback, nobody otherwise."""
     allow_users: list[str] = []
-    access_token_env: str | None = None
+    access_token_env: EnvName | None = None
     max_text_chars: int = Field(16_000, ge=1)
     draft_interval_ms: float = Field(50.0, ge=0)
     allowed_origins: list[str] = []
@@ -114,7 +131,7 @@ class TelegramConfig(_Section):
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
     enabled: bool = False
-    token_env: str | None = None
+    token_env: EnvName | None = None
     """Name of the environment variable that holds the bot token (required when enabled)."""
     allow_users: list[str] = []
     """Telegram user ids allowed to talk to the agent; everyone else is refused (default deny)."""
@@ -141,7 +158,7 @@ class RelayConfig(_Section):
     url: str | None = None
     """The connector's base URL (``wss://relay.example``, ``http://127.0.0.1:8787``); ``/relay`` is added."""
     gateway_id: str | None = None
-    secret_env: str | None = None
+    secret_env: EnvName | None = None
     """Name of the environment variable that holds this gateway's relay secret."""
     platforms: list[RelayPlatformConfig] = [RelayPlatformConfig(platform="discord")]
     outbound_timeout_seconds: float = Field(20.0, gt=0)
@@ -178,6 +195,11 @@ class ToolsConfig(_Section):
     """A command running longer is killed with its children."""
     output_cap: int = Field(16_000, ge=0)
     """Bytes of stdout and of stderr the agent sees; the rest is counted, not shown."""
+    sandbox: Literal["none", "bwrap"] = "none"
+    """``bwrap``: every command runs in bubblewrap (work directory writable, the rest of the
+    file system read-only, private /tmp, no network); start-up fails if it cannot."""
+    sandbox_network: bool = False
+    """With the sandbox on, let commands reach the network."""
 
 
 class ApprovalsConfig(_Section):
@@ -190,6 +212,16 @@ class ApprovalsConfig(_Section):
     person whose message asked may always answer their own)."""
     rules: list[dict[str, Any]] = []
     """Extra danger rules: ``{key, pattern, description, max_tier}`` (docs/approvals-rules.md)."""
+    allow: dict[str, Any] = {}
+    """Changes to the allow-list of programs that may run unasked: ``program: {options,
+    operands, writes, ...}`` adds or replaces one, ``program: false`` removes one
+    (docs/approvals.md)."""
+
+    @field_validator("allow")
+    @classmethod
+    def _allow_entries(cls, value: dict[str, Any]) -> dict[str, Any]:
+        load_allow(value)  # a ValueError names the program and the field
+        return value
 
     @field_validator("rules")
     @classmethod
@@ -230,6 +262,11 @@ class GatewayConfig(BaseSettings):
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _any_case_choices(cls, data: Any) -> Any:
+        return fold_literal_case(cls, data)
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -243,34 +280,26 @@ class GatewayConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-def _format(exc: ValidationError, where: str) -> str:
-    lines = [f"invalid configuration in {where}:"]
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        problem = "unknown key (check the spelling)" if err["type"] == "extra_forbidden" else err["msg"]
-        problem = problem.removeprefix("Value error, ")  # our validators' messages stand on their own
-        lines.append(f"  {key}: {problem}")
-    lines.append("See docs/configuration.md for every key and its default.")
-    return "\n".join(lines)
-
-
 def load_config(path: Path | None) -> GatewayConfig:
-    """Read, merge with the environment and validate; ``ConfigError`` names the key."""
+    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line."""
     where = str(path) if path else "defaults"
     data: Any = {}
+    lines: dict[KeyPath, int] = {}
     if path is not None:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data, lines = parse_yaml(path, path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise ConfigError(f"config file {path} does not exist") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        data = data or {}
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must contain a mapping at the top level")
     try:
         config = GatewayConfig(**data)
     except ValidationError as exc:
-        raise ConfigError(_format(exc, where + " (and CHATGATE_* environment variables)")) from exc
+        where += " (and CHATGATE_* environment variables)"
+        raise ConfigError(describe(exc, where, GatewayConfig, lines)) from exc
     except SettingsError as exc:
         raise ConfigError(
             f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
@@ -283,11 +312,7 @@ def load_config(path: Path | None) -> GatewayConfig:
 
 def check_budgets(config: GatewayConfig) -> None:
     """Timeouts that only make sense in one order, rate budgets for served platforms."""
-    platforms = config.platforms
-    relay = platforms.relay
-    relayed = [p.platform.strip().lower() for p in relay.platforms] if relay.enabled else []
-    served = served_platforms(platforms.web.enabled, platforms.telegram.enabled, relayed)
-    if (problem := check_rate_limits(config.delivery.rate_limits, served)) is not None:
+    if (problem := rate_limit_problem(config)) is not None:
         raise ConfigError(problem)
     approvals, turn = config.approvals.timeout_seconds, config.agent.turn_timeout_seconds
     if config.tools.enabled and approvals >= turn:
@@ -296,7 +321,7 @@ def check_budgets(config: GatewayConfig) -> None:
             f" ({turn:g} s); the turn would time out while its prompt still waits. Lower it or raise"
             " the turn timeout"
         )
-    send = config.delivery.send_timeout_seconds
+    relay, send = config.platforms.relay, config.delivery.send_timeout_seconds
     if relay.enabled and relay.outbound_timeout_seconds >= send:
         raise ConfigError(
             f"platforms.relay.outbound_timeout_seconds: {relay.outbound_timeout_seconds:g} s is not below"

@@ -19,7 +19,8 @@ from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
-from chatgate.app.config import GatewayConfig
+from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
+from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.http import build_app
 from chatgate.app.locks import (
     FileLock,
@@ -33,9 +34,11 @@ from chatgate.app.locks import (
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.app.platforms import Credential, build_platforms, platform_access
+from chatgate.app.startup_line import startup_line
 from chatgate.domain.danger import load_rules
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
+from chatgate.domain.shell_allow import load_allow
 from chatgate.engine.approvals import ApprovalSettings
 from chatgate.engine.delivery import DeliverySettings
 from chatgate.engine.looplag import LoopLagMonitor
@@ -142,8 +145,11 @@ class Gateway:
         config = self.config
         sessions, tools = config.sessions, config.tools
         self.workdir = Path(tools.workdir) if tools.workdir else self.state_dir / "workdir"
+        sandbox = (
+            BwrapSandbox(self.workdir.absolute(), tools.sandbox_network) if tools.sandbox == "bwrap" else None
+        )
         shell = (
-            ShellToolRunner(self.workdir.absolute(), tools.timeout_seconds, tools.output_cap)
+            ShellToolRunner(self.workdir.absolute(), tools.timeout_seconds, tools.output_cap, sandbox)
             if tools.enabled
             else None
         )
@@ -177,6 +183,8 @@ class Gateway:
                 timeout_s=config.approvals.timeout_seconds,
                 approvers={name: frozenset(users) for name, users in config.approvals.approvers.items()},
                 rules=load_rules(config.approvals.rules),
+                allow=load_allow(config.approvals.allow),
+                sandboxed=sandbox is not None,
             ),
             shell=shell,
             rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
@@ -270,6 +278,7 @@ class Gateway:
         expired_prompts = await self.engine.open()
         if self.engine.tools is not None:
             await asyncio.to_thread(self.workdir.mkdir, parents=True, exist_ok=True)
+            await self._check_sandbox()
             log.info("the shell tool runs commands in %s", self.workdir)
         self.lag.start()
         self.engine.start()
@@ -277,6 +286,20 @@ class Gateway:
         for adapter in self.adapters.values():
             await adapter.start()  # after the store is open: intake commits every event before its ack
         self.approvals.render_all(expired_prompts)
+        log.info(startup_line(self.config, self.state_dir, self.adapters))
+
+    async def _check_sandbox(self) -> None:
+        """A configured sandbox must work now: never run commands unsandboxed by surprise."""
+        shell = self.engine.tools.shell if self.engine.tools is not None else None
+        if shell is None or shell.sandbox is None:
+            return
+        try:
+            await asyncio.to_thread(shell.sandbox.check)
+        except SandboxUnavailable as exc:
+            raise ConfigError(str(exc)) from exc
+        log.info(
+            "the shell tool runs commands inside bubblewrap (network: %s)", self.config.tools.sandbox_network
+        )
 
     async def _start_http(self) -> None:
         http = self.config.http

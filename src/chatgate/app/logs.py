@@ -26,8 +26,15 @@ class TextFormatter(logging.Formatter):
         line = super().format(record)
         extras = _fields(record)
         if extras:
-            line += " " + " ".join(f"{k}={v!r}" for k, v in sorted(extras.items()))
+            line += " " + " ".join(f"{k}={_plain(v)}" for k, v in sorted(extras.items()))
         return line
+
+
+def _plain(value: object) -> str:
+    """A field as an operator reads it: a word bare, anything else as JSON (never a Python repr)."""
+    if isinstance(value, str) and value and not any(c.isspace() or c in "\"'=" for c in value):
+        return value
+    return json.dumps(value, default=str, ensure_ascii=False)
 
 
 class JsonFormatter(logging.Formatter):
@@ -73,7 +80,11 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler, LAST_PROBLEM]
     root.setLevel(level)
-    # uvicorn logs every WebSocket open/close at INFO; that is noise for a chat gateway.
+    # Libraries log every request (uvicorn each WebSocket open/close, httpx and the OpenAI SDK
+    # each HTTP call, aiogram each update) at INFO: noise for an operator, kept for DEBUG.
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
-    logging.getLogger("uvicorn.access").setLevel(quiet)
-    logging.getLogger("uvicorn.error").setLevel(quiet)
+    for name in LIBRARY_CHATTER:
+        logging.getLogger(name).setLevel(quiet)
+
+
+LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiogram")

@@ -59,20 +59,23 @@ def _print_status(info: dict[str, Any]) -> None:
         print(f"chatgate is not running (state dir {info['state_dir']})")
         return
     print(f"chatgate {info.get('version', '?')} is running: pid {info['pid']}, up {info['uptime_seconds']}s")
-    print(f"  state dir:     {info['state_dir']}")
+    rows: list[tuple[str, str]] = [("state dir", str(info["state_dir"]))]
     if "http" in info:
-        print(f"  http:          http://{info['http']}/")
+        rows.append(("http", f"http://{info['http']}/"))
     for name, adapter in info.get("adapters", {}).items():
         state = "connected" if adapter["connected"] else "DISCONNECTED"
-        print(f"  adapter {name}: {state} {adapter.get('detail', '')}".rstrip())
+        rows.append((f"adapter {name}", f"{state} {adapter.get('detail', '')}".rstrip()))
     if "queue_depth" in info:
         oldest = info.get("oldest_queued_seconds")
         suffix = f" (oldest waiting {oldest}s)" if oldest is not None else ""
-        print(f"  queue:         {info['queue_depth']} message(s){suffix}")
-        print(f"  running turns: {info.get('running_turns', 0)}")
+        rows.append(("queue", f"{info['queue_depth']} message(s){suffix}"))
+        rows.append(("running turns", str(info.get("running_turns", 0))))
     for key in ("last_error", "last_session_error", "store_error", "detail"):
         if info.get(key):
-            print(f"  {key.replace('_', ' ')}: {info[key]}")
+            rows.append((key.replace("_", " "), str(info[key])))
+    width = max(len(label) for label, _ in rows) + 1
+    for label, value in rows:
+        print(f"  {label + ':':<{width}} {value}")
 
 
 def cmd_status(args: argparse.Namespace, state_dir: Path) -> int:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from chatgate.domain.shell_allow import DEFAULT_ALLOW, AllowList
+from chatgate.domain.shell_proof import prove
 from chatgate.domain.shell_views import SAFE_DEV as _SAFE_DEV
 from chatgate.domain.shell_views import command_views
 
@@ -22,6 +24,8 @@ Tier = Literal["once", "session", "always", "deny"]
 MaxTier = Literal["session", "always"]
 ALL_TIERS: tuple[Tier, ...] = ("once", "session", "always", "deny")
 SESSION_TIERS: tuple[Tier, ...] = ("once", "session", "deny")
+ONCE_TIERS: tuple[Tier, ...] = ("once", "deny")
+UNPROVEN_KEY = "unproven"
 
 _KEY_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
@@ -63,23 +67,40 @@ class DangerRule:
 
 @dataclass(frozen=True, slots=True)
 class Assessment:
-    """What :func:`assess` found; the approval prompt is built from this."""
+    """What :func:`assess` found; the approval prompt is built from this.
+
+    ``unproven`` holds why the command could not be proven safe (empty: proven). A
+    command runs without a prompt only when it is proven and matches no rule.
+    """
 
     matched: tuple[DangerRule, ...]
+    unproven: tuple[str, ...] = ()
 
     @property
     def dangerous(self) -> bool:
-        return bool(self.matched)
+        return bool(self.matched or self.unproven)
 
     @property
     def keys(self) -> tuple[str, ...]:
-        return tuple(rule.key for rule in self.matched)
+        keys = tuple(rule.key for rule in self.matched)
+        return (*keys, UNPROVEN_KEY) if self.unproven else keys
+
+    @property
+    def explained(self) -> tuple[DangerRule, ...]:
+        """The matched rules, then one naming why the command could not be proven safe."""
+        if not self.unproven:
+            return self.matched
+        why = "cannot be proven safe: " + "; ".join(self.unproven)
+        return (*self.matched, DangerRule(UNPROVEN_KEY, why, r"^analysis:unproven$", "session"))
 
     @property
     def offered_tiers(self) -> tuple[Tier, ...]:
-        """() when no approval is needed; "always" only if every matched rule allows it."""
-        if not self.matched:
+        """() when no approval is needed; "always" only if every matched rule allows it;
+        only "once" for a command that could not be analysed (nothing to remember it by)."""
+        if not self.dangerous:
             return ()
+        if self.unproven:
+            return ONCE_TIERS
         if all(rule.max_tier == "always" for rule in self.matched):
             return ALL_TIERS
         return SESSION_TIERS
@@ -199,7 +220,7 @@ def load_rules(config_list: Iterable[Mapping[str, Any]] | None) -> tuple[DangerR
         return ()
     if isinstance(config_list, (str, bytes, Mapping)):
         raise ValueError("approvals.rules must be a list of {key, description, pattern, max_tier} mappings")
-    taken = {rule.key for rule in BUILTIN_RULES}
+    taken = {rule.key for rule in BUILTIN_RULES} | {UNPROVEN_KEY}
     rules: list[DangerRule] = []
     for index, item in enumerate(config_list):
         where = f"approvals.rules[{index}]"
@@ -229,15 +250,25 @@ def load_rules(config_list: Iterable[Mapping[str, Any]] | None) -> tuple[DangerR
     return tuple(rules)
 
 
-def assess(command: str, workdir: str, extra_rules: Sequence[DangerRule] = ()) -> Assessment:
-    """Match ``command`` (run by ``/bin/sh -c`` in the absolute ``workdir``) against the rules."""
+def assess(
+    command: str,
+    workdir: str,
+    extra_rules: Sequence[DangerRule] = (),
+    allow: AllowList = DEFAULT_ALLOW,
+    *,
+    sandboxed: bool = False,
+) -> Assessment:
+    """Prove ``command`` (run by ``/bin/sh -c`` in the absolute ``workdir``) safe against the
+    allow-list, and match it against the rules, which explain what it does."""
     found = views(command, workdir)
+    proof = prove(command, workdir, allow, sandboxed=sandboxed)
+    found = (*found, *proof.views)
     matched = tuple(
         rule
         for rule in (*BUILTIN_RULES, *extra_rules)
         if any(_compiled(rule.pattern).search(view) for view in found)
     )
-    return Assessment(matched)
+    return Assessment(matched, proof.reasons)
 
 
 def views(command: str, workdir: str) -> tuple[str, ...]:

@@ -18,3 +18,16 @@ class StoreUnavailable(StoreError):
 
 class LeaseLost(StoreError):
     """This process no longer owns the session (it expired or was stopped)."""
+
+
+class ScopeConflict(StoreError):
+    """The session key is bound to another scope (a Slack workspace, a Discord guild).
+
+    The contract's key leaves the scope out, so two workspaces may derive one key for a
+    channel id each of them uses; the store refuses to let them share the session and
+    admission keys the newcomer with its scope. Nothing was changed.
+    """
+
+    def __init__(self, session_key: str) -> None:
+        super().__init__(f"session {session_key} belongs to another scope")
+        self.session_key = session_key

@@ -2,7 +2,10 @@
 
 Byte-compatible with the Hermes relay contract's ``build_session_key`` for the
 same source and flags, because relay connectors bind interaction capabilities
-(``follow_up``) by that key.
+(``follow_up``, ``interrupt_inbound``) by that key. The contract's key carries no
+scope (Slack workspace, Discord guild); isolation between scopes is kept by the
+store, which binds a key to the scope of its first message, and by
+``scoped_session_key``, the key a second scope gets for the same channel id.
 """
 
 from __future__ import annotations
@@ -69,13 +72,17 @@ def session_key(
     source: Source,
     policy: IsolationPolicy = IsolationPolicy(),
     profile: str | None = None,
+    *,
+    scoped: bool = False,
 ) -> str:
     """Derive the session key once, at admission.
 
-    ``agent:<profile>:<platform>:<chat_type>[:<scope>][:<chat_id>]...``. DMs are
+    ``agent:<profile>:<platform>:<chat_type>[:<chat_id>]...``. DMs are
     isolated per chat id and never get a user suffix unless they lack a chat
     id (then user, then thread). Groups add the participant when
-    ``group_sessions_per_user`` and not in a shared thread.
+    ``group_sessions_per_user`` and not in a shared thread. ``scoped`` puts the
+    source's scope right after the chat type: the key of a scope whose contract key
+    is already bound to another scope (never the contract's key, so used only then).
     """
     is_dm = source.chat_type == "dm"
     thread_id = source.thread_id or None
@@ -88,7 +95,7 @@ def session_key(
     participant = (source.user_id_alt or source.user_id or None) if isolate_user else None
 
     parts = [key_namespace(profile), source.platform, source.chat_type]
-    if source.platform == "slack" and source.scope_id:
+    if scoped and source.scope_id:
         parts.append(source.scope_id)
     if chat_id:
         parts.append(chat_id)

@@ -13,11 +13,11 @@ from dataclasses import replace
 from typing import Protocol
 
 from chatgate.domain.commands import parse_command
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import ScopeConflict, StoreUnavailable
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.inbox import AdmitRequest, AdmitResult
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
-from chatgate.domain.source import canonical_source
+from chatgate.domain.source import Source, canonical_source
 from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Transcript
 from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
@@ -26,6 +26,7 @@ from chatgate.engine.intake import AdmissionRefused
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Admitted, AnswerFeedback
 from chatgate.engine.replies import command_reply, reply_draft
+from chatgate.engine.scope_bindings import ScopeBindings
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Admission:
         self._stop_session = stop_session
         self._desk = ApprovalDesk(store, approvals) if approvals is not None else None
         self._approvals = approvals
+        self._scopes = ScopeBindings(store)
 
     def policy_for(self, platform: str) -> IsolationPolicy:
         return resolve_policy(platform, self._isolation, self._overrides)
@@ -100,7 +102,31 @@ class Admission:
         if denied is not None:
             raise self._refuse(platform, "unauthorized", denied)
         inbound = replace(inbound, source=source)
-        key = session_key(source, self.policy_for(source.platform), self._profile)
+        try:
+            return await self._commit(inbound, await self._key_for(source))
+        except ScopeConflict as exc:  # another scope took the contract key just now
+            self._scopes.forget(exc.session_key)
+        try:
+            return await self._commit(inbound, await self._key_for(source))
+        except ScopeConflict as exc:  # an unscoped event for a scoped session: whose is it?
+            reason = "the chat's session belongs to a workspace and this event names none"
+            raise self._refuse(platform, "scope_conflict", reason) from exc
+
+    async def _key_for(self, source: Source) -> str:
+        """The contract's key, unless a session under it already belongs to another scope."""
+        policy = self.policy_for(source.platform)
+        key = session_key(source, policy, self._profile)
+        if source.scope_id and await self._scopes.bound_elsewhere(key, source.scope_id):
+            scoped = session_key(source, policy, self._profile, scoped=True)
+            log.warning(
+                "a channel id of this scope is already a session of another scope; keyed with its scope",
+                extra={"platform": source.platform, "session_key": scoped},
+            )
+            return scoped
+        return key
+
+    async def _commit(self, inbound: Inbound, key: str) -> Admitted:
+        platform = inbound.source.platform
         try:
             answer = prompt_response(inbound)
         except ValueError as exc:
@@ -116,12 +142,12 @@ class Admission:
             return await self._control(inbound, key, entry)
         result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
         if result.new:
-            self._metrics.admitted.labels(source.platform).inc()
+            self._metrics.admitted.labels(platform).inc()
             self._on_queued(key)
             if self._approvals is not None and self._approvals.waits_in(key):
                 await self._tell_if_waiting_for_approval(inbound, key)
         else:
-            self._metrics.duplicates.labels(source.platform).inc()
+            self._metrics.duplicates.labels(platform).inc()
         return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
 
     async def _tell_if_waiting_for_approval(self, inbound: Inbound, key: str) -> None:

@@ -6,7 +6,15 @@ in one test process without colliding.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+)
 
 _LAG_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -15,6 +23,10 @@ class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # The process's own figures (CPU, RSS, open descriptors, GC, Python version), as an
+        # operator's dashboards expect them next to ours. They read /proc at scrape time.
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            r.register(collector)
         self.admitted = Counter("chatgate_admitted", "Inbound events committed", ["platform"], registry=r)
         self.duplicates = Counter(
             "chatgate_duplicates", "Redeliveries recognized and not run again", ["platform"], registry=r

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chatgate.agents.base import ToolCall, ToolResult
+from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.agents.tools.shell import SHELL_TOOL_SCHEMA, ShellResult, run_shell
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,9 @@ def format_shell_result(result: ShellResult, *, timeout_s: float | None = None) 
 class ShellToolRunner:
     """Runs every valid shell call at once, in ``workdir``; the engine adds approvals."""
 
-    def __init__(self, workdir: Path, timeout_s: float, output_cap: int) -> None:
+    def __init__(
+        self, workdir: Path, timeout_s: float, output_cap: int, sandbox: BwrapSandbox | None = None
+    ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
         if output_cap < 0:
@@ -88,6 +91,8 @@ class ShellToolRunner:
         self.workdir = workdir
         self.timeout_s = timeout_s
         self.output_cap = output_cap
+        self.sandbox = sandbox
+        """When set, every command runs inside it (``tools.sandbox: bwrap``)."""
 
     def specs(self) -> tuple[dict[str, Any], ...]:
         return (SHELL_TOOL_SCHEMA,)
@@ -106,9 +111,13 @@ class ShellToolRunner:
         """
         try:
             result = await run_shell(
-                command, workdir=self.workdir, timeout=self.timeout_s, output_cap=self.output_cap
+                command,
+                workdir=self.workdir,
+                timeout=self.timeout_s,
+                output_cap=self.output_cap,
+                sandbox=self.sandbox,
             )
-        except (OSError, ValueError) as exc:  # missing workdir, no /bin/sh, NUL in the command
+        except (OSError, ValueError) as exc:  # missing workdir, no /bin/sh or bwrap, NUL in the command
             log.warning("could not start a shell command: %s", exc, extra={"call_id": call_id})
             return ToolResult(call_id, f"not run: could not start the command ({exc})", "error")
         content = format_shell_result(result, timeout_s=self.timeout_s)

@@ -14,12 +14,17 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chatgate.agents.tools.sandbox import BwrapSandbox
+
 _READ_CHUNK = 64 * 1024
+_UNSET = ("CDPATH", "ENV", "BASH_ENV", "IFS")
+"""Variables that would make ``cd``, word splitting or the shell's start-up do what the
+approval check cannot see (it assumes they are unset); so are exported bash functions."""
 _SETTLE_S = 5.0
 """After a kill, how long to wait for the pipes to close and the shell to be reaped."""
 
@@ -122,8 +127,16 @@ def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
     _close_pipes(process)
 
 
-async def _spawn(command: str, workdir: Path, env: Mapping[str, str] | None) -> asyncio.subprocess.Process:
-    """Start ``/bin/sh -c command`` in a new session; a cancellation meanwhile kills the group.
+def shell_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """The command's environment: ``env`` (or the gateway's) without the ``_UNSET`` names."""
+    base = os.environ if env is None else env
+    return {k: v for k, v in base.items() if k not in _UNSET and not k.startswith("BASH_FUNC_")}
+
+
+async def _spawn(
+    argv: Sequence[str], workdir: Path, env: Mapping[str, str] | None
+) -> asyncio.subprocess.Process:
+    """Start ``argv`` (``/bin/sh -c command``) in a new session; a cancellation meanwhile kills the group.
 
     The shell runs (and may fork) as soon as it is forked, while ``create_subprocess_exec``
     still has to wire up its pipes. A cancellation that arrives then is handled by asyncio
@@ -134,11 +147,9 @@ async def _spawn(command: str, workdir: Path, env: Mapping[str, str] | None) -> 
     """
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            command,
+            *argv,
             cwd=workdir,
-            env=dict(env) if env is not None else None,
+            env=shell_env(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -171,19 +182,22 @@ async def run_shell(
     timeout: float = 60.0,
     output_cap: int = 16_000,
     env: Mapping[str, str] | None = None,
+    sandbox: BwrapSandbox | None = None,
 ) -> ShellResult:
     """Run ``command`` with ``/bin/sh -c`` in ``workdir``; never blocks the event loop.
 
     ``output_cap`` is in bytes, per stream. ``env`` replaces the environment when given
-    (None inherits the gateway's). Stdin is /dev/null. On timeout the process group is
-    killed with SIGKILL; on cancellation too, and CancelledError propagates.
+    (None inherits the gateway's; ``CDPATH``, ``ENV`` and ``BASH_ENV`` are dropped either
+    way). With ``sandbox`` the shell runs inside it. Stdin is /dev/null. On timeout the
+    process group is killed with SIGKILL; on cancellation too, and CancelledError propagates.
     """
     if timeout <= 0:
         raise ValueError("timeout must be > 0")
     if output_cap < 0:
         raise ValueError("output_cap must be >= 0")
     started = time.monotonic()
-    process = await _spawn(command, workdir, env)
+    argv = sandbox.argv(command) if sandbox is not None else ["/bin/sh", "-c", command]
+    process = await _spawn(argv, workdir, env)
     out, err = _Capture(output_cap), _Capture(output_cap)
     timed_out = False
     try:

@@ -1,13 +1,15 @@
 """Human approval of dangerous tool calls: ask, wait, resolve first, then render.
 
 ``ApprovalBroker.decide`` is called by a turn's tool runner for each shell command. A
-command no danger rule matches, or whose every matched rule was remembered for this
-session (or always), runs at once. Otherwise the broker records a durable approval,
-shows the prompt on the chat's adapter (buttons, or plain text naming ``/approve`` and
-``/deny``), and waits for an answer or the timeout. Either way the outcome is whatever
-``Approvals.resolve_approval`` (a compare-and-set) recorded: a timeout that loses to a
-just-recorded answer obeys the answer, an answer that loses to the timeout is told the
-prompt expired. Every text shown about a prompt is computed from the recorded row.
+command the analysis proves safe (``domain.shell_proof``) that no danger rule matches, or
+a proven one whose every matched rule was remembered for this session (or always), runs
+at once; one that could not be proven always asks, and only "once". Otherwise the broker
+records a durable approval, shows the prompt on the chat's adapter (buttons, or plain
+text naming ``/approve`` and ``/deny``), and waits for an answer or the timeout. Either
+way the outcome is whatever ``Approvals.resolve_approval`` (a compare-and-set)
+recorded: a timeout that loses to a just-recorded answer obeys the answer, an answer
+that loses to the timeout is told the prompt expired. Every text shown about a prompt
+is computed from the recorded row.
 
 Answers arrive through admission (``approvals.answers``, which commits the
 answering event and the resolution in one transaction) or directly (``resolve``). Either
@@ -112,10 +114,14 @@ class ApprovalBroker:
         self, ctx: ToolContext, call_id: str, command: str, workdir: Path, tool: str = "shell"
     ) -> Decision:
         """Run now, or ask a human and obey the recorded answer. Raises ``StoreUnavailable``."""
-        assessment = await asyncio.to_thread(assess, command, str(workdir), self.settings.rules)
+        settings = self.settings
+        assessment = await asyncio.to_thread(
+            assess, command, str(workdir), settings.rules, settings.allow, sandboxed=settings.sandboxed
+        )
         if not assessment.dangerous:
             return Decision(True)
-        if await self._store.granted(ctx.session_key, assessment.keys):
+        # A remembered approval covers a rule, never a command that could not be analysed.
+        if not assessment.unproven and await self._store.granted(ctx.session_key, assessment.keys):
             log.info(
                 "dangerous command allowed by a remembered approval",
                 extra={"session_key": ctx.session_key, "rules": list(assessment.keys), "call_id": call_id},
@@ -185,7 +191,7 @@ class ApprovalBroker:
             target=dict(ctx.target),
             reply_to=ctx.reply_to,
             prompt_text=prompt_text(
-                command, assessment.matched, self.settings.timeout_s, tiers, buttons=buttons
+                command, assessment.explained, self.settings.timeout_s, tiers, buttons=buttons
             ),
             prompt_via="buttons" if buttons else "text",
         )
@@ -210,7 +216,7 @@ class ApprovalBroker:
             )  # fmt: skip
             await self._store.set_prompt_shown(record.prompt_id, "text", None)
         text = prompt_text(
-            record.command, assessment.matched, self.settings.timeout_s, record.offered_tiers, buttons=False
+            record.command, assessment.explained, self.settings.timeout_s, record.offered_tiers, buttons=False
         )
         await self._store.enqueue_outbox([notice_draft(record, f"prompt:{record.prompt_id}", text)])
         self._on_outbox()

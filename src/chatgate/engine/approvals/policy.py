@@ -21,6 +21,7 @@ from chatgate.domain.prompts import (
     outcome_text,
     shown_command,
 )
+from chatgate.domain.shell_allow import DEFAULT_ALLOW, AllowList
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
 
@@ -35,6 +36,11 @@ class ApprovalSettings:
     """Extra danger rules (config), checked after the built-in ones."""
     render_timeout_s: float = 10.0
     """Longest wait for an adapter to show or update a prompt."""
+    allow: AllowList = field(default_factory=lambda: DEFAULT_ALLOW)
+    """Programs a command may use and still run unasked (``approvals.allow``)."""
+    sandboxed: bool = False
+    """The shell tool runs in an OS sandbox (``tools.sandbox``): programs marked
+    ``needs_sandbox`` may then run unasked."""
 
 
 class AnswerRefused(Exception):

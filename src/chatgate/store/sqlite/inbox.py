@@ -14,6 +14,7 @@ import uuid
 from dataclasses import replace
 
 from chatgate.domain.approvals import ApprovalResolution
+from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.source import Source
 from chatgate.store.sqlite import approvals
@@ -49,10 +50,16 @@ def _insert_event(conn: sqlite3.Connection, req: AdmitRequest, inbound_json: str
 
 
 def _touch_session(conn: sqlite3.Connection, key: str, source: Source, source_json: str, now: float) -> None:
+    """A session keeps the scope of its first message: another scope's event for the same key
+    raises ``ScopeConflict`` (and its transaction rolls back), so two workspaces never share one."""
     updated = conn.execute(
-        "UPDATE sessions SET source_json = ?, last_activity = ? WHERE key = ?", (source_json, now, key)
+        "UPDATE sessions SET source_json = ?, last_activity = ? WHERE key = ?"
+        " AND coalesce(json_extract(source_json, '$.scope_id'), '') = ?",
+        (source_json, now, key, source.scope_id or ""),
     ).rowcount
     if not updated:
+        if conn.execute("SELECT 1 FROM sessions WHERE key = ?", (key,)).fetchone():
+            raise ScopeConflict(key)
         conn.execute(
             "INSERT INTO sessions (key, session_id, platform, chat_id, source_json, created_at,"
             " last_activity) VALUES (?,?,?,?,?,?,?)",

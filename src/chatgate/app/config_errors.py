@@ -1,0 +1,145 @@
+"""Config mistakes phrased for the person who made them: the file, the line, the fix.
+
+A validation error names the key as a dotted path, the line of the YAML file it is
+on, and for a misspelt key the nearest valid one. YAML syntax errors name the file
+and line instead of PyYAML's ``"<unicode string>"``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+KeyPath = tuple[str | int, ...]
+
+
+def parse_yaml(path: Path, text: str) -> tuple[Any, dict[KeyPath, int]]:
+    """The document and the 1-based line of every key in it (``ValueError`` when not YAML)."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}, line {mark.line + 1} column {mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ValueError(f"config file {where} is not valid YAML: {problem}") from exc
+    lines: dict[KeyPath, int] = {}
+    if node is not None:
+        _index(node, (), lines)
+    return data, lines
+
+
+def _index(node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                path = (*prefix, str(key.value))
+                lines[path] = key.start_mark.line + 1
+                _index(value, path, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*prefix, i)] = item.start_mark.line + 1
+            _index(item, (*prefix, i), lines)
+
+
+def describe(exc: ValidationError, where: str, model: type[BaseModel], lines: dict[KeyPath, int]) -> str:
+    """Every error of ``exc`` on its own line: key, line, problem, and a spelling hint."""
+    out = [f"invalid configuration in {where}:"]
+    for err in exc.errors():
+        loc: KeyPath = tuple(err["loc"])
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        line = _line_of(loc, lines)
+        at = f" (line {line})" if line else ""
+        if err["type"] == "extra_forbidden":
+            problem = "unknown key" + _did_you_mean(model, loc)
+        else:
+            problem = str(err["msg"]).removeprefix("Value error, ")  # our messages stand on their own
+        out.append(f"  {key}{at}: {problem}")
+    out.append("See docs/configuration.md for every key and its default.")
+    return "\n".join(out)
+
+
+def _line_of(loc: KeyPath, lines: dict[KeyPath, int]) -> int | None:
+    for end in range(len(loc), 0, -1):  # a missing key is reported at its section's line
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None
+
+
+def _did_you_mean(model: type[BaseModel], loc: KeyPath) -> str:
+    fields = _fields_at(model, loc[:-1])
+    if not fields or not loc:
+        return " (check the spelling)"
+    close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; valid keys here: {', '.join(sorted(fields))}"
+
+
+def _fields_at(model: type[BaseModel], loc: KeyPath) -> list[str]:
+    """The field names of the section at ``loc`` (through nested sections, lists and dicts)."""
+    current: type[BaseModel] | None = model
+    i = 0
+    while i < len(loc) and current is not None:
+        field = current.model_fields.get(str(loc[i]))
+        if field is None:
+            return []
+        # a list or dict of sections: the next part is an index or a name
+        i += 2 if _is_container(field.annotation) else 1
+        current = _model_in(field.annotation)
+    return list(current.model_fields) if current is not None and i == len(loc) else []
+
+
+def _is_container(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (list, dict)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The section model an annotation holds: itself, in a list/dict value, or in an Optional."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict, typing.Union, types.UnionType):
+        for arg in reversed(typing.get_args(annotation)):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def fold_literal_case(model: type[BaseModel], data: Any) -> Any:
+    """``log_level: info`` means ``INFO``: a choice is matched whatever its case."""
+    if not isinstance(data, dict):
+        return data
+    folded = dict(data)
+    for name, field in model.model_fields.items():
+        value = folded.get(name)
+        if not isinstance(value, str) or typing.get_origin(field.annotation) is not typing.Literal:
+            continue
+        for choice in typing.get_args(field.annotation):
+            if isinstance(choice, str) and choice.casefold() == value.casefold():
+                folded[name] = choice
+    return folded
+
+
+def env_var_name(value: str | None) -> str | None:
+    """A ``*_env`` key holds the *name* of a variable; a pasted secret is refused, never echoed."""
+    if value is None:
+        return None
+    name = value.strip()
+    looks_like_a_name = (
+        bool(name) and (name[0].isalpha() or name[0] == "_") and name.replace("_", "").isalnum()
+    )
+    if not looks_like_a_name or (len(name) >= 32 and "_" not in name):
+        raise ValueError(
+            "this must be the name of an environment variable (like TELEGRAM_BOT_TOKEN), and what is"
+            " here is not one; if you pasted the secret itself, remove it from the file, put it in a"
+            " variable (export TELEGRAM_BOT_TOKEN=...) and give that variable's name here"
+        )
+    return name
