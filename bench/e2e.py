@@ -44,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from e2e_clients import ClientSpec, client_process, run_clients  # bench/ is sys.path[0] for a script
 
 RUNNING = re.compile(r"is running: open http://([^:/]+):(\d+)/")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def log(msg: str) -> None:
@@ -120,11 +121,19 @@ def histogram_quantile(q: float, before: dict[float, float], after: dict[float, 
 
 
 def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process (psutil): other load on the machine does not count."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+    return float(times.user + times.system)
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
+    except psutil.Error:
+        return None
 
 
 def gateway_command(override: str | None) -> list[str]:
@@ -136,7 +145,7 @@ def gateway_command(override: str | None) -> list[str]:
     return [sys.executable, "-m", "chatgate.app.cli"]
 
 
-async def start_gateway(tmp: Path, args: argparse.Namespace) -> tuple[asyncio.subprocess.Process, int, Path]:
+def write_config(tmp: Path, args: argparse.Namespace) -> Path:
     config = tmp / "chatgate.yaml"
     config.write_text(
         "log_level: INFO\n"
@@ -146,13 +155,22 @@ async def start_gateway(tmp: Path, args: argparse.Namespace) -> tuple[asyncio.su
         f"store:\n  sqlite:\n    synchronous: {args.synchronous}\n",
         encoding="utf-8",
     )
-    state = tmp / "state"
-    gw_log = tmp / "gateway.log"
-    err = gw_log.open("wb")
-    cmd = [*gateway_command(args.gateway_cmd), "run", "--config", str(config), "--state-dir", str(state)]
-    cmd += ["--port", "0"]
-    log(f"[e2e] starting: {' '.join(cmd)}")
+    return config
+
+
+async def start_gateway(tmp: Path, args: argparse.Namespace) -> tuple[asyncio.subprocess.Process, int, Path]:
+    cmd = [*gateway_command(args.gateway_cmd), "run", "--config", str(write_config(tmp, args))]
+    cmd += ["--state-dir", str(tmp / "state"), "--port", "0"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    return await start_process(cmd, env, tmp / "gateway.log")
+
+
+async def start_process(
+    cmd: list[str], env: dict[str, str], gw_log: Path
+) -> tuple[asyncio.subprocess.Process, int, Path]:
+    """Start a server that prints ``... is running: open http://HOST:PORT/``; its port."""
+    log(f"[e2e] starting: {' '.join(cmd)}")
+    err = gw_log.open("wb")
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdout=asyncio.subprocess.PIPE, stderr=err, env=env, start_new_session=True
     )
@@ -168,7 +186,7 @@ async def start_gateway(tmp: Path, args: argparse.Namespace) -> tuple[asyncio.su
         if not line:
             proc.kill()
             await proc.wait()
-            raise RuntimeError(f"gateway did not start; log:\n{gw_log.read_text()[-3000:]}")
+            raise RuntimeError(f"{cmd[0]} did not start; log:\n{gw_log.read_text()[-3000:]}")  # noqa: ASYNC240
         found = RUNNING.search(line.decode(errors="replace"))
         if found:
             port = int(found.group(2))
@@ -216,6 +234,9 @@ def check_database(db: Path, expected_messages: int) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- phases
+
+
+NO_METRICS: dict[str, Any] = {"buckets": {}, "count": 0.0, "sum": 0.0, "max": None}
 
 
 class LagWatch:
@@ -301,8 +322,10 @@ def parse_phase(text: str) -> Phase:
 
 
 async def run_phase(
-    port: int, gw_pid: int, number: int, phase: Phase, args: argparse.Namespace
+    port: int, gw_pid: int, number: int, phase: Phase, args: argparse.Namespace, *, metrics: bool = True
 ) -> dict[str, Any]:
+    """One phase against the server on ``port``; ``metrics=False`` for a server without
+    ``/metrics`` (the floor): no loop-lag figures then."""
     window = phase.window
     chat_ids = [f"p{number}-chat{i:04d}" for i in range(args.chats)]
     spec = ClientSpec(
@@ -314,13 +337,14 @@ async def run_phase(
         timeout=args.timeout,
         compression=None if args.compression == "none" else "deflate",
     )
-    before = await asyncio.to_thread(scrape, port)
+    before = await asyncio.to_thread(scrape, port) if metrics else NO_METRICS
     watch = LagWatch(port)
     mark: dict[str, float] = {}
 
     async def on_go() -> None:  # every client is connected and ready: the load starts now
         mark["cpu"], mark["t"] = cpu_seconds(gw_pid), time.monotonic()
-        watch.start()
+        if metrics:
+            watch.start()
 
     try:
         parts = await drive_clients(chat_ids, spec, max(1, min(args.client_procs, len(chat_ids))), on_go)
@@ -328,7 +352,7 @@ async def run_phase(
         await watch.stop()
     span = time.monotonic() - mark["t"]
     gw_cpu = cpu_seconds(gw_pid) - mark["cpu"]
-    after = await scrape_after_a_lag_sample(port, before)
+    after = await scrape_after_a_lag_sample(port, before) if metrics else NO_METRICS
     watch.note(after)
 
     finals = sum(p["finals"] for p in parts)
@@ -361,6 +385,9 @@ async def run_phase(
             "buckets_delta": {str(b): int(after["buckets"][b] - before["buckets"].get(b, 0)) for b in bounds},
         },
         "gateway_cpu": round(gw_cpu / span, 3) if span else None,
+        "gateway_cpu_s": round(gw_cpu, 3),
+        "cpu_per_message_ms": round(gw_cpu / finals * 1000, 3) if finals else None,
+        "gateway_rss_mb": rss_mb(gw_pid),
         "client_cpu": round(sum(p["client_cpu_s"] for p in parts) / span, 3) if span else None,
         "drafts": sum(p["drafts"] for p in parts),
         "acks": sum(p["acks"] for p in parts),
@@ -481,11 +508,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="command that runs the gateway CLI (default: the venv's chatgate), e.g. to wrap it in a"
         " profiler: --gateway-cmd 'py-spy record -o gw.svg -- .venv/bin/chatgate'",
     )
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="comparison mode: also run the bare Starlette WebSocket echo (bench/floor_webchat.py)"
+        " through the same phases, interleaved round by round, and report CPU per message and"
+        " latency as ratios to it",
+    )
+    p.add_argument(
+        "--baseline-src",
+        help="comparison mode: also run a gateway importing chatgate from this source tree (an older"
+        " checkout's src/), interleaved; the ratios then include chatgate_to_baseline",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="comparison mode: rounds of every target")
     p.add_argument("--dir", help="where the temp state dir goes (default: the system temp dir)")
     p.add_argument("--quick", action="store_true", help="a small smoke run")
     args = p.parse_args(argv)
     if args.quick:
         args.chats, args.messages, args.phases, args.timeout = 5, 4, "2,1@100", 60.0
+        args.rounds = 1
     try:
         args.phases = [parse_phase(x) for x in str(args.phases).split(",") if x.strip()]
     except ValueError as exc:
@@ -497,7 +538,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = asyncio.run(main_async(args))
+    if args.floor or args.baseline_src:
+        from e2e_compare import compare_async  # imports this module: not at the top
+
+        result = asyncio.run(compare_async(args))
+    else:
+        result = asyncio.run(main_async(args))
     print(json.dumps(result))
     return 0 if result["correct"] else 1
 

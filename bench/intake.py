@@ -46,7 +46,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import RUNNING, cpu_seconds, drain, log_problems, percentile, stop_gateway  # bench/ is sys.path[0]
+from e2e import (  # bench/ is sys.path[0]
+    RUNNING,
+    cpu_seconds,
+    drain,
+    log_problems,
+    percentile,
+    rss_mb,
+    stop_gateway,
+)
+from intake_floor import FloorRun, wait_replies
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "platforms"))  # the Bot API double lives with the tests
@@ -85,9 +94,10 @@ def ms(values: list[float]) -> dict[str, float | None]:
 class Version:
     """One gateway to measure: the interpreter and the source tree it imports chatgate from."""
 
-    name: str  # "main" or "baseline"
+    name: str  # "main", "baseline" or "floor"
     python: str
     src: str | None  # put first on the gateway's PYTHONPATH; None: whatever ``python`` imports
+    floor: bool = False  # the bare relay client (bench/floor_relay.py), not a gateway
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
@@ -97,6 +107,8 @@ class Version:
 
     def describe(self) -> dict[str, Any]:
         """Where the gateway's chatgate comes from, and the commit of that tree."""
+        if self.floor:
+            return {"floor": str(ROOT / "bench" / "floor_relay.py"), "chatgate": None, "commit": "-"}
         code = "import chatgate, sys; print(chatgate.__file__); print(sys.version.split()[0])"
         found = subprocess.run(
             [self.python, "-c", code], env=self.env(), capture_output=True, text=True, timeout=60
@@ -344,7 +356,11 @@ async def relay_run(version: Version, tmp: Path, args: argparse.Namespace) -> di
             "reconnect_initial_seconds": 0.1,
             "reconnect_max_seconds": 1,
         }
-        gateway = GatewayRun(version, tmp, gateway_config(args, tmp, {"relay": relay}), args)
+        gateway: Any = (
+            FloorRun(tmp, args, sim.base_url, GW, RELAY_SECRET_ENV)
+            if version.floor
+            else GatewayRun(version, tmp, gateway_config(args, tmp, {"relay": relay}), args)
+        )
         shutdown = None
         try:
             await gateway.start({RELAY_SECRET_ENV: RELAY_SECRET})
@@ -368,14 +384,18 @@ async def relay_run(version: Version, tmp: Path, args: argparse.Namespace) -> di
         shutdown=shutdown,
         gateway_log=log_problems(gateway.log_path),
     )
+    stored = version.floor or (  # the floor stores nothing
+        db["inbox_rows"] == n
+        and db["distinct_deliveries"] == n
+        and db["missing_rows"] == db["unexpected_rows"] == db["chats_out_of_order"] == 0
+    )
     figures["correct"] = (
         figures["all_acked"]
         and figures["acked_once"]
         and figures["injected_in_order"]
         and figures["unacked_at_end"] == 0
-        and db["inbox_rows"] == n
-        and db["distinct_deliveries"] == n
-        and db["missing_rows"] == db["unexpected_rows"] == db["chats_out_of_order"] == 0
+        and figures["all_replied"]
+        and stored
         and gateway.rejected == 0
         and shutdown is not None
         and shutdown["exited_on_sigterm"]
@@ -390,6 +410,7 @@ async def relay_flood(
     n, chats = args.messages, args.chats
     events = [(i % chats, i // chats) for i in range(n)]  # interleaved: every chat's k-th, then k+1
     frames = [relay_event(c, k) for c, k in events]
+    all_frames = list(frames)
     held: list[int] = []
     if args.relay_inject == "prebuffer":
         # Commit all but the last frame to the simulator's buffer without sending them; injecting
@@ -419,6 +440,11 @@ async def relay_flood(
     gw_cpu, bench_cpu, sim_busy = gateway.cpu() - cpu0, time.process_time() - bench_cpu0, clock.busy
     after = await asyncio.to_thread(gateway.scrape)
     scraped = time.perf_counter() - t0
+    # Then every message's reply (its final text at the connector): CPU per message covers both.
+    echo = {f"echo: {f['text']}": b for f, b in zip(all_frames, buffer_ids, strict=True)}
+    replied = await wait_replies(sim, GW, echo, args.timeout)
+    reply_cpu = gateway.cpu() - cpu0
+    to_reply = [replied[b] - wall0 for b in buffer_ids if b in replied]
 
     sent_at = {int(d.buffer_id): d.at - wall0 for d in sim.deliveries(GW)}  # when written, from t0
     last_sent = max((sent_at[b] for b in wanted if b in sent_at), default=0.0)
@@ -446,8 +472,21 @@ async def relay_flood(
         "gateway_cpu": round(gw_cpu / wall, 3) if wall > 0 else None,
         "bench_cpu": round(bench_cpu / wall, 3) if wall > 0 else None,
         "sim_ack_busy": round(sim_busy / wall, 3) if wall > 0 else None,
+        "all_replied": len(replied) == n,
+        "ops_per_message": ops_per_message(sim, n),
+        "inject_to_reply_ms": ms(to_reply),
+        "cpu_per_message_ms": round(reply_cpu / n * 1000, 3) if len(replied) == n else None,
+        "rss_mb": rss_mb(gateway.proc.pid) if gateway.proc is not None else None,
         "sent_order": sent_order,
     }
+
+
+def ops_per_message(sim: Any, n: int) -> dict[str, float]:
+    """Requests the connector received per flooded message, by op (typing, send, edit ...)."""
+    counts: dict[str, int] = {}
+    for op in sim.ops(GW):
+        counts[str(op.op)] = counts.get(str(op.op), 0) + 1
+    return {name: round(count / n, 2) for name, count in sorted(counts.items())}
 
 
 # ---------------------------------------------------------------- telegram lane
@@ -567,6 +606,10 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         summary["sent_to_ack_p99_ms"] = med(lambda r: r["sent_to_ack_ms"]["p99"])
         summary["last_sent_s"] = med(lambda r: r["last_sent_s"])
         summary["sim_ack_busy"] = med(lambda r: r["sim_ack_busy"])
+        summary["inject_to_reply_p50_ms"] = med(lambda r: r["inject_to_reply_ms"]["p50"])
+        summary["inject_to_reply_p99_ms"] = med(lambda r: r["inject_to_reply_ms"]["p99"])
+        summary["cpu_per_message_ms"] = med(lambda r: r["cpu_per_message_ms"])
+        summary["rss_mb"] = med(lambda r: r["rss_mb"])
     if runs and "batch_ms" in runs[0]:
         summary["batch_p50_ms"] = med(lambda r: r["batch_ms"]["p50"])
     summary["runs"] = runs
@@ -603,17 +646,21 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         versions.insert(
             0, Version("baseline", args.baseline_python or args.gateway_python, args.baseline_src)
         )
+    if args.floor:
+        versions.append(Version("floor", sys.executable, None, floor=True))
     described = {v.name: v.describe() for v in versions}
     for name, info in described.items():
         log(f"[intake] {name} gateway: {info['chatgate']} ({info['commit']})")
     results: dict[str, dict[str, list[dict[str, Any]]]] = {
-        v.name: {lane: [] for lane in args.lanes} for v in versions
+        v.name: {lane: [] for lane in args.lanes if lane == "relay" or not v.floor} for v in versions
     }
     started = time.monotonic()
     for rep in range(args.runs):
         # Interleaved (baseline, main, baseline, main ...) so drift on a shared machine hits both.
         for lane in args.lanes:
             for version in versions:
+                if lane not in results[version.name]:
+                    continue  # the floor is the relay lane's (bench/telegram.py has Telegram's)
                 results[version.name][lane].append(await one_run(lane, version, rep, base, args))
     summaries = {
         name: {lane: _summary(runs) for lane, runs in lanes.items()} for name, lanes in results.items()
@@ -630,8 +677,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out["ratio"] = ratio
     else:
         out["baseline"] = out["ratio"] = None
+    out["floor"], out["ratio_to_floor"] = floor_figures(summaries) if "floor" in summaries else (None, None)
     out.update(
-        correct=all(s[lane]["correct"] for s in summaries.values() for lane in args.lanes),
+        correct=all(s[lane]["correct"] for s in summaries.values() for lane in s),
         messages=args.messages,
         chats=args.chats,
         runs=args.runs,
@@ -649,6 +697,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         simulator=sys.modules[RelaySimulator.__module__].__file__,  # relaysim, or an old chatgate.relaysim
     )
     return out
+
+
+FLOOR_KEYS = ("cpu_per_message_ms", "inject_to_reply_p50_ms", "inject_to_reply_p99_ms")
+
+
+def floor_figures(summaries: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The relay floor's summary, and each gateway's relay figures over the floor's."""
+    floor = summaries["floor"]["relay"]
+    ratio: dict[str, Any] = {}
+    for name in ("main", "baseline"):
+        if name in summaries and "relay" in summaries[name]:
+            mine = summaries[name]["relay"]
+            ratio[name] = {
+                k: round(mine[k] / floor[k], 2) if mine.get(k) and floor.get(k) else None for k in FLOOR_KEYS
+            }
+    return floor, ratio
 
 
 def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -707,6 +771,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=default_sim,
         help="where the relay simulator keeps its buffer (default: %(default)s). It fsyncs every append"
         " and every ack on one thread; on a real disk the simulator, not the gateway, is the bottleneck",
+    )
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="relay lane: also run the bare websockets relay client (bench/floor_relay.py) through the"
+        " same flood, interleaved, and report CPU per message and reply latency as ratios to it",
     )
     p.add_argument("--quick", action="store_true", help="a small smoke run")
     args = p.parse_args(argv)

@@ -107,6 +107,8 @@ class FakeOpenAIServer:
     requests: list[RecordedRequest] = field(default_factory=list)
     disconnects: int = 0
     """How many times a client went away while the server was stalled."""
+    models: list[str] = field(default_factory=lambda: ["fake-model"])
+    """What ``GET /v1/models`` lists (to a client that sends ``API_KEY``; others get 401)."""
 
     port: int = 0
     _server: uvicorn.Server | None = None
@@ -178,7 +180,19 @@ class FakeOpenAIServer:
     # -- the ASGI app ------------------------------------------------------
 
     def _app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+            ]
+        )
+
+    async def _models(self, request: Request) -> Response:
+        if request.headers.get("authorization") != f"Bearer {API_KEY}":
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+            return JSONResponse({"error": error}, status_code=401)
+        data = [{"id": name, "object": "model", "owned_by": "fake"} for name in self.models]
+        return JSONResponse({"object": "list", "data": data})
 
     def _next_behaviour(self) -> Behaviour:
         if len(self.behaviours) > 1:

@@ -118,3 +118,31 @@ async def test_readyz_turns_503_as_soon_as_shutdown_starts_while_turns_drain(
         assert any("shutting down" in r for r in response.json()["reasons"])
         assert not stopping.done(), "the turn is still draining"
         await stopping
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("attacker.example:{port}", False),  # a rebinding name resolving to 127.0.0.1
+        ("127.0.0.1.attacker.example", False),
+        ("localhost:{port}", True),
+        ("127.0.0.1:{port}", True),
+        ("[::1]:{port}", True),
+    ],
+)
+async def test_status_refuses_a_dns_rebinding_host_like_the_socket_does(
+    gateway: Gateway, host: str, allowed: bool
+) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as http:
+        answer = await http.get("/status", headers={"host": host.format(port=gateway.port)})
+    if allowed:
+        assert answer.status_code == 200 and answer.json()["running"] is True
+    else:
+        assert answer.status_code == 403
+        assert "Host" in answer.json()["error"] and "pid" not in answer.json()
+
+
+async def test_status_refuses_a_cross_origin_page(gateway: Gateway) -> None:
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as http:
+        answer = await http.get("/status", headers={"origin": "http://evil.example"})
+    assert answer.status_code == 403

@@ -50,7 +50,7 @@ def restored_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(was)
 
 
-@pytest.mark.parametrize("library", ["httpx", "openai", "aiogram", "uvicorn.access"])
+@pytest.mark.parametrize("library", ["httpx", "openai", "aiohttp", "uvicorn.access"])
 def test_library_request_chatter_stays_below_info_unless_debugging(
     library: str, restored_logging: None
 ) -> None:
@@ -59,3 +59,26 @@ def test_library_request_chatter_stays_below_info_unless_debugging(
     assert logging.getLogger(library).isEnabledFor(logging.WARNING)
     setup_logging("DEBUG")
     assert logging.getLogger(library).isEnabledFor(logging.DEBUG)
+
+
+def test_the_last_problem_shown_by_status_names_no_chat_or_user_but_keeps_measurements() -> None:
+    from chatgate.app.logs import LastProblemHandler
+
+    handler = LastProblemHandler()
+    logger = logging.getLogger("chatgate.test.last_problem")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("web client for chat %s (user %r) is not reading", "chat-4711", "alice")
+        assert (
+            handler.last.message
+            == "WARNING chatgate.test.last_problem: web client for chat … (user …) is not reading"
+        )
+        logger.error("telegram chat %d: gave up after %.1fs at 100%%", 123456789, 2.5)
+        assert handler.last.message is not None
+        assert "123456789" not in handler.last.message
+        assert handler.last.message.endswith("telegram chat …: gave up after 2.5s at 100%")
+        logger.warning("store unavailable (%s)", OSError("disk full"))
+        assert handler.last.message.endswith("store unavailable (disk full)")
+    finally:
+        logger.removeHandler(handler)

@@ -162,3 +162,73 @@ async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) ->
             assert all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) for s in server_socks)
     finally:
         await gateway.stop()
+
+
+def test_e2e_bench_quick_comparison_runs_chatgate_a_baseline_and_the_floor_interleaved(
+    tmp_path: Path,
+) -> None:
+    src = str(ROOT / "src")  # the same tree as baseline: what matters is that every target runs
+    result = run_bench("e2e.py", "--dir", str(tmp_path), "--floor", "--baseline-src", src)
+    assert result["correct"] is True, result
+    assert result["mode"] == "compare" and result["baseline_src"] == src
+    assert set(result["targets"]) == {"baseline", "chatgate", "floor"}
+    for name, target in result["targets"].items():
+        assert len(target["runs"]) == result["rounds"]
+        assert len(target["phases"]) == len(result["phase_specs"])
+        for phase in target["phases"]:
+            for key in ("cpu_per_message_ms", "latency_p50_ms", "latency_p99_ms", "messages_per_s", "rss_mb"):
+                assert key in phase, (name, key)
+            assert phase["latency_p50_ms"] > 0
+        for run in target["runs"]:
+            assert run["correct"] is True and run["shutdown"]["exit_code"] == 0
+            assert (run["database"] is None) is (name == "floor")  # the floor stores nothing
+    for pair in ("chatgate_to_floor", "baseline_to_floor", "chatgate_to_baseline"):
+        assert len(result["ratio"][pair]) == len(result["phase_specs"])
+        assert set(result["ratio"][pair][0]) == {"cpu_per_message_ms", "latency_p50_ms", "latency_p99_ms"}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_intake_bench_quick_relay_floor_run_reports_cpu_per_message_and_the_ratio(tmp_path: Path) -> None:
+    result = run_bench(
+        "intake.py", "--dir", str(tmp_path), "--sim-dir", str(tmp_path), "--lane", "relay", "--floor"
+    )
+    assert result["correct"] is True
+    _check_intake_lane(result, result["relay"], "relay")
+    floor = result["floor"]
+    assert floor["correct"] is True and len(floor["runs"]) == result["runs"]
+    for figures in (result["relay"], floor):
+        for key in ("cpu_per_message_ms", "inject_to_reply_p50_ms", "inject_to_reply_p99_ms", "rss_mb"):
+            assert key in figures, key
+        assert all(run["all_replied"] and run["acked_once"] for run in figures["runs"])
+    assert set(result["ratio_to_floor"]["main"]) == {
+        "cpu_per_message_ms",
+        "inject_to_reply_p50_ms",
+        "inject_to_reply_p99_ms",
+    }
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_reports_ratios(
+    tmp_path: Path,
+) -> None:
+    result = run_bench("telegram.py", "--dir", str(tmp_path))
+    assert result["correct"] is True, result
+    assert result["workload"]["agent"] == "openai"
+    for subject in ("gateway", "bare"):
+        figures = result[subject]
+        for key in ("first_reply_p50_ms", "first_reply_p99_ms", "cpu_ms_per_message", "peak_rss_mb"):
+            assert figures[key] > 0, (subject, key)
+        assert figures["start_to_first_poll_s"] > 0 and figures["start_cpu_s"] > 0
+        (run,) = figures["runs"]
+        assert run["answered"] == result["workload"]["messages"] and run["extra_sends"] == 0
+        assert run["shutdown"]["exit_code"] == 0
+    assert result["gateway"]["runs"][0]["log"]["warnings_or_errors"] == 0
+    for key in ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb"):
+        assert result["ratios"][key] > 0, key
+    assert set(result["targets"]) == {
+        "cpu_per_message_le_1_5x",
+        "p50_le_2x",
+        "gateway_rss_le_90_mb",
+        "gateway_first_poll_le_0_5_s",
+    }
+    assert list(tmp_path.iterdir()) == []  # each run's state dir was removed

@@ -11,6 +11,7 @@ import pytest
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxSettlement
+from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.store_roles import (
     Leases,
     Lifecycle,
@@ -59,6 +60,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "queue_depth": lambda s: s.queue_depth(),
     "chat_labels": lambda s: s.chat_labels("webchat", None, "c1"),
     "unconfirmed_for_chat": lambda s: s.unconfirmed_for_chat("webchat", "c1"),
+    "unconfirmed_page": lambda s: s.unconfirmed_page("webchat", "c1", 0, 10),
     "admit": lambda s: s.admit(req("d9", "k1")),
     "recover": lambda s: s.recover("w1"),
     "claim_sessions": lambda s: s.claim_sessions("w1", 10, 30.0, 1),
@@ -83,6 +85,13 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "expire_open_approvals": lambda s: s.expire_open_approvals(T0, "restart"),
     "add_grant": lambda s: s.add_grant("always", None, "sudo", "sudo ls"),
     "granted": lambda s: s.granted("k1", ["sudo"]),
+    "request_pairing": lambda s: s.request_pairing(
+        "telegram", "u9", None, "c9", T0, PairingLimits(), lambda r: draft(f"pair:{r.code}")
+    ),
+    "approve_pairing": lambda s: s.approve_pairing("ABCDEFGH", T0, PairingLimits()),
+    "revoke_pairing": lambda s: s.revoke_pairing("telegram", "u9"),
+    "paired_users": lambda s: s.paired_users(),
+    "pending_pairings": lambda s: s.pending_pairings(T0),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

@@ -105,6 +105,23 @@ async def test_unconfirmed_for_chat_lists_unconfirmed_pending_sending_and_sent_r
     assert [r.idem_key for r in await store.unconfirmed_for_chat("webchat", "c2")] == ["other"]
 
 
+@covers(Outbox.unconfirmed_page)
+async def test_unconfirmed_page_walks_the_backlog_after_a_cursor_in_id_order_skipping_confirmed(store):
+    await put_outbox(store, *(draft(f"r{i}", "c1") for i in range(1, 8)), draft("other", "c2"))
+    everything = await store.unconfirmed_for_chat("webchat", "c1")
+    assert await store.confirm_outbox("webchat", "c1", everything[2].id) is True  # r3 was shown
+    pages: list[list[str]] = []
+    cursor = 0
+    while page := await store.unconfirmed_page("webchat", "c1", cursor, 2):
+        assert len(page) <= 2
+        pages.append([r.idem_key for r in page])
+        cursor = page[-1].id
+    assert pages == [["r1", "r2"], ["r4", "r5"], ["r6", "r7"]]
+    assert await store.unconfirmed_page("webchat", "c1", everything[-1].id, 10) == []
+    assert [r.idem_key for r in await store.unconfirmed_page("webchat", "c2", 0, 10)] == ["other"]
+    assert await store.unconfirmed_page("telegram", "c1", 0, 10) == []
+
+
 @covers(Outbox.confirm_outbox)
 async def test_confirm_outbox_is_true_once_and_false_on_repeat_or_for_another_chat(store):
     await put_outbox(store, draft("a1", "c1"))

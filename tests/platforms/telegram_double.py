@@ -1,4 +1,4 @@
-"""A Telegram Bot API server double on 127.0.0.1, for driving the real aiogram client.
+"""A Telegram Bot API server double on 127.0.0.1, for driving the adapter's real Bot API client.
 
 It serves ``/bot<token>/<method>`` for the methods the adapter uses (getMe,
 getUpdates, sendMessage, editMessageText, deleteMessage, sendChatAction,

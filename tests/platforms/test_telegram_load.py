@@ -1,4 +1,4 @@
-"""300 messages over 30 Telegram conversations through a real gateway and the real aiogram client.
+"""300 messages over 30 Telegram chats through a real gateway and its real Bot API client.
 
 DMs, groups (two users each: per-user sessions) and forum topics (shared per topic)
 all at once: every message is answered exactly once, in its own chat and topic,

@@ -57,6 +57,15 @@ BAD_INPUTS = {
     "invalid_utf8_binary": Bad(b'{"type":"message","id":"u8","text":"caf\xe9 \xff\xfe"}', "invalid_utf8"),
     "empty_text": Bad(_j({"type": "message", "id": "e1", "text": ""}), "invalid_frame", "e1"),
     "whitespace_text": Bad(_j({"type": "message", "id": "e2", "text": " \n\t "}), "invalid_frame", "e2"),
+    "integer_over_4300_digits": Bad(
+        '{"type": "message", "id": "n1", "text": "hi", "n": ' + "9" * 5000 + "}", "invalid_json"
+    ),
+    "integer_over_4300_digits_as_text": Bad(
+        '{"type": "message", "id": "n2", "text": ' + "1" * 4301 + "}", "invalid_json"
+    ),
+    "negative_integer_over_4300_digits": Bad("[-" + "7" * 10_000 + "]", "invalid_json"),
+    "huge_float_exponent": Bad('{"type": "message", "id": "f1", "text": 1e999999}', "invalid_frame", "f1"),
+    "nan_as_id": Bad('{"type": "message", "id": NaN, "text": "hi"}', "invalid_frame"),
     "received_unparseable_message_id": Bad(_j({"type": "received", "message_id": "xyz"}), "invalid_frame"),
 }
 

@@ -65,10 +65,9 @@ def free_port() -> int:
 
 READY_LINE = " is running: open http://"
 READY_TIMEOUT = 90.0
-"""A Telegram-enabled ``chatgate run`` spends 6-7 s of CPU before it listens, nearly all of it
-importing aiogram (``aiogram.types`` rebuilds some 440 pydantic models), and prints nothing
-meanwhile: 6-7 s on a lightly loaded 2-core machine, 10-13 s next to two CPU burners, 30-50 s in
-flake hunts on a shared machine. Below the 120 s per-test limit, so a start that never gets
+"""A Telegram-enabled ``chatgate run`` spent 6-7 s of CPU before it listened while it imported
+aiogram (issue 13 replaced it; now ~0.5-1 s), and prints nothing meanwhile; a shared machine can
+still stretch a start many times over. Below the 120 s per-test limit, so a start that never gets
 there fails with its log and CPU time instead of a pytest-timeout stack."""
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import ops_cli
+from chatgate.app import init_wizard, ops_cli, pairing_cli, service
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -211,14 +211,22 @@ def _with_state(
     return run
 
 
+def cmd_pairing(args: argparse.Namespace) -> int:
+    config = _load(args)
+    return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
+
+
 GUIDE = """\
 chatgate {version}: a durable chat gateway for AI agents.
 
+  chatgate init                guided setup: agent, platforms, who may talk; writes chatgate.yaml
   chatgate run                 start on the defaults: SQLite, the web chat, the offline echo agent
   chatgate run --config FILE   start with your config (docs/configuration.md)
   chatgate config check FILE   validate a config without starting
   chatgate status | stop       the gateway running for this state dir
+  chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
+  chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
   chatgate --help              every command; chatgate COMMAND --help for its options
 
 State lives in {state_dir} unless --state-dir or state_dir says otherwise.
@@ -241,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="YAML config file (default: built-in defaults)")
         p.add_argument("--state-dir", help="where the database lives (env CHATGATE_STATE_DIR)")
 
+    init_wizard.add_parser(sub, init_wizard.cmd_init)
     run = sub.add_parser("run", help="run the gateway")
     common(run)
     run.add_argument("--port", type=int, help="HTTP port for the web chat, health and metrics")
@@ -275,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
+    pairing_cli.add_parser(sub, common, cmd_pairing)
+    service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"
     )

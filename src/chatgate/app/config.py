@@ -24,7 +24,9 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
 from chatgate.app.config_rates import RateLimitsConfig, rate_limit_problem
+from chatgate.app.extras import check_extras
 from chatgate.app.netaddr import is_loopback
+from chatgate.app.pairing_config import PairingConfig
 from chatgate.domain.danger import load_rules
 from chatgate.domain.shell_allow import load_allow
 
@@ -49,6 +51,12 @@ class _Section(BaseModel):
 class HttpConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
+    max_connections: int = Field(1000, ge=1, le=1_000_000)
+    """Open HTTP and WebSocket connections; the process needs this many descriptors plus 128."""
+    header_timeout_seconds: float = Field(10.0, gt=0, le=3600)
+    """How long a connection may take to send a request's headers (slowloris guard)."""
+    keep_alive_seconds: int = Field(5, ge=1, le=3600)
+    """How long an idle HTTP keep-alive connection stays open between requests."""
 
 
 class SqliteConfig(_Section):
@@ -120,11 +128,16 @@ class WebChatConfig(_Section):
     allow_all: bool | None = None
     """``None``: allow everyone when bound to loopback, nobody otherwise."""
     allow_users: list[str] = []
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
     access_token_env: EnvName | None = None
     max_text_chars: int = Field(16_000, ge=1)
     draft_interval_ms: float = Field(50.0, ge=0)
     allowed_origins: list[str] = []
     """Other origins (``https://chat.example``) whose pages may open /ws; same-origin always may."""
+    max_queued_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
+    """What one socket may have waiting to be written before a client that does not read is
+    closed (and resyncs on reconnect); at least one reply's frame (``max_text_chars``)."""
 
 
 class TelegramConfig(_Section):
@@ -135,6 +148,8 @@ class TelegramConfig(_Section):
     """Name of the environment variable that holds the bot token (required when enabled)."""
     allow_users: list[str] = []
     """Telegram user ids allowed to talk to the agent; everyone else is refused (default deny)."""
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
     api_base: str = "https://api.telegram.org"
     poll_timeout_seconds: int = Field(25, ge=1, le=50)
     drop_pending_updates: bool = False
@@ -151,6 +166,8 @@ class RelayPlatformConfig(_Section):
     allow_users: list[str] = []
     """User ids of that platform allowed to talk to the agent (default deny)."""
     allow_all: bool = False
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
 
 
 class RelayConfig(_Section):
@@ -261,6 +278,7 @@ class GatewayConfig(BaseSettings):
     locks: LocksConfig = LocksConfig()
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
+    pairing: PairingConfig = PairingConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -280,8 +298,10 @@ class GatewayConfig(BaseSettings):
         return (env_settings, init_settings)
 
 
-def load_config(path: Path | None) -> GatewayConfig:
-    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line."""
+def load_config(path: Path | None, *, check_installed: bool = True) -> GatewayConfig:
+    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line.
+
+    ``check_installed=False`` skips the check that enabled features have their pip extra."""
     where = str(path) if path else "defaults"
     data: Any = {}
     lines: dict[KeyPath, int] = {}
@@ -305,6 +325,8 @@ def load_config(path: Path | None) -> GatewayConfig:
             f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
             " must hold JSON; or set one key at a time, e.g. CHATGATE_HTTP__PORT=9000"
         ) from exc
+    if check_installed and (needs := check_extras(config)) is not None:
+        raise ConfigError(needs)
     check_secrets(config, os.environ)
     check_budgets(config)
     return config

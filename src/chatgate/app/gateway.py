@@ -17,11 +17,19 @@ import uvicorn
 
 from chatgate import __version__
 from chatgate.agents.base import Agent
+from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.http import build_app
+from chatgate.app.http_guard import (
+    AcceptErrorThrottle,
+    ConnectionLimits,
+    DescriptorBudgetError,
+    ensure_descriptors,
+    guarded_http,
+)
 from chatgate.app.locks import (
     FileLock,
     LockHeld,
@@ -70,17 +78,27 @@ class CredentialInUse(StartupError):
 
 def build_agent(config: GatewayConfig) -> Agent:
     if config.agent.kind == "openai":
-        from chatgate.agents.openai_agent import OpenAIAgent
-
         oa = config.agent.openai
-        return OpenAIAgent(
-            base_url=oa.base_url,
-            model=oa.model,
-            api_key=os.environ.get(oa.api_key_env, ""),
-            temperature=oa.temperature,
-            max_tokens=oa.max_tokens,
-            timeout_s=oa.timeout_seconds,
-        )
+        api_key = os.environ.get(oa.api_key_env, "")
+        if not api_key:
+            raise StartupError(
+                f"agent.openai.api_key_env: environment variable {oa.api_key_env} is not set;"
+                " export it (any placeholder for a local server)"
+            )
+
+        def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
+            from chatgate.agents.openai_agent import OpenAIAgent
+
+            return OpenAIAgent(
+                base_url=oa.base_url,
+                model=oa.model,
+                api_key=api_key,
+                temperature=oa.temperature,
+                max_tokens=oa.max_tokens,
+                timeout_s=oa.timeout_seconds,
+            )
+
+        return DeferredAgent("openai", build)
     return EchoAgent(
         chunk_delay_ms=config.agent.echo.chunk_delay_ms, chunk_chars=config.agent.echo.chunk_chars
     )
@@ -139,6 +157,7 @@ class Gateway:
         self._server: _Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
+        self._loop_handler: Any = None
         self.port: int | None = None
 
     def _engine_settings(self) -> EngineSettings:
@@ -188,6 +207,7 @@ class Gateway:
             ),
             shell=shell,
             rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
+            pairing=config.pairing.limits(),
         )
 
     def _lock_credentials(self) -> None:
@@ -274,6 +294,10 @@ class Gateway:
 
     async def start(self) -> None:
         self._started = time.monotonic()
+        try:
+            ensure_descriptors(self.config.http.max_connections)
+        except DescriptorBudgetError as exc:
+            raise StartupError(str(exc)) from None
         await asyncio.to_thread(self._lock_credentials)
         expired_prompts = await self.engine.open()
         if self.engine.tools is not None:
@@ -285,6 +309,8 @@ class Gateway:
         await self._start_http()
         for adapter in self.adapters.values():
             await adapter.start()  # after the store is open: intake commits every event before its ack
+        if isinstance(self.agent, DeferredAgent):
+            self.agent.warm()  # after the adapters: their first poll does not wait for an SDK import
         self.approvals.render_all(expired_prompts)
         log.info(startup_line(self.config, self.state_dir, self.adapters))
 
@@ -303,6 +329,9 @@ class Gateway:
 
     async def _start_http(self) -> None:
         http = self.config.http
+        loop = asyncio.get_running_loop()
+        self._loop_handler = loop.get_exception_handler()
+        loop.set_exception_handler(AcceptErrorThrottle())
         self._sock = bind_socket(http.host, http.port)
         self.port = self._sock.getsockname()[1]
         app = build_app(
@@ -316,7 +345,13 @@ class Gateway:
             refresh_gauges=self._refresh_gauges,
         )
         uv_config = uvicorn.Config(
-            app, log_config=None, lifespan="off", ws_max_size=4 * 1024 * 1024, ws_ping_interval=20.0
+            app,
+            log_config=None,
+            lifespan="off",
+            ws_max_size=4 * 1024 * 1024,
+            ws_ping_interval=20.0,
+            http=guarded_http(ConnectionLimits(http.max_connections, http.header_timeout_seconds)),
+            timeout_keep_alive=http.keep_alive_seconds,
         )
         self._server = _Server(uv_config)
         self._server_task = asyncio.create_task(
@@ -365,3 +400,4 @@ class Gateway:
             self._server.force_exit = True
             await asyncio.gather(self._server_task, return_exceptions=True)
         self._server_task = None
+        asyncio.get_running_loop().set_exception_handler(self._loop_handler)

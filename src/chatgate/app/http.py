@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -11,7 +12,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
@@ -41,7 +42,24 @@ def _is_local(request: Request) -> bool:
     return is_loopback(host) or (bool(host) and host == own)
 
 
-def _origin_allowed(ws: WebSocket, allowed: frozenset[str], loopback_bind: bool) -> bool:
+def _names_this_host(request: HTTPConnection, allowed: frozenset[str]) -> bool:
+    """The ``Host`` asked for is a loopback name, an IP literal, or an allowed origin's host.
+
+    A DNS-rebinding page (a name of the attacker's that resolves to this machine) always
+    asks for a name of the attacker's; an operator's ``curl`` asks for an address or
+    ``localhost``.
+    """
+    host = hostname(request.headers.get("host", ""))
+    if is_loopback(host) or host in {hostname(urlsplit(o).netloc) for o in allowed}:
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _origin_allowed(ws: HTTPConnection, allowed: frozenset[str], loopback_bind: bool) -> bool:
     """Refuse cross-site WebSockets: a page elsewhere must not drive this gateway (and its tools).
 
     Browsers always send ``Origin`` on a WebSocket; other clients usually send none, and
@@ -110,6 +128,17 @@ def build_app(
     async def status_endpoint(request: Request) -> Response:
         if not _is_local(request):
             return JSONResponse({"error": "status is only served to local clients"}, status_code=403)
+        if not _names_this_host(request, allowed_origins) or not _origin_allowed(
+            request, allowed_origins, loopback_bind
+        ):
+            log.warning(
+                "refused /status for Host %r (DNS rebinding?); ask for 127.0.0.1 or localhost",
+                request.headers.get("host"),
+            )
+            return JSONResponse(
+                {"error": "status is only served under a loopback name or an IP address (Host header)"},
+                status_code=403,
+            )
         return JSONResponse(await status() if status is not None else {"running": True})
 
     async def metrics_endpoint(request: Request) -> Response:

@@ -6,8 +6,10 @@ are appended to text lines and become keys of JSON lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -57,15 +59,46 @@ class LastProblem:
     at: float | None = None
 
 
+_CONVERSION = re.compile(r"%(\([^)]*\))?[#0 +-]*\d*(\.\d+)?[diouxXeEfFgGcrsa%]")
+
+
+def _without_identifiers(record: logging.LogRecord) -> str:
+    """The message with its arguments blanked, except measurements (floats) and exceptions.
+
+    ``/status`` and ``chatgate status`` show this to whoever may ask; a chat or user id
+    (a string or an integer argument) stays in the log line, which has the full text.
+    Every log call passes its variable parts as arguments or ``extra=`` fields, never
+    formatted into the template, so the template itself names no one.
+    """
+    template = str(record.msg)
+    args = record.args
+    if not args:
+        return template
+    values = iter(args if isinstance(args, tuple) else ())
+
+    def shown(match: re.Match[str]) -> str:
+        spec = match.group(0)
+        if spec == "%%":
+            return "%"
+        value = next(values, None)
+        if match.group(1) is None and isinstance(value, float | BaseException):
+            with contextlib.suppress(TypeError, ValueError):
+                return spec % (value,)
+        return "…"
+
+    return _CONVERSION.sub(shown, template)
+
+
 class LastProblemHandler(logging.Handler):
-    """Remembers the latest warning or error, for ``chatgate status``."""
+    """Remembers the latest warning or error, identifier-free, for ``chatgate status``."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
         self.last = LastProblem()
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.last = LastProblem(f"{record.levelname} {record.name}: {record.getMessage()}", time.time())
+        text = _without_identifiers(record)
+        self.last = LastProblem(f"{record.levelname} {record.name}: {text}", time.time())
 
 
 LAST_PROBLEM = LastProblemHandler()
@@ -81,10 +114,10 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     root.handlers[:] = [handler, LAST_PROBLEM]
     root.setLevel(level)
     # Libraries log every request (uvicorn each WebSocket open/close, httpx and the OpenAI SDK
-    # each HTTP call, aiogram each update) at INFO: noise for an operator, kept for DEBUG.
+    # each HTTP call, aiohttp its access lines) at INFO: noise for an operator, kept for DEBUG.
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
     for name in LIBRARY_CHATTER:
         logging.getLogger(name).setLevel(quiet)
 
 
-LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiogram")
+LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiohttp")

@@ -57,7 +57,8 @@ class PlatformEntry:
 def _web_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
     web = config.platforms.web
     allow_all = web.allow_all if web.allow_all is not None else is_loopback(config.http.host)
-    return {"web": PlatformAccess(allow_all=allow_all, allow_users=frozenset(web.allow_users))}
+    users = frozenset(web.allow_users)
+    return {"web": PlatformAccess(allow_all=allow_all, allow_users=users, pairing=web.pairing)}
 
 
 def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
@@ -69,6 +70,7 @@ def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformB
         engine.intake,
         max_text_chars=web.max_text_chars,
         access_token=secret(os.environ, web.access_token_env),
+        max_queued_bytes=web.max_queued_bytes,
     )
     return PlatformBuild(adapters=[adapter], web_chat=adapter)
 
@@ -77,11 +79,12 @@ def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformB
 
 
 def _telegram_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
-    return {"telegram": PlatformAccess(allow_users=frozenset(config.platforms.telegram.allow_users))}
+    telegram = config.platforms.telegram
+    return {"telegram": PlatformAccess(allow_users=frozenset(telegram.allow_users), pairing=telegram.pairing)}
 
 
 def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
-    from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings  # imports aiogram
+    from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings
 
     cfg = config.platforms.telegram
     token = secret(os.environ, cfg.token_env)
@@ -110,7 +113,7 @@ def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> Plat
 def _relay_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
     return {
         fronted.platform.strip().lower(): PlatformAccess(
-            allow_all=fronted.allow_all, allow_users=frozenset(fronted.allow_users)
+            allow_all=fronted.allow_all, allow_users=frozenset(fronted.allow_users), pairing=fronted.pairing
         )
         for fronted in config.platforms.relay.platforms
     }

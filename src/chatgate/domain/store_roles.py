@@ -28,6 +28,7 @@ from chatgate.domain.context import ChatLabels
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement
+from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.domain.turns import Claim, TurnOutcome
@@ -158,6 +159,13 @@ class OutboxConfirmations(Protocol):
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]: ...
 
+    async def unconfirmed_page(
+        self, platform: str, chat_id: str, after_id: int, limit: int
+    ) -> list[OutboxRow]:
+        """At most ``limit`` of the chat's unconfirmed rows with ``id > after_id``, in id order:
+        a backlog of any size is sent a page at a time, as fast as the client reads."""
+        ...
+
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         """True when this call confirmed the row (once; never for another chat's row)."""
         ...
@@ -259,5 +267,56 @@ class Labels(Protocol):
     async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels: ...
 
 
-ROLES: tuple[type, ...] = (Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels)
+# ---------------------------------------------------------------- pairing
+
+
+class PairingReads(Protocol):
+    """Who was approved by pairing (admission's authorizer reads it, with a short cache)."""
+
+    async def paired_users(self, platform: str | None = None) -> list[PairedUser]:
+        """Approved users (of one platform, or all), oldest approval first."""
+        ...
+
+
+class Pairing(PairingReads, Protocol):
+    """DM pairing: one-time codes for strangers, the operator's approvals, and the lockout."""
+
+    async def request_pairing(
+        self,
+        platform: str,
+        user_id: str,
+        user_name: str | None,
+        chat_id: str | None,
+        now: float,
+        limits: PairingLimits,
+        notice_for: Callable[[PairingRequest], OutboxDraft],
+    ) -> PairingIssue:
+        """The user's live code (a new one if none), and its reply recorded in the same
+        transaction when due (first message, then at most once per reply interval)."""
+        ...
+
+    async def approve_pairing(self, code: str, now: float, limits: PairingLimits) -> PairingApproval:
+        """Approve a live code once; a wrong or expired one counts towards the lockout."""
+        ...
+
+    async def revoke_pairing(self, platform: str, user_id: str) -> bool:
+        """Forget an approved user (and their live code); True when there was one."""
+        ...
+
+    async def pending_pairings(self, now: float) -> list[PairingRequest]:
+        """Live codes, oldest first (expired ones are not listed)."""
+        ...
+
+
+ROLES: tuple[type, ...] = (
+    Lifecycle,
+    Inbox,
+    Leases,
+    Transcript,
+    Outbox,
+    Approvals,
+    Cursors,
+    Labels,
+    Pairing,
+)
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

@@ -16,14 +16,16 @@ from chatgate.domain.commands import parse_command
 from chatgate.domain.errors import ScopeConflict, StoreUnavailable
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.inbox import AdmitRequest, AdmitResult
+from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import Source, canonical_source
-from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Transcript
+from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Pairing, Transcript
 from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.commands import COMMAND_TABLE, ControlCommand
 from chatgate.engine.intake import AdmissionRefused
 from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.pairing import PairingOffers
 from chatgate.engine.ports import Admitted, AnswerFeedback
 from chatgate.engine.replies import command_reply, reply_draft
 from chatgate.engine.scope_bindings import ScopeBindings
@@ -36,9 +38,9 @@ WAITING_FOR_APPROVAL = (
 )
 
 
-class AdmissionStore(Inbox, Transcript, ApprovalReads, OutboxNotices, Protocol):
+class AdmissionStore(Inbox, Transcript, ApprovalReads, OutboxNotices, Pairing, Protocol):
     """The roles admission uses: it commits to the inbox, reads a session for ``/status``,
-    finds a chat's open prompts, and records notices outside a turn."""
+    finds a chat's open prompts, records notices outside a turn, and offers pairing codes."""
 
 
 class Admission:
@@ -55,6 +57,7 @@ class Admission:
         on_reply: Callable[[], None] = lambda: None,
         stop_session: Callable[[str], Awaitable[None]] | None = None,
         approvals: ApprovalBroker | None = None,
+        pairing: PairingLimits = PairingLimits(),
     ) -> None:
         self._store = store
         self._authz = authorizer
@@ -68,6 +71,7 @@ class Admission:
         self._desk = ApprovalDesk(store, approvals) if approvals is not None else None
         self._approvals = approvals
         self._scopes = ScopeBindings(store)
+        self._pairing = PairingOffers(store, pairing)
 
     def policy_for(self, platform: str) -> IsolationPolicy:
         return resolve_policy(platform, self._isolation, self._overrides)
@@ -98,10 +102,16 @@ class Admission:
                 "too_large",
                 f"text is {len(inbound.text)} characters; the limit is {MAX_TEXT_CHARS}",
             )
-        denied = self._authz.check(source)
+        inbound = replace(inbound, source=source)
+        denied = await self._authz.authorize(source)
+        if denied is not None and self._authz.offers_pairing(source):
+            key = session_key(source, self.policy_for(platform), self._profile)
+            reason, replied = await self._pairing.offer(inbound, key)
+            if replied:
+                self._on_reply()
+            raise self._refuse(platform, "pairing_required", reason)
         if denied is not None:
             raise self._refuse(platform, "unauthorized", denied)
-        inbound = replace(inbound, source=source)
         try:
             return await self._commit(inbound, await self._key_for(source))
         except ScopeConflict as exc:  # another scope took the contract key just now

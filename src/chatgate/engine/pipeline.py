@@ -16,8 +16,18 @@ from typing import Protocol
 from chatgate.agents.base import Agent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
-from chatgate.domain.store_roles import Approvals, Inbox, Labels, Leases, Lifecycle, Outbox, Transcript
+from chatgate.domain.store_roles import (
+    Approvals,
+    Inbox,
+    Labels,
+    Leases,
+    Lifecycle,
+    Outbox,
+    Pairing,
+    Transcript,
+)
 from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
 from chatgate.engine.authz import Authorizer, PlatformAccess
@@ -33,7 +43,7 @@ from chatgate.engine.typing_indicators import TypingIndicators
 log = logging.getLogger(__name__)
 
 
-class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Protocol):
+class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Protocol):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
 
@@ -53,6 +63,8 @@ class EngineSettings:
     """The shell tool, when tools are enabled: every call goes through the approval gate."""
     rate_limits: Mapping[str, RateOverride] = field(default_factory=dict)
     """Per platform, the operator's rate limits over the adapter's declared ones."""
+    pairing: PairingLimits = PairingLimits()
+    """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
 
 
 class Engine:
@@ -77,7 +89,7 @@ class Engine:
         )
         self.admission = Admission(
             store,
-            Authorizer(settings.access),
+            Authorizer(settings.access, store),
             metrics,
             profile=settings.profile,
             isolation=settings.isolation,
@@ -86,6 +98,7 @@ class Engine:
             on_reply=self.outbox_changed,
             stop_session=self.stop_session,
             approvals=self.approvals,
+            pairing=settings.pairing,
         )
         self.intake = EngineIntake(self.admission, store, metrics)
         self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None

@@ -16,9 +16,10 @@ from chatgate.domain.store_roles import (
     Leases,
     Lifecycle,
     Outbox,
+    Pairing,
     Transcript,
 )
 
 
-class Store(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Protocol):
+class Store(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Pairing, Protocol):
     """The whole durable state of a gateway."""

@@ -88,6 +88,9 @@ def test_frames_split_across_and_packed_into_messages_are_reassembled() -> None:
         ("[1,2]", "not a JSON object"),
         ('{"no_type": 1}', "no string 'type'"),
         ('{"type": 5}', "no string 'type'"),
+        ('{"type": "going_idle_ack", "n": ' + "9" * 5000 + "}", "not JSON"),
+        ('{"type": "inbound", "bufferId": ' + "9" * 4301 + "}", "not JSON"),
+        ('{"type": ' + "-" + "1" * 10_000 + "}", "not JSON"),
     ],
 )
 def test_malformed_lines_become_bad_frames_and_the_next_line_still_parses(line: str, reason: str) -> None:

@@ -13,6 +13,11 @@ connector replays it. A frame that can never be admitted (malformed,
 unsupported, refused) is recorded with its reason and acknowledged, so it is not
 replayed forever. While the store is unavailable the
 intake retries the same frame (later frames wait behind it: order is kept).
+
+What the reader has read but the intake has not yet taken is bounded
+(``MAX_QUEUED_FRAMES``): when it is full the reader stops reading the socket,
+so a flood waits in the connector. Acks ready in the same loop tick share one
+WebSocket message (``coalesce.py``).
 """
 
 from __future__ import annotations
@@ -43,8 +48,8 @@ from chatgate.engine.ports import (
     Undecodable,
 )
 from chatgate.platforms.kit.per_key import PerKeyQueues
+from chatgate.platforms.relay.coalesce import FrameCoalescer
 from chatgate.platforms.relay.connection import (
-    FrameHandler,
     NoResult,
     NotSent,
     OpResult,
@@ -64,11 +69,16 @@ from chatgate.platforms.relay.frames import (
     InterruptFrame,
     InterruptInboundFrame,
 )
+from chatgate.platforms.relay.handler import FrameHandler
 from chatgate.platforms.relay.platform import RelayPlatform
 from chatgate.platforms.relay.text_lane import TRANSPORT, to_inbound
-from chatgate.platforms.relay.wire import RECORD_EXCERPT_CHARS, BadFrame
+from chatgate.platforms.relay.wire import RECORD_EXCERPT_CHARS, BadFrame, encode
 
 log = logging.getLogger(__name__)
+
+MAX_QUEUED_FRAMES = 256
+"""Intake frames read from the socket but not yet handed to their chat's lane (each is at most
+one line of 1 MiB; ``PerKeyQueues`` bounds what waits behind the lanes)."""
 
 
 class RelayHub(FrameHandler):
@@ -80,6 +90,7 @@ class RelayHub(FrameHandler):
         interrupt: Callable[[str, str], Awaitable[object]],
         duplicate_marker: str = "",
         on_bad_frame: Callable[[str], None] = lambda reason: None,
+        max_queued: int = MAX_QUEUED_FRAMES,
     ) -> None:
         self.settings = settings
         self._intake = intake
@@ -88,7 +99,13 @@ class RelayHub(FrameHandler):
         self.duplicate_marker = duplicate_marker
         self.connection = RelayConnection(settings, self)
         self.platforms: dict[str, RelayPlatform] = {p: RelayPlatform(self, p) for p, _ in settings.identities}
-        self._queue: asyncio.Queue[tuple[IntakeFrame | BadFrame, str, float]] = asyncio.Queue()
+        # Bounded: when it is full the reader stops reading the socket (``wait_room``) until the
+        # intake has taken a frame, so a flood is held by the connector, never in this process.
+        self._queue: asyncio.Queue[tuple[IntakeFrame | BadFrame, str, float]] = asyncio.Queue(max_queued)
+        self._room = asyncio.Event()
+        self.peak_queued = 0
+        """The most frames the queue ever held (a test of the bound reads it)."""
+        self._acks = FrameCoalescer(self.connection.send_text)
         self._intake_task: asyncio.Task[None] | None = None
         self._queues = PerKeyQueues(name="relay-intake")
         self._closed = False
@@ -132,6 +149,7 @@ class RelayHub(FrameHandler):
             [t for t in (self._idle, self._intake_task, *self._side_tasks) if t is not None]
         )
         await self._queues.aclose()
+        await self._acks.aclose()
         await self.connection.close(drain_timeout=max(0.0, min(5.0, deadline - loop.time() - 1.0)))
 
     def state(self, platform: str) -> AdapterState:
@@ -165,7 +183,7 @@ class RelayHub(FrameHandler):
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
         else:
-            self._queue.put_nowait((frame, line, received_at))
+            self._enqueue((frame, line, received_at))
 
     async def _interrupt(self, session_key: str) -> None:
         try:
@@ -176,13 +194,26 @@ class RelayHub(FrameHandler):
     def on_bad_frame(self, bad: BadFrame) -> None:
         if bad.frame_type in INTAKE_TYPES:
             # A delivery that can never be admitted: recorded and acknowledged in its turn.
-            self._queue.put_nowait((bad, bad.excerpt, 0.0))
+            self._enqueue((bad, bad.excerpt, 0.0))
             return
         log.warning("relay: ignored a frame: %s", bad.reason, extra={"excerpt": bad.excerpt})
         self._on_bad_frame(bad.reason)
 
     def on_state(self) -> None:
         return None
+
+    def is_full(self) -> bool:
+        return self._queue.full()
+
+    async def wait_room(self) -> None:
+        while self._queue.full():
+            self._room.clear()
+            await self._room.wait()
+
+    def _enqueue(self, item: tuple[IntakeFrame | BadFrame, str, float]) -> None:
+        # The reader is the only producer and waits for room before each line, so this fits.
+        self._queue.put_nowait(item)
+        self.peak_queued = max(self.peak_queued, self._queue.qsize())
 
     # ------------------------------------------------------------ intake
 
@@ -191,6 +222,7 @@ class RelayHub(FrameHandler):
         group commit) and one chat's frames strictly in order (``PerKeyQueues``)."""
         while True:
             frame, line, received_at = await self._queue.get()
+            self._room.set()
             kind, buffer_id = _identity(frame)
             event = self._event(frame, line, received_at)
             await self._queues.put(_chat_key(event), functools.partial(self._settle, kind, buffer_id, event))
@@ -252,7 +284,8 @@ class RelayHub(FrameHandler):
     async def _ack(self, buffer_id: str | None) -> None:
         if buffer_id is None:
             return
-        if await self.connection.send_frame(InboundAckFrame(bufferId=buffer_id)):
+        # Acks ready in the same loop tick share one WebSocket message (``coalesce.py``).
+        if await self._acks.send(encode(InboundAckFrame(bufferId=buffer_id))):
             self.acked += 1
 
     # ------------------------------------------------------------ outbound

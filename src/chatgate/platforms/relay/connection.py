@@ -42,12 +42,12 @@ from chatgate.platforms.relay.frames import (
     GoingIdleAckFrame,
     GoingIdleFrame,
     HelloFrame,
-    HubFrame,
     Incoming,
     OutboundFrame,
     OutboundResultFrame,
     Outgoing,
 )
+from chatgate.platforms.relay.handler import FrameHandler
 from chatgate.platforms.relay.wire import MAX_FRAME_BYTES, BadFrame, FrameSplitter, encode, parse_frame
 
 log = logging.getLogger(__name__)
@@ -91,19 +91,6 @@ class NoResult:
 
 
 Outcome = OpResult | NotSent | NoResult
-
-
-class FrameHandler:
-    """What the connection hands up; the relay hub implements it."""
-
-    def on_descriptor(self, descriptor: Descriptor) -> None: ...
-
-    def on_frame(self, frame: HubFrame, line: str, received_at: float) -> None:
-        """``line`` is the frame as it arrived (for the record of a delivery that is refused)."""
-
-    def on_bad_frame(self, bad: BadFrame) -> None: ...
-
-    def on_state(self) -> None: ...
 
 
 def dial_url(url: str) -> str:
@@ -233,12 +220,24 @@ class RelayConnection:
             return False
         return True
 
+    async def send_text(self, text: str) -> bool:
+        """Already encoded frames (newline-terminated lines) as one message; ``False`` when not written."""
+        try:
+            await self._send_text(text)
+        except (ConnectionClosed, OSError, RuntimeError) as exc:
+            log.info("relay: could not send %d frame(s): %s", text.count("\n"), exc)
+            return False
+        return True
+
     async def _send(self, frame: Outgoing) -> None:
+        await self._send_text(encode(frame))
+
+    async def _send_text(self, text: str) -> None:
         ws = self._ws
         if ws is None:
             raise RuntimeError("relay not connected")
         async with self._send_lock:
-            await ws.send(encode(frame))
+            await ws.send(text)
 
     def _fail_pending(self, reason: str) -> None:
         for pending in list(self._pending.values()):
@@ -333,6 +332,8 @@ class RelayConnection:
             async for message in ws:
                 received_at = time.time()
                 for line in splitter.feed(message):
+                    if self._handler.is_full():
+                        await self._handler.wait_room()  # the socket is not read meanwhile
                     if isinstance(line, BadFrame):
                         self._handler.on_bad_frame(line)
                     else:

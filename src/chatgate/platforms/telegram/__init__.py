@@ -1,1 +1,1 @@
-"""The native Telegram adapter (Bot API over aiogram, long polling with durable offsets)."""
+"""The native Telegram adapter (the Bot API over a thin aiohttp client, long polling with durable offsets)."""

@@ -20,13 +20,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from aiogram import Bot
-from aiogram.client.session.aiohttp import AiohttpSession
-from aiogram.client.telegram import TelegramAPIServer
-from aiogram.exceptions import AiogramError, TelegramAPIError
-from aiogram.types import BotCommand
-from aiogram.utils.token import TokenValidationError
+from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.inbound import Inbound
@@ -35,6 +29,7 @@ from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import (
     WAIT_BRIEFLY,
     AdapterState,
@@ -53,8 +48,12 @@ from chatgate.platforms.telegram.decode import (
     Unsupported,
     decode_update,
 )
+from chatgate.platforms.telegram.errors import NotSent, TelegramError, bot_id_of
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
+
+if TYPE_CHECKING:
+    from chatgate.platforms.telegram.botapi import BotApi
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
@@ -109,22 +108,20 @@ class TelegramAdapter:
     )
 
     def __init__(self, settings: TelegramSettings, store: Cursors, intake: Intake) -> None:
-        try:
-            session = AiohttpSession(api=TelegramAPIServer.from_base(settings.api_base))
-            self._bot = Bot(settings.token, session=session)
-        except TokenValidationError as exc:
-            raise ValueError("the Telegram bot token is malformed (expected <digits>:<secret>)") from exc
+        self.bot_id = bot_id_of(settings.token)  # ValueError for a malformed token
+        self._api: BotApi | None = None
+        """Created by ``start``: the HTTP client is loaded once this process holds the token's lock."""
         self._token = settings.token
         self._settings = settings
         self._intake = intake
-        self.bot_id = self._bot.id
         self.username: str | None = None
-        self._outbound = TelegramOutbound(self._bot, self.redact)
+        self._outbound = TelegramOutbound(self._call, self.redact)
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
+        self._commands: asyncio.Task[None] | None = None
         self.poller = Poller(
-            self._bot,
+            self._call,
             store,
             f"telegram:{self.bot_id}:offset",
             self._handle_batch,
@@ -141,6 +138,11 @@ class TelegramAdapter:
         """Groups, supergroups and channels have negative ids (or an ``@name``); users positive ones."""
         return chat_id.startswith(("-", "@"))
 
+    async def _call(self, method: str, request_timeout: float, /, **params: Any) -> Any:
+        if self._api is None:
+            raise NotSent(f"{method}: the Telegram adapter is not started")
+        return await self._api.call(method, request_timeout, **params)
+
     def redact(self, text: str) -> str:
         """Errors may quote the request URL, which holds the token: never let it out."""
         return text.replace(self._token, "<token>") if self._token else text
@@ -148,6 +150,10 @@ class TelegramAdapter:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        from chatgate.platforms.telegram.botapi import BotApi  # aiohttp
+
+        if self._api is None:
+            self._api = BotApi(self._settings.token, self._settings.api_base)
         self._detail = "connecting"
         self.poller.start()
 
@@ -158,7 +164,11 @@ class TelegramAdapter:
         """After ``stop_intake`` and the outbox flush: end polling and close the HTTP session."""
         self.poller.stop()
         await self.poller.wait_stopped(budget)
-        await self._bot.session.close()
+        if self._commands is not None:
+            await cancel_and_wait([self._commands])
+        if self._api is not None:
+            await self._api.aclose()
+            self._api = None
         self._connected = False
         self._detail = "stopped"
 
@@ -171,16 +181,21 @@ class TelegramAdapter:
         self._detail = f"{name}: {detail}"
 
     async def _on_connect(self) -> None:
-        me = await self._bot.get_me(request_timeout=REQUEST_TIMEOUT)
-        self.username = me.username
+        me = await self._call("getMe", REQUEST_TIMEOUT)
+        username = me.get("username") if isinstance(me, dict) else None
+        self.username = username if isinstance(username, str) else None
         self._set_state(True, "connected")
-        if not self._commands_set:
-            commands = [BotCommand(command=c.name, description=c.summary) for c in CONTROL_COMMANDS]
-            try:
-                await self._bot.set_my_commands(commands, request_timeout=REQUEST_TIMEOUT)
-                self._commands_set = True
-            except (TelegramAPIError, AiogramError, TimeoutError) as exc:
-                log.warning("could not register the bot commands: %s", self.redact(str(exc)))
+        if not self._commands_set and (self._commands is None or self._commands.done()):
+            # In the background: the first getUpdates of a restart need not wait for this round trip.
+            self._commands = asyncio.create_task(self._register_commands(), name="chatgate-telegram-commands")
+
+    async def _register_commands(self) -> None:
+        commands = [{"command": c.name, "description": c.summary} for c in CONTROL_COMMANDS]
+        try:
+            await self._call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
+            self._commands_set = True
+        except TelegramError as exc:
+            log.warning("could not register the bot commands: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ inbound
 
@@ -202,7 +217,7 @@ class TelegramAdapter:
         """Admit one update; ``False`` when it must be fetched again (not committed)."""
         if raw.update is None:
             event: Inbound | Undecodable = Undecodable(
-                TRANSPORT, f"an update the client library could not read: {raw.error}", str(raw.update_id),
+                TRANSPORT, f"an update we could not read: {raw.error}", str(raw.update_id),
                 platform=PLATFORM,
             )  # fmt: skip
             callback_id = None
@@ -232,8 +247,8 @@ class TelegramAdapter:
     async def _answer(self, callback_id: str, text: str | None) -> None:
         """Stop the button's spinner (best effort: a query older than ~15 s cannot be answered)."""
         try:
-            await self._bot.answer_callback_query(callback_id, text=text, request_timeout=REQUEST_TIMEOUT)
-        except (TelegramAPIError, AiogramError, TimeoutError) as exc:
+            await self._call("answerCallbackQuery", REQUEST_TIMEOUT, callback_query_id=callback_id, text=text)
+        except TelegramError as exc:
             log.info("could not answer callback query: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ outbound

@@ -27,11 +27,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from aiogram.types import CallbackQuery, Chat, Message, Update, User
-
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.prompts import parse_prompt_token
 from chatgate.domain.source import ChatType, Source
+from chatgate.platforms.telegram.models import CallbackQuery, Chat, Message, Update, User
 
 PLATFORM = "telegram"
 TRANSPORT = "telegram"
@@ -151,7 +150,7 @@ def decode_message(
     if not text and not files:
         return Unsupported("message without text, caption or supported media (a service message?)")
     topic = _topic_id(message)
-    payload: dict[str, Any] = {"date": int(message.date.timestamp())}
+    payload: dict[str, Any] = {"date": message.date}
     if message.media_group_id:
         payload["media_group_id"] = message.media_group_id
     stripped = strip_mention(text, bot_username)
@@ -178,9 +177,7 @@ def decode_callback(bot_id: int | str, update_id: int, query: CallbackQuery) -> 
     attached = query.message
     if attached is None:
         return Unsupported("callback query from an inline message (no chat)", query.id)
-    topic = None
-    if isinstance(attached, Message):
-        topic = _topic_id(attached)
+    topic = _topic_id(attached)
     inbound = Inbound(
         transport=TRANSPORT,
         delivery_id=delivery_id(bot_id, update_id),
@@ -209,5 +206,5 @@ def decode_update(update: Update, bot_id: int | str, bot_username: str | None) -
         return decode_message(bot_id, update.update_id, update.message, bot_username)
     if update.callback_query is not None:
         return decode_callback(bot_id, update.update_id, update.callback_query)
-    kinds = sorted(k for k, v in update.model_dump(exclude_none=True).items() if k != "update_id" and v)
+    kinds = update.other_kinds()
     return Unsupported(f"unsupported update type {', '.join(kinds) or '(empty)'}")

@@ -26,26 +26,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from aiogram import Bot
-from aiogram.exceptions import (
-    AiogramError,
-    ClientDecodeError,
-    RestartingTelegram,
-    TelegramAPIError,
-    TelegramBadRequest,
-    TelegramForbiddenError,
-    TelegramMigrateToChat,
-    TelegramNetworkError,
-    TelegramNotFound,
-    TelegramRetryAfter,
-    TelegramServerError,
-    TelegramUnauthorizedError,
-)
-from aiogram.types import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
-from aiohttp import ClientConnectorError
-
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt
+from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent, NotSent, TelegramError
 from chatgate.platforms.telegram.render import markdown_to_html
 
 log = logging.getLogger(__name__)
@@ -74,8 +57,8 @@ def _int_or_none(value: str | None) -> int | None:
 class TelegramOutbound:
     """sendMessage / editMessageText / sendChatAction / deleteMessage with honest results."""
 
-    def __init__(self, bot: Bot, redact: Callable[[str], str]) -> None:
-        self._bot = bot
+    def __init__(self, call: Call, redact: Callable[[str], str]) -> None:
+        self._call = call
         self._redact = redact
         self._held: dict[str, float] = {}
         """chat id -> monotonic time before which Telegram told us not to call this chat."""
@@ -91,9 +74,15 @@ class TelegramOutbound:
         return left
 
     def _reason(self, exc: BaseException) -> str:
-        if isinstance(exc, ClientDecodeError):
-            return f"unreadable answer from Telegram: {exc.message}"  # str(exc) would include the content
-        return self._redact(f"{type(exc).__name__}: {exc}")
+        return self._redact(str(exc) if isinstance(exc, TelegramError) else f"{type(exc).__name__}: {exc}")
+
+    def _flood_wait(self, chat_id: str, exc: TelegramError) -> float | None:
+        """A 429's ``retry_after`` (the chat is held back that long), or ``None`` for any other error."""
+        if not isinstance(exc, ApiError) or (exc.code != 429 and exc.retry_after is None):
+            return None
+        wait = exc.retry_after if exc.retry_after is not None else 1.0
+        self._held[chat_id] = time.monotonic() + wait
+        return wait
 
     async def send_message(
         self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
@@ -102,11 +91,8 @@ class TelegramOutbound:
 
     async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
         """The prompt with an inline keyboard: one button per option, its callback data the token."""
-        keyboard = InlineKeyboardMarkup(
-            inline_keyboard=[
-                [InlineKeyboardButton(text=o.label, callback_data=prompt.token(o.id))] for o in prompt.options
-            ]
-        )
+        rows = [[{"text": o.label, "callback_data": prompt.token(o.id)}] for o in prompt.options]
+        keyboard = {"inline_keyboard": rows}
         # The prompt text is ours, not Markdown from the agent: send it as plain text.
         return await self._send(chat_id, prompt.text, target, keyboard=keyboard, plain=True)
 
@@ -117,22 +103,23 @@ class TelegramOutbound:
         target: Mapping[str, str],
         *,
         reply_to: str | None = None,
-        keyboard: InlineKeyboardMarkup | None = None,
+        keyboard: dict[str, Any] | None = None,
         plain: bool = False,
     ) -> DeliveryResult:
         thread = _int_or_none(target.get("thread_id"))
         reply = _int_or_none(reply_to)
-        params = ReplyParameters(message_id=reply, allow_sending_without_reply=True) if reply else None
+        params = {"message_id": reply, "allow_sending_without_reply": True} if reply else None
 
-        def call(body: str, parse_mode: str | None) -> Awaitable[Message]:
-            return self._bot.send_message(
+        def call(body: str, parse_mode: str | None) -> Awaitable[Any]:
+            return self._call(
+                "sendMessage",
+                REQUEST_TIMEOUT,
                 chat_id=chat_ref(chat_id),
                 text=body,
                 parse_mode=parse_mode,
                 message_thread_id=thread,
                 reply_parameters=params,
                 reply_markup=keyboard,
-                request_timeout=REQUEST_TIMEOUT,
             )
 
         return await self._run(chat_id, text, call, sending=True, plain=plain)
@@ -144,13 +131,14 @@ class TelegramOutbound:
         if ident is None:
             return Rejected(f"not a Telegram message id: {message_id!r}")
 
-        def call(body: str, parse_mode: str | None) -> Awaitable[Message | bool]:
-            return self._bot.edit_message_text(
+        def call(body: str, parse_mode: str | None) -> Awaitable[Any]:
+            return self._call(
+                "editMessageText",
+                REQUEST_TIMEOUT,
                 chat_id=chat_ref(chat_id),
                 message_id=ident,
                 text=body,
                 parse_mode=parse_mode,
-                request_timeout=REQUEST_TIMEOUT,
             )
 
         result = await self._run(chat_id, text, call, sending=False)
@@ -175,50 +163,53 @@ class TelegramOutbound:
         try:
             try:
                 sent = await (call(text, None) if plain else call(markdown_to_html(text), "HTML"))
-            except TelegramBadRequest as exc:
-                if PARSE_ERROR not in exc.message.lower():
+            except ApiError as exc:
+                if exc.code != 400 or not exc.says(PARSE_ERROR):
                     raise
-                log.warning("Telegram refused the HTML rendering (%s); sending plain text", exc.message)
+                log.warning("Telegram refused the HTML rendering (%s); sending plain text", exc.description)
                 sent = await call(text, None)
-        except (TimeoutError, TelegramAPIError, AiogramError) as exc:
+        except TelegramError as exc:
             return self._classify(chat_id, exc, sending=sending)
-        return Delivered(str(sent.message_id) if isinstance(sent, Message) else None)
+        message_id = sent.get("message_id") if isinstance(sent, dict) else None
+        return Delivered(str(message_id) if isinstance(message_id, int) else None)
 
-    def _classify(self, chat_id: str, exc: BaseException, *, sending: bool) -> DeliveryResult:
+    def _classify(self, chat_id: str, exc: TelegramError, *, sending: bool) -> DeliveryResult:
         reason = self._reason(exc)
-        if isinstance(exc, TelegramRetryAfter):
-            self._held[chat_id] = time.monotonic() + exc.retry_after
-            return RetryLater(reason, float(exc.retry_after), scope="chat")
-        if isinstance(exc, TelegramBadRequest) and NOT_MODIFIED in exc.message.lower():
-            return Delivered()
-        if isinstance(exc, TelegramMigrateToChat):
-            return Rejected(f"the group became supergroup {exc.migrate_to_chat_id}: {reason}")
-        if isinstance(exc, TelegramBadRequest | TelegramForbiddenError | TelegramNotFound):
-            return Rejected(reason)
-        if isinstance(exc, TelegramUnauthorizedError):
-            return RetryLater(f"the bot token was refused ({reason}); check platforms.telegram", 60.0)
-        if isinstance(exc, RestartingTelegram):
-            return RetryLater(reason, 1.0)
-        if isinstance(exc, TelegramNetworkError) and isinstance(exc.__cause__, ClientConnectorError):
+        wait = self._flood_wait(chat_id, exc)
+        if wait is not None:
+            return RetryLater(reason, wait, scope="chat")
+        if isinstance(exc, NotSent):
             return RetryLater(reason, 0.0)  # the request never left this machine
-        if isinstance(exc, TelegramNetworkError | TelegramServerError | ClientDecodeError | TimeoutError):
+        if isinstance(exc, MaybeSent):
             return Ambiguous(reason) if sending else RetryLater(reason, 0.0)
-        return Rejected(reason)
+        assert isinstance(exc, ApiError)
+        if exc.code == 400 and exc.says(NOT_MODIFIED):
+            return Delivered()
+        if exc.migrate_to is not None:
+            return Rejected(f"the group became supergroup {exc.migrate_to}: {reason}")
+        if exc.code == 401:
+            return RetryLater(f"the bot token was refused ({reason}); check platforms.telegram", 60.0)
+        if exc.code >= 500 and exc.says("restart"):
+            return RetryLater(reason, 1.0)
+        if exc.code >= 500:  # its server failed: a send may have been made before it did
+            return Ambiguous(reason) if sending else RetryLater(reason, 0.0)
+        return Rejected(reason)  # 400 (message to edit not found, chat not found …), 403 blocked, 404
 
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         if self._hold_left(chat_id) > 0:
             return None
         try:
-            await self._bot.send_chat_action(
+            await self._call(
+                "sendChatAction",
+                REQUEST_TIMEOUT,
                 chat_id=chat_ref(chat_id),
                 action="typing",
                 message_thread_id=_int_or_none(target.get("thread_id")),
-                request_timeout=REQUEST_TIMEOUT,
             )
-        except TelegramRetryAfter as exc:
-            self._held[chat_id] = time.monotonic() + exc.retry_after
-            return RetryLater(self._reason(exc), float(exc.retry_after), scope="chat")
-        except (TelegramAPIError, AiogramError) as exc:
+        except TelegramError as exc:
+            wait = self._flood_wait(chat_id, exc)
+            if wait is not None:
+                return RetryLater(self._reason(exc), wait, scope="chat")
             log.debug("typing indicator failed: %s", self._reason(exc))
         return None
 
@@ -227,12 +218,11 @@ class TelegramOutbound:
         if ident is None or self._hold_left(chat_id) > 0:
             return False
         try:
-            return await self._bot.delete_message(
-                chat_id=chat_ref(chat_id), message_id=ident, request_timeout=REQUEST_TIMEOUT
+            done = await self._call(
+                "deleteMessage", REQUEST_TIMEOUT, chat_id=chat_ref(chat_id), message_id=ident
             )
-        except TelegramRetryAfter as exc:
-            self._held[chat_id] = time.monotonic() + exc.retry_after
+        except TelegramError as exc:
+            if self._flood_wait(chat_id, exc) is None:
+                log.info("could not delete Telegram message %s: %s", message_id, self._reason(exc))
             return False
-        except (TelegramAPIError, AiogramError) as exc:
-            log.info("could not delete Telegram message %s: %s", message_id, self._reason(exc))
-            return False
+        return done is True

@@ -1,8 +1,8 @@
 """Long polling with a durable offset: commit every update, then advance.
 
-The loop calls ``getUpdates(offset, timeout)`` itself (not aiogram's
-dispatcher), hands each batch to ``handle`` (which admits every update and
-says which ones must be fetched again), stores the next offset in the
+The loop calls ``getUpdates(offset, timeout)`` itself, hands each batch to
+``handle`` (which admits every update and says which ones must be fetched
+again), stores the next offset in the
 gateway's store, and only then asks for more: the next ``getUpdates`` with the
 higher offset is what confirms the batch to Telegram. So
 
@@ -25,22 +25,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiogram import Bot
-from aiogram.exceptions import (
-    ClientDecodeError,
-    TelegramConflictError,
-    TelegramRetryAfter,
-    TelegramUnauthorizedError,
-)
-from aiogram.methods import GetUpdates
-from aiogram.types import Update
 from pydantic import ValidationError
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Cursors
+from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent
+from chatgate.platforms.telegram.models import Update
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
+REQUEST_TIMEOUT = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +50,8 @@ Handler = Callable[[list[Raw]], Awaitable[int | None]]
 """Admit a batch; return the lowest update id that must be fetched again, or ``None``."""
 
 
-def split_raw(bot: Bot, data: Any) -> list[Raw]:
-    """Decode a getUpdates answer that aiogram could not decode as a whole, update by update."""
-    result = data.get("result") if isinstance(data, dict) else None
+def split_raw(result: Any) -> list[Raw]:
+    """A getUpdates result, update by update: one malformed update does not hide the others."""
     if not isinstance(result, list):
         return []
     items = []
@@ -68,7 +61,7 @@ def split_raw(bot: Bot, data: Any) -> list[Raw]:
             log.warning("skipping a Telegram update without an update_id")
             continue
         try:
-            items.append(Raw(update_id, Update.model_validate(entry, context={"bot": bot})))
+            items.append(Raw(update_id, Update.model_validate(entry)))
         except ValidationError as exc:
             fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:3])
             items.append(Raw(update_id, None, f"malformed update ({exc.error_count()} error(s): {fields})"))
@@ -78,7 +71,7 @@ def split_raw(bot: Bot, data: Any) -> list[Raw]:
 class Poller:
     def __init__(
         self,
-        bot: Bot,
+        call: Call,
         store: Cursors,
         cursor_name: str,
         handle: Handler,
@@ -90,7 +83,7 @@ class Poller:
         on_state: Callable[[bool, str], None],
         redact: Callable[[str], str],
     ) -> None:
-        self._bot = bot
+        self._call = call
         self._store = store
         self.cursor_name = cursor_name
         self._handle = handle
@@ -149,22 +142,25 @@ class Poller:
                 if self._stopping:
                     return
                 raise
-            except TelegramRetryAfter as exc:
-                self._on_state(True, f"getUpdates flood control: waiting {exc.retry_after}s")
-                await self._pause(float(exc.retry_after))
+            except ApiError as exc:
+                if exc.code != 429:
+                    await self._failed(exc, backoff)
+                    backoff = min(MAX_BACKOFF, backoff * 2)
+                    continue
+                wait = exc.retry_after if exc.retry_after is not None else backoff
+                self._on_state(True, f"getUpdates flood control: waiting {wait:.0f}s")
+                await self._pause(wait)
             except Exception as exc:  # the loop must survive anything a poll can throw
                 await self._failed(exc, backoff)
                 backoff = min(MAX_BACKOFF, backoff * 2)
 
     async def _failed(self, exc: Exception, backoff: float) -> None:
-        if isinstance(exc, ClientDecodeError):
-            reason = f"unreadable answer from Telegram: {exc.message}"
-        else:
-            reason = self._redact(f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, TelegramUnauthorizedError):
-            reason = f"the bot token was refused ({reason}); check platforms.telegram.token_env"
+        reason = self._redact(f"{type(exc).__name__}: {exc}")
+        code = exc.code if isinstance(exc, ApiError) else None
+        if code in (401, 404):  # an unknown token is a 401; a wrong api_base or a mangled token a 404
+            reason = f"the bot token was refused ({reason}); check platforms.telegram.token_env and api_base"
             backoff = max(backoff, MAX_BACKOFF)
-        elif isinstance(exc, TelegramConflictError):
+        elif code == 409:
             reason = f"another client is polling this bot or a webhook is set ({reason})"
         self._on_state(False, reason)
         log.warning("telegram polling failed, retrying in %.0fs: %s", backoff, reason)
@@ -187,7 +183,11 @@ class Poller:
     async def _drop(self) -> None:
         self._fetching = True
         try:
-            last = await self._bot(GetUpdates(offset=-1, timeout=0, allowed_updates=self._allowed))
+            last = split_raw(
+                await self._call(
+                    "getUpdates", REQUEST_TIMEOUT, offset=-1, timeout=0, allowed_updates=self._allowed
+                )
+            )
         finally:
             self._fetching = False
         if last:
@@ -196,18 +196,21 @@ class Poller:
             log.info("dropped pending Telegram updates (platforms.telegram.drop_pending_updates)")
 
     async def _fetch(self) -> list[Raw]:
-        method = GetUpdates(offset=self.offset, timeout=self._timeout, allowed_updates=self._allowed)
         self._fetching = True
         try:
-            updates = await self._bot(method, request_timeout=self._timeout + 15)
-        except ClientDecodeError as exc:
-            items = split_raw(self._bot, exc.data)
-            if not items:
-                raise
-            return items
+            result = await self._call(
+                "getUpdates",
+                self._timeout + 15,
+                offset=self.offset,
+                timeout=self._timeout,
+                allowed_updates=self._allowed,
+            )
         finally:
             self._fetching = False
-        return [Raw(u.update_id, u) for u in updates]
+        if not isinstance(result, list):
+            kind = type(result).__name__
+            raise MaybeSent(f"getUpdates: unreadable answer from Telegram (a {kind}, not a list)")
+        return split_raw(result)
 
     async def _poll_once(self) -> None:
         items = await self._fetch()

@@ -19,11 +19,13 @@ from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import ApprovalReads, OutboxConfirmations
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
-from chatgate.platforms.webchat.connection import Connection
+from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
+BACKLOG_PAGE = 200
+"""Unconfirmed replies read per store query on a hello; each is queued only when there is room."""
 
 
 def web_delivery_id(chat_id: str, message_id: str) -> str:
@@ -80,11 +82,13 @@ class WebChatAdapter:
         *,
         max_text_chars: int = 16_000,
         access_token: str | None = None,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         self._store = store
         self._intake = intake
         self._max_text = max_text_chars
         self._token = access_token
+        self._max_queued_bytes = max_queued_bytes
         self._chats: dict[str, set[Connection]] = {}
         self._intake_open = True
 
@@ -136,10 +140,9 @@ class WebChatAdapter:
         return Delivered(prompt.prompt_id)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
-        frame = {"type": "draft", "in_reply_to": in_reply_to, "text": text}
         for conn in self._live(source.chat_id or ""):
             if not conn.syncing:
-                conn.send(frame)
+                conn.send_draft(in_reply_to, text)
 
     def state(self) -> AdapterState:
         clients = sum(len(self._live(chat)) for chat in list(self._chats))
@@ -149,7 +152,7 @@ class WebChatAdapter:
 
     async def serve(self, ws: WebSocket) -> None:
         await ws.accept()
-        conn = Connection(ws)
+        conn = Connection(ws, self._max_queued_bytes)
         conn.start()
         try:
             while True:
@@ -211,21 +214,22 @@ class WebChatAdapter:
         conn.syncing = True
         conn.held = []
         self._chats.setdefault(hello.chat_id, set()).add(conn)
+        await self._sync(conn, hello.chat_id)
+
+    async def _sync(self, conn: Connection, chat_id: str) -> None:
+        """``ready``, then the unconfirmed backlog a page at a time, as fast as the client reads,
+        then the open prompts and what was held meanwhile.
+
+        The socket's next frame is read when this returns: a client's frames are handled in
+        the order sent, and what it sends meanwhile waits in the server's bounded receive
+        queue (and then in TCP), so a receipt-per-reply client never holds anything up."""
+        conn.send({"type": "ready"})
+        seen = await self._send_backlog(conn, chat_id)
         try:
-            backlog = await self._store.unconfirmed_for_chat(PLATFORM, hello.chat_id)
-        except StoreUnavailable as exc:
-            backlog = []
-            self._error(conn, "storage_unavailable", f"could not load unconfirmed replies: {exc}")
-        try:
-            prompts = await self._store.open_approvals(PLATFORM, hello.chat_id)
+            prompts = await self._store.open_approvals(PLATFORM, chat_id)
         except StoreUnavailable as exc:
             prompts = []
             self._error(conn, "storage_unavailable", f"could not load open approval prompts: {exc}")
-        conn.send({"type": "ready"})
-        seen: set[str] = set()
-        for row in backlog:
-            seen.add(row.message_id)
-            conn.send(row_frame(row))
         for record in prompts:
             if record.prompt_via == "buttons":
                 seen.add("prompt:" + record.prompt_id)
@@ -235,6 +239,24 @@ class WebChatAdapter:
                 conn.send(frame)
         conn.held = []
         conn.syncing = False
+
+    async def _send_backlog(self, conn: Connection, chat_id: str) -> set[str]:
+        seen: set[str] = set()
+        cursor = 0
+        while await conn.room():
+            try:
+                page = await self._store.unconfirmed_page(PLATFORM, chat_id, cursor, BACKLOG_PAGE)
+            except StoreUnavailable as exc:
+                self._error(conn, "storage_unavailable", f"could not load unconfirmed replies: {exc}")
+                break
+            for row in page:
+                if not await conn.send_paced(row_frame(row)):
+                    return seen
+                seen.add(row.message_id)
+            if len(page) < BACKLOG_PAGE:
+                break
+            cursor = page[-1].id
+        return seen
 
     async def _message(self, conn: Connection, msg: Message) -> None:
         if not self._intake_open:

@@ -7,11 +7,15 @@ into one of these models or into a ``FrameError`` with a code the client can sho
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+
+
+_MAX_DIGITS = sys.get_int_max_str_digits()
 
 
 class _Frame(BaseModel):
@@ -80,6 +84,10 @@ def decode(raw: str | bytes) -> AnyClientFrame:
         raise FrameError("invalid_json", f"frame is not JSON: {exc.msg} at {exc.pos}") from exc
     except RecursionError as exc:
         raise FrameError("invalid_json", "frame is nested too deeply") from exc
+    except ValueError as exc:  # Python's guard on int("9" * 5000): a number too long to convert
+        raise FrameError(
+            "invalid_json", f"frame is not usable JSON: a number has more than {_MAX_DIGITS} digits"
+        ) from exc
     if not isinstance(data, dict):
         raise FrameError("invalid_frame", "frame must be a JSON object")
     frame_id = data.get("id") if isinstance(data.get("id"), str) else None

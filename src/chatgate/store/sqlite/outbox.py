@@ -132,12 +132,14 @@ def confirm_outbox(conn: sqlite3.Connection, platform: str, chat_id: str, row_id
     )
 
 
-def unconfirmed_for_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> list[OutboxRow]:
+def unconfirmed_for_chat(
+    conn: sqlite3.Connection, platform: str, chat_id: str, after_id: int = 0, limit: int = -1
+) -> list[OutboxRow]:
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM outbox WHERE platform = ? AND chat_id = ?"
+        f"SELECT {_COLUMNS} FROM outbox WHERE platform = ? AND chat_id = ? AND id > ?"
         " AND confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous')"
-        " ORDER BY id",
-        (platform, chat_id),
+        " ORDER BY id LIMIT ?",
+        (platform, chat_id, after_id, limit),
     ).fetchall()
     return [outbox_row(r) for r in rows]
 
@@ -157,6 +159,11 @@ class SqliteOutbox(SqliteRole):
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
+
+    async def unconfirmed_page(
+        self, platform: str, chat_id: str, after_id: int, limit: int
+    ) -> list[OutboxRow]:
+        return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id, after_id, limit))
 
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         now = time.time()

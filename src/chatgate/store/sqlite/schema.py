@@ -150,6 +150,33 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (scope, session_key, session_id, rule_key)
     );
     """,
+    # 6 -> 7: DM pairing: strangers' one-time codes, the users the operator approved, the lockout.
+    """
+    CREATE TABLE pairing_requests (
+        platform       TEXT NOT NULL,
+        user_id        TEXT NOT NULL,
+        code           TEXT NOT NULL UNIQUE,
+        user_name      TEXT,
+        chat_id        TEXT,
+        created_at     REAL NOT NULL,
+        expires_at     REAL NOT NULL,
+        last_reply_at  REAL NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE paired_users (
+        platform     TEXT NOT NULL,
+        user_id      TEXT NOT NULL,
+        user_name    TEXT,
+        code         TEXT,
+        approved_at  REAL NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE pairing_guard (
+        name          TEXT PRIMARY KEY,
+        failures      INTEGER NOT NULL,
+        locked_until  REAL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,7 +1,7 @@
 """``SqliteStore``: the embedded default store, every role over one SQLite file.
 
 Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
-``outbox``, ``approvals``, ``cursors``, ``labels``, ``lifecycle``); this class only
+``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``lifecycle``); this class only
 composes them over one ``Database`` (the writer thread, the reader pool, the file lock).
 """
 
@@ -18,6 +18,7 @@ from chatgate.store.sqlite.labels import SqliteLabels
 from chatgate.store.sqlite.leases import SqliteLeases
 from chatgate.store.sqlite.lifecycle import SqliteLifecycle
 from chatgate.store.sqlite.outbox import SqliteOutbox
+from chatgate.store.sqlite.pairing import SqlitePairing
 from chatgate.store.sqlite.transcript import SqliteTranscript
 
 
@@ -30,6 +31,7 @@ class SqliteStore(
     SqliteApprovals,
     SqliteCursors,
     SqliteLabels,
+    SqlitePairing,
 ):
     """The ``Store`` protocol over one SQLite file in WAL mode."""
 

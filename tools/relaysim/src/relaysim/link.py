@@ -206,11 +206,17 @@ class Link:
                 if text is None:
                     self._bad("binary message ignored: frames are text messages", "")
                     continue
+                counters = self.state.counters
+                counters.messages_in += 1
+                acks = 0
                 for item in self._decoder.feed(text):
                     if isinstance(item, BadLine):
                         self._bad(item.reason, item.excerpt)
                     else:
+                        acks += item["type"] == "inbound_ack"
                         await self._dispatch(item)
+                counters.acks_in += acks
+                counters.ack_messages += acks > 0
         except LinkClosed:
             return
 

@@ -80,6 +80,11 @@ class Counters:
     interrupts: int = 0
     going_idle: int = 0
     bad_frames: int = 0
+    messages_in: int = 0
+    """WebSocket text messages read from the gateway."""
+    ack_messages: int = 0
+    """Of those, the messages that completed at least one ``inbound_ack`` line."""
+    acks_in: int = 0
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)

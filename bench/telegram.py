@@ -1,0 +1,305 @@
+#!/usr/bin/env python
+"""The Telegram path against its floor: the gateway and a bare echo bot on the same Bot API double.
+
+Two subjects, each a subprocess polling the project's Bot API double
+(``tests/platforms/telegram_double.py``, in this process on 127.0.0.1), run interleaved
+(gateway, bare, gateway, bare, … ``--runs`` each) under the same load: N messages over C
+private chats at R messages/s, chat ``i % C`` for message ``i``.
+
+- ``gateway``: ``<python> -m chatgate.app.cli run`` with only Telegram enabled and the
+  ``openai`` agent pointed at an instant OpenAI-compatible fake (``tests/agents/
+  fake_openai_server.py``, in this process; ``--agent echo`` for the echo agent instead).
+- ``bare``: ``bench/telegram_echo_bot.py``, an echo bot on the gateway's own Bot API
+  client (``chatgate.platforms.telegram.botapi``) that stores nothing.
+
+Per run: first reply latency (the double holding a message to its first ``sendMessage``
+into that chat), the subject's CPU (``/proc/<pid>/stat`` utime+stime, so other load on
+the machine does not count) from the first message to one second after the last reply,
+divided by the messages; peak RSS (``VmHWM``); and start to first poll (exec to the
+double's first ``getUpdates`` from it). The load starts ``--settle`` seconds after the
+first poll (the gateway's OpenAI SDK import finishes in the background meanwhile).
+Prints one JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e import cpu_seconds, drain, log_problems, percentile, stop_gateway  # bench/ is sys.path[0]
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "platforms"))  # the Bot API double lives with the tests
+sys.path.insert(0, str(ROOT / "tests" / "agents"))  # and so does the fake OpenAI endpoint
+
+from fake_openai_server import FakeOpenAIServer, Reply  # noqa: E402
+from telegram_double import TOKEN, BotApiDouble, User, private  # noqa: E402
+
+TOKEN_ENV = "BENCH_TELEGRAM_TOKEN"
+MODEL_KEY_ENV = "BENCH_OPENAI_KEY"
+MODEL_REPLY = "Sure: here is a short answer from the model."
+SUBJECTS = ("gateway", "bare")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def gateway_config(args: argparse.Namespace, tmp: Path, api_base: str, model_base: str | None) -> Any:
+    agent: dict[str, Any] = {"kind": "echo", "echo": {"chunk_delay_ms": 0}}
+    if model_base is not None:
+        agent = {"kind": "openai", "openai": {"base_url": model_base, "api_key_env": MODEL_KEY_ENV}}
+    return {
+        "log_level": "INFO",
+        "http": {"host": "127.0.0.1"},
+        "agent": agent,
+        "platforms": {
+            "web": {"enabled": False},
+            "telegram": {
+                "enabled": True,
+                "token_env": TOKEN_ENV,
+                "allow_users": [str(u.id) for u in bench_users(args)],
+                "api_base": api_base,
+                "poll_timeout_seconds": 25,
+            },
+        },
+        "locks": {"credential_dir": str(tmp / "locks")},
+        "shutdown": {"drain_seconds": 2, "outbox_flush_seconds": 1, "hard_deadline_seconds": 30},
+    }
+
+
+class Watch:
+    """Wraps the double's getUpdates and sendMessage: first poll, and each message's first reply."""
+
+    def __init__(self, double: BotApiDouble) -> None:
+        self.first_poll: float | None = None
+        self.waiting: dict[int, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self.latencies: list[float] = []
+        self.extra_sends = 0
+        self.last_reply = 0.0
+        self.answered = asyncio.Event()
+        self.expected = 0
+        poll, send = double._m_getUpdates, double._m_sendMessage
+
+        async def get_updates(params: dict[str, Any]) -> Any:
+            if self.first_poll is None:
+                self.first_poll = time.perf_counter()
+            return await poll(params)
+
+        async def send_message(params: dict[str, Any]) -> Any:
+            response = await send(params)
+            now = time.perf_counter()
+            queue = self.waiting.get(int(params["chat_id"]))
+            if response.status == 200 and queue:
+                self.latencies.append(now - queue.popleft())
+                self.last_reply = now
+                if len(self.latencies) == self.expected:
+                    self.answered.set()
+            elif response.status == 200:
+                self.extra_sends += 1
+            return response
+
+        double._m_getUpdates = get_updates  # type: ignore[method-assign]
+        double._m_sendMessage = send_message  # type: ignore[method-assign]
+
+
+def command(subject: str, args: argparse.Namespace, tmp: Path, base: str, model: str | None) -> list[str]:
+    if subject == "bare":
+        return [args.python, str(ROOT / "bench" / "telegram_echo_bot.py"), base]
+    config = tmp / "chatgate.yaml"
+    config.write_text(json.dumps(gateway_config(args, tmp, base, model)), encoding="utf-8")  # JSON is YAML
+    state = str(tmp / "state")
+    return [args.python, "-m", "chatgate.app.cli", "run", "--config", str(config), "--state-dir", state]
+
+
+def bench_users(args: argparse.Namespace) -> list[User]:
+    return [User(200_000 + c, f"User{c}", username=f"user{c}") for c in range(args.chats)]
+
+
+async def load(double: BotApiDouble, watch: Watch, args: argparse.Namespace) -> None:
+    users = bench_users(args)
+    started = time.perf_counter()
+    for i in range(args.messages):
+        await asyncio.sleep(max(0.0, started + i / args.rate - time.perf_counter()))
+        user = users[i % args.chats]
+        watch.waiting[user.id].append(time.perf_counter())
+        await double.push_message(private(user), user, f"message {i // args.chats} from {user.first_name}")
+
+
+async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> dict[str, Any]:
+    double = BotApiDouble()
+    watch = Watch(double)
+    watch.expected = args.messages
+    await double.start()
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-tg-{subject}-", dir=args.dir))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    env |= {TOKEN_ENV: TOKEN, MODEL_KEY_ENV: "sk-bench"}
+    if subject == "gateway" and args.gateway_src:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (args.gateway_src, env.get("PYTHONPATH")) if p)
+    err = (tmp / "subject.log").open("wb")
+    execed = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *command(subject, args, tmp, double.base, model),
+        stdout=asyncio.subprocess.PIPE, stderr=err, env=env, start_new_session=True,
+    )  # fmt: skip
+    err.close()
+    drainer = asyncio.create_task(drain(proc.stdout))
+    try:
+        async with asyncio.timeout(60):
+            while watch.first_poll is None:
+                if proc.returncode is not None:
+                    raise RuntimeError(f"{subject} exited: {(tmp / 'subject.log').read_text()[-2000:]}")
+                await asyncio.sleep(0.005)
+        start_cpu = cpu_seconds(proc.pid)  # robust against other load, unlike the wall time
+        await asyncio.sleep(args.settle)  # the start-up's tail: setMyCommands, the agent's SDK import
+        cpu0 = cpu_seconds(proc.pid)
+        await load(double, watch, args)
+        try:
+            await asyncio.wait_for(watch.answered.wait(), args.timeout)
+        except TimeoutError:
+            log(f"[telegram] {subject}: only {len(watch.latencies)} of {args.messages} answered")
+        await asyncio.sleep(1.0)  # the work after the last reply (its ledger row) counts too
+        cpu = cpu_seconds(proc.pid) - cpu0
+        rss = peak_rss_mb(proc.pid)
+    finally:
+        shutdown = await stop_gateway(proc, 30)
+        await drainer
+        await double.stop()
+        problems = log_problems(tmp / "subject.log") if subject == "gateway" else None
+        shutil.rmtree(tmp, ignore_errors=True)
+    ordered = sorted(watch.latencies)
+    assert watch.first_poll is not None
+    return {
+        "subject": subject,
+        "answered": len(ordered),
+        "extra_sends": watch.extra_sends,
+        "first_reply_ms": {
+            q: round(percentile(ordered, v) * 1000, 2) if ordered else None
+            for q, v in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+        },
+        "cpu_ms_per_message": round(cpu * 1000 / args.messages, 3),
+        "peak_rss_mb": rss,
+        "start_to_first_poll_s": round(watch.first_poll - execed, 3),
+        "start_cpu_s": round(start_cpu, 3),
+        "shutdown": shutdown,
+        "log": problems,
+        "correct": len(ordered) == args.messages and watch.extra_sends == 0 and shutdown["exit_code"] == 0,
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    def med(key: str, sub: str | None = None) -> float | None:
+        values = [r[key][sub] if sub else r[key] for r in runs]
+        values = [v for v in values if v is not None]
+        return round(statistics.median(values), 3) if values else None
+
+    return {
+        "first_reply_p50_ms": med("first_reply_ms", "p50"),
+        "first_reply_p99_ms": med("first_reply_ms", "p99"),
+        "cpu_ms_per_message": med("cpu_ms_per_message"),
+        "peak_rss_mb": med("peak_rss_mb"),
+        "start_to_first_poll_s": med("start_to_first_poll_s"),
+        "start_cpu_s": med("start_cpu_s"),
+        "runs": runs,
+    }
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a is not None and b else None
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    model: FakeOpenAIServer | None = None
+    if args.agent == "openai":
+        model = FakeOpenAIServer(behaviours=[Reply(MODEL_REPLY)])
+        model.start()
+    load_before = os.getloadavg()
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SUBJECTS}
+    try:
+        for rep in range(args.runs):
+            for subject in SUBJECTS:
+                log(f"[telegram] run {rep + 1}/{args.runs}: {subject}")
+                runs[subject].append(await one_run(subject, args, model.base_url if model else None))
+    finally:
+        if model is not None:
+            model.stop()
+    gateway, bare = summarize(runs["gateway"]), summarize(runs["bare"])
+    ratios = {
+        key: ratio(gateway[key], bare[key])
+        for key in (
+            "cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb", "start_cpu_s"
+        )
+    }  # fmt: skip
+    return {
+        "workload": {
+            "messages": args.messages,
+            "chats": args.chats,
+            "rate_per_s": args.rate,
+            "runs": args.runs,
+            "agent": args.agent,
+            "gateway_src": args.gateway_src,
+        },
+        "load_average": {"before": [round(x, 2) for x in load_before], "after": list(os.getloadavg())},
+        "gateway": gateway,
+        "bare": bare,
+        "ratios": ratios,
+        "targets": {
+            "cpu_per_message_le_1_5x": ratios["cpu_ms_per_message"] is not None
+            and ratios["cpu_ms_per_message"] <= 1.5,
+            "p50_le_2x": ratios["first_reply_p50_ms"] is not None and ratios["first_reply_p50_ms"] <= 2.0,
+            "gateway_rss_le_90_mb": gateway["peak_rss_mb"] is not None and gateway["peak_rss_mb"] <= 90,
+            "gateway_first_poll_le_0_5_s": gateway["start_to_first_poll_s"] is not None
+            and gateway["start_to_first_poll_s"] <= 0.5,
+        },
+        "correct": all(r["correct"] for rs in runs.values() for r in rs),
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--messages", type=int, default=500)
+    p.add_argument("--chats", type=int, default=50)
+    p.add_argument("--rate", type=float, default=10.0, help="messages per second over all chats")
+    p.add_argument("--runs", type=int, default=2, help="runs of each subject, interleaved")
+    p.add_argument("--agent", choices=("openai", "echo"), default="openai")
+    p.add_argument("--settle", type=float, default=3.0, help="seconds from first poll to the load")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last reply")
+    p.add_argument("--python", default=sys.executable, help="the interpreter of both subjects")
+    p.add_argument("--gateway-src", default=None, help="put this checkout's src/ first for the gateway")
+    p.add_argument("--dir", default=None, help="where the gateway's state goes (default: system temp)")
+    p.add_argument("--quick", action="store_true", help="a small smoke run")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.messages, args.chats, args.rate, args.runs, args.settle = 10, 10, 10.0, 1, 1.0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    result = asyncio.run(main_async(args))
+    print(json.dumps(result, indent=2))
+    return 0 if result["correct"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
