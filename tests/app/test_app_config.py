@@ -99,3 +99,21 @@ def test_yaml_that_is_not_a_mapping_is_rejected(tmp_path: Path) -> None:
 def test_missing_file_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
+
+
+def test_rate_limits_for_a_platform_not_served_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, "delivery:\n  rate_limits:\n    telegarm:\n      per_second: 10\n"))
+    assert "delivery.rate_limits.telegarm" in str(err.value) and "web" in str(err.value)
+
+
+def test_a_negative_rate_limit_is_named_with_its_full_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, "delivery:\n  rate_limits:\n    web:\n      per_second: -1\n"))
+    assert "delivery.rate_limits.web.per_second" in str(err.value)
+
+
+def test_rate_limits_for_a_served_platform_are_read(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, "delivery:\n  rate_limits:\n    web:\n      per_second: 50\n"))
+    limits = config.delivery.rate_limits["web"]
+    assert (limits.per_second, limits.chat_interval_seconds, limits.group_per_minute) == (50, None, None)

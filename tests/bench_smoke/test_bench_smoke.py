@@ -138,6 +138,15 @@ def test_intake_bench_quick_run_against_a_baseline_tree_reports_both_and_their_r
     assert result["ratio"]["relay"] > 0
 
 
+def test_pacing_bench_quick_run_answers_every_message_and_reports_the_call_log_figures() -> None:
+    result = run_bench("pacing.py")
+    for name in ("default", "limit_5"):
+        scenario = result[name]
+        assert scenario["answered"] == result["messages"] and scenario["failed"] == 0, scenario
+        assert {"busiest_second", "busiest_10ms", "calls_per_s", "share_429", "max_attempts"} <= set(scenario)
+    assert result["limit_5"]["share_429"] > 0, "the double's limit never bit"
+
+
 async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
     config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
     gateway = Gateway(config, tmp_path / "state")

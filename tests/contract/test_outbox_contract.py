@@ -158,6 +158,22 @@ async def test_a_settlement_that_tried_nothing_gives_the_attempt_back(store):
     assert (again.id, again.attempts) == (row.id, 1)
 
 
+@covers(Outbox.settle_outbox)
+async def test_a_rate_limited_row_waits_until_its_retry_time_and_never_spends_an_attempt(store):
+    await put_outbox(store, draft("a1"))
+    for _ in range(12):  # more waits than any max_attempts: still its first attempt
+        (row,) = await store.claim_outbox(10)
+        assert row.attempts == 1
+        await store.settle_outbox(
+            [OutboxSettlement(row.id, "pending", retry_at=time.time() - 1, error="429", counts_attempt=False)]
+        )
+    (row,) = await store.claim_outbox(10)
+    await store.settle_outbox(
+        [OutboxSettlement(row.id, "pending", retry_at=time.time() + 60, error="429", counts_attempt=False)]
+    )
+    assert await store.claim_outbox(10) == [], "claimed before the platform's retry_after"
+
+
 @covers(Outbox.settle_outbox, Outbox.confirm_outbox)
 async def test_a_confirmed_row_stays_sent_whatever_a_racing_settlement_reports(store):
     await put_outbox(store, draft("a1"), draft("a2"))

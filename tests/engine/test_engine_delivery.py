@@ -157,6 +157,27 @@ async def test_a_row_that_keeps_failing_is_tried_exactly_max_attempts_times(
     assert h.outbox("echo: doomed") == [("failed", 3, "final")]
 
 
+async def test_a_rate_limit_never_spends_an_attempt_even_past_max_attempts(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness(delivery={"max_attempts": 2})
+    limited: list[float] = []
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        if len(limited) < 5:  # more 429s than the row has attempts
+            limited.append(time.monotonic())
+            return RetryLater("429: retry after 0.05s", retry_after=0.05, scope="chat")
+        return None
+
+    h.adapter.script = script
+    await h.send("patient")
+    await h.delivered("echo: patient")
+
+    assert len(h.adapter.calls_for("echo: patient")) == 6
+    await wait(lambda: h.outbox("echo: patient") == [("sent", 1, "final")], message="sent on its 1st attempt")
+    assert deliveries(h, "rate_limited") == 5 and deliveries(h, "failed") == 0
+
+
 async def test_a_hung_send_in_one_chat_does_not_hold_up_other_chats(
     make_harness: MakeHarness, wait: Wait
 ) -> None:
@@ -208,7 +229,7 @@ async def test_a_429_penalizes_only_its_chat_whose_messages_then_arrive_in_order
             x_calls.append(time.monotonic())
             if not penalized:
                 penalized.append(x_calls[-1])
-                return RetryLater("429: retry after 1.5s", retry_after=1.5)
+                return RetryLater("429: retry after 1.5s", retry_after=1.5, scope="chat")
         return None
 
     h.adapter.script = script

@@ -16,6 +16,10 @@ answerCallbackQuery, setMyCommands), with Telegram's answer shapes:
 - ``flood(chat, retry_after)`` makes the next call to that chat answer 429 with
   ``retry_after``; every call during the penalty also gets a 429 and counts as a
   violation (the gateway should not have made it).
+- ``global_limit = N`` makes the bot's chat calls (send, edit, delete, chat action)
+  answer 429 with ``retry_after`` once N of them were accepted within the last second,
+  like Telegram's overall limit; ``log`` records every call with its chat, arrival time
+  and HTTP status, for checks over time windows (``busiest``).
 
 Tests push updates with ``push_message``, ``push_callback`` and ``push_raw``.
 """
@@ -23,9 +27,12 @@ Tests push updates with ``push_message``, ``push_callback`` and ``push_raw``.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
+import math
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
@@ -124,6 +131,27 @@ class Flood:
     violations: int = 0
 
 
+CHAT_METHODS = frozenset({"sendMessage", "editMessageText", "deleteMessage", "sendChatAction"})
+"""The calls Telegram's rate limits count (and the gateway's rate budget paces)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API call as the double saw it: when it arrived and what it answered."""
+
+    method: str
+    chat_id: int | None
+    at: float
+    """Event-loop time of arrival."""
+    status: int
+
+
+def busiest(times: Sequence[float], width: float) -> int:
+    """The most calls in any half-open window ``[t, t + width)`` (a sliding window over ``times``)."""
+    ordered = sorted(times)
+    return max((bisect.bisect_left(ordered, t + width) - i for i, t in enumerate(ordered)), default=0)
+
+
 @dataclass(frozen=True)
 class User:
     id: int
@@ -191,6 +219,10 @@ class BotApiDouble:
         self.keep_confirmed = False
         """Act as if confirmations never arrived: an offset filters, but forgets nothing."""
         self.on_callback_answer: Callable[[dict[str, Any]], None] | None = None
+        self.log: list[Call] = []
+        self.global_limit: int | None = None
+        """Chat calls accepted per second across the bot before the rest get 429 (None: no limit)."""
+        self._accepted: deque[float] = deque()
         self._changed = asyncio.Condition()
         self._closing = False
         self._runner: web.AppRunner | None = None
@@ -344,11 +376,32 @@ class BotApiDouble:
         if handler is None:
             return self._error(404, "Not Found")
         self.calls.append((method, params))
+        chat = int(params["chat_id"]) if str(params.get("chat_id", "")).lstrip("-").isdigit() else None
+        now = asyncio.get_running_loop().time()
+        response: web.Response | None = self._over_global_limit(now) if method in CHAT_METHODS else None
         try:
-            response: web.Response = await handler(params)
+            if response is None:
+                response = await handler(params)
+                if method in CHAT_METHODS and response.status == 200:
+                    self._accepted.append(now)
         finally:
+            self.log.append(Call(method, chat, now, response.status if response is not None else 500))
             await self._notify()
         return response
+
+    def _over_global_limit(self, now: float) -> web.Response | None:
+        if self.global_limit is None:
+            return None
+        while self._accepted and self._accepted[0] <= now - 1.0:
+            self._accepted.popleft()
+        if len(self._accepted) < self.global_limit:
+            return None
+        left = max(1, math.ceil(self._accepted[0] + 1.0 - now))
+        return self._error(429, f"Too Many Requests: retry after {left}", retry_after=left)
+
+    def chat_calls(self, *, ok: bool | None = None) -> list[Call]:
+        """The logged chat calls (send, edit, delete, chat action); ``ok`` filters by success."""
+        return [c for c in self.log if c.method in CHAT_METHODS and (ok is None or (c.status == 200) == ok)]
 
     @staticmethod
     def _ok(result: Any) -> web.Response:

@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
 from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
+from chatgate.app.config_rates import RateLimitsConfig, rate_limit_problem
 from chatgate.app.extras import check_extras
 from chatgate.app.netaddr import is_loopback
 from chatgate.app.pairing_config import PairingConfig
@@ -119,6 +120,7 @@ class DeliveryConfig(_Section):
     """Replies not delivered within this long are abandoned (logged) instead of sent late."""
     duplicate_marker: str = "(possible repeat) "
     """Prefixed to a reply re-sent after a send whose outcome is unknown; empty to disable."""
+    rate_limits: dict[str, RateLimitsConfig] = {}  # per platform, over the adapter's (config_rates.py)
 
 
 class WebChatConfig(_Section):
@@ -331,7 +333,9 @@ def load_config(path: Path | None, *, check_installed: bool = True) -> GatewayCo
 
 
 def check_budgets(config: GatewayConfig) -> None:
-    """Timeouts that only make sense in one order (caught now, not in the middle of a turn)."""
+    """Timeouts that only make sense in one order, rate budgets for served platforms."""
+    if (problem := rate_limit_problem(config)) is not None:
+        raise ConfigError(problem)
     approvals, turn = config.approvals.timeout_seconds, config.agent.turn_timeout_seconds
     if config.tools.enabled and approvals >= turn:
         raise ConfigError(

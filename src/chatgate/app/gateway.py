@@ -206,6 +206,7 @@ class Gateway:
                 sandboxed=sandbox is not None,
             ),
             shell=shell,
+            rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
             pairing=config.pairing.limits(),
         )
 

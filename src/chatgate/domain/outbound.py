@@ -26,6 +26,8 @@ class Capabilities:
     """Seconds between two calls (send, edit, typing) to one chat."""
     platform_max_rate: float | None = None
     """Calls per second across all chats of this platform, if the platform limits it."""
+    group_max_per_minute: int = 0
+    """Messages per minute to one group chat (0: no such limit); needs ``GroupedChats``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +43,21 @@ class Deferred:
     retry_in: float = 60.0
 
 
+RateScope = Literal["chat", "platform"]
+
+
 @dataclass(frozen=True, slots=True)
 class RetryLater:
-    """The platform asked us to slow down, or a transient error happened."""
+    """The platform asked us to slow down (``scope`` set), or a transient error happened.
+
+    A rate limit (``scope`` is ``"chat"`` or ``"platform"``: what the platform said, or what
+    its limit applies to) pauses that scope for ``retry_after`` seconds and never costs the
+    row an attempt: waiting is not failing. A transient error (``scope`` None) is an attempt.
+    """
 
     reason: str
     retry_after: float
+    scope: RateScope | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,4 +56,5 @@ class OutboxSettlement:
     retry_at: float | None = None
     error: str | None = None
     counts_attempt: bool = True
-    """False when nothing was tried (no route to the chat yet): the attempt is given back."""
+    """False when the claim was no real try, so the attempt is given back: nothing was sent (no
+    route to the chat yet), or the platform only asked us to wait (a rate limit, however often)."""

@@ -169,9 +169,14 @@ class Transcript(Protocol):
 class OutboxClaims(Protocol):
     """The delivery side of the ledger: hand out head-of-chat rows, record what happened to them."""
 
-    async def claim_outbox(self, limit: int) -> list[OutboxRow]: ...
+    async def claim_outbox(self, limit: int) -> list[OutboxRow]:
+        """Mark due head-of-chat rows ``sending`` and count an attempt on each."""
+        ...
 
-    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None: ...
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+        """Record each row's outcome; ``counts_attempt=False`` takes back the claim's attempt (a
+        wait for a rate limit or a route is not a try), so waiting can never use up a row."""
+        ...
 
 
 class OutboxConfirmations(Protocol):

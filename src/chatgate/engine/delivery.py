@@ -65,6 +65,7 @@ class DeliveryWorker:
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = False
+        self._timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         self._stopping = False
@@ -76,6 +77,8 @@ class DeliveryWorker:
     async def stop(self) -> None:
         """Stop claiming and cancel in-flight sends (their rows are resent after a restart)."""
         self._stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
         tasks = [*self._inflight, *([self._task] if self._task else [])]
         await cancel_and_wait(tasks)
         self._task = None
@@ -125,6 +128,22 @@ class DeliveryWorker:
         except StoreUnavailable as exc:
             log.warning("could not record delivery of outbox row %d (%s); it is resent later", row.id, exc)
         self._wake.set()  # the chat's next row may be due now
+        if settlement.status == "pending" and settlement.retry_at is not None:
+            self._wake_at(settlement.retry_at)
+
+    def _wake_at(self, when: float) -> None:
+        """Claim again when a rescheduled row falls due, not at the next poll (a rate-limit wait is short)."""
+        delay = when - time.time()
+        if delay >= self.settings.poll_interval:
+            return  # the poll comes first
+        loop = asyncio.get_running_loop()
+        due = loop.time() + max(0.0, delay)
+        pending = self._timer is not None and self._timer.when() > loop.time()
+        if pending and self._timer is not None and self._timer.when() <= due:
+            return  # an earlier wake is already set
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(due, self._wake.set)
 
     def _retry_at(self, row: OutboxRow) -> float:
         delay = min(self.settings.retry_max, self.settings.retry_base * 2 ** max(0, row.attempts - 1))
@@ -152,15 +171,9 @@ class DeliveryWorker:
                 error=f"platform {row.platform!r} is not enabled",
                 counts_attempt=False,
             )
-        wait = self._budget.delay(row.platform, row.chat_id)
-        if wait > self.settings.max_inline_wait:
-            self._metrics.deliveries.labels(row.platform, "rate_limited").inc()
-            return OutboxSettlement(
-                row.id, "pending", retry_at=time.time() + wait, error="rate limited", counts_attempt=False
-            )
-        if wait > 0:
-            await asyncio.sleep(wait)  # only this row's task waits; other chats keep going
-        self._budget.take(row.platform, row.chat_id)
+        waited = await self._pace(row)
+        if waited is not None:
+            return waited
         try:
             result = await asyncio.wait_for(adapter.deliver(row), self.settings.send_timeout)
         except TimeoutError:
@@ -168,6 +181,31 @@ class DeliveryWorker:
         except Exception as exc:  # an adapter bug or transport error must not stop delivery
             result = RetryLater(f"{type(exc).__name__}: {exc}", 0.0)
         return self._settle(row, result)
+
+    async def _pace(self, row: OutboxRow) -> OutboxSettlement | None:
+        """Book the row's slot and wait for it; a settlement when it must wait longer instead.
+
+        The slot is booked in the same step that finds it, so rows claimed together get
+        successive slots rather than one shared wait (``engine/ratelimit.py``).
+        """
+        ahead = self._budget.delay(row.platform, row.chat_id)
+        if ahead > self.settings.max_inline_wait:
+            return self._rate_limited(row, ahead, "rate limited")
+        wait = self._budget.take(row.platform, row.chat_id)
+        while wait > 0:  # only this row's task waits; other chats keep going
+            await asyncio.sleep(wait)
+            wait = self._budget.depart(row.platform)
+        held = self._budget.held(row.platform, row.chat_id)
+        if held > 0:  # the platform asked for a pause while this row waited for its slot
+            return self._rate_limited(row, held, "rate limited by the platform")
+        return None
+
+    def _rate_limited(self, row: OutboxRow, wait: float, reason: str) -> OutboxSettlement:
+        """Back to ``pending`` until the wait is over; waiting for a rate limit is not an attempt."""
+        self._metrics.deliveries.labels(row.platform, "rate_limited").inc()
+        return OutboxSettlement(
+            row.id, "pending", retry_at=time.time() + wait, error=reason, counts_attempt=False
+        )
 
     def _settle(self, row: OutboxRow, result: DeliveryResult) -> OutboxSettlement:
         if isinstance(result, Delivered):
@@ -185,6 +223,13 @@ class DeliveryWorker:
                 error=result.reason,
                 counts_attempt=False,
             )
+        if isinstance(result, RetryLater) and result.scope is not None:
+            scope = self._budget.penalize(row.platform, row.chat_id, result.retry_after, result.scope)
+            log.info(
+                "outbox row %d waits %.1fs for the %s's rate limit: %s",
+                row.id, result.retry_after, scope, result.reason, extra={"session_key": row.session_key},
+            )  # fmt: skip
+            return self._rate_limited(row, result.retry_after, result.reason)
         if isinstance(result, Rejected) or row.attempts >= self.settings.max_attempts:
             log.error(
                 "outbox row %d failed for good after %d attempt(s): %s",
@@ -198,7 +243,5 @@ class DeliveryWorker:
             self._metrics.deliveries.labels(row.platform, "ambiguous").inc()
             return OutboxSettlement(row.id, "ambiguous", retry_at=self._retry_at(row), error=result.reason)
         self._metrics.deliveries.labels(row.platform, "retry").inc()
-        if result.retry_after > 0:
-            self._budget.penalize(row.platform, row.chat_id, result.retry_after)
         retry_at = max(self._retry_at(row), time.time() + result.retry_after)
         return OutboxSettlement(row.id, "pending", retry_at=retry_at, error=result.reason)

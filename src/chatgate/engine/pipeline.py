@@ -34,10 +34,11 @@ from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter
-from chatgate.engine.ratelimit import PlatformLimits, RateBudget
+from chatgate.engine.ports import Adapter, group_classifier
+from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
+from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class EngineSettings:
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     shell: ShellToolRunner | None = None
     """The shell tool, when tools are enabled: every call goes through the approval gate."""
+    rate_limits: Mapping[str, RateOverride] = field(default_factory=dict)
+    """Per platform, the operator's rate limits over the adapter's declared ones."""
     pairing: PairingLimits = PairingLimits()
     """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
 
@@ -75,6 +78,7 @@ class Engine:
         self.settings = settings
         self.adapters: dict[str, Adapter] = {}
         self.budget = RateBudget()
+        self.typist = TypingIndicators(self.budget)
         self.delivery = DeliveryWorker(store, self.adapters, metrics, settings.delivery, self.budget)
         self.approvals = ApprovalBroker(
             store,
@@ -109,6 +113,7 @@ class Engine:
             tools=self.tools.for_turn if self.tools is not None else None,
             owner=settings.owner,
             on_outbox=self.outbox_changed,
+            typist=self.typist,
         )
         self.scheduler = Scheduler(
             store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed
@@ -133,9 +138,14 @@ class Engine:
     def add_adapter(self, adapter: Adapter) -> None:
         """Register a platform: its rate limits join the shared budget; delivery and turns reach it."""
         caps = adapter.capabilities
-        self.budget.configure(
-            adapter.platform, PlatformLimits(caps.chat_min_interval, caps.platform_max_rate)
+        declared = PlatformLimits(
+            caps.chat_min_interval,
+            caps.platform_max_rate,
+            caps.group_max_per_minute,
+            is_group=group_classifier(adapter),
         )
+        override = self.settings.rate_limits.get(adapter.platform, RateOverride())
+        self.budget.configure(adapter.platform, override.apply(declared))
         self.adapters[adapter.platform] = adapter
 
     async def open(self) -> list[ApprovalRecord]:
@@ -162,6 +172,7 @@ class Engine:
         await self.approvals.close(close_budget)
         await self.delivery.flush(flush_budget)
         await self.delivery.stop()
+        await self.typist.aclose()
 
 
 def build_engine(

@@ -9,7 +9,7 @@ that port's contract.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -118,7 +118,9 @@ class EditablePlatform(Protocol):
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult: ...
 
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None: ...
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
+        """Best effort; a ``RetryLater`` with a scope is a rate limit the budget then honours."""
+        ...
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         """Remove a message; ``False`` when the platform refused."""
@@ -227,6 +229,20 @@ class Adapter(Protocol):
     def state(self) -> AdapterState:
         """Whether the adapter is connected to its platform, for /readyz and status."""
         ...
+
+
+class GroupedChats(Protocol):
+    """An adapter whose platform limits group chats apart (``capabilities.group_max_per_minute``)."""
+
+    def is_group_chat(self, chat_id: str) -> bool:
+        """True for a chat the platform's per-group limit applies to."""
+        ...
+
+
+def group_classifier(adapter: Adapter) -> Callable[[str], bool] | None:
+    """The adapter's ``is_group_chat``, or None when it does not classify its chats."""
+    method = getattr(adapter, "is_group_chat", None)
+    return cast(Callable[[str], bool], method) if callable(method) else None
 
 
 def prompting(adapter: Adapter | None) -> PromptingPlatform | None:

@@ -1,58 +1,242 @@
-"""One rate budget per chat, shared by sends, edits and typing.
+"""One rate budget per gateway, shared by deliveries, previews and typing indicators.
 
-Every call to a platform asks the budget first. A platform's ``retry_after``
-(HTTP 429, Telegram flood control) penalizes only the chat it names, so one
-chat's penalty never stalls other chats or platforms. The budget only answers
-"how long until this call may go"; callers decide whether to wait, skip (a
-preview) or reschedule (an outbox row).
+Every call to a platform books a **slot** first, and the slot is booked in the same
+step that finds it (``take``: nothing awaits between the two), so callers that ask at
+the same moment get different slots instead of all seeing one wait and going together.
+A caller that must wait sleeps until its slot; nobody else can take it meanwhile.
+
+Three limits shape a message's slot (any may be off): one chat gets at most one
+message per ``chat_min_interval``; a group chat (as the adapter classifies it) at most
+``group_max_per_minute`` messages in any 60 s; and the whole platform one call per
+``1 / max_rate`` seconds, in a gap no other booked call is closer than that to, so a
+late chat's slot never holds back an earlier one of another chat. A typing indicator
+takes a platform slot only: it is not a message, and it must not delay the reply.
+
+A platform's ``retry_after`` pauses what it was about: the chat, or the whole platform.
+A platform that does not say (Telegram) implies a platform-wide limit when a second
+chat is told to wait while the first still waits; then the platform pauses too, and
+for a minute after that every 429 pauses the platform at once.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections import OrderedDict
-from dataclasses import dataclass
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from chatgate.domain.outbound import RateScope
+
+CallKind = Literal["message", "typing"]
+GROUP_WINDOW = 60.0
+PLATFORM_MEMORY = 60.0
+"""After a platform-wide pause, a 429 within this long is taken as platform-wide at once."""
 
 
 @dataclass(frozen=True, slots=True)
 class PlatformLimits:
     chat_min_interval: float = 0.0
     max_rate: float | None = None
+    group_max_per_minute: int = 0
+    """0: no per-group limit."""
+    is_group: Callable[[str], bool] | None = None
+    """Which chat ids are groups (the adapter knows; the engine does not)."""
+
+
+@dataclass(slots=True)
+class _Chat:
+    next_message: float = 0.0
+    held_until: float = 0.0
+    recent: deque[float] = field(default_factory=deque)
+    """Booked message slots of a group chat within the last minute (ascending)."""
+
+
+@dataclass(slots=True)
+class _Platform:
+    limits: PlatformLimits = PlatformLimits()
+    booked: list[float] = field(default_factory=list)
+    """Booked platform slots not yet long past (ascending)."""
+    held_until: float = 0.0
+    last_held_chat: str | None = None
+    last_held_until: float = 0.0
+    last_platform_pause: float = float("-inf")
+    departed: deque[float] = field(default_factory=deque)
+    """When calls really went, within the last second (a slot is a plan; a late wake-up is not)."""
 
 
 class RateBudget:
     def __init__(self, max_chats: int = 100_000) -> None:
-        self._limits: dict[str, PlatformLimits] = {}
-        self._next_chat: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._next_platform: dict[str, float] = {}
+        self._platforms: dict[str, _Platform] = {}
+        self._chats: OrderedDict[tuple[str, str], _Chat] = OrderedDict()
         self._max_chats = max_chats
 
     def configure(self, platform: str, limits: PlatformLimits) -> None:
-        self._limits[platform] = limits
+        self._platform(platform).limits = limits
 
-    def delay(self, platform: str, chat_id: str, now: float | None = None) -> float:
-        """Seconds until a call to this chat may go (0 when it may go now)."""
-        now = time.monotonic() if now is None else now
-        chat_at = self._next_chat.get((platform, chat_id), 0.0)
-        platform_at = self._next_platform.get(platform, 0.0)
-        return max(0.0, chat_at - now, platform_at - now)
+    def limits(self, platform: str) -> PlatformLimits:
+        return self._platform(platform).limits
 
-    def take(self, platform: str, chat_id: str, now: float | None = None) -> None:
-        """Record a call made now."""
+    def delay(
+        self, platform: str, chat_id: str, kind: CallKind = "message", now: float | None = None
+    ) -> float:
+        """Seconds until the earliest slot a call to this chat could book now (0: it may go now)."""
         now = time.monotonic() if now is None else now
-        limits = self._limits.get(platform, PlatformLimits())
+        return max(0.0, self._find(platform, chat_id, kind, now) - now)
+
+    def take(
+        self, platform: str, chat_id: str, kind: CallKind = "message", now: float | None = None
+    ) -> float:
+        """Book the earliest slot for a call to this chat; returns the seconds to wait for it."""
+        now = time.monotonic() if now is None else now
+        slot = self._find(platform, chat_id, kind, now)
+        state = self._platform(platform)
+        if state.limits.max_rate:
+            bisect.insort(state.booked, slot)
+            if slot <= now:
+                state.departed.append(now)  # it goes now: the caller does not wait
+        if kind == "message":
+            chat = self._chat(platform, chat_id)
+            chat.next_message = max(chat.next_message, slot + state.limits.chat_min_interval)
+            if self._is_group(state, chat_id):
+                chat.recent.append(slot)
+        return max(0.0, slot - now)
+
+    def depart(self, platform: str, now: float | None = None) -> float:
+        """After waiting for a slot: seconds more to wait before the call really goes (0: go now).
+
+        Several slots may come due at once after the event loop stalled; their calls still go
+        at least half a spacing apart and never more than the rate within any second.
+        """
+        now = time.monotonic() if now is None else now
+        state = self._platforms.get(platform)
+        if state is None or not state.limits.max_rate:
+            return 0.0
+        ready = self._departure_free(state, now)
+        if ready > now:
+            return ready - now
+        state.departed.append(now)
+        return 0.0
+
+    def held(self, platform: str, chat_id: str, now: float | None = None) -> float:
+        """Seconds left of a pause the platform imposed on this chat or on itself (0: none)."""
+        now = time.monotonic() if now is None else now
+        state = self._platforms.get(platform)
+        chat = self._chats.get((platform, chat_id))
+        until = max(state.held_until if state else 0.0, chat.held_until if chat else 0.0)
+        return max(0.0, until - now)
+
+    def penalize(
+        self, platform: str, chat_id: str, seconds: float, scope: RateScope = "chat", now: float | None = None
+    ) -> RateScope:
+        """The platform said: not before ``seconds`` from now. Returns the scope it was taken for."""
+        now = time.monotonic() if now is None else now
+        until = now + seconds
+        state = self._platform(platform)
+        chat = self._chat(platform, chat_id)
+        chat.held_until = max(chat.held_until, until)
+        if scope == "chat" and (
+            (state.last_held_chat not in (None, chat_id) and state.last_held_until > now)
+            or now - state.last_platform_pause < PLATFORM_MEMORY
+        ):
+            scope = "platform"  # a second chat told to wait while the first still waits: the bot's limit
+        if scope == "platform":
+            state.held_until = max(state.held_until, until)
+            state.last_platform_pause = now
+        state.last_held_chat, state.last_held_until = chat_id, max(until, state.last_held_until)
+        return scope
+
+    # ------------------------------------------------------------ internals
+
+    def _platform(self, platform: str) -> _Platform:
+        state = self._platforms.get(platform)
+        if state is None:
+            state = self._platforms[platform] = _Platform()
+        return state
+
+    def _chat(self, platform: str, chat_id: str) -> _Chat:
         key = (platform, chat_id)
-        self._next_chat[key] = max(self._next_chat.get(key, 0.0), now + limits.chat_min_interval)
-        self._next_chat.move_to_end(key)
-        if len(self._next_chat) > self._max_chats:
-            self._next_chat.popitem(last=False)
-        if limits.max_rate:
-            start = max(self._next_platform.get(platform, 0.0), now)
-            self._next_platform[platform] = start + 1.0 / limits.max_rate
+        chat = self._chats.get(key)
+        if chat is None:
+            chat = self._chats[key] = _Chat()
+            if len(self._chats) > self._max_chats:
+                self._chats.popitem(last=False)
+        else:
+            self._chats.move_to_end(key)
+        return chat
 
-    def penalize(self, platform: str, chat_id: str, seconds: float, now: float | None = None) -> None:
-        """The platform said: not before ``seconds`` from now, for this chat."""
-        now = time.monotonic() if now is None else now
-        key = (platform, chat_id)
-        self._next_chat[key] = max(self._next_chat.get(key, 0.0), now + seconds)
-        self._next_chat.move_to_end(key)
+    @staticmethod
+    def _is_group(state: _Platform, chat_id: str) -> bool:
+        limits = state.limits
+        return limits.group_max_per_minute > 0 and limits.is_group is not None and limits.is_group(chat_id)
+
+    def _find(self, platform: str, chat_id: str, kind: CallKind, now: float) -> float:
+        state = self._platforms.get(platform) or _Platform()
+        earliest = max(now, state.held_until)
+        chat = self._chats.get((platform, chat_id))
+        if chat is not None:
+            earliest = max(earliest, chat.held_until)
+            if kind == "message":
+                earliest = max(earliest, chat.next_message, self._group_free(state, chat, now))
+        return self._platform_gap(state, earliest, now)
+
+    def _group_free(self, state: _Platform, chat: _Chat, now: float) -> float:
+        """When the group's minute has room for one more message (its slots are booked in order)."""
+        limit = state.limits.group_max_per_minute
+        recent = chat.recent
+        while recent and recent[0] <= now - GROUP_WINDOW:
+            recent.popleft()
+        if limit <= 0 or len(recent) < limit:
+            return 0.0
+        return recent[-limit] + GROUP_WINDOW
+
+    @staticmethod
+    def _departure_free(state: _Platform, now: float) -> float:
+        """The earliest time a call may really go, by the calls that really went."""
+        rate = state.limits.max_rate or 0.0
+        departed = state.departed
+        while departed and departed[0] <= now - 1.0:
+            departed.popleft()
+        if not departed:
+            return now
+        ready = departed[-1] + 0.5 / rate
+        per_second = max(1, int(rate))
+        if len(departed) >= per_second:
+            ready = max(ready, departed[-per_second] + 1.0)
+        return max(now, ready)
+
+    def _platform_gap(self, state: _Platform, earliest: float, now: float) -> float:
+        """The earliest time >= ``earliest`` at least one spacing away from every booked slot."""
+        rate = state.limits.max_rate
+        if not rate:
+            return earliest
+        earliest = max(earliest, self._departure_free(state, now))
+        gap = 1.0 / rate
+        booked = state.booked
+        del booked[: bisect.bisect_left(booked, now - gap)]  # slots that can no longer collide
+        slot = earliest
+        for taken in booked[bisect.bisect_left(booked, slot - gap + 1e-9) :]:
+            if taken >= slot + gap - 1e-9:
+                break
+            slot = taken + gap
+        return slot
+
+
+@dataclass(frozen=True, slots=True)
+class RateOverride:
+    """An operator's rate limits for one platform (``delivery.rate_limits``); None keeps the adapter's."""
+
+    chat_min_interval: float | None = None
+    max_rate: float | None = None
+    """0 removes the platform-wide limit."""
+    group_max_per_minute: int | None = None
+
+    def apply(self, limits: PlatformLimits) -> PlatformLimits:
+        interval, group = self.chat_min_interval, self.group_max_per_minute
+        return PlatformLimits(
+            chat_min_interval=limits.chat_min_interval if interval is None else interval,
+            max_rate=limits.max_rate if self.max_rate is None else (self.max_rate or None),
+            group_max_per_minute=limits.group_max_per_minute if group is None else group,
+            is_group=limits.is_group,
+        )

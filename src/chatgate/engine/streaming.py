@@ -30,6 +30,7 @@ from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0
@@ -75,6 +76,7 @@ class StreamConsumer:
         typing_every: float = TYPING_EVERY,
         on_message: Callable[[str], Awaitable[object]] | None = None,
         hold: Callable[[], Awaitable[bool]] | None = None,
+        typist: TypingIndicators | None = None,
     ) -> None:
         self._on_update = on_update
         self._on_message = on_message
@@ -101,6 +103,8 @@ class StreamConsumer:
         self._started = time.monotonic()
         self._last_update = self._started
         self._typing_every = typing_every
+        self._own_typist = typist is None
+        self._typist = typist or TypingIndicators(budget, call_timeout)
         self._last_typing = -typing_every
         self._keeper: asyncio.Task[None] | None = None
         self.state = PreviewState()
@@ -127,6 +131,8 @@ class StreamConsumer:
             await cancel_and_wait([self._keeper])
             self._keeper = None
         await self._settle_first_send(self._timeout, last=True)
+        if self._own_typist:  # nobody outlives this turn to own its indicators
+            await self._typist.aclose()
 
     async def _keep_typing(self) -> None:
         while self.state.message_id is None:
@@ -182,13 +188,19 @@ class StreamConsumer:
         if not self._typing or self.state.message_id is not None or self._editable is None:
             return
         now = time.monotonic()
-        if now - self._last_typing < self._typing_every or self._budget.delay(self._platform, self._chat) > 0:
+        if now - self._last_typing < self._typing_every:
             return
-        self._last_typing = now  # typing respects a penalty but does not spend the chat's message budget
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                self._editable.send_typing(self._chat, egress_target(self._source)), self._timeout
-            )
+        # The indicator takes a booked platform slot (it waits its turn instead of being skipped
+        # when the platform is busy) and may go out after this turn ended: the reply waits too.
+        if self._typist.announce(
+            self._editable,
+            self._platform,
+            self._chat,
+            egress_target(self._source),
+            patience=self._typing_every,
+            wanted=lambda: self.state.message_id is None,
+        ):
+            self._last_typing = now
 
     async def _preview(self, payload: str) -> None:
         assert self._editable is not None
@@ -219,8 +231,8 @@ class StreamConsumer:
             self.state.edits += 1
             self._on_update(self._platform, "edit")
             self.state.acked_text = payload
-        elif isinstance(result, RetryLater):
-            self._budget.penalize(self._platform, self._chat, result.retry_after)
+        elif isinstance(result, RetryLater) and result.scope is not None:
+            self._budget.penalize(self._platform, self._chat, result.retry_after, result.scope)
 
     async def _settle_first_send(self, wait: float, *, last: bool = False) -> None:
         """Adopt the first send's answer once it came (waiting up to ``wait`` seconds); at the
@@ -244,8 +256,8 @@ class StreamConsumer:
             return
         if isinstance(result, Delivered):
             await self._adopt(result.platform_message_id, self._first_payload)
-        elif isinstance(result, RetryLater):
-            self._budget.penalize(self._platform, self._chat, result.retry_after)
+        elif isinstance(result, RetryLater) and result.scope is not None:
+            self._budget.penalize(self._platform, self._chat, result.retry_after, result.scope)
 
     async def _adopt(self, message_id: str | None, payload: str) -> None:
         if not message_id:

@@ -41,6 +41,7 @@ from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
+from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 ToolsFactory = Callable[[ToolContext], ToolRunner | None]
@@ -88,6 +89,7 @@ class TurnRunner:
         tools: ToolsFactory | None = None,
         owner: str = "",
         on_outbox: Callable[[], None] = lambda: None,
+        typist: TypingIndicators | None = None,
     ) -> None:
         self._owner = owner
         self._on_outbox = on_outbox
@@ -99,6 +101,7 @@ class TurnRunner:
         self._policy_for = policy_for
         self.settings = settings
         self._budget = budget or RateBudget()
+        self._typist = typist
 
     async def run(self, claim: Claim) -> TurnOutcome:
         items = claim.items
@@ -140,6 +143,7 @@ class TurnRunner:
             typing_every=self.settings.typing_interval,
             on_message=lambda message_id: self._store.record_preview(self._owner, key, message_id),
             hold=hold,
+            typist=self._typist,
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]

@@ -319,5 +319,6 @@ def _as_delivery(outcome: Outcome) -> DeliveryResult:
     if outcome.success:
         return Delivered(outcome.message_id)
     if outcome.retry_after is not None:
-        return RetryLater(outcome.error or "the connector asked to retry", outcome.retry_after)
+        # The connector's rate limit for this chat (a platform-wide one shows as two chats held).
+        return RetryLater(outcome.error or "the connector asked to retry", outcome.retry_after, scope="chat")
     return Rejected(outcome.error or "the connector refused the action")

@@ -116,8 +116,10 @@ class RelayPlatform:
         result = await self._hub.request(self.platform, action)
         return Delivered(message_id) if isinstance(result, Delivered) else result
 
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
-        await self._hub.request(self.platform, TypingAction(chat_id=chat_id, metadata=_metadata(target)))
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
+        return await self._hub.request(
+            self.platform, TypingAction(chat_id=chat_id, metadata=_metadata(target))
+        )
 
     async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
         """Native buttons through the connector's ``prompt`` op (only when advertised).

@@ -101,8 +101,10 @@ class TelegramAdapter:
         markdown="html",
         typing=True,
         edit_interval=1.0,
+        # Telegram's documented limits (Bot API FAQ); delivery.rate_limits.telegram overrides them.
         chat_min_interval=1.0,
         platform_max_rate=30.0,
+        group_max_per_minute=20,
     )
 
     def __init__(self, settings: TelegramSettings, store: Cursors, intake: Intake) -> None:
@@ -130,6 +132,11 @@ class TelegramAdapter:
             on_state=self._set_state,
             redact=self.redact,
         )
+
+    @staticmethod
+    def is_group_chat(chat_id: str) -> bool:
+        """Groups, supergroups and channels have negative ids (or an ``@name``); users positive ones."""
+        return chat_id.startswith(("-", "@"))
 
     async def _call(self, method: str, request_timeout: float, /, **params: Any) -> Any:
         if self._api is None:
@@ -262,8 +269,8 @@ class TelegramAdapter:
     ) -> DeliveryResult:
         return await self._outbound.edit_message(chat_id, message_id, text, target)
 
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
-        await self._outbound.send_typing(chat_id, target)
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
+        return await self._outbound.send_typing(chat_id, target)
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         return await self._outbound.delete_message(chat_id, message_id, target)

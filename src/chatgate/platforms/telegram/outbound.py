@@ -157,7 +157,7 @@ class TelegramOutbound:
     ) -> DeliveryResult:
         held = self._hold_left(chat_id)
         if held > 0:
-            return RetryLater("Telegram flood control (still waiting)", held)
+            return RetryLater("Telegram flood control (still waiting)", held, scope="chat")
         if not text.strip():
             return Rejected("Telegram cannot show an empty message")
         try:
@@ -177,7 +177,7 @@ class TelegramOutbound:
         reason = self._reason(exc)
         wait = self._flood_wait(chat_id, exc)
         if wait is not None:
-            return RetryLater(reason, wait)
+            return RetryLater(reason, wait, scope="chat")
         if isinstance(exc, NotSent):
             return RetryLater(reason, 0.0)  # the request never left this machine
         if isinstance(exc, MaybeSent):
@@ -195,9 +195,9 @@ class TelegramOutbound:
             return Ambiguous(reason) if sending else RetryLater(reason, 0.0)
         return Rejected(reason)  # 400 (message to edit not found, chat not found …), 403 blocked, 404
 
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         if self._hold_left(chat_id) > 0:
-            return
+            return None
         try:
             await self._call(
                 "sendChatAction",
@@ -207,8 +207,11 @@ class TelegramOutbound:
                 message_thread_id=_int_or_none(target.get("thread_id")),
             )
         except TelegramError as exc:
-            if self._flood_wait(chat_id, exc) is None:
-                log.debug("typing indicator failed: %s", self._reason(exc))
+            wait = self._flood_wait(chat_id, exc)
+            if wait is not None:
+                return RetryLater(self._reason(exc), wait, scope="chat")
+            log.debug("typing indicator failed: %s", self._reason(exc))
+        return None
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         ident = _int_or_none(message_id)

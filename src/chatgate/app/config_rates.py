@@ -1,0 +1,55 @@
+"""``delivery.rate_limits``: an operator's rate budget per platform, over the adapter's defaults.
+
+An adapter declares its platform's documented limits (Telegram: one message a second per
+chat, 20 a minute per group, 30 a second per bot); a bot with raised limits, or a
+connector fronting a platform, sets them here. Every key is optional: a key left out
+keeps the adapter's value. A platform name that is not served is a start-up error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from chatgate.engine.ratelimit import RateOverride
+
+if TYPE_CHECKING:
+    from chatgate.app.config import GatewayConfig
+
+
+class RateLimitsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    chat_interval_seconds: float | None = Field(None, ge=0, le=3600)
+    """Least time between two messages to one chat."""
+    per_second: float | None = Field(None, ge=0, le=10_000)
+    """Calls per second across the platform (sends, edits, typing); 0 removes the limit."""
+    group_per_minute: int | None = Field(None, ge=0, le=100_000)
+    """Messages per minute to one group chat, where the adapter tells groups apart; 0 removes it."""
+
+    def override(self) -> RateOverride:
+        return RateOverride(self.chat_interval_seconds, self.per_second, self.group_per_minute)
+
+
+def served_platforms(config: GatewayConfig) -> list[str]:
+    platforms = config.platforms
+    relay = platforms.relay
+    relayed = [p.platform.strip().lower() for p in relay.platforms] if relay.enabled else []
+    return [
+        *(["web"] if platforms.web.enabled else []),
+        *(["telegram"] if platforms.telegram.enabled else []),
+        *relayed,
+    ]
+
+
+def rate_limit_problem(config: GatewayConfig) -> str | None:
+    """The error naming the key, when a budget names a platform this gateway does not serve."""
+    served = served_platforms(config)
+    for name in config.delivery.rate_limits:
+        if name not in served:
+            return (
+                f"delivery.rate_limits.{name}: {name!r} is not a platform this gateway serves"
+                f" ({', '.join(served) or 'none enabled'}); fix the name or enable the platform"
+            )
+    return None
