@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, echo_of, private, telegram_config
 
-from chatgate.app.gateway import CredentialInUse
+from chatgate.app.startup import CredentialInUse
 from support.procs import GatewayProcess
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,8 @@ from chatgate.agents.base import Agent, AgentError, AgentRequest
 from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.config import GatewayConfig
-from chatgate.app.gateway import Gateway, build_agent
+from chatgate.app.gateway import Gateway
+from chatgate.app.startup import build_agent
 from support.procs import GatewayProcess
 
 ADA = User(9101, "Ada")

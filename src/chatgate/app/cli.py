@@ -142,7 +142,7 @@ def _reset_damaged_state(db_path: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from chatgate.app.gateway import CredentialInUse, StartupError
+    from chatgate.app.startup import CredentialInUse, StartupError
     from chatgate.store.sqlite.identity import StateDamaged
 
     config = _load(args)

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -22,8 +20,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from chatgate.app.config_errors import KeyPath, describe, env_var_name, fold_literal_case, parse_yaml
+from chatgate.app.config_errors import KeyPath, describe, fold_literal_case, parse_yaml
+from chatgate.app.config_platforms import (
+    PlatformsConfig,
+)
 from chatgate.app.config_rates import RateLimitsConfig, rate_limit_problem
+from chatgate.app.config_section import EnvName
+from chatgate.app.config_section import Section as _Section
 from chatgate.app.extras import check_extras
 from chatgate.app.netaddr import is_loopback
 from chatgate.app.pairing_config import PairingConfig
@@ -33,19 +36,6 @@ from chatgate.domain.shell_allow import load_allow
 
 class ConfigError(Exception):
     """A configuration mistake, already phrased for the user."""
-
-
-EnvName = Annotated[str, AfterValidator(env_var_name)]
-"""A ``*_env`` key: the name of the environment variable that holds a secret, never the secret."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _any_case_choices(cls, data: Any) -> Any:
-        return fold_literal_case(cls, data)
 
 
 class HttpConfig(_Section):
@@ -121,76 +111,6 @@ class DeliveryConfig(_Section):
     duplicate_marker: str = "(possible repeat) "
     """Prefixed to a reply re-sent after a send whose outcome is unknown; empty to disable."""
     rate_limits: dict[str, RateLimitsConfig] = {}  # per platform, over the adapter's (config_rates.py)
-
-
-class WebChatConfig(_Section):
-    enabled: bool = True
-    allow_all: bool | None = None
-    """``None``: allow everyone when bound to loopback, nobody otherwise."""
-    allow_users: list[str] = []
-    pairing: bool = False
-    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
-    access_token_env: EnvName | None = None
-    max_text_chars: int = Field(16_000, ge=1)
-    draft_interval_ms: float = Field(50.0, ge=0)
-    allowed_origins: list[str] = []
-    """Other origins (``https://chat.example``) whose pages may open /ws; same-origin always may."""
-    max_queued_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
-    """What one socket may have waiting to be written before a client that does not read is
-    closed (and resyncs on reconnect); at least one reply's frame (``max_text_chars``)."""
-
-
-class TelegramConfig(_Section):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-
-    enabled: bool = False
-    token_env: EnvName | None = None
-    """Name of the environment variable that holds the bot token (required when enabled)."""
-    allow_users: list[str] = []
-    """Telegram user ids allowed to talk to the agent; everyone else is refused (default deny)."""
-    pairing: bool = False
-    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
-    api_base: str = "https://api.telegram.org"
-    poll_timeout_seconds: int = Field(25, ge=1, le=50)
-    drop_pending_updates: bool = False
-    """Skip the updates Telegram holds at start-up instead of answering the backlog."""
-
-
-class RelayPlatformConfig(_Section):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-
-    platform: str
-    """The fronted platform's name as the connector's descriptor names it (e.g. ``discord``)."""
-    bot_id: str = ""
-    """The bot identity sent in ``hello`` (the connector validates ``platform:botId``)."""
-    allow_users: list[str] = []
-    """User ids of that platform allowed to talk to the agent (default deny)."""
-    allow_all: bool = False
-    pairing: bool = False
-    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
-
-
-class RelayConfig(_Section):
-    enabled: bool = False
-    url: str | None = None
-    """The connector's base URL (``wss://relay.example``, ``http://127.0.0.1:8787``); ``/relay`` is added."""
-    gateway_id: str | None = None
-    secret_env: EnvName | None = None
-    """Name of the environment variable that holds this gateway's relay secret."""
-    platforms: list[RelayPlatformConfig] = [RelayPlatformConfig(platform="discord")]
-    outbound_timeout_seconds: float = Field(20.0, gt=0)
-    """An action with no ``outbound_result`` within this long is recorded as ambiguous."""
-    handshake_timeout_seconds: float = Field(15.0, gt=0)
-    reconnect_initial_seconds: float = Field(1.0, gt=0)
-    reconnect_max_seconds: float = Field(30.0, gt=0)
-    going_idle_timeout_seconds: float = Field(5.0, ge=0)
-    token_ttl_seconds: int = Field(300, ge=30)
-
-
-class PlatformsConfig(_Section):
-    web: WebChatConfig = WebChatConfig()
-    telegram: TelegramConfig = TelegramConfig()
-    relay: RelayConfig = RelayConfig()
 
 
 class ShutdownConfig(_Section):

@@ -18,7 +18,6 @@ import uvicorn
 from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.deferred import DeferredAgent
-from chatgate.agents.echo import EchoAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
@@ -42,6 +41,7 @@ from chatgate.app.locks import (
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.app.platforms import Credential, build_platforms, platform_access
+from chatgate.app.startup import CredentialInUse, StartupError, build_agent, build_store
 from chatgate.app.startup_line import startup_line
 from chatgate.domain.danger import load_rules
 from chatgate.domain.errors import StoreUnavailable
@@ -55,7 +55,6 @@ from chatgate.engine.pipeline import EngineSettings, build_engine
 from chatgate.engine.scheduler import SchedulerSettings
 from chatgate.engine.turn import TurnSettings
 from chatgate.store.base import Store
-from chatgate.store.sqlite import SqliteStore
 
 log = logging.getLogger(__name__)
 
@@ -66,52 +65,6 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
-
-class StartupError(Exception):
-    """The gateway cannot start; the message says what to do."""
-
-
-class CredentialInUse(StartupError):
-    """Another process holds a platform credential this gateway would use (one process per credential)."""
-
-
-def build_agent(config: GatewayConfig) -> Agent:
-    if config.agent.kind == "openai":
-        oa = config.agent.openai
-        api_key = os.environ.get(oa.api_key_env, "")
-        if not api_key:
-            raise StartupError(
-                f"agent.openai.api_key_env: environment variable {oa.api_key_env} is not set;"
-                " export it (any placeholder for a local server)"
-            )
-
-        def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
-            from chatgate.agents.openai_agent import OpenAIAgent
-
-            return OpenAIAgent(
-                base_url=oa.base_url,
-                model=oa.model,
-                api_key=api_key,
-                temperature=oa.temperature,
-                max_tokens=oa.max_tokens,
-                timeout_s=oa.timeout_seconds,
-            )
-
-        return DeferredAgent("openai", build)
-    return EchoAgent(
-        chunk_delay_ms=config.agent.echo.chunk_delay_ms, chunk_chars=config.agent.echo.chunk_chars
-    )
-
-
-def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics) -> Store:
-    sq = config.store.sqlite
-    return SqliteStore(
-        Path(sq.path) if sq.path else state_dir / "chatgate.db",
-        synchronous=sq.synchronous,
-        group_commit=sq.group_commit,
-        on_commit=metrics.observe_commit,
-    )
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -1,0 +1,60 @@
+"""What a gateway is built from: its agent and its store, and the errors a start can end in."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from chatgate.agents.base import Agent
+from chatgate.agents.deferred import DeferredAgent
+from chatgate.agents.echo import EchoAgent
+from chatgate.app.config import GatewayConfig
+from chatgate.engine.metrics import GatewayMetrics
+from chatgate.store.base import Store
+from chatgate.store.sqlite import SqliteStore
+
+
+class StartupError(Exception):
+    """The gateway cannot start; the message says what to do."""
+
+
+class CredentialInUse(StartupError):
+    """Another process holds a platform credential this gateway would use (one process per credential)."""
+
+
+def build_agent(config: GatewayConfig) -> Agent:
+    if config.agent.kind == "openai":
+        oa = config.agent.openai
+        api_key = os.environ.get(oa.api_key_env, "")
+        if not api_key:
+            raise StartupError(
+                f"agent.openai.api_key_env: environment variable {oa.api_key_env} is not set;"
+                " export it (any placeholder for a local server)"
+            )
+
+        def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
+            from chatgate.agents.openai_agent import OpenAIAgent
+
+            return OpenAIAgent(
+                base_url=oa.base_url,
+                model=oa.model,
+                api_key=api_key,
+                temperature=oa.temperature,
+                max_tokens=oa.max_tokens,
+                timeout_s=oa.timeout_seconds,
+            )
+
+        return DeferredAgent("openai", build)
+    return EchoAgent(
+        chunk_delay_ms=config.agent.echo.chunk_delay_ms, chunk_chars=config.agent.echo.chunk_chars
+    )
+
+
+def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics) -> Store:
+    sq = config.store.sqlite
+    return SqliteStore(
+        Path(sq.path) if sq.path else state_dir / "chatgate.db",
+        synchronous=sq.synchronous,
+        group_commit=sq.group_commit,
+        on_commit=metrics.observe_commit,
+    )
