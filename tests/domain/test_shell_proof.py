@@ -345,3 +345,10 @@ def test_a_bad_allow_entry_is_refused_naming_the_key(config: dict[str, object], 
     with pytest.raises(ValueError) as caught:
         load_allow(config)
     assert where in str(caught.value)
+
+
+@pytest.mark.parametrize("command", ['""', '"" ls', "'' x=1", '""=x rm -rf ./t'])
+def test_an_empty_word_where_the_program_goes_asks_and_never_crashes_the_analysis(command: str) -> None:
+    """Found by the Hypothesis property of test_danger.py: an empty first word used to raise."""
+    proof = prove(command, W, load_allow(None))
+    assert not proof.proven and proof.reasons

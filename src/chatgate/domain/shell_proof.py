@@ -13,6 +13,7 @@ work directory, with ``CDPATH``, ``ENV`` and ``BASH_ENV`` removed from its envir
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ _RUNS_CODE = {
                      "getopts", "shift", "pushd", "popd"), "changes shell state this check does not follow"),
 }  # fmt: skip
 _DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin"})
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,11 @@ def prove(command: str, workdir: str, allow: AllowList, *, sandboxed: bool = Fal
         tokens = StrictLexer(command).run()
     except Refused as exc:
         return Proof((), (exc.reason,))
-    _walk(state, tokens)
+    try:
+        _walk(state, tokens)
+    except Exception as exc:  # a gap in the analysis is never a proof: fail closed, and say so
+        log.error("shell analysis failed on a command; asking a human", exc_info=exc)
+        return Proof(tuple(dict.fromkeys(state.views)), ("could not be analysed (an internal error)",))
     return Proof(tuple(dict.fromkeys(state.views)), tuple(state.reasons))
 
 
@@ -128,7 +135,11 @@ def _command(state: _State, words: list[Word], redirs: list[tuple[Tok, Word]], *
     texts = [_expand(state, word) for word in words]
     assigns: list[tuple[str, str]] = []
     while (
-        words and texts and texts[0] is not None and words[0][0][0] == "u" and _ASSIGN.match(words[0][0][1])
+        words
+        and words[0]
+        and texts[0] is not None
+        and words[0][0][0] == "u"
+        and _ASSIGN.match(words[0][0][1])
     ):
         name, _, value = texts[0].partition("=")
         assigns.append((name, value))
