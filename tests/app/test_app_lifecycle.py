@@ -44,6 +44,7 @@ async def _answered_once(url: str, chat: str, texts: list[str], timeout: float =
     return client
 
 
+@pytest.mark.timeout(360)  # 40 gateway starts: ~25 s alone, over 120 s next to the chaos test on 2 cores
 async def test_two_gateways_started_together_on_one_state_dir_exactly_one_wins(tmp_path: Path) -> None:
     for attempt in range(20):
         run_dir = tmp_path / f"race{attempt}"
