@@ -266,6 +266,10 @@ class TurnRunner:
         except TimeoutError:
             text = f"Sorry, the agent did not finish within {self.settings.timeout_seconds:.0f} seconds."
             outcome = "timeout"
+            log.warning(
+                "the agent did not finish within %.0f s", self.settings.timeout_seconds,
+                extra={"session_key": request.session_key},
+            )  # fmt: skip
         except BaseException:  # cancelled, or the agent raised: no preview keeps its cursor
             await asyncio.shield(consumer.interrupted())
             raise
@@ -283,7 +287,15 @@ class TurnRunner:
             elif isinstance(event, Final):
                 return event.text, "ok"
             elif isinstance(event, AgentError):
+                # One line per failure, for the operator (the user is told in the reply).
+                log.warning(
+                    "the agent failed: %s", event.message,
+                    extra={"session_key": request.session_key, "retryable": event.retryable},
+                )  # fmt: skip
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
             elif isinstance(event, (ToolStarted, ToolFinished)):
                 continue  # the prompt (if any) is the approval broker's; the result is in the final
+        log.warning(
+            "the agent ended its stream without an answer", extra={"session_key": request.session_key}
+        )
         return so_far or "Sorry, the agent returned no answer.", "agent_error"
