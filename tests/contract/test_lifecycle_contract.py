@@ -95,6 +95,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "record_preview": lambda s: s.record_preview("w1", "k1", "pm1"),
     "record_resume": lambda s: s.record_resume("w1", "k1", draft("notice:1:2", kind="notice")),
     "outbox_status": lambda s: s.outbox_status("final:1"),
+    "undelivered_in_chat": lambda s: s.undelivered_in_chat("webchat", "c1"),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

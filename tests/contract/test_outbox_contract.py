@@ -202,3 +202,20 @@ async def test_enqueued_rows_are_recorded_once_by_key_and_claimed_in_order(store
     )
     (head,) = await store.claim_outbox(10)
     assert (head.idem_key, head.status, head.attempts) == ("p:1", "sending", 1)
+
+
+@covers(Outbox.undelivered_in_chat)
+async def test_undelivered_in_chat_counts_the_rows_that_have_not_reached_the_platform(store):
+    assert await store.undelivered_in_chat("webchat", "c1") == 0
+    await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"), draft("b1", "c2"))
+    assert await store.undelivered_in_chat("webchat", "c1") == 2
+    assert await store.undelivered_in_chat("webchat", "c2") == 1
+    assert await store.undelivered_in_chat("telegram", "c1") == 0  # another platform's chat
+    (head, _other) = sorted(await store.claim_outbox(10), key=lambda r: r.chat_id)
+    assert head.idem_key == "a1"
+    assert await store.undelivered_in_chat("webchat", "c1") == 2  # sending still counts
+    await store.settle_outbox([OutboxSettlement(head.id, "sent", platform_message_id="m1")])
+    assert await store.undelivered_in_chat("webchat", "c1") == 1
+    (nxt,) = [r for r in await store.claim_outbox(10) if r.chat_id == "c1"]
+    await store.settle_outbox([OutboxSettlement(nxt.id, "failed", error="rejected")])
+    assert await store.undelivered_in_chat("webchat", "c1") == 0

@@ -207,6 +207,11 @@ class OutboxNotices(Protocol):
         """The ledger status of the row recorded under ``idem_key``; None when there is none."""
         ...
 
+    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int:
+        """How many of the chat's rows still wait to reach the platform (``pending``, ``sending``
+        or ``ambiguous``): a turn shows no preview above an earlier reply that has not."""
+        ...
+
 
 class Outbox(OutboxClaims, OutboxConfirmations, OutboxNotices, Protocol):
     """Every outbound message and its ledger."""

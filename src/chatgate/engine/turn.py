@@ -72,6 +72,8 @@ class TurnStore(Transcript, Labels, TurnJournal, Protocol):
 
     async def outbox_status(self, idem_key: str) -> OutboxStatus | None: ...
 
+    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int: ...
+
 
 RESUME_NOTICE = "The gateway restarted while answering this message; answering it again."
 
@@ -130,6 +132,8 @@ class TurnRunner:
         hold = await self._resume(claim, route) if attempts > 1 else None
         if hold is None and claim.stale_preview:
             await self._delete_stale(claim)
+        if hold is None:
+            hold = self._behind_earlier_replies(source.platform, source.chat_id or "")
         request, inputs = await self._request(claim, reply_to, route)
         consumer = StreamConsumer(
             adapter,
@@ -182,6 +186,15 @@ class TurnRunner:
 
         async def held() -> bool:
             return await self._store.outbox_status(idem) not in ("sent", "failed", None)
+
+        return held
+
+    def _behind_earlier_replies(self, platform: str, chat_id: str) -> Callable[[], Awaitable[bool]]:
+        """Previews wait while the chat still has replies on their way to the platform: a preview
+        goes straight out, and would otherwise land above the earlier turn's final."""
+
+        async def held() -> bool:
+            return await self._store.undelivered_in_chat(platform, chat_id) > 0
 
         return held
 

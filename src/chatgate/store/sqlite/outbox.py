@@ -149,6 +149,15 @@ def outbox_status(conn: sqlite3.Connection, idem_key: str) -> OutboxStatus | Non
     return None if row is None else cast(OutboxStatus, row[0])
 
 
+def undelivered_in_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> int:
+    row = conn.execute(
+        "SELECT COUNT(*) FROM outbox WHERE platform = ? AND chat_id = ?"
+        " AND status IN ('pending', 'sending', 'ambiguous')",
+        (platform, chat_id),
+    ).fetchone()
+    return int(row[0])
+
+
 class SqliteOutbox(SqliteRole):
     """``Outbox``: claims and settlements (delivery), confirmations (web chat), notices."""
 
@@ -176,6 +185,9 @@ class SqliteOutbox(SqliteRole):
 
     async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
         return await self._db.read(lambda c: outbox_status(c, idem_key))
+
+    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int:
+        return await self._db.read(lambda c: undelivered_in_chat(c, platform, chat_id))
 
     async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
         if not drafts:
