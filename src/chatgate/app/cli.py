@@ -167,10 +167,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     except LockUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG
+    # Until the event loop takes SIGTERM over (in _run), a stop request still ends the start
+    # cleanly with 0: the default action would kill the process with the signal instead.
+    signal.signal(signal.SIGTERM, _stop_before_start)
     try:
         if args.reset_state:
             _reset_damaged_state(_database_path(config, state_dir))
         return asyncio.run(_run(config, state_dir, lock))
+    except _StopBeforeStart:
+        log.info("stopped before it finished starting; nothing had started")
+        return 0
     except (CredentialInUse, StateDamaged) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG  # like the runtime lock: a restart will not fix it
@@ -179,6 +185,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     finally:
         lock.release()
+
+
+class _StopBeforeStart(Exception):
+    """SIGTERM arrived while the gateway was still being built."""
+
+
+def _stop_before_start(signum: int, frame: object) -> None:
+    raise _StopBeforeStart
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:

@@ -129,11 +129,7 @@ class TurnRunner:
             return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
         outbox: list[OutboxDraft] = []
-        hold = await self._resume(claim, route) if attempts > 1 else None
-        if hold is None and claim.stale_preview:
-            await self._delete_stale(claim)
-        if hold is None:
-            hold = self._behind_earlier_replies(source.platform, source.chat_id or "")
+        hold = await self._preview_hold(claim, route, attempts)
         request, inputs = await self._request(claim, reply_to, route)
         consumer = StreamConsumer(
             adapter,
@@ -188,6 +184,17 @@ class TurnRunner:
             return await self._store.outbox_status(idem) not in ("sent", "failed", None)
 
         return held
+
+    async def _preview_hold(
+        self, claim: Claim, route: dict[str, str], attempts: int
+    ) -> Callable[[], Awaitable[bool]]:
+        """What keeps this turn's previews back: a resumed turn's notice, else earlier replies."""
+        if attempts > 1:
+            return await self._resume(claim, route)
+        if claim.stale_preview:
+            await self._delete_stale(claim)
+        source = claim.items[-1].inbound.source
+        return self._behind_earlier_replies(source.platform, source.chat_id or "")
 
     def _behind_earlier_replies(self, platform: str, chat_id: str) -> Callable[[], Awaitable[bool]]:
         """Previews wait while the chat still has replies on their way to the platform: a preview
