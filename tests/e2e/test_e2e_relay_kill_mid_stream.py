@@ -7,7 +7,6 @@ the re-answer follows it as one message, and no cursor stays.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ GW = "kill-gw"
 SECRET = "kill-relay-secret"
 CURSOR = "▍"
 RESUME_NOTICE = "The gateway restarted while answering this message"
-
-
-def _recorded_preview(gateway: GatewayProcess) -> str | None:
-    db = sqlite3.connect(gateway.state_dir / "chatgate.db", timeout=30)
-    try:
-        row = db.execute("SELECT preview_message_id FROM sessions").fetchone()
-    finally:
-        db.close()
-    return None if row is None else row[0]
 
 
 async def test_a_kill_mid_stream_on_the_relay_leaves_no_preview_and_the_notice_comes_first(
@@ -66,7 +56,7 @@ async def test_a_kill_mid_stream_on_the_relay_leaves_no_preview_and_the_notice_c
         await sim.inject_inbound(GW, {"text": text, "message_id": "m1", "source": source})
         await wait_until(lambda: any(c.endswith(CURSOR) for _, c in live()), 60, "a streamed preview")
         ((stale, _),) = [(mid, c) for mid, c in live() if c.endswith(CURSOR)]
-        await wait_until(lambda: _recorded_preview(gateway) == stale, 30, "the preview's record")
+        await wait_until(lambda: gateway.recorded_preview() == stale, 30, "the preview's record")
         await gateway.kill()
         await gateway.start()
         await wait_until(lambda: any(c == answer for _, c in live()), 60, "the re-answer")

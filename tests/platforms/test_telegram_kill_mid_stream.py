@@ -7,7 +7,6 @@ follows it as one message, and no cursor stays in the chat.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,6 @@ from support.procs import GatewayProcess, wait_until
 pytestmark = pytest.mark.slow
 CURSOR = "▍"
 RESUME_NOTICE = "The gateway restarted while answering this message"
-
-
-def _recorded_preview(gateway: GatewayProcess) -> str | None:
-    db = sqlite3.connect(gateway.state_dir / "chatgate.db", timeout=30)
-    try:
-        row = db.execute("SELECT preview_message_id FROM sessions").fetchone()
-    finally:
-        db.close()
-    return None if row is None else row[0]
 
 
 @pytest.mark.timeout(200)  # two Telegram-enabled starts (each imports the Bot API client)
@@ -61,7 +51,7 @@ async def test_a_kill_mid_stream_leaves_no_preview_behind_and_the_notice_comes_f
         (stale,) = [m for m in double.view(chat.id) if m.text.endswith(CURSOR)]
         # The id is committed a moment after Telegram answered the send (a kill in between is
         # the one window left: that preview is not known to the next process).
-        await wait_until(lambda: _recorded_preview(gateway) == str(stale.message_id), 30, "the record")
+        await wait_until(lambda: gateway.recorded_preview() == str(stale.message_id), 30, "the record")
         await gateway.kill()
         await gateway.start()
         await double.wait_for(

@@ -9,6 +9,7 @@ import os
 import random
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,6 +141,15 @@ class GatewayProcess:
         if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
         return await asyncio.wait_for(self.proc.wait(), timeout)
+
+    def recorded_preview(self) -> str | None:
+        """The preview message id the gateway recorded for its (one) session, read from the file."""
+        db = sqlite3.connect(self.state_dir / "chatgate.db", timeout=30)
+        try:
+            row = db.execute("SELECT preview_message_id FROM sessions").fetchone()
+        finally:
+            db.close()
+        return None if row is None else row[0]
 
     def logs(self) -> str:
         return "\n".join(
