@@ -89,6 +89,7 @@ async def test_a_stranger_gets_a_code_and_once_approved_their_next_message_is_an
     status, out = await pairing_cli(started, "approve", code.lower())
     assert status == 0, out
     assert "Approved telegram user 4242 (Kim)" in out
+    await asyncio.sleep(1.5)  # the authorizer's approved-set cache is 1 s (docs/operations.md)
     await double.push_message(private(kim), kim, "now?")
     await double.wait_for(lambda: echo_of("now?") in texts(double, kim.id), what="the approved user's answer")
     assert echo_of("hello?") not in texts(double, kim.id)  # the refused message never became a turn
