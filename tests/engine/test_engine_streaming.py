@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,6 +21,7 @@ from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
 from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
 from chatgate.engine.ports import deliver_final
+from chatgate.engine.streaming import TYPING_DELAY
 from support.engine_harness import RecordingAdapter, wait_until
 
 if TYPE_CHECKING:
@@ -303,10 +305,45 @@ async def test_typing_is_kept_alive_through_a_silent_turn_and_stops_with_it(
 ) -> None:
     platform = EditablePlatformDouble("always", "succeed")
     platform.capabilities = replace(platform.capabilities, typing=True)
-    h = await make_harness(agent=SilentThinker(0.6), adapter=platform, turns={"typing_interval": 0.05})
+    h = await make_harness(
+        agent=SilentThinker(0.6), adapter=platform, turns={"typing_interval": 0.05, "typing_delay": 0}
+    )
     await h.send("think hard")
     await wait_until(lambda: _final_rows(h) and _final_rows(h)[0][0] == "sent", 10, "the final")
     typing = [e for e in platform.history if e[0] == "typing"]
     assert len(typing) >= 4, platform.history  # refreshed while nothing was shown, not sent once
     await asyncio.sleep(0.3)  # six intervals: a keeper left running would add more
     assert [e for e in platform.history if e[0] == "typing"] == typing
+
+
+async def test_a_turn_that_answers_at_once_sends_no_typing_indicator(make_harness: MakeHarness) -> None:
+    # The reply is the sign of life; an indicator would only take the platform slot ahead of it.
+    platform = EditablePlatformDouble("always", "succeed")
+    platform.capabilities = replace(platform.capabilities, typing=True)
+    h = await make_harness(agent=SilentThinker(0.0), adapter=platform)
+    await h.send("quick one")
+    await wait_until(lambda: _final_rows(h) and _final_rows(h)[0][0] == "sent", 10, "the final")
+    await asyncio.sleep(TYPING_DELAY + 0.3)  # past the delay: a keeper left running would type now
+    assert [e[0] for e in platform.history] == ["send"], platform.history
+
+
+async def test_a_silent_turn_shows_typing_after_the_delay_and_before_its_reply(
+    make_harness: MakeHarness,
+) -> None:
+    platform = EditablePlatformDouble("always", "succeed")
+    platform.capabilities = replace(platform.capabilities, typing=True)
+    typed_at: list[float] = []
+    send_typing = platform.send_typing
+
+    async def stamped(chat_id: str, target: Mapping[str, str]) -> None:
+        typed_at.append(time.monotonic())
+        await send_typing(chat_id, target)
+
+    platform.send_typing = stamped  # type: ignore[method-assign]
+    h = await make_harness(agent=SilentThinker(1.5), adapter=platform)
+    sent = time.monotonic()
+    await h.send("think hard")
+    await wait_until(lambda: _final_rows(h) and _final_rows(h)[0][0] == "sent", 10, "the final")
+    ops = [e[0] for e in platform.history]
+    assert ops[0] == "typing" and ops[-1] == "send", ops  # shown while silent, before the reply
+    assert typed_at[0] - sent >= TYPING_DELAY - 0.05, typed_at[0] - sent  # not at once: after the delay

@@ -12,18 +12,32 @@ import contextlib
 import logging
 import random
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import cast
 
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.outbound import Ambiguous, Deferred, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outbound import (
+    PREVIEW_KEY,
+    Ambiguous,
+    Deferred,
+    Delivered,
+    DeliveryResult,
+    Rejected,
+    RetryLater,
+)
 from chatgate.domain.outbox import OutboxRow, OutboxSettlement
 from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter
+from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
+
+
+MAX_TYPED_ROWS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +53,8 @@ class DeliverySettings:
     """Rows older than this are abandoned (logged, failed) instead of delivered late."""
     max_inline_wait: float = 1.0
     """A rate-limit wait up to this long happens in the row's task; longer ones reschedule the row."""
+    typing_after: float = 0.5
+    """A final that must wait longer than this for its rate slot shows a typing indicator first."""
 
 
 class DeliveryWorker:
@@ -55,9 +71,13 @@ class DeliveryWorker:
         metrics: GatewayMetrics,
         settings: DeliverySettings = DeliverySettings(),
         budget: RateBudget | None = None,
+        typist: TypingIndicators | None = None,
     ) -> None:
         self._store = store
         self._budget = budget or RateBudget()
+        self._typist = typist
+        self._typed: OrderedDict[int, None] = OrderedDict()
+        """Rows that announced their wait already (a rescheduled row must not book another)."""
         self._adapters = adapters
         self._metrics = metrics
         self.settings = settings
@@ -189,6 +209,8 @@ class DeliveryWorker:
         successive slots rather than one shared wait (``engine/ratelimit.py``).
         """
         ahead = self._budget.delay(row.platform, row.chat_id)
+        if ahead > self.settings.typing_after:
+            self._announce_wait(row, ahead)
         if ahead > self.settings.max_inline_wait:
             return self._rate_limited(row, ahead, "rate limited")
         wait = self._budget.take(row.platform, row.chat_id)
@@ -199,6 +221,24 @@ class DeliveryWorker:
         if held > 0:  # the platform asked for a pause while this row waited for its slot
             return self._rate_limited(row, held, "rate limited by the platform")
         return None
+
+    def _announce_wait(self, row: OutboxRow, ahead: float) -> None:
+        """A reply that must wait for its rate slot shows typing meanwhile, in an earlier free slot
+        (its turn was too quick to show any: ``StreamConsumer`` types only after a delay)."""
+        adapter = self._adapters.get(row.platform)
+        if self._typist is None or adapter is None or row.kind != "final" or row.target.get(PREVIEW_KEY):
+            return  # no typist, or a preview already shows this reply coming
+        if row.id in self._typed:
+            return
+        self._typed[row.id] = None
+        if len(self._typed) > MAX_TYPED_ROWS:
+            self._typed.popitem(last=False)
+        caps = adapter.capabilities
+        if not caps.typing or not caps.edit or caps.drafts:
+            return
+        target = {k: str(v) for k, v in row.target.items()}
+        editable = cast("EditablePlatform", adapter)
+        self._typist.announce(editable, row.platform, row.chat_id, target, patience=ahead)
 
     def _rate_limited(self, row: OutboxRow, wait: float, reason: str) -> OutboxSettlement:
         """Back to ``pending`` until the wait is over; waiting for a rate limit is not an attempt."""

@@ -79,7 +79,9 @@ class Engine:
         self.adapters: dict[str, Adapter] = {}
         self.budget = RateBudget()
         self.typist = TypingIndicators(self.budget)
-        self.delivery = DeliveryWorker(store, self.adapters, metrics, settings.delivery, self.budget)
+        self.delivery = DeliveryWorker(
+            store, self.adapters, metrics, settings.delivery, self.budget, typist=self.typist
+        )
         self.approvals = ApprovalBroker(
             store,
             self.adapters,

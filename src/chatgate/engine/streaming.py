@@ -34,6 +34,8 @@ from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0
+TYPING_DELAY = 0.5
+"""A turn that shows something (or ends with its reply free to go) sooner sends no typing indicator."""
 STOPPED_SUFFIX = " …(stopped)"
 
 
@@ -74,6 +76,7 @@ class StreamConsumer:
         on_update: Callable[[str, str], None] = lambda platform, op: None,
         previews: bool = True,
         typing_every: float = TYPING_EVERY,
+        typing_delay: float = TYPING_DELAY,
         on_message: Callable[[str], Awaitable[object]] | None = None,
         hold: Callable[[], Awaitable[bool]] | None = None,
         typist: TypingIndicators | None = None,
@@ -103,9 +106,11 @@ class StreamConsumer:
         self._started = time.monotonic()
         self._last_update = self._started
         self._typing_every = typing_every
+        self._typing_delay = max(0.0, typing_delay)
         self._own_typist = typist is None
         self._typist = typist or TypingIndicators(budget, call_timeout)
-        self._last_typing = -typing_every
+        self._last_typing = -1.0 - typing_every
+        """When the last indicator was booked (negative: none yet)."""
         self._keeper: asyncio.Task[None] | None = None
         self.state = PreviewState()
 
@@ -118,10 +123,14 @@ class StreamConsumer:
         return self._source.platform
 
     async def begin(self) -> None:
-        await self._maybe_type()
+        if self._typing_delay == 0:
+            await self._maybe_type()
         if self._typing and self._editable is not None:
             # A turn can be silent for long (a slow tool, a prompt waiting for a human): keep the
             # platform's typing indicator alive until the first preview or the end of the turn.
+            # A fast turn sends none: its reply is the sign of life, and it would wait behind the
+            # indicator's platform slot. (A fast turn whose reply then waits for a rate slot gets
+            # its indicator from delivery: ``DeliveryWorker._pace``.)
             self._keeper = asyncio.create_task(self._keep_typing(), name="chatgate-typing")
 
     async def close(self) -> None:
@@ -135,9 +144,10 @@ class StreamConsumer:
             await self._typist.aclose()
 
     async def _keep_typing(self) -> None:
+        await asyncio.sleep(self._typing_delay)
         while self.state.message_id is None:
-            await asyncio.sleep(self._typing_every)
             await self._maybe_type()
+            await asyncio.sleep(self._typing_every)
 
     async def update(self, text: str) -> None:
         """The reply so far; called on every delta."""
@@ -189,6 +199,8 @@ class StreamConsumer:
             return
         now = time.monotonic()
         if now - self._last_typing < self._typing_every:
+            return
+        if now - self._started < self._typing_delay:
             return
         # The indicator takes a booked platform slot (it waits its turn instead of being skipped
         # when the platform is busy) and may go out after this turn ended: the reply waits too.

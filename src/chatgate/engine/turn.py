@@ -57,6 +57,8 @@ class TurnSettings:
     silence_marker: str = "NO_REPLY"
     typing_interval: float = 4.0
     """Seconds between two typing indicators while a turn shows nothing yet."""
+    typing_delay: float = 0.5
+    """Seconds a turn may show nothing before its first typing indicator (0: at once)."""
     duplicate_marker: str = "(possible repeat) "
 
 
@@ -141,6 +143,7 @@ class TurnRunner:
             on_update=self._on_preview,
             previews=not route,
             typing_every=self.settings.typing_interval,
+            typing_delay=self.settings.typing_delay,
             on_message=lambda message_id: self._store.record_preview(self._owner, key, message_id),
             hold=hold,
             typist=self._typist,
