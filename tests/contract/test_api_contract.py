@@ -68,7 +68,8 @@ async def test_a_commands_exchange_answers_with_its_reply_and_a_cancelled_one_sa
     reply = draft("cmd:api:c1", platform="api", kind="command", text="Started a new conversation.")
     await store.admit(req("w1", "k1", "hi", transport="api", platform="api"))
     await store.admit(req("c1", "k1", "/new", transport="api", platform="api", queued=False, reply=reply))
-    await store.admit(req("c2", "k1", "/stop", transport="api", platform="api", queued=False, cancel_queued=True))
+    stop = req("c2", "k1", "/stop", transport="api", platform="api", queued=False, cancel_queued=True)
+    await store.admit(stop)
     command = await store.api_exchange("api", "c1")
     assert command is not None and command.state == "completed"
     assert command.answer == "Started a new conversation."
