@@ -1,0 +1,72 @@
+"""API fixtures: a real in-process gateway with ``platforms.api`` on, a key, and the official client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from chatgate.app.gateway import Gateway
+from chatgate.domain.api_keys import ApiKeyRecord, hash_token, new_api_key
+from support.web_harness import StartGateway, _no_chatgate_env, start_gateway, web_config
+
+__all__ = ["_no_chatgate_env", "api", "start_gateway"]
+TIMEOUT = 60.0
+"""Generous: a loaded 2-core machine; nothing healthy waits this long."""
+
+
+def api_config(**api: Any) -> dict[str, Any]:
+    return {"platforms": {"api": {"enabled": True, **api}}}
+
+
+@dataclass
+class ApiWorld:
+    gateway: Gateway
+    token: str
+    key_id: str
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.gateway.port}"
+
+    def client(self, token: str | None = None, **options: Any) -> openai.AsyncOpenAI:
+        options.setdefault("max_retries", 0)
+        return openai.AsyncOpenAI(
+            api_key=token or self.token, base_url=f"{self.base}/v1", timeout=TIMEOUT, **options
+        )
+
+    def http(self, token: str | None = None) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {token or self.token}"}
+        return httpx.AsyncClient(base_url=self.base, headers=headers, timeout=TIMEOUT)
+
+    async def new_key(self, name: str = "other") -> tuple[str, str]:
+        key_id, token = new_api_key()
+        await self.gateway.store.create_api_key(ApiKeyRecord(key_id, name, time.time()), hash_token(token))
+        return key_id, token
+
+
+ApiFactory = Callable[..., "AsyncIterator[ApiWorld]"]
+
+
+@pytest.fixture
+async def api(start_gateway: StartGateway) -> AsyncIterator[Callable[..., Any]]:
+    """``await api(**config)``: a gateway with the API on (plus ``config``) and one key."""
+
+    async def start(**overrides: Any) -> ApiWorld:
+        values = api_config()
+        for section, value in overrides.items():
+            if section == "api":
+                values["platforms"]["api"].update(value)
+            else:
+                values[section] = value
+        gateway = await start_gateway(web_config(**values))
+        world = ApiWorld(gateway, "", "")
+        world.key_id, world.token = await world.new_key("tests")
+        return world
+
+    yield start
