@@ -85,7 +85,7 @@ class ApiConfig(Section):
     key_env: EnvName | None = None
     """With ``key_storage: env``: the environment variable that holds the accepted key."""
     max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
-    """Longest request body read; a longer one is answered 413 without reading the rest."""
+    """Longest request body read; a longer one is answered 400 (body_too_large) without reading the rest."""
     wait_seconds: float = Field(600.0, gt=0)
     """How long a request waits for its answer before a 504 (the turn keeps running: fetch it with
     ``GET /v1/responses/{id}`` or retry with the same ``Idempotency-Key``)."""

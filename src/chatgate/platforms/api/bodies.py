@@ -86,16 +86,16 @@ class ApprovalAnswer(_Body):
 
 
 async def read_json(request: Request, max_bytes: int) -> Any:
-    """The body as JSON; 413 past ``max_bytes`` (never reading further), 400 when it is not JSON."""
+    """The body as JSON; 400 past ``max_bytes`` (never reading further), 400 when it is not JSON."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
-        raise ApiError(413, "body_too_large", f"the body is {declared} bytes; the limit is {max_bytes}")
+        raise ApiError(400, "body_too_large", f"the body is {declared} bytes; the limit is {max_bytes}")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_bytes:
-            raise ApiError(413, "body_too_large", f"the body is over the limit of {max_bytes} bytes")
+            raise ApiError(400, "body_too_large", f"the body is over the limit of {max_bytes} bytes")
         chunks.append(chunk)
     try:
         return json.loads(b"".join(chunks).decode("utf-8"))

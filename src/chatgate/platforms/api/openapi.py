@@ -71,12 +71,14 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
 }
 
 _ERRORS = {
-    "400": "Bad input: malformed JSON, wrong types, an unknown model (the error names the field)",
+    "400": (
+        "Bad input: malformed JSON, wrong types, a body over platforms.api.max_body_bytes,"
+        " an unknown model (the error names the field)"
+    ),
     "401": "No API key, or a wrong or revoked one",
     "403": "The key may not do this (only the requester may answer an approval)",
     "404": "Not found for this API key",
     "409": "Conflict: an Idempotency-Key reused for another request, a prompt already answered",
-    "413": "The body is over platforms.api.max_body_bytes",
     "429": "Too many requests are waiting for answers (platforms.api.max_waiting)",
     "503": "The store is unavailable or the gateway is stopping: retry",
     "504": "No answer within platforms.api.wait_seconds (fetch it later with GET /v1/responses/{id})",
@@ -143,7 +145,7 @@ def openapi_document(model: str) -> dict[str, Any]:
     schemas = {**defs["$defs"], **RESPONSE_SCHEMAS}
     for name in ("ChatCompletionRequest", "ResponseRequest"):
         schemas[name]["properties"]["model"] = {"type": "string", "enum": [model]}
-    answer_codes = ("400", "401", "403", "404", "409", "413", "503", "504")
+    answer_codes = ("400", "401", "403", "404", "409", "503", "504")
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatgate OpenAI-compatible API", "version": "1", "description": "docs/api.md"},
@@ -196,7 +198,6 @@ def openapi_document(model: str) -> dict[str, Any]:
                         "403",
                         "404",
                         "409",
-                        "413",
                         "503",
                         headers=False,
                     ),
