@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +51,14 @@ class ApiWorld:
         return key_id, token
 
 
-ApiFactory = Callable[..., "AsyncIterator[ApiWorld]"]
+async def poll_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = TIMEOUT) -> None:
+    """Ask ``check`` (an HTTP fetch) every 0.1 s until it is true; fail naming ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
