@@ -133,19 +133,62 @@ def _post(summary: str, body: str, ok: dict[str, Any], *codes: str, headers: boo
     return operation
 
 
-def openapi_document(model: str) -> dict[str, Any]:
-    _, defs = models_json_schema(
-        [
-            (ChatCompletionRequest, "validation"),
-            (ResponseRequest, "validation"),
-            (ApprovalAnswer, "validation"),
-        ],
-        ref_template=_REF,
+def _get(summary: str, schema: str, *codes: str, path_id: str | None = None) -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": summary, "responses": {**_ok(schema), **_errors(*codes)}}
+    if path_id is not None:
+        operation["parameters"] = _path_id(path_id)
+    return operation
+
+
+_ANSWER_CODES = ("400", "401", "403", "404", "409", "429", "503", "504")
+
+
+def _paths() -> dict[str, Any]:
+    approval = _post(
+        "Answer a tool-call approval", "ApprovalAnswer", _ok("ApprovalResult"), *_ANSWER_CODES[:5], "503"
     )
+    approval["parameters"] = [*_path_id("prompt_id"), _HEADERS[0]]
+    return {
+        "/v1/models": {"get": _get("The model served", "ModelList", "401", "503")},
+        "/v1/chat/completions": {
+            "post": _post(
+                "A chat completion", "ChatCompletionRequest", _ok("ChatCompletion", True), *_ANSWER_CODES
+            )
+        },
+        "/v1/chat/completions/{completion_id}": {
+            "get": _get(
+                "A finished chat completion",
+                "ChatCompletion",
+                "401",
+                "404",
+                "409",
+                "503",
+                path_id="completion_id",
+            )
+        },
+        "/v1/responses": {
+            "post": _post("A response", "ResponseRequest", _ok("Response", True), *_ANSWER_CODES)
+        },
+        "/v1/responses/{response_id}": {
+            "get": _get(
+                "A response, finished or in progress", "Response", "401", "404", "503", path_id="response_id"
+            )
+        },
+        "/v1/approvals/{prompt_id}": {"post": approval},
+    }
+
+
+def openapi_document(model: str) -> dict[str, Any]:
+    """The document for a gateway serving ``model`` (the only value ``model`` may take)."""
+    requests = [
+        (ChatCompletionRequest, "validation"),
+        (ResponseRequest, "validation"),
+        (ApprovalAnswer, "validation"),
+    ]
+    _, defs = models_json_schema(requests, ref_template=_REF)  # type: ignore[arg-type]
     schemas = {**defs["$defs"], **RESPONSE_SCHEMAS}
     for name in ("ChatCompletionRequest", "ResponseRequest"):
         schemas[name]["properties"]["model"] = {"type": "string", "enum": [model]}
-    answer_codes = ("400", "401", "403", "404", "409", "503", "504")
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatgate OpenAI-compatible API", "version": "1", "description": "docs/api.md"},
@@ -154,55 +197,5 @@ def openapi_document(model: str) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": {
-            "/v1/models": {
-                "get": {
-                    "summary": "The model served",
-                    "responses": {**_ok("ModelList"), **_errors("401", "503")},
-                }
-            },
-            "/v1/chat/completions": {
-                "post": _post(
-                    "A chat completion",
-                    "ChatCompletionRequest",
-                    _ok("ChatCompletion", True),
-                    *answer_codes,
-                    "429",
-                )
-            },
-            "/v1/chat/completions/{completion_id}": {
-                "get": {
-                    "summary": "A finished chat completion",
-                    "parameters": _path_id("completion_id"),
-                    "responses": {**_ok("ChatCompletion"), **_errors("401", "404", "409", "503")},
-                }
-            },
-            "/v1/responses": {
-                "post": _post("A response", "ResponseRequest", _ok("Response", True), *answer_codes, "429")
-            },
-            "/v1/responses/{response_id}": {
-                "get": {
-                    "summary": "A response, finished or in progress",
-                    "parameters": _path_id("response_id"),
-                    "responses": {**_ok("Response"), **_errors("401", "404", "503")},
-                }
-            },
-            "/v1/approvals/{prompt_id}": {
-                "post": {
-                    **_post(
-                        "Answer a tool-call approval",
-                        "ApprovalAnswer",
-                        _ok("ApprovalResult"),
-                        "400",
-                        "401",
-                        "403",
-                        "404",
-                        "409",
-                        "503",
-                        headers=False,
-                    ),
-                    "parameters": [*_path_id("prompt_id"), _HEADERS[0]],
-                }
-            },
-        },
+        "paths": _paths(),
     }
