@@ -8,6 +8,7 @@ gateway to hold the two to each other.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic.json_schema import models_json_schema
@@ -27,6 +28,8 @@ def _obj(required: dict[str, Any], **optional: Any) -> dict[str, Any]:
 
 _STR, _INT = {"type": "string"}, {"type": "integer"}
 _NULLABLE_STR = {"type": ["string", "null"]}
+_SSE_EVENT = _obj({"data": _STR}, event=_STR)
+"""One server-sent event: ``data`` is a JSON object (or ``[DONE]``), ``event`` its name when named."""
 
 RESPONSE_SCHEMAS: dict[str, Any] = {
     "Error": _obj(
@@ -70,6 +73,13 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
     "ApprovalResult": _obj({"prompt_id": _STR, "recorded": {"type": "boolean"}}, outcome=_STR, text=_STR),
 }
 
+EXAMPLES: dict[str, Any] = {
+    "ChatCompletionRequest": {"model": "chatgate", "messages": [{"role": "user", "content": "Hello!"}]},
+    "ResponseRequest": {"model": "chatgate", "input": "Hello!", "conversation": "notes"},
+    "ApprovalAnswer": {"option": "once"},
+}
+"""The request examples (with the default model name; another gateway's differs only there)."""
+
 _ERRORS = {
     "400": (
         "Bad input: malformed JSON, wrong types, a body over platforms.api.max_body_bytes,"
@@ -93,7 +103,7 @@ def _errors(*codes: str) -> dict[str, Any]:
 def _ok(schema: str, streams: bool = False) -> dict[str, Any]:
     content: dict[str, Any] = {"application/json": {"schema": _ref(schema)}}
     if streams:
-        content["text/event-stream"] = {"schema": {"type": "string"}}
+        content["text/event-stream"] = {"schema": _SSE_EVENT}
     return {
         "200": {
             "description": "OK" + (" (an SSE stream when `stream` is true)" if streams else ""),
@@ -107,13 +117,13 @@ _HEADERS = [
         "name": "Idempotency-Key",
         "in": "header",
         "required": False,
-        "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[\\x21-\\x7e]+$"},
+        "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^\\x00-\\x1f\\x7f]+$"},
     },
     {
         "name": "X-Chatgate-Conversation",
         "in": "header",
         "required": False,
-        "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[\\x21-\\x7e]+$"},
+        "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^\\x00-\\x1f\\x7f]+$"},
     },
 ]
 
@@ -123,9 +133,12 @@ def _path_id(name: str) -> list[dict[str, Any]]:
 
 
 def _post(summary: str, body: str, ok: dict[str, Any], *codes: str, headers: bool = True) -> dict[str, Any]:
+    media: dict[str, Any] = {"schema": _ref(body)}
+    if body in EXAMPLES:
+        media["example"] = copy.deepcopy(EXAMPLES[body])
     operation: dict[str, Any] = {
         "summary": summary,
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(body)}}},
+        "requestBody": {"required": True, "content": {"application/json": media}},
         "responses": {**ok, **_errors(*codes)},
     }
     if headers:
@@ -189,6 +202,9 @@ def openapi_document(model: str) -> dict[str, Any]:
     schemas = {**defs["$defs"], **RESPONSE_SCHEMAS}
     for name in ("ChatCompletionRequest", "ResponseRequest"):
         schemas[name]["properties"]["model"] = {"type": "string", "enum": [model]}
+    paths = _paths()
+    for path in ("/v1/chat/completions", "/v1/responses"):
+        paths[path]["post"]["requestBody"]["content"]["application/json"]["example"]["model"] = model
     return {
         "openapi": "3.1.0",
         "info": {"title": "chatgate OpenAI-compatible API", "version": "1", "description": "docs/api.md"},
@@ -197,5 +213,5 @@ def openapi_document(model: str) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": _paths(),
+        "paths": paths,
     }
