@@ -147,6 +147,10 @@ async def test_bad_conversation_and_idempotency_headers_are_400s(api):
             "/v1/chat/completions", json=GOOD, headers={"X-Chatgate-Conversation": "c" * 300}
         )
         empty = await http.post("/v1/chat/completions", json=GOOD, headers={"Idempotency-Key": ""})
+        # Checked even where the body's conversation takes precedence (schemathesis found this).
+        named = {"model": "chatgate", "input": "x", "conversation": "notes"}
+        unused = await http.post("/v1/responses", json=named, headers={"X-Chatgate-Conversation": ""})
     assert long.status_code == 400 and long.json()["error"]["param"] == "X-Chatgate-Conversation"
+    assert unused.status_code == 400 and unused.json()["error"]["param"] == "X-Chatgate-Conversation"
     assert empty.status_code == 400 and empty.json()["error"]["param"] == "Idempotency-Key"
     assert _admitted(world) == 0

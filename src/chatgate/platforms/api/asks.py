@@ -84,6 +84,7 @@ async def response_ask(
             param="previous_response_id",
         )
     delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
+    header = _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation")  # checked even when unused
     chat_id: str | None = None
     if body.previous_response_id is not None:
         previous = await owned_exchange(adapter, key, body.previous_response_id)
@@ -97,7 +98,7 @@ async def response_ask(
         carried = meta_of(previous).get("conversation")
         chat_id, named = chat_of(previous), carried if isinstance(carried, str) else None
     else:
-        named = named or _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation") or body.user
+        named = named or header or body.user
     messages = [InputMessage(role="user", content=body.input)] if isinstance(body.input, str) else body.input
     own_chat = chat_id is None and named is None
     text = _text(messages, own_chat, f"input.{len(messages) - 1}")
