@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from platforms.api.conftest import poll_until
+from support.api_harness import poll_until
 
 TOOLS: dict[str, Any] = {"tools": {"enabled": True}, "agent": {"echo": {"chunk_delay_ms": 0}}}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from platforms.api.conftest import poll_until
+from support.api_harness import poll_until
 from support.procs import wait_until
 
 SLOW = {"echo": {"chunk_delay_ms": 20, "chunk_chars": 1}}
