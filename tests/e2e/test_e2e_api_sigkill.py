@@ -133,3 +133,30 @@ async def test_a_request_killed_before_its_answer_is_answered_once_when_retried_
         assert rows(gateway, "SELECT COUNT(*) FROM outbox WHERE kind = 'final'") == [(1,)]
     finally:
         await gateway.terminate()
+
+
+async def test_a_graceful_stop_ends_a_waiting_stream_with_an_error_event_and_the_answer_survives(
+    tmp_path: Path,
+) -> None:
+    gateway = GatewayProcess(tmp_path, CONFIG)
+    token = create_key(gateway)
+    await gateway.start()
+    try:
+        async with client(gateway, token) as api:
+            stream = await api.responses.create(model="chatgate", input=TEXT, stream=True)
+            kinds: list[str] = []
+            stopping: asyncio.Task[int] | None = None
+            async for event in stream:
+                kinds.append(event.type)
+                if event.type == "response.created":
+                    response_id = event.response.id
+                if event.type == "response.output_text.delta" and stopping is None:
+                    stopping = asyncio.create_task(gateway.terminate())  # SIGTERM mid-stream
+            assert stopping is not None and await stopping == 0
+            assert kinds[-1] == "error" and "response.completed" not in kinds
+            await gateway.start()
+            finished = await _completed(api, response_id)
+        assert finished.output_text == ANSWER
+        assert rows(gateway, "SELECT COUNT(*) FROM outbox WHERE kind = 'final'") == [(1,)]
+    finally:
+        await gateway.terminate()

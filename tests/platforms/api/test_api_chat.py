@@ -191,3 +191,19 @@ async def test_a_retrieved_chat_completion_is_the_stored_answer(api):
             with pytest.raises(openai.NotFoundError):
                 await stranger.chat.completions.retrieve(done.id)
     assert again.choices[0].message.content == "echo: keep" and again.id == done.id
+
+
+async def test_a_control_command_is_answered_with_its_reply_and_acts_on_the_conversation(api):
+    world = await api()
+    named = {"X-Chatgate-Conversation": "cmds"}
+    async with world.client() as client:
+        await client.chat.completions.create(
+            model="chatgate", messages=[{"role": "user", "content": "before"}], extra_headers=named
+        )
+        before = await world.gateway.store.session_info(f"agent:main:api:dm:{world.key_id}/c:cmds")
+        reset = await client.chat.completions.create(
+            model="chatgate", messages=[{"role": "user", "content": "/new"}], extra_headers=named
+        )
+        after = await world.gateway.store.session_info(f"agent:main:api:dm:{world.key_id}/c:cmds")
+    assert reset.choices[0].message.content and "echo" not in reset.choices[0].message.content
+    assert before is not None and after is not None and before.session_id != after.session_id
