@@ -154,3 +154,26 @@ async def test_bad_conversation_and_idempotency_headers_are_400s(api):
     assert unused.status_code == 400 and unused.json()["error"]["param"] == "X-Chatgate-Conversation"
     assert empty.status_code == 400 and empty.json()["error"]["param"] == "Idempotency-Key"
     assert _admitted(world) == 0
+
+
+async def test_a_body_that_trickles_in_is_refused_when_its_deadline_passes(api, monkeypatch):
+    import asyncio
+    import json
+
+    from chatgate.platforms.api import bodies
+
+    monkeypatch.setattr(bodies, "BODY_SECONDS", 0.5)
+    world = await api()
+    reader, writer = await asyncio.open_connection("127.0.0.1", world.gateway.port)
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {world.token}\r\nContent-Length: 1000\r\n\r\n"
+    )
+    writer.write(head.encode() + b'{"model": ')  # and then nothing more
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(65536), 30)
+    writer.close()
+    status, _, rest = answer.partition(b"\r\n")
+    assert status.startswith(b"HTTP/1.1 400")
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "body_timeout"
+    assert _admitted(world) == 0

@@ -7,11 +7,12 @@ Unknown fields are ignored (OpenAI clients send sampling options we do not use).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from chatgate.domain.prompts import OPTION_IDS
 from chatgate.platforms.api.errors import ApiError
@@ -21,6 +22,9 @@ M = TypeVar("M", bound=BaseModel)
 Name = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")]
 """A conversation name (``user``, ``conversation``, the header): printable, at most 256 characters."""
 MAX_MESSAGES = 1000
+BODY_SECONDS = 30.0
+"""A body must arrive within this long (the header deadline does not cover it): a client that
+trickles its body cannot hold a connection for ever."""
 
 
 class _Body(BaseModel):
@@ -92,11 +96,17 @@ async def read_json(request: Request, max_bytes: int) -> Any:
         raise ApiError(400, "body_too_large", f"the body is {declared} bytes; the limit is {max_bytes}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ApiError(400, "body_too_large", f"the body is over the limit of {max_bytes} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(BODY_SECONDS):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ApiError(400, "body_too_large", f"the body is over the limit of {max_bytes} bytes")
+                chunks.append(chunk)
+    except TimeoutError as exc:
+        raise ApiError(400, "body_timeout", f"the body did not arrive within {BODY_SECONDS:g} s") from exc
+    except ClientDisconnect as exc:
+        raise ApiError(400, "incomplete_body", "the client went away before sending the whole body") from exc
     try:
         return json.loads(b"".join(chunks).decode("utf-8"))
     except UnicodeDecodeError as exc:
