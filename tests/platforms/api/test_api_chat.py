@@ -207,3 +207,29 @@ async def test_a_control_command_is_answered_with_its_reply_and_acts_on_the_conv
         after = await world.gateway.store.session_info(f"agent:main:api:dm:{world.key_id}/c:cmds")
     assert reset.choices[0].message.content and "echo" not in reset.choices[0].message.content
     assert before is not None and after is not None and before.session_id != after.session_id
+
+
+async def test_no_answer_within_wait_seconds_is_a_504_and_the_answer_is_fetched_later(api):
+    from support.api_harness import poll_until
+
+    # 60 characters at 50 ms each against a 0.5 s wait: the request gives up long before the turn ends.
+    world = await api(agent={"echo": {"chunk_delay_ms": 50, "chunk_chars": 1}}, api={"wait_seconds": 0.5})
+    text = "an answer that takes longer than the request may wait"
+    headers = {"Idempotency-Key": "slow"}
+    async with world.client() as client:
+        with pytest.raises(openai.APIStatusError) as caught:
+            await client.chat.completions.create(
+                model="chatgate", messages=[{"role": "user", "content": text}], extra_headers=headers
+            )
+        assert caught.value.status_code == 504 and caught.value.body["code"] == "answer_timeout"
+        response_id = caught.value.body["message"].split("GET /v1/responses/")[1].split()[0]
+
+        async def completed() -> bool:
+            return (await client.responses.retrieve(response_id)).status == "completed"
+
+        await poll_until(completed, "the turn to finish after its request gave up")
+        again = await client.chat.completions.create(
+            model="chatgate", messages=[{"role": "user", "content": text}], extra_headers=headers
+        )
+    assert again.choices[0].message.content == f"echo: {text}"
+    assert _inbox(world) == [(1,)]

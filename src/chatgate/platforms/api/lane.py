@@ -217,10 +217,9 @@ async def follow(adapter: ApiAdapter, started: Started) -> AsyncIterator[Update]
 
 
 def _timeout_text(started: Started) -> str:
-    wait = started.ask
     return (
-        f"no answer within platforms.api.wait_seconds; the request keeps running: fetch it with"
-        f" GET /v1/responses/resp_{wait.delivery_id} or retry with the same Idempotency-Key"
+        "no answer within platforms.api.wait_seconds; the request keeps running: fetch it with"
+        f" GET /v1/responses/resp_{started.ask.delivery_id} or retry with the same Idempotency-Key"
     )
 
 
