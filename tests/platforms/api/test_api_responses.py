@@ -138,3 +138,23 @@ async def test_a_running_response_says_in_progress(api):
     await wait_until(
         lambda: world.gateway.adapters["api"].waiters.count == 0, 30, "the stream's waiter to close"
     )
+
+
+async def test_a_turn_that_fails_is_a_failed_response_with_its_notice(api):
+    # 200 ms per character against a 0.5 s turn timeout: the turn times out, and says so.
+    world = await api(agent={"turn_timeout_seconds": 0.5, "echo": {"chunk_delay_ms": 200, "chunk_chars": 1}})
+    async with world.client() as client:
+        failed = await client.responses.create(model="chatgate", input="this will not finish in time")
+        stream = await client.responses.create(model="chatgate", input="nor will this", stream=True)
+        events = [e async for e in stream]
+        chat = await client.chat.completions.create(
+            model="chatgate", messages=[{"role": "user", "content": "nor this"}]
+        )
+        fetched = await client.responses.retrieve(failed.id)
+    assert failed.status == "failed" and failed.output == [] and failed.error is not None
+    assert failed.error.message  # the turn's notice, as recorded in the outbox
+    assert fetched.status == "failed" and fetched.error.message == failed.error.message
+    assert events[-1].type == "response.failed"
+    assert (
+        chat.choices[0].finish_reason == "error" and chat.choices[0].message.content == failed.error.message
+    )
