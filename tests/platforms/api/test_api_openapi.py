@@ -129,7 +129,7 @@ def test_schemathesis_finds_no_server_error_and_nothing_outside_the_document(ser
         strategy = st.one_of(*live.get_strategies_from_examples(), strategy)
 
     @given(case=strategy)
-    @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def run(case: schemathesis.Case) -> None:
         case.call_and_validate(
             headers={"Authorization": f"Bearer {token}"}, excluded_checks=SEMANTIC_REFUSALS, timeout=60
