@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 from starlette.background import BackgroundTask
@@ -51,14 +52,15 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
             background=BackgroundTask(finish, adapter, started),
         )
     try:
-        async for update in follow(adapter, started):
-            if isinstance(update, Done):
-                ident, model = f"chatcmpl-{started.ask.delivery_id}", started.ask.model
-                return JSONResponse(
-                    shapes.completion(ident, started.created, model, update.text, finish_reason(update))
-                )
-            if isinstance(update, Closed):
-                raise closed_error(update)
+        async with contextlib.aclosing(follow(adapter, started)) as updates:
+            async for update in updates:
+                if isinstance(update, Done):
+                    ident, model = f"chatcmpl-{started.ask.delivery_id}", started.ask.model
+                    return JSONResponse(
+                        shapes.completion(ident, started.created, model, update.text, finish_reason(update))
+                    )
+                if isinstance(update, Closed):
+                    raise closed_error(update)
     finally:
         finish(adapter, started)
     raise ApiError(

@@ -13,7 +13,7 @@ import hashlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -182,7 +182,7 @@ async def _settled(adapter: ApiAdapter, delivery_id: str) -> ApiExchange | None:
     return exchange if exchange is not None and exchange.state != "in_progress" else None
 
 
-async def follow(adapter: ApiAdapter, started: Started) -> AsyncIterator[Update]:
+async def follow(adapter: ApiAdapter, started: Started) -> AsyncGenerator[Update, None]:
     """Drafts, approval events and keep-alives until the answer (``Done``) or ``Closed``."""
     existing, waiter = started.existing, started.waiter
     if existing is not None and existing.state != "in_progress":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -61,11 +62,12 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
             background=BackgroundTask(finish, adapter, started),
         )
     try:
-        async for update in follow(adapter, started):
-            if isinstance(update, Done):
-                return JSONResponse(_object(started, update.state, update.text))
-            if isinstance(update, Closed):
-                raise closed_error(update)
+        async with contextlib.aclosing(follow(adapter, started)) as updates:
+            async for update in updates:
+                if isinstance(update, Done):
+                    return JSONResponse(_object(started, update.state, update.text))
+                if isinstance(update, Closed):
+                    raise closed_error(update)
     finally:
         finish(adapter, started)
     raise ApiError(
