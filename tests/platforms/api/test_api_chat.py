@@ -128,12 +128,16 @@ async def test_a_retry_with_the_same_idempotency_key_runs_once_and_answers_the_s
         other = await client.chat.completions.create(
             model="chatgate", messages=ask, extra_headers={"Idempotency-Key": "retry-2"}
         )
+    _, stranger_token = await world.new_key()
+    async with world.client(token=stranger_token) as stranger:  # the same Idempotency-Key, another key
+        theirs = await stranger.chat.completions.create(model="chatgate", messages=ask, extra_headers=headers)
     assert first.id == again.id != other.id
+    assert theirs.id not in (first.id, other.id)
     assert (
         first.choices[0].message.content == again.choices[0].message.content == streamed == "echo: only once"
     )
-    assert _inbox(world) == [(2,)]  # retry-1 once, retry-2 once
-    assert _inbox(world, "outcome") == [("ok",), ("ok",)]
+    assert _inbox(world) == [(3,)]  # retry-1 once, retry-2 once, the other key's retry-1 once
+    assert _inbox(world, "outcome") == [("ok",), ("ok",), ("ok",)]
 
 
 async def test_concurrent_retries_of_a_running_request_share_its_one_turn(api):
