@@ -177,3 +177,13 @@ async def test_a_body_that_trickles_in_is_refused_when_its_deadline_passes(api, 
     assert status.startswith(b"HTTP/1.1 400")
     assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]["code"] == "body_timeout"
     assert _admitted(world) == 0
+
+
+async def test_an_unknown_endpoint_is_an_openai_404_and_a_wrong_method_an_openai_405(api):
+    world = await api()
+    async with world.http() as http:
+        unknown = await http.post("/v1/embeddings", json={"model": "chatgate", "input": "x"})
+        wrong = await http.delete("/v1/models")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_endpoint"
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+    assert "GET" in wrong.headers["allow"]

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route
 
 from chatgate.platforms.api import approvals, chat, responses, shapes
 from chatgate.platforms.api.adapter import ApiAdapter
@@ -17,6 +17,7 @@ from chatgate.platforms.api.openapi import openapi_document
 
 log = logging.getLogger(__name__)
 Handler = Callable[[ApiAdapter, Request], Awaitable[Response]]
+_ANY_METHOD = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def _guarded(adapter: ApiAdapter, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
@@ -49,7 +50,7 @@ def api_routes(adapter: ApiAdapter) -> list[BaseRoute]:
     def route(path: str, handler: Handler, method: str) -> Route:
         return Route(path, _guarded(adapter, handler), methods=[method])
 
-    return [
+    served = [
         Route("/openapi.json", openapi, methods=["GET"]),
         route("/v1/models", _models, "GET"),
         route("/v1/chat/completions", chat.create, "POST"),
@@ -58,3 +59,25 @@ def api_routes(adapter: ApiAdapter) -> list[BaseRoute]:
         route("/v1/responses/{response_id}", responses.retrieve, "GET"),
         route("/v1/approvals/{prompt_id}", approvals.answer, "POST"),
     ]
+    return [*served, Route("/v1/{rest:path}", _unrouted(served), methods=list(_ANY_METHOD))]
+
+
+def _unrouted(served: list[Route]) -> Callable[[Request], Awaitable[Response]]:
+    """The rest of ``/v1/``: an OpenAI-shaped 405 (with ``Allow``) for a served path, else 404."""
+
+    async def endpoint(request: Request) -> Response:
+        allowed = sorted(
+            {m for r in served if r.matches(request.scope)[0] is Match.PARTIAL for m in r.methods or ()}
+        )
+        if allowed:
+            error = ApiError(
+                405, "method_not_allowed", f"{request.method} is not served here; use {', '.join(allowed)}"
+            )
+            response = error.response()
+            response.headers["Allow"] = ", ".join(allowed)
+            return response
+        return ApiError(
+            404, "unknown_endpoint", f"{request.url.path} is not an endpoint of this API (see /openapi.json)"
+        ).response()
+
+    return endpoint
