@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from chatgate.domain.api_keys import ApiKeyRecord
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxSettlement
 from chatgate.domain.pairing import PairingLimits
@@ -96,6 +97,11 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "record_resume": lambda s: s.record_resume("w1", "k1", draft("notice:1:2", kind="notice")),
     "outbox_status": lambda s: s.outbox_status("final:1"),
     "undelivered_in_chat": lambda s: s.undelivered_in_chat("webchat", "c1"),
+    "create_api_key": lambda s: s.create_api_key(ApiKeyRecord("0123456789ab", "ci", T0), "h" * 64),
+    "api_key_by_hash": lambda s: s.api_key_by_hash("h" * 64),
+    "list_api_keys": lambda s: s.list_api_keys(),
+    "revoke_api_key": lambda s: s.revoke_api_key("0123456789ab", T0),
+    "api_exchange": lambda s: s.api_exchange("webchat", "d1"),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

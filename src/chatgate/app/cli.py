@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import init_wizard, ops_cli, pairing_cli, service
+from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, service
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -246,6 +246,11 @@ def _with_state(
     return run
 
 
+def cmd_api_key(args: argparse.Namespace) -> int:
+    config = _load(args)
+    return api_key_cli.cmd_api_key(args, config, resolve_state_dir(args.state_dir, config))
+
+
 def cmd_pairing(args: argparse.Namespace) -> int:
     config = _load(args)
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
@@ -262,6 +267,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
+  chatgate api-key create      a bearer key for the OpenAI-compatible API (platforms.api, docs/api.md)
   chatgate --help              every command; chatgate COMMAND --help for its options
 
 State lives in {state_dir} unless --state-dir or state_dir says otherwise.
@@ -326,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
+    api_key_cli.add_parser(sub, common, cmd_api_key)
     service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"

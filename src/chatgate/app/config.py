@@ -296,6 +296,13 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             " export it with the token from @BotFather"
         )
     check_relay(config, environ)
+    api = config.platforms.api
+    if api.enabled and api.key_storage == "env" and not (api.key_env and environ.get(api.key_env)):
+        raise ConfigError(
+            f"platforms.api.key_env: with key_storage: env, name an environment variable that holds the"
+            f" API key and export it ({api.key_env or 'unset'} is not set); or use key_storage: store"
+            " and `chatgate api-key create`"
+        )
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
         raise ConfigError(
             f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"

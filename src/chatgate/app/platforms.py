@@ -22,6 +22,8 @@ from chatgate.engine.ports import Adapter
 from chatgate.store.base import Store
 
 if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
     from chatgate.platforms.webchat.adapter import WebChatAdapter
 
 
@@ -41,6 +43,8 @@ class PlatformBuild:
     credentials: list[Credential] = field(default_factory=list)
     web_chat: WebChatAdapter | None = None
     """The adapter the HTTP app serves at ``/`` and ``/ws``, if this entry has one."""
+    routes: list[BaseRoute] = field(default_factory=list)
+    """More routes of the gateway's HTTP app (the OpenAI-compatible API's ``/v1/...``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +158,35 @@ def _build_relay(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
     return PlatformBuild(adapters=list(hub.platforms.values()), credentials=[credential])
 
 
+# ---------------------------------------------------------------- the OpenAI-compatible API
+
+
+def _api_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    # The bearer key is the credential: the adapter submits only what a valid key sent.
+    return {"api": PlatformAccess(allow_all=True)}
+
+
+def _build_api(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.api.adapter import ApiAdapter, ApiSettings
+    from chatgate.platforms.api.routes import api_routes
+
+    cfg = config.platforms.api
+    settings = ApiSettings(
+        model=cfg.model,
+        env_token=secret(os.environ, cfg.key_env) if cfg.key_storage == "env" else None,
+        max_body_bytes=cfg.max_body_bytes,
+        wait_seconds=cfg.wait_seconds,
+        max_waiting=cfg.max_waiting,
+    )
+    adapter = ApiAdapter(store, engine.intake, settings)
+    return PlatformBuild(adapters=[adapter], routes=api_routes(adapter))
+
+
 REGISTRY: tuple[PlatformEntry, ...] = (
     PlatformEntry("web", lambda c: c.platforms.web.enabled, _web_access, _build_web),
     PlatformEntry("telegram", lambda c: c.platforms.telegram.enabled, _telegram_access, _build_telegram),
     PlatformEntry("relay", lambda c: c.platforms.relay.enabled, _relay_access, _build_relay),
+    PlatformEntry("api", lambda c: c.platforms.api.enabled, _api_access, _build_api),
 )
 
 
@@ -180,4 +209,5 @@ def build_platforms(config: GatewayConfig, engine: Engine, store: Store) -> Plat
         built.adapters.extend(part.adapters)
         built.credentials.extend(part.credentials)
         built.web_chat = built.web_chat or part.web_chat
+        built.routes.extend(part.routes)
     return built

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
+from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
 from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.history import HistoryEntry
@@ -342,6 +343,37 @@ class Pairing(PairingReads, Protocol):
         ...
 
 
+# ---------------------------------------------------------------- the OpenAI-compatible API
+
+
+class ApiKeys(Protocol):
+    """Bearer keys of the API: only a hash of each token is kept; revoked keys stay listed."""
+
+    async def create_api_key(self, record: ApiKeyRecord, token_hash: str) -> None:
+        """Record a new key (its id and hash are unique)."""
+        ...
+
+    async def api_key_by_hash(self, token_hash: str) -> ApiKeyRecord | None:
+        """The key whose token hashes to ``token_hash``, revoked or not; None when there is none."""
+        ...
+
+    async def list_api_keys(self) -> list[ApiKeyRecord]:
+        """Every key, oldest first."""
+        ...
+
+    async def revoke_api_key(self, key_id: str, now: float) -> bool:
+        """Revoke a key for good; True when it was active."""
+        ...
+
+
+class Exchanges(Protocol):
+    """What an API request became: its inbox row and the answer recorded for it."""
+
+    async def api_exchange(self, transport: str, delivery_id: str) -> ApiExchange | None:
+        """The admitted event and its final (or command reply) once committed; None if never admitted."""
+        ...
+
+
 ROLES: tuple[type, ...] = (
     Lifecycle,
     Inbox,
@@ -352,5 +384,7 @@ ROLES: tuple[type, ...] = (
     Cursors,
     Labels,
     Pairing,
+    ApiKeys,
+    Exchanges,
 )
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

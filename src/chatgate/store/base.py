@@ -9,8 +9,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from chatgate.domain.store_roles import (
+    ApiKeys,
     Approvals,
     Cursors,
+    Exchanges,
     Inbox,
     Labels,
     Leases,
@@ -21,5 +23,18 @@ from chatgate.domain.store_roles import (
 )
 
 
-class Store(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Pairing, Protocol):
+class Store(
+    Lifecycle,
+    Inbox,
+    Leases,
+    Transcript,
+    Outbox,
+    Approvals,
+    Cursors,
+    Labels,
+    Pairing,
+    ApiKeys,
+    Exchanges,
+    Protocol,
+):
     """The whole durable state of a gateway."""

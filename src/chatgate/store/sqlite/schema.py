@@ -184,6 +184,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN preview_message_id TEXT;
     """,
+    # 8 -> 9: bearer keys of the OpenAI-compatible API (only a hash of each token).
+    """
+    CREATE TABLE api_keys (
+        key_id      TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        token_hash  TEXT NOT NULL UNIQUE,
+        created_at  REAL NOT NULL,
+        revoked_at  REAL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,7 +1,7 @@
 """``SqliteStore``: the embedded default store, every role over one SQLite file.
 
 Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
-``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``lifecycle``); this class only
+``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``api``, ``lifecycle``); this class only
 composes them over one ``Database`` (the writer thread, the reader pool, the file lock).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from chatgate.store.sqlite.api import SqliteApiKeys
 from chatgate.store.sqlite.approvals import SqliteApprovals
 from chatgate.store.sqlite.cursors import SqliteCursors
 from chatgate.store.sqlite.database import Connect, Database, Synchronous, default_connect
@@ -32,6 +33,7 @@ class SqliteStore(
     SqliteCursors,
     SqliteLabels,
     SqlitePairing,
+    SqliteApiKeys,
 ):
     """The ``Store`` protocol over one SQLite file in WAL mode."""
 

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible API: one more lane into the durable pipeline (docs/api.md)."""

@@ -1,0 +1,161 @@
+"""The API adapter: bearer keys in, requests admitted like any event, answers out of the outbox.
+
+It is an ``Adapter`` and a ``PromptingPlatform`` like the web chat: ``deliver`` and
+``draft`` hand a turn's final and drafts to the requests waiting for them, and
+``send_prompt`` / ``resolve_prompt`` become approval events in their streams. Nothing
+it holds matters after a crash: an answer is read back from the store (``Exchanges``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord, hash_token, token_key_id
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult
+from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.prompts import Prompt, PromptResolution
+from chatgate.domain.source import Source
+from chatgate.domain.store_roles import ApiKeys, ApprovalReads, Exchanges
+from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Admitted, Intake, Refused, Unavailable
+from chatgate.platforms.api import shapes
+from chatgate.platforms.api.errors import ApiError, unauthorized
+from chatgate.platforms.api.waiters import Waiters
+
+log = logging.getLogger(__name__)
+PLATFORM = "api"
+ENV_KEY = ApiKeyRecord("env", "key_env", 0.0)
+"""The one key of ``key_storage: env``."""
+_REFUSED_STATUS = {"unauthorized": 403, "pairing_required": 403, "not_allowed": 403}
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    model: str = "chatgate"
+    env_token: str | None = None
+    """Set for ``key_storage: env``: the only accepted bearer token."""
+    max_body_bytes: int = 1024 * 1024
+    wait_seconds: float = 600.0
+    max_waiting: int = 256
+
+
+class ApiStore(ApiKeys, Exchanges, ApprovalReads, Protocol):
+    """What the API reads itself: keys, what a request became, and a prompt's owner chat."""
+
+
+def _store_down(exc: StoreUnavailable) -> ApiError:
+    return ApiError(503, "storage_unavailable", f"the gateway cannot reach its store ({exc}); retry shortly")
+
+
+class ApiAdapter:
+    platform = PLATFORM
+    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000)
+
+    def __init__(self, store: ApiStore, intake: Intake, settings: ApiSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self._intake = intake
+        self.waiters = Waiters(settings.max_waiting)
+        self._intake_open = True
+        self.started = 0
+        """When the routes were built (the ``created`` of the model ``GET /v1/models`` lists)."""
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        return None  # the gateway's HTTP server serves the routes
+
+    def stop_intake(self) -> None:
+        """Refuse new requests, and end the waiting ones now (the HTTP server stops after the
+        outbox flush and would otherwise wait for their streams): each is told how to get its
+        answer, which the store keeps whether it arrives before the exit or after the restart."""
+        self._intake_open = False
+        self.waiters.shut(
+            "the gateway is shutting down; fetch the answer with GET /v1/responses/{id} or retry with"
+            " the same Idempotency-Key once it is back"
+        )
+
+    async def aclose(self, budget: float) -> None:
+        return None
+
+    def state(self) -> AdapterState:
+        return AdapterState(connected=True, detail=f"{self.waiters.count} API request(s) waiting")
+
+    # ------------------------------------------------------------ outbound
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+        """The row is durable already; a request waiting for it is told (nobody waiting is fine:
+        the client fetches it later)."""
+        if row.kind in ("final", "command"):
+            self.waiters.answer(row.chat_id, row.in_reply_to, row.text)
+        return Delivered(row.message_id)
+
+    async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
+        self.waiters.draft(source.chat_id or "", in_reply_to, text)
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        """An event in the waiting stream; a client that is not streaming finds it with
+        ``GET /v1/responses/{id}`` (the approval record keeps it open)."""
+        self.waiters.event(chat_id, {"type": "approval_required", "approval": shapes.approval(prompt)})
+        return Delivered(prompt.prompt_id)
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        event = {
+            "type": "approval_resolved",
+            "prompt_id": prompt.prompt_id,
+            "outcome": resolution.outcome,
+            "text": resolution.text,
+        }
+        self.waiters.event(chat_id, event)
+        return Delivered(prompt.prompt_id)
+
+    # ------------------------------------------------------------ inbound
+
+    async def authenticate(self, authorization: str | None) -> ApiKeyRecord:
+        """The key a request's ``Authorization: Bearer`` names; 401 otherwise (fail closed)."""
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise unauthorized("send your API key as `Authorization: Bearer <key>` (chatgate api-key create)")
+        if self.settings.env_token is not None:
+            if hmac.compare_digest(token.encode(), self.settings.env_token.encode()):
+                return ENV_KEY
+            raise unauthorized("the API key is not valid")
+        key_id = token_key_id(token)
+        if key_id is None:
+            raise unauthorized("the API key is not valid (chatgate keys look like cg-<id>-<secret>)")
+        try:
+            record = await self.store.api_key_by_hash(hash_token(token))
+        except StoreUnavailable as exc:
+            raise _store_down(exc) from exc
+        if record is None or record.key_id != key_id:
+            raise unauthorized("the API key is not valid")
+        if not record.active:
+            raise unauthorized(
+                f"the API key {key_id} was revoked; create a new one with chatgate api-key create"
+            )
+        return record
+
+    async def submit(self, inbound: Inbound) -> Admitted:
+        """Admit (committed before any work); the errors say whether to resend."""
+        if not self._intake_open:
+            raise ApiError(503, "shutting_down", "the gateway is restarting; send this again shortly")
+        answer = await self._intake.submit(inbound, patience=WAIT_BRIEFLY)
+        if isinstance(answer, Refused):
+            raise ApiError(_REFUSED_STATUS.get(answer.code, 400), answer.code, answer.message)
+        if isinstance(answer, Unavailable):
+            raise ApiError(503, "storage_unavailable", f"{answer.reason}; nothing was saved, send it again")
+        return answer
+
+    async def exchange(self, delivery_id: str) -> ApiExchange | None:
+        try:
+            return await self.store.api_exchange(PLATFORM, delivery_id)
+        except StoreUnavailable as exc:
+            raise _store_down(exc) from exc

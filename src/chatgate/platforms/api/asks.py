@@ -1,0 +1,106 @@
+"""From a validated body and its headers to an ``Ask``: the text, the conversation, the ids."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import TypeAdapter, ValidationError
+
+from chatgate.domain.api_keys import ApiKeyRecord
+from chatgate.platforms.api.adapter import ApiAdapter
+from chatgate.platforms.api.bodies import (
+    ChatCompletionRequest,
+    ChatMessage,
+    InputMessage,
+    Name,
+    ResponseRequest,
+)
+from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.api.lane import Ask, chat_for, chat_of, delivery_id_for, meta_of, owned_exchange
+
+CONVERSATION_HEADER = "x-chatgate-conversation"
+IDEMPOTENCY_HEADER = "idempotency-key"
+_NAME: TypeAdapter[str] = TypeAdapter(Name)
+
+
+def _header(headers: Mapping[str, str], name: str, shown: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    try:
+        return _NAME.validate_python(value)
+    except ValidationError as exc:
+        raise ApiError(400, "invalid_header", f"{shown}: 1 to 256 printable characters", param=shown) from exc
+
+
+def check_model(adapter: ApiAdapter, model: str) -> None:
+    if model != adapter.settings.model:
+        raise ApiError(
+            400,
+            "model_not_found",
+            f"the model {model[:80]!r} is not served here; use {adapter.settings.model!r}"
+            " (GET /v1/models lists it; platforms.api.model sets it)",
+            param="model",
+        )
+
+
+def _text(messages: Sequence[ChatMessage | InputMessage], own_chat: bool, where: str) -> str:
+    """The last user message; a request's own chat has no history, so earlier turns sent with it
+    are rendered in front of it (a named conversation's history is the store's)."""
+    last = messages[-1]
+    if last.role != "user":
+        raise ApiError(400, "invalid_request", "the last message must be the user's", param=f"{where}.role")
+    text = last.text()
+    if not text.strip():
+        raise ApiError(400, "invalid_request", "the last user message is empty", param=f"{where}.content")
+    earlier = [m for m in messages[:-1] if m.role in ("user", "assistant") and m.text().strip()]
+    if not own_chat or not earlier:
+        return text
+    lines = "\n".join(f"{m.role}: {m.text()}" for m in earlier)
+    return f"Earlier in this conversation:\n{lines}\n\nuser: {text}"
+
+
+def chat_ask(
+    adapter: ApiAdapter, key: ApiKeyRecord, body: ChatCompletionRequest, headers: Mapping[str, str]
+) -> Ask:
+    check_model(adapter, body.model)
+    name = _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation") or body.user
+    delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
+    text = _text(body.messages, name is None, f"messages.{len(body.messages) - 1}")
+    chat_id = chat_for(key.key_id, name, delivery_id)
+    return Ask(key, delivery_id, chat_id, text, "chat", body.model, conversation=name)
+
+
+async def response_ask(
+    adapter: ApiAdapter, key: ApiKeyRecord, body: ResponseRequest, headers: Mapping[str, str]
+) -> Ask:
+    check_model(adapter, body.model)
+    named = body.conversation_name()
+    if named is not None and body.previous_response_id is not None:
+        raise ApiError(
+            400,
+            "invalid_request",
+            "previous_response_id and conversation cannot both be set; a response continues its conversation",
+            param="previous_response_id",
+        )
+    delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
+    header = _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation")  # checked even when unused
+    chat_id: str | None = None
+    if body.previous_response_id is not None:
+        previous = await owned_exchange(adapter, key, body.previous_response_id)
+        if previous is None:
+            raise ApiError(
+                400,
+                "previous_response_not_found",
+                f"no response {body.previous_response_id[:60]!r} was made with this API key",
+                param="previous_response_id",
+            )
+        carried = meta_of(previous).get("conversation")
+        chat_id, named = chat_of(previous), carried if isinstance(carried, str) else None
+    else:
+        named = named or header or body.user
+    messages = [InputMessage(role="user", content=body.input)] if isinstance(body.input, str) else body.input
+    own_chat = chat_id is None and named is None
+    text = _text(messages, own_chat, f"input.{len(messages) - 1}")
+    chat_id = chat_id or chat_for(key.key_id, named, delivery_id)
+    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, body.previous_response_id)

@@ -1,0 +1,227 @@
+"""One request's way through the pipeline: admit it, then follow its turn to the answer.
+
+A request is an ``Inbound`` of platform ``api`` whose delivery id is the hash of the key
+id and the client's ``Idempotency-Key`` (else random): a retry is a redelivery, which
+the store recognizes and never runs twice. Its chat is the conversation (named, or the
+request's own), so a conversation is a session with the history the store keeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.source import Source
+from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
+from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.api.waiters import Waiter
+
+Endpoint = Literal["chat", "responses"]
+POLL_SECONDS = 5.0
+"""How often a waiting request reads its exchange (a turn that ends without an answer: stopped,
+silent) and sends a keep-alive comment on a stream."""
+_DELIVERY_ID = re.compile(r"[0-9a-f]{32}")
+PREFIXES = ("resp_", "chatcmpl-")
+
+
+def delivery_id_for(key_id: str, idempotency_key: str | None) -> str:
+    """The dedupe key: the same key and Idempotency-Key give the same id, nothing else does."""
+    if idempotency_key is None:
+        return uuid.uuid4().hex
+    return hashlib.sha256(f"{key_id}\0{idempotency_key}".encode()).hexdigest()[:32]
+
+
+def delivery_id_of(ident: str) -> str | None:
+    """``resp_<id>`` or ``chatcmpl-<id>`` back to the delivery id; None for anything else."""
+    for prefix in PREFIXES:
+        if ident.startswith(prefix) and _DELIVERY_ID.fullmatch(ident[len(prefix) :]):
+            return ident[len(prefix) :]
+    return None
+
+
+def chat_for(key_id: str, conversation: str | None, delivery_id: str) -> str:
+    """A named conversation of this key, or the request's own: two keys never share a chat."""
+    return f"{key_id}/c:{conversation}" if conversation is not None else f"{key_id}/r:{delivery_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    key: ApiKeyRecord
+    delivery_id: str
+    chat_id: str
+    text: str
+    endpoint: Endpoint
+    model: str
+    conversation: str | None = None
+    previous: str | None = None
+
+    def inbound(self) -> Inbound:
+        meta: dict[str, str | None] = {"endpoint": self.endpoint, "model": self.model}
+        meta |= {"conversation": self.conversation, "previous_response_id": self.previous}
+        return Inbound(
+            transport=PLATFORM,
+            delivery_id=self.delivery_id,
+            source=Source(
+                platform=PLATFORM,
+                chat_id=self.chat_id,
+                chat_type="dm",
+                user_id=self.key.key_id,
+                user_name=self.key.name,
+            ),
+            text=self.text,
+            message_ref=self.delivery_id,
+            received_at=time.time(),
+            payload={"api": meta},
+        )
+
+
+def owner_of(exchange: ApiExchange) -> str | None:
+    source = exchange.inbound_json.get("source")
+    return str(source.get("user_id")) if isinstance(source, dict) else None
+
+
+def meta_of(exchange: ApiExchange) -> dict[str, Any]:
+    payload = exchange.inbound_json.get("payload")
+    meta = payload.get("api") if isinstance(payload, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def chat_of(exchange: ApiExchange) -> str:
+    source = exchange.inbound_json.get("source")
+    return str(source.get("chat_id") or "") if isinstance(source, dict) else ""
+
+
+async def owned_exchange(adapter: ApiAdapter, key: ApiKeyRecord, ident: str) -> ApiExchange | None:
+    """The exchange ``ident`` names if this key made it (another key's is as absent as none)."""
+    delivery_id = delivery_id_of(ident)
+    if delivery_id is None:
+        return None
+    exchange = await adapter.exchange(delivery_id)
+    if exchange is None or owner_of(exchange) != key.key_id:
+        return None
+    return exchange
+
+
+@dataclass(slots=True)
+class Started:
+    """An admitted request with its waiter; ``existing`` is what a retry found already stored."""
+
+    ask: Ask
+    waiter: Waiter
+    existing: ApiExchange | None
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+async def begin(adapter: ApiAdapter, ask: Ask) -> Started:
+    """Wait for the answer from before admission (so it cannot slip by), then admit."""
+    waiter = adapter.waiters.open(ask.chat_id, ask.delivery_id)
+    try:
+        admitted = await adapter.submit(ask.inbound())
+        existing = None if admitted.new else await adapter.exchange(ask.delivery_id)
+        if existing is not None and existing.inbound_json.get("text") != ask.text:
+            raise ApiError(
+                409,
+                "idempotency_key_reused",
+                "this Idempotency-Key was used for a different request; use a new key for a new request",
+            )
+    except BaseException:
+        adapter.waiters.close(waiter)
+        raise
+    created = int(existing.admitted_at) if existing is not None else int(time.time())
+    return Started(ask, waiter, existing, created)
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Keepalive:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    exchange: ApiExchange | None
+    text: str
+
+    @property
+    def state(self) -> str:
+        return self.exchange.state if self.exchange is not None else "completed"
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    code: str
+    reason: str
+
+
+Update = Draft | Event | Keepalive | Done | Closed
+
+
+async def _settled(adapter: ApiAdapter, delivery_id: str) -> ApiExchange | None:
+    """The exchange if its turn is over; None while it runs or when the store cannot tell now."""
+    try:
+        exchange = await adapter.exchange(delivery_id)
+    except ApiError:
+        return None
+    return exchange if exchange is not None and exchange.state != "in_progress" else None
+
+
+async def follow(adapter: ApiAdapter, started: Started) -> AsyncGenerator[Update, None]:
+    """Drafts, approval events and keep-alives until the answer (``Done``) or ``Closed``."""
+    existing, waiter = started.existing, started.waiter
+    if existing is not None and existing.state != "in_progress":
+        yield Done(existing, existing.answer or "")
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + adapter.settings.wait_seconds
+    shown = ""
+    while True:
+        while waiter.events:
+            yield Event(waiter.events.popleft())
+        if waiter.answered is not None:
+            found = await _settled(adapter, waiter.ref)
+            yield Done(found, found.answer if found and found.answer is not None else waiter.answered)
+            return
+        if waiter.closed is not None:
+            yield Closed("shutting_down", waiter.closed)
+            return
+        if waiter.draft != shown:
+            shown = waiter.draft
+            yield Draft(shown)
+        left = deadline - loop.time()
+        if left <= 0:
+            yield Closed("answer_timeout", _timeout_text(started))
+            return
+        if not await waiter.changed(min(POLL_SECONDS, left)):
+            found = await _settled(adapter, waiter.ref)
+            if found is not None:
+                yield Done(found, found.answer or "")
+                return
+            yield Keepalive()
+
+
+def _timeout_text(started: Started) -> str:
+    return (
+        "no answer within platforms.api.wait_seconds; the request keeps running: fetch it with"
+        f" GET /v1/responses/resp_{started.ask.delivery_id} or retry with the same Idempotency-Key"
+    )
+
+
+def finish(adapter: ApiAdapter, started: Started) -> None:
+    adapter.waiters.close(started.waiter)

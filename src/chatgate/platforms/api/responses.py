@@ -1,0 +1,173 @@
+"""``POST /v1/responses`` (JSON or its named stream events) and ``GET /v1/responses/{id}``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from chatgate.domain.api_keys import ApiExchange
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.platforms.api import shapes
+from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
+from chatgate.platforms.api.asks import response_ask
+from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json
+from chatgate.platforms.api.chat import SSE_HEADERS, closed_error
+from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.api.lane import (
+    Closed,
+    Done,
+    Draft,
+    Event,
+    Keepalive,
+    Started,
+    begin,
+    chat_of,
+    delivery_id_of,
+    finish,
+    follow,
+    meta_of,
+    owned_exchange,
+)
+
+_ENDED = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.incomplete"}
+
+
+def _object(started: Started, status: str, text: str | None = None) -> dict[str, Any]:
+    ask = started.ask
+    return shapes.response(
+        ask.delivery_id,
+        started.created,
+        ask.model,
+        status,
+        text=text,
+        previous=ask.previous,
+        conversation=ask.conversation,
+    )
+
+
+async def create(adapter: ApiAdapter, request: Request) -> Response:
+    key = await adapter.authenticate(request.headers.get("authorization"))
+    body = parse(ResponseRequest, await read_json(request, adapter.settings.max_body_bytes))
+    started = await begin(adapter, await response_ask(adapter, key, body, request.headers))
+    if body.stream:
+        return StreamingResponse(
+            _stream(adapter, started),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
+            background=BackgroundTask(finish, adapter, started),
+        )
+    try:
+        async with contextlib.aclosing(follow(adapter, started)) as updates:
+            async for update in updates:
+                if isinstance(update, Done):
+                    return JSONResponse(_object(started, update.state, update.text))
+                if isinstance(update, Closed):
+                    raise closed_error(update)
+    finally:
+        finish(adapter, started)
+    raise ApiError(
+        503, "no_answer", "the request ended without an answer; retry with the same Idempotency-Key"
+    )
+
+
+class _Events:
+    """The stream's events, each with the next ``sequence_number``."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+
+    def __call__(self, kind: str, **fields: Any) -> str:
+        body = {"type": kind, "sequence_number": self.seq, **fields}
+        self.seq += 1
+        return shapes.sse(body, event=kind)
+
+
+def _opening(started: Started, event: _Events, item_id: str) -> Iterator[str]:
+    yield event("response.created", response=_object(started, "in_progress"))
+    yield event("response.in_progress", response=_object(started, "in_progress"))
+    item = shapes.message_item(started.ask.delivery_id, "", "in_progress")
+    item["content"] = []
+    yield event("response.output_item.added", output_index=0, item=item)
+    part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+    yield event("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part)
+
+
+def _closing(started: Started, event: _Events, item_id: str, done: Done) -> Iterator[str]:
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    part = {"type": "output_text", "text": done.text, "annotations": [], "logprobs": []}
+    yield event("response.output_text.done", **where, text=done.text, logprobs=[])
+    yield event("response.content_part.done", **where, part=part)
+    item = shapes.message_item(started.ask.delivery_id, done.text)
+    yield event("response.output_item.done", output_index=0, item=item)
+    yield event(
+        _ENDED.get(done.state, "response.completed"), response=_object(started, done.state, done.text)
+    )
+
+
+async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
+    event, item_id = _Events(), f"msg_{started.ask.delivery_id}"
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    try:
+        for line in _opening(started, event, item_id):
+            yield line
+        shown = ""
+        async for update in follow(adapter, started):
+            if isinstance(update, Draft) and update.text.startswith(shown) and len(update.text) > len(shown):
+                yield event(
+                    "response.output_text.delta", **where, delta=update.text[len(shown) :], logprobs=[]
+                )
+                shown = update.text
+            elif isinstance(update, Event):
+                yield event(
+                    f"chatgate.{update.body['type']}", **{k: v for k, v in update.body.items() if k != "type"}
+                )
+            elif isinstance(update, Keepalive):
+                yield shapes.KEEPALIVE
+            elif isinstance(update, Done):
+                rest = update.text[len(shown) :] if update.text.startswith(shown) else update.text
+                if rest:
+                    yield event("response.output_text.delta", **where, delta=rest, logprobs=[])
+                for line in _closing(started, event, item_id, update):
+                    yield line
+            elif isinstance(update, Closed):
+                error = closed_error(update)
+                yield event("error", code=error.code, message=error.message, param=None)
+    finally:
+        finish(adapter, started)
+
+
+async def _pending(adapter: ApiAdapter, exchange: ApiExchange) -> list[dict[str, Any]]:
+    try:
+        records = await adapter.store.open_approvals(PLATFORM, chat_of(exchange))
+    except StoreUnavailable:
+        return []
+    return [shapes.approval(r.prompt()) for r in records if r.inbox_seq == exchange.seq]
+
+
+async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
+    """A client that disconnected fetches the answer here; a running one says ``in_progress``."""
+    key = await adapter.authenticate(request.headers.get("authorization"))
+    ident = request.path_params["response_id"]
+    exchange = await owned_exchange(adapter, key, ident)
+    if exchange is None:
+        raise ApiError(404, "not_found", f"no response {ident[:60]!r} was made with this API key")
+    meta = meta_of(exchange)
+    state = exchange.state
+    extra = {"pending_approvals": await _pending(adapter, exchange)} if state == "in_progress" else None
+    previous, conversation = meta.get("previous_response_id"), meta.get("conversation")
+    body = shapes.response(
+        delivery_id_of(ident) or "",
+        int(exchange.admitted_at),
+        str(meta.get("model") or adapter.settings.model),
+        state,
+        text=None if state == "in_progress" else (exchange.answer or ""),
+        previous=previous if isinstance(previous, str) else None,
+        conversation=conversation if isinstance(conversation, str) else None,
+        extra=extra,
+    )
+    return JSONResponse(body)
