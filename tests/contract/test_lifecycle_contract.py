@@ -19,6 +19,7 @@ from chatgate.domain.store_roles import (
 from chatgate.domain.turns import TurnOutcome
 from chatgate.store.base import Store
 from contract.kit import T0, approval, covers, draft, put_outbox, req, texts
+from contract.test_schedules_contract import schedule
 from support.store_values import outcome
 
 
@@ -96,6 +97,14 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "record_resume": lambda s: s.record_resume("w1", "k1", draft("notice:1:2", kind="notice")),
     "outbox_status": lambda s: s.outbox_status("final:1"),
     "undelivered_in_chat": lambda s: s.undelivered_in_chat("webchat", "c1"),
+    "save_schedule": lambda s: s.save_schedule(schedule()),
+    "get_schedule": lambda s: s.get_schedule("s1"),
+    "list_schedules": lambda s: s.list_schedules(),
+    "due_schedules": lambda s: s.due_schedules(T0, 10),
+    "next_schedule_at": lambda s: s.next_schedule_at(),
+    "advance_schedule": lambda s: s.advance_schedule("s1", T0, None),
+    "pause_schedule": lambda s: s.pause_schedule("s1", True),
+    "delete_schedule": lambda s: s.delete_schedule("s1"),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

@@ -17,9 +17,12 @@ from chatgate.domain.store_roles import (
     Lifecycle,
     Outbox,
     Pairing,
+    Schedules,
     Transcript,
 )
 
 
-class Store(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Pairing, Protocol):
+class Store(
+    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Pairing, Schedules, Protocol
+):
     """The whole durable state of a gateway."""

@@ -184,6 +184,28 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN preview_message_id TEXT;
     """,
+    # 8 -> 9: schedules (issue 19): the next firing of each; a firing is an inbox event.
+    """
+    CREATE TABLE schedules (
+        id             TEXT PRIMARY KEY,
+        origin         TEXT NOT NULL,
+        name           TEXT,
+        kind           TEXT NOT NULL,
+        spec           TEXT NOT NULL,
+        text           TEXT NOT NULL,
+        target_json    TEXT NOT NULL,
+        session_key    TEXT,
+        deliver_only   INTEGER NOT NULL DEFAULT 0,
+        paused         INTEGER NOT NULL DEFAULT 0,
+        next_fire_at   REAL,
+        last_fired_at  REAL,
+        fired          INTEGER NOT NULL DEFAULT 0,
+        created_at     REAL NOT NULL,
+        meta_json      TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
+    CREATE INDEX schedules_session ON schedules (session_key);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
