@@ -20,6 +20,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from chatgate.app.config_background import HooksConfig, SchedulesConfig, hook_secret_problem
 from chatgate.app.config_errors import KeyPath, describe, fold_literal_case, parse_yaml
 from chatgate.app.config_platforms import (
     PlatformsConfig,
@@ -199,6 +200,8 @@ class GatewayConfig(BaseSettings):
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     pairing: PairingConfig = PairingConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
+    hooks: HooksConfig = HooksConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -296,6 +299,8 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             " export it with the token from @BotFather"
         )
     check_relay(config, environ)
+    if (problem := hook_secret_problem(config.hooks, environ)) is not None:
+        raise ConfigError(problem)
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
         raise ConfigError(
             f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"

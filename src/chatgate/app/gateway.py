@@ -161,6 +161,7 @@ class Gateway:
             shell=shell,
             rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
             pairing=config.pairing.limits(),
+            schedules=config.schedules.settings(),
         )
 
     def _lock_credentials(self) -> None:

@@ -19,6 +19,9 @@ CONTROL_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("status", "show this session's state"),
     CommandSpec("approve", "run the command waiting for approval (/approve session or always: remember it)"),
     CommandSpec("deny", "do not run the command waiting for approval"),
+    CommandSpec("remind", "/remind <when> <text>: a reminder once, e.g. /remind 10m stretch"),
+    CommandSpec("every", "repeat: /every 1h stretch, or cron: /every 0 9 * * 1-5 standup"),
+    CommandSpec("schedules", "list this chat's schedules (/schedules pause|resume|delete <id>)"),
 )
 
 _BY_NAME: dict[str, CommandSpec] = {

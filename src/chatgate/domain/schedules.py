@@ -147,11 +147,12 @@ def check_spec(kind: ScheduleKind, spec: str) -> None:
 
 
 def first_fire_at(kind: ScheduleKind, spec: str, now: float) -> float:
-    """When a new schedule fires first: ``once`` at its time, ``every`` one interval from now."""
+    """When a new schedule fires first: ``once`` at its time, ``every`` one interval from now
+    (from the whole second, so its firings fall on whole seconds)."""
     if kind == "once":
         return float(spec)
     if kind == "every":
-        return now + float(spec)
+        return float(int(now)) + float(spec)
     return cron_next(spec, now)
 
 

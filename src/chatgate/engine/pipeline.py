@@ -9,6 +9,7 @@ itself as their events port; it forwards to the stage once that exists.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -26,6 +27,7 @@ from chatgate.domain.store_roles import (
     Lifecycle,
     Outbox,
     Pairing,
+    Schedules,
     Transcript,
 )
 from chatgate.engine.admission import Admission
@@ -36,14 +38,18 @@ from chatgate.engine.intake import EngineIntake
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter, group_classifier
 from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
+from chatgate.engine.schedule_commands import ScheduleCommands
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
+from chatgate.engine.schedules import ScheduleRunner, ScheduleSettings, configured
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 
 
-class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Protocol):
+class EngineStore(
+    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Schedules, Protocol
+):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
 
@@ -65,6 +71,8 @@ class EngineSettings:
     """Per platform, the operator's rate limits over the adapter's declared ones."""
     pairing: PairingLimits = PairingLimits()
     """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
+    schedules: ScheduleSettings | None = field(default_factory=ScheduleSettings)
+    """The schedule runner and the chat's schedule commands; None turns both off."""
 
 
 class Engine:
@@ -118,6 +126,17 @@ class Engine:
         self.scheduler = Scheduler(
             store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed
         )
+        self.schedules = self._build_schedules(settings.schedules)
+
+    def _build_schedules(self, settings: ScheduleSettings | None) -> ScheduleRunner | None:
+        if settings is None:
+            return None
+        runner = ScheduleRunner(self.store, self.admission, self.outbox_changed, settings)
+        commands = ScheduleCommands(self.store, runner, settings.limits)
+        self.admission.add_handler("remind", commands.remind)
+        self.admission.add_handler("every", commands.every)
+        self.admission.add_handler("schedules", commands.manage)
+        return runner
 
     # ------------------------------------------------------------ events port
 
@@ -154,20 +173,29 @@ class Engine:
         released = await self.store.recover(self.settings.owner)
         if released:
             log.warning("resuming %d session(s) a previous gateway left unfinished", released)
+        if self.schedules is not None and self.settings.schedules is not None:
+            jobs = configured(self.settings.schedules.jobs, self.admission.key_for_source, time.time())
+            await self.schedules.sync_config(jobs)
         # Before any turn runs: a prompt left open by the old process has no one waiting on it.
         return await self.approvals.recover()
 
     def start(self) -> None:
         self.delivery.start()
         self.scheduler.start()
+        if self.schedules is not None:
+            self.schedules.start()
 
     async def drain(self, turns_budget: float) -> bool:
         """Shutdown, first half: no answer can arrive now; let running turns finish within the budget."""
+        if self.schedules is not None:
+            await self.schedules.stop()  # no new firings while the turns drain
         await self.approvals.begin_shutdown()
         return await self.scheduler.drain(turns_budget)
 
     async def stop(self, close_budget: float, flush_budget: float) -> None:
         """Shutdown, second half: stop turns (unfinished ones go back to the queue), flush the outbox."""
+        if self.schedules is not None:
+            await self.schedules.stop()
         await self.scheduler.stop()
         await self.approvals.close(close_budget)
         await self.delivery.flush(flush_budget)

@@ -1,0 +1,96 @@
+"""A schedule across a SIGKILL, with a real ``chatgate run`` (issue 19's acceptance, scaled for CI).
+
+A config schedule fires every 2 s into a web chat session (the echo agent answers each
+firing). The gateway is SIGKILLed after a few firings and left down for 6 s (three slots),
+then started again. The firings, read from the database file: the slots before the kill are
+consecutive; after the restart exactly one firing stands for every slot missed while down
+(the first missed one, admitted at start), then the firings are on the grid again with no
+slot skipped; no slot fires twice and every firing is answered exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from support.procs import GatewayProcess, wait_until
+
+pytestmark = pytest.mark.slow
+INTERVAL = 2
+DOWN_SECONDS = 6.0
+CONFIG = {
+    "agent": {"echo": {"chunk_delay_ms": 0}},
+    "schedules": {
+        "jobs": {
+            "tick": {"every": f"{INTERVAL}s", "text": "tick", "target": {"platform": "web", "chat_id": "t"}}
+        }
+    },
+}
+
+
+def firings(db: Path) -> list[tuple[float, int, float]]:
+    """(slot time, inbox seq, admitted at) of every firing, by slot."""
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        rows = conn.execute(
+            "SELECT delivery_id, seq, admitted_at FROM inbox WHERE transport = 'schedule' ORDER BY seq"
+        ).fetchall()
+    finally:
+        conn.close()
+    out = []
+    for delivery_id, seq, admitted_at in rows:
+        stamp = delivery_id.rsplit(":", 3)[-3:]
+        slot = datetime.strptime(":".join(stamp), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        out.append((slot, seq, admitted_at))
+    return sorted(out)
+
+
+def finals_per_seq(db: Path) -> dict[int, int]:
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        rows = conn.execute("SELECT idem_key FROM outbox WHERE kind = 'final'").fetchall()
+    finally:
+        conn.close()
+    counts: dict[int, int] = {}
+    for (key,) in rows:
+        seq = int(key.split(":")[1])
+        counts[seq] = counts.get(seq, 0) + 1
+    return counts
+
+
+@pytest.mark.timeout(180)
+async def test_a_schedule_killed_mid_run_catches_up_once_then_fires_on_time(tmp_path: Path) -> None:
+    gateway = GatewayProcess(tmp_path, CONFIG)
+    db = gateway.state_dir / "chatgate.db"
+    await gateway.start()
+    await wait_until(lambda: len(firings(db)) >= 3, 60, "three firings before the kill")
+    await gateway.kill()
+    before = firings(db)
+    killed_at = time.time()
+
+    await asyncio.sleep(DOWN_SECONDS)  # the downtime itself is the scenario, not a wait for a condition
+    restart_at = time.time()
+    await gateway.start()
+    await wait_until(lambda: len(firings(db)) >= len(before) + 4, 60, "four firings after the restart")
+    assert await gateway.terminate() == 0
+    after = [f for f in firings(db) if f[2] >= restart_at]
+    everything = firings(db)
+
+    slots = [s for s, _, _ in before]
+    assert slots == [slots[0] + INTERVAL * i for i in range(len(slots))], "on the grid before the kill"
+    assert len(everything) == len(before) + len(after), "nothing admitted while the gateway was down"
+    catch_up, *on_time = [s for s, _, _ in after]
+    assert catch_up == slots[-1] + INTERVAL, "the one catch-up firing is the first slot missed"
+    assert catch_up < restart_at
+    missed = [s for s in range(int(slots[-1]) + INTERVAL, int(restart_at), INTERVAL)]
+    assert len(missed) >= 2, f"the downtime spanned several slots ({missed}; killed at {killed_at})"
+    assert all(s > restart_at for s in on_time), "no slot missed while down fired again"
+    assert on_time == [on_time[0] + INTERVAL * i for i in range(len(on_time))], "then on the grid"
+    assert len({s for s, _, _ in everything}) == len(everything), "no slot fired twice"
+    answered = finals_per_seq(db)
+    assert [answered.get(seq) for _, seq, _ in everything] == [1] * len(everything), "each answered once"
