@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import init_wizard, ops_cli, pairing_cli, service
+from chatgate.app import init_wizard, ops_cli, pairing_cli, schedules_cli, service
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -251,6 +251,11 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    config = _load(args)
+    return schedules_cli.cmd_schedules(args, config, resolve_state_dir(args.state_dir, config))
+
+
 GUIDE = """\
 chatgate {version}: a durable chat gateway for AI agents.
 
@@ -262,6 +267,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
+  chatgate schedules list      schedules and their next firing (pause|resume|delete ID)
   chatgate --help              every command; chatgate COMMAND --help for its options
 
 State lives in {state_dir} unless --state-dir or state_dir says otherwise.
@@ -326,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
+    schedules_cli.add_parser(sub, common, cmd_schedules)
     service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"
