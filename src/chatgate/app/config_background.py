@@ -13,6 +13,7 @@ from chatgate.domain.source import Source
 
 if TYPE_CHECKING:
     from chatgate.engine.schedules import ScheduleSettings
+    from chatgate.engine.webhooks import HookRoute
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
@@ -170,3 +171,26 @@ def hook_secret_problem(hooks: HooksConfig, environ: Any) -> str | None:
                 " export it with the secret the sender signs with (it never goes in the YAML file)"
             )
     return None
+
+
+def webhooks_for(hooks: HooksConfig, environ: Any) -> dict[str, HookRoute]:
+    """The configured routes with their secrets read from the environment (checked at load)."""
+    from chatgate.engine.webhooks import HookRoute
+
+    if not hooks.enabled:
+        return {}
+    return {
+        name: HookRoute(
+            name=name,
+            auth=route.auth,
+            secret=str(environ.get(route.secret_env, "")).encode(),
+            target=route.target.target(),
+            template=route.template,
+            signature_header=route.signature_header,
+            signature_prefix=route.signature_prefix,
+            delivery_header=route.delivery_header,
+            deliver_only=route.deliver_only,
+            max_body_bytes=route.max_body_bytes,
+        )
+        for name, route in hooks.routes.items()
+    }

@@ -52,6 +52,18 @@ class InternalAdmission(Protocol):
     def key_for_source(self, source: Source) -> str: ...
 
 
+async def resolve_target(
+    target: ScheduleTarget, transcript: Transcript, key_for: Callable[[Source], str]
+) -> tuple[Source, str] | None:
+    """The source a reply routes by and the session key; None for a session that does not exist."""
+    if target.source is not None:
+        return target.source, target.session_key or key_for(target.source)
+    if target.session_key is None:
+        return None
+    source = await transcript.session_source(target.session_key)
+    return None if source is None else (source, target.session_key)
+
+
 def configured(jobs: Sequence[Schedule], key_for: Callable[[Source], str], now: float) -> list[Schedule]:
     """The config's schedules as rows: a chat target gets its session key, each its first firing."""
     rows = []
@@ -173,12 +185,7 @@ class ScheduleRunner:
         await self._store.advance_schedule(schedule.id, at, nxt)
 
     async def _route(self, target: ScheduleTarget) -> tuple[Source, str] | None:
-        if target.source is not None:
-            return target.source, target.session_key or self._admission.key_for_source(target.source)
-        if target.session_key is None:
-            return None
-        source = await self._store.session_source(target.session_key)
-        return None if source is None else (source, target.session_key)
+        return await resolve_target(target, self._store, self._admission.key_for_source)
 
     async def _post(self, schedule: Schedule, at: float, source: Source, key: str) -> None:
         idem = firing_delivery_id(schedule.id, at)
