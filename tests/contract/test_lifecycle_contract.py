@@ -20,6 +20,7 @@ from chatgate.domain.turns import TurnOutcome
 from chatgate.store.base import Store
 from contract.kit import T0, approval, covers, draft, put_outbox, req, texts
 from contract.test_schedules_contract import schedule
+from contract.test_tasks_contract import first, task
 from support.store_values import outcome
 
 
@@ -105,6 +106,11 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "advance_schedule": lambda s: s.advance_schedule("s1", T0, None),
     "pause_schedule": lambda s: s.pause_schedule("s1", True),
     "delete_schedule": lambda s: s.delete_schedule("s1"),
+    "start_task": lambda s: s.start_task(task(), first(task())),
+    "get_task": lambda s: s.get_task("t1"),
+    "list_tasks": lambda s: s.list_tasks("k1"),
+    "cancel_task": lambda s: s.cancel_task("t1", "x"),
+    "close_stale_tasks": lambda s: s.close_stale_tasks(T0, "x"),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

@@ -20,7 +20,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
-from chatgate.app.config_background import HooksConfig, SchedulesConfig, hook_secret_problem
+from chatgate.app.config_background import (
+    BackgroundConfig,
+    DelegationConfig,
+    HooksConfig,
+    SchedulesConfig,
+    hook_secret_problem,
+)
 from chatgate.app.config_errors import KeyPath, describe, fold_literal_case, parse_yaml
 from chatgate.app.config_platforms import (
     PlatformsConfig,
@@ -202,6 +208,8 @@ class GatewayConfig(BaseSettings):
     pairing: PairingConfig = PairingConfig()
     schedules: SchedulesConfig = SchedulesConfig()
     hooks: HooksConfig = HooksConfig()
+    background: BackgroundConfig = BackgroundConfig()
+    delegation: DelegationConfig = DelegationConfig()
 
     @model_validator(mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from chatgate.domain.source import Source
 
 if TYPE_CHECKING:
     from chatgate.engine.schedules import ScheduleSettings
+    from chatgate.engine.tasks import TaskSettings
     from chatgate.engine.webhooks import HookRoute
 
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -126,6 +127,32 @@ class SchedulesConfig(Section):
             )
         limits = ChatScheduleLimits(self.chat_min_interval_seconds, self.chat_max_per_session)
         return ScheduleSettings(jobs=tuple(jobs), limits=limits)
+
+
+class BackgroundConfig(Section):
+    enabled: bool = True
+    """``/bg``, ``/tasks`` and ``/cancel`` in chats."""
+    max_running_per_session: int = Field(10, ge=1, le=1000)
+
+
+class DelegationConfig(Section):
+    enabled: bool = False
+    """Offer the agent the ``delegate(task)`` tool (needs an agent that calls tools)."""
+    max_age_hours: float = Field(48.0, gt=0)
+    """A delegated task still pending this long after its dispatch is closed at the next start."""
+
+
+def task_settings(background: BackgroundConfig, delegation: DelegationConfig) -> TaskSettings | None:
+    from chatgate.engine.tasks import TaskSettings
+
+    if not background.enabled and not delegation.enabled:
+        return None
+    return TaskSettings(
+        max_running_per_session=background.max_running_per_session,
+        delegation=delegation.enabled,
+        max_age_hours=delegation.max_age_hours,
+        commands=background.enabled,
+    )
 
 
 class HookRouteConfig(Section):

@@ -21,7 +21,7 @@ from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
-from chatgate.app.config_background import webhooks_for
+from chatgate.app.config_background import task_settings, webhooks_for
 from chatgate.app.http import build_app
 from chatgate.app.http_guard import (
     AcceptErrorThrottle,
@@ -170,6 +170,7 @@ class Gateway:
             rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
             pairing=config.pairing.limits(),
             schedules=config.schedules.settings(),
+            tasks=task_settings(config.background, config.delegation),
         )
 
     def _lock_credentials(self) -> None:

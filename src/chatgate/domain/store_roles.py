@@ -29,9 +29,10 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
-from chatgate.domain.schedules import Schedule
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles_background import Schedules as Schedules
+from chatgate.domain.store_roles_background import Tasks as Tasks
 from chatgate.domain.turns import Claim, TurnOutcome
 
 # ---------------------------------------------------------------- lifecycle
@@ -343,46 +344,6 @@ class Pairing(PairingReads, Protocol):
         ...
 
 
-# ---------------------------------------------------------------- schedules
-
-
-class Schedules(Protocol):
-    """Durable schedules: each row's next firing; a firing itself is an inbox event (by its delivery id)."""
-
-    async def save_schedule(self, schedule: Schedule) -> Schedule:
-        """Insert a new schedule; an existing id is kept as it is (a redelivered command creates
-        nothing twice), except that a ``config`` schedule whose definition changed takes the new
-        definition and its ``next_fire_at``. Pause state is never touched. Returns the stored row."""
-        ...
-
-    async def get_schedule(self, schedule_id: str) -> Schedule | None: ...
-
-    async def list_schedules(self, session_key: str | None = None) -> list[Schedule]:
-        """Every schedule (or those whose target names ``session_key``), oldest first."""
-        ...
-
-    async def due_schedules(self, now: float, limit: int) -> list[Schedule]:
-        """Unpaused schedules whose ``next_fire_at`` is at or before ``now``, earliest first."""
-        ...
-
-    async def next_schedule_at(self) -> float | None:
-        """The earliest ``next_fire_at`` of an unpaused schedule; None when none will fire."""
-        ...
-
-    async def advance_schedule(self, schedule_id: str, fired_at: float, next_fire_at: float | None) -> bool:
-        """Record the firing at ``fired_at`` and store the next one; a compare-and-set on
-        ``next_fire_at == fired_at``, so a firing is advanced once (False: it was already)."""
-        ...
-
-    async def pause_schedule(self, schedule_id: str, paused: bool) -> bool:
-        """Pause or resume; False when there is no such schedule."""
-        ...
-
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        """Forget a schedule; False when there was none."""
-        ...
-
-
 ROLES: tuple[type, ...] = (
     Lifecycle,
     Inbox,
@@ -394,5 +355,6 @@ ROLES: tuple[type, ...] = (
     Labels,
     Pairing,
     Schedules,
+    Tasks,
 )
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

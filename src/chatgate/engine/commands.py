@@ -67,6 +67,9 @@ _BEHAVIOUR: dict[str, tuple[Reply, bool, bool, bool]] = {
     "remind": (_fixed(_NO_SCHEDULES), False, False, False),
     "every": (_fixed(_NO_SCHEDULES), False, False, False),
     "schedules": (_fixed(_NO_SCHEDULES), False, False, False),
+    "bg": (_fixed(_NO_TASKS), False, False, False),
+    "tasks": (_fixed(_NO_TASKS), False, False, False),
+    "cancel": (_fixed(_NO_TASKS), False, False, False),
 }
 
 COMMAND_TABLE: Mapping[str, ControlCommand] = {

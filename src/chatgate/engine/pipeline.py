@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from chatgate.agents.base import Agent
+from chatgate.agents.base import Agent, ToolRunner
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.pairing import PairingLimits
@@ -28,10 +28,11 @@ from chatgate.domain.store_roles import (
     Outbox,
     Pairing,
     Schedules,
+    Tasks,
     Transcript,
 )
 from chatgate.engine.admission import Admission
-from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools, ToolContext
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
@@ -41,6 +42,7 @@ from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
 from chatgate.engine.schedule_commands import ScheduleCommands
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.schedules import ScheduleRunner, ScheduleSettings, configured
+from chatgate.engine.tasks import CombinedTools, TaskDesk, TaskSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -48,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class EngineStore(
-    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Schedules, Protocol
+    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Schedules, Tasks, Protocol
 ):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
@@ -73,6 +75,8 @@ class EngineSettings:
     """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
     schedules: ScheduleSettings | None = field(default_factory=ScheduleSettings)
     """The schedule runner and the chat's schedule commands; None turns both off."""
+    tasks: TaskSettings | None = field(default_factory=TaskSettings)
+    """Background tasks (``/bg``) and, with ``delegation``, the agent's ``delegate`` tool."""
 
 
 class Engine:
@@ -110,6 +114,7 @@ class Engine:
         )
         self.intake = EngineIntake(self.admission, store, metrics)
         self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
+        self.tasks = self._build_tasks(settings.tasks)
         self.runner = TurnRunner(
             store,
             agent,
@@ -118,7 +123,7 @@ class Engine:
             settings.turns,
             self.budget,
             on_preview=self._count_preview,
-            tools=self.tools.for_turn if self.tools is not None else None,
+            tools=self._tools_factory(),
             owner=settings.owner,
             on_outbox=self.outbox_changed,
             typist=self.typist,
@@ -127,6 +132,32 @@ class Engine:
             store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed
         )
         self.schedules = self._build_schedules(settings.schedules)
+
+    def _build_tasks(self, settings: TaskSettings | None) -> TaskDesk | None:
+        if settings is None:
+            return None
+        desk = TaskDesk(self.store, self.session_queued, self.stop_session, settings)
+        if settings.commands:
+            self.admission.add_handler("bg", desk.bg)
+            self.admission.add_handler("tasks", desk.list)
+            self.admission.add_handler("cancel", desk.cancel_command)
+        return desk
+
+    def _tools_factory(self) -> Callable[[ToolContext], ToolRunner] | None:
+        """Each turn's tools: the shell (behind approvals) and ``delegate``, whichever are on.
+        A task's own child session gets no ``delegate``: a sub-agent does not fan out further."""
+        shell, desk = self.tools, self.tasks
+        delegate = desk if desk is not None and desk.settings.delegation else None
+        if shell is None and delegate is None:
+            return None
+
+        def for_turn(ctx: ToolContext) -> ToolRunner:
+            runners = [shell.for_turn(ctx)] if shell is not None else []
+            if delegate is not None and ":task:" not in ctx.session_key:
+                runners.append(delegate.for_turn(ctx))
+            return runners[0] if len(runners) == 1 else CombinedTools(runners)
+
+        return for_turn
 
     def _build_schedules(self, settings: ScheduleSettings | None) -> ScheduleRunner | None:
         if settings is None:
@@ -173,6 +204,8 @@ class Engine:
         released = await self.store.recover(self.settings.owner)
         if released:
             log.warning("resuming %d session(s) a previous gateway left unfinished", released)
+        if self.tasks is not None:
+            await self.tasks.close_stale()
         if self.schedules is not None and self.settings.schedules is not None:
             jobs = configured(self.settings.schedules.jobs, self.admission.key_for_source, time.time())
             await self.schedules.sync_config(jobs)

@@ -30,7 +30,8 @@ from chatgate.agents.base import (
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
-from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
@@ -78,6 +79,16 @@ class TurnStore(Transcript, Labels, TurnJournal, Protocol):
 RESUME_NOTICE = "The gateway restarted while answering this message; answering it again."
 
 
+def is_delegated(inbound: Inbound) -> bool:
+    """A delegated child's input: its turn shows nothing in the chat and records no reply there."""
+    task = inbound.payload.get("task")
+    return isinstance(task, dict) and task.get("kind") == "delegate"
+
+
+async def _never_held() -> bool:
+    return False
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -117,22 +128,15 @@ class TurnRunner:
         route = {REPLY_VIA_KEY: last.inbound.reply_route} if last.inbound.reply_route else {}
         adapter = self._adapters.get(source.platform)
         caps = adapter.capabilities if adapter is not None else None
+        internal = is_delegated(last.inbound)
         if max(i.crashes for i in items) >= self.settings.max_attempts:
-            text = (
-                f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
-                "while working on it, so I gave up instead of trying forever. Please send it again."
-            )
-            log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
-            finals = final_drafts(
-                source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route
-            )
-            return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
+            return self._given_up(claim, attempts, caps, route, internal)
 
         outbox: list[OutboxDraft] = []
-        hold = await self._preview_hold(claim, route, attempts)
+        hold = await self._preview_hold(claim, route, attempts) if not internal else _never_held
         request, inputs = await self._request(claim, reply_to, route)
         consumer = StreamConsumer(
-            adapter,
+            adapter if not internal else None,
             source,
             reply_to,
             self._budget,
@@ -148,6 +152,8 @@ class TurnRunner:
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
         transcript.append(HistoryEntry("assistant", reply.text))
+        if internal:  # a delegated child answers its parent's inbox (in the commit), not the chat
+            return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), (), reply.outcome)
         if self.settings.silence_marker and reply.text.strip() == self.settings.silence_marker:
             log.info("the agent chose not to reply", extra={"session_key": key, "seqs": seqs})
             return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), "silent")
@@ -163,6 +169,24 @@ class TurnRunner:
             route=route,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    def _given_up(
+        self, claim: Claim, attempts: int, caps: Capabilities | None, route: dict[str, str], internal: bool
+    ) -> TurnOutcome:
+        """The stuck-loop guard's final: the items brought the process down too often."""
+        last, key = claim.items[-1], claim.session_key
+        seqs = tuple(i.seq for i in claim.items)
+        text = (
+            f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
+            "while working on it, so I gave up instead of trying forever. Please send it again."
+        )
+        log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
+        if internal:  # the parent is told (the store forwards the apology), not the chat
+            told = (HistoryEntry("assistant", text),)
+            return TurnOutcome(key, claim.session_id, seqs, told, (), "given_up")
+        source, reply_to = last.inbound.source, last.inbound.message_ref
+        finals = final_drafts(source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route)
+        return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
     async def _resume(self, claim: Claim, route: dict[str, str]) -> Callable[[], Awaitable[bool]]:
         """Record the notice of a resumed turn now, before it shows anything; it takes over the

@@ -18,11 +18,23 @@ from chatgate.domain.store_roles import (
     Outbox,
     Pairing,
     Schedules,
+    Tasks,
     Transcript,
 )
 
 
 class Store(
-    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Cursors, Labels, Pairing, Schedules, Protocol
+    Lifecycle,
+    Inbox,
+    Leases,
+    Transcript,
+    Outbox,
+    Approvals,
+    Cursors,
+    Labels,
+    Pairing,
+    Schedules,
+    Tasks,
+    Protocol,
 ):
     """The whole durable state of a gateway."""

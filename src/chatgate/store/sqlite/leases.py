@@ -19,6 +19,7 @@ from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.outbox import insert_outbox
+from chatgate.store.sqlite.tasks import finish_tasks
 from chatgate.store.sqlite.transcript import append_transcript
 
 
@@ -128,6 +129,7 @@ def complete_turn(
         [(now, out.outcome, seq) for seq in out.item_seqs],
     )
     append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
+    finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now)
     for draft in out.outbox:
         insert_outbox(conn, draft, now)
     conn.execute(

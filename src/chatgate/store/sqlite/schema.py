@@ -184,7 +184,8 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE inbox ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE sessions ADD COLUMN preview_message_id TEXT;
     """,
-    # 8 -> 9: schedules (issue 19): the next firing of each; a firing is an inbox event.
+    # 8 -> 9: schedules and tasks (issue 19): a schedule's next firing (a firing is an inbox event);
+    # background and delegated tasks with the origin their result is routed by.
     """
     CREATE TABLE schedules (
         id             TEXT PRIMARY KEY,
@@ -205,6 +206,21 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
     CREATE INDEX schedules_session ON schedules (session_key);
+    CREATE TABLE tasks (
+        id                 TEXT PRIMARY KEY,
+        kind               TEXT NOT NULL,
+        parent_key         TEXT NOT NULL,
+        parent_session_id  TEXT,
+        child_key          TEXT NOT NULL UNIQUE,
+        origin_json        TEXT NOT NULL,
+        prompt             TEXT NOT NULL,
+        created_at         REAL NOT NULL,
+        status             TEXT NOT NULL,
+        result             TEXT,
+        finished_at        REAL,
+        note               TEXT
+    );
+    CREATE INDEX tasks_parent ON tasks (parent_key, created_at);
     """,
 )
 

@@ -21,6 +21,7 @@ from chatgate.store.sqlite.lifecycle import SqliteLifecycle
 from chatgate.store.sqlite.outbox import SqliteOutbox
 from chatgate.store.sqlite.pairing import SqlitePairing
 from chatgate.store.sqlite.schedules import SqliteSchedules
+from chatgate.store.sqlite.tasks import SqliteTasks
 from chatgate.store.sqlite.transcript import SqliteTranscript
 
 
@@ -35,6 +36,7 @@ class SqliteStore(
     SqliteLabels,
     SqlitePairing,
     SqliteSchedules,
+    SqliteTasks,
 ):
     """The ``Store`` protocol over one SQLite file in WAL mode."""
 
