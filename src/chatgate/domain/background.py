@@ -59,7 +59,18 @@ class TaskRecord:
     """Why a task ended other than ``done`` (cancelled by whom, dropped or closed because...)."""
 
 
+RESTORED_MARK = " (restored after a gateway restart)"
+
+
 def completion_text(task: TaskRecord, result: str, restored: bool) -> str:
     """What the parent agent reads when a delegated child finishes."""
-    mark = " (restored after a gateway restart)" if restored else ""
+    mark = RESTORED_MARK if restored else ""
     return f"[delegated task {task.id} finished{mark}]\nTask: {task.prompt}\nResult: {result}"
+
+
+def as_restored(text: str) -> str:
+    """A completion's text marked restored (it waited in the inbox across a restart), once."""
+    head, sep, rest = text.partition(" finished]")
+    if not sep or RESTORED_MARK in head:
+        return text
+    return f"{head} finished{RESTORED_MARK}]{rest}"

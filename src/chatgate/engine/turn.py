@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -27,6 +28,7 @@ from chatgate.agents.base import (
     ToolStarted,
     TurnMessage,
 )
+from chatgate.domain.background import as_restored
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
@@ -36,7 +38,7 @@ from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
-from chatgate.domain.turns import Claim, TurnOutcome
+from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
@@ -115,6 +117,7 @@ class TurnRunner:
         self.settings = settings
         self._budget = budget or RateBudget()
         self._typist = typist
+        self._born = time.time()
 
     async def run(self, claim: Claim) -> TurnOutcome:
         items = claim.items
@@ -252,14 +255,14 @@ class TurnRunner:
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = [
-            render_turn_input(i.inbound.text, sender=i.inbound.source.user_name, shared=shared) for i in items
+            render_turn_input(self._text(i), sender=i.inbound.source.user_name, shared=shared) for i in items
         ]
         request = AgentRequest(
             system=render_session_context(source, labels, shared=shared),
             history=tuple(history),
             messages=tuple(
                 TurnMessage(
-                    text=i.inbound.text,
+                    text=self._text(i),
                     sender=i.inbound.source.user_name,
                     message_ref=i.inbound.message_ref,
                     received_at=i.inbound.received_at,
@@ -271,6 +274,13 @@ class TurnRunner:
             tools=self._tools_for(claim, source, reply_to, route),
         )
         return request, inputs
+
+    def _text(self, item: QueuedItem) -> str:
+        """A delegated task's completion admitted by an earlier process is marked restored."""
+        inbound = item.inbound
+        if "task_completion" in inbound.payload and inbound.received_at < self._born:
+            return as_restored(inbound.text)
+        return inbound.text
 
     def _tools_for(
         self, claim: Claim, source: Source, reply_to: str | None, route: dict[str, str]

@@ -12,6 +12,7 @@ the reason kept on the task.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from dataclasses import replace
@@ -31,6 +32,8 @@ from chatgate.domain.source import Source
 from chatgate.store.sqlite.codec import dumps
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.inbox import admit
+
+log = logging.getLogger(__name__)
 
 _COLUMNS = (
     "id, kind, parent_key, parent_session_id, child_key, origin_json, prompt, created_at, status,"
@@ -117,9 +120,11 @@ def finish_tasks(
     transcript: tuple[HistoryEntry, ...],
     outcome: str,
     now: float,
-) -> None:
+) -> list[TaskRecord]:
     """Inside a turn's commit: the tasks whose child input the turn answered are done; a
-    delegated one's completion is admitted to its parent (or dropped after a ``/new``)."""
+    delegated one's completion is admitted to its parent (or dropped after a ``/new``).
+    Returns those tasks as they now are."""
+    ended: list[TaskRecord] = []
     marks = ",".join("?" * len(seqs))
     rows = conn.execute(
         f"SELECT delivery_id, attempts FROM inbox WHERE transport = ? AND seq IN ({marks})",
@@ -136,6 +141,23 @@ def finish_tasks(
         )
         if task.kind == "delegate":
             _deliver(conn, task, result, restored=int(attempts) > 1, now=now)
+        ended.append(get_task(conn, task.id) or task)
+    return ended
+
+
+def log_finished_tasks(tasks: list[TaskRecord]) -> None:
+    """One line per task a committed turn ended: a dropped completion is never silent."""
+    for task in tasks:
+        if task.status == "dropped":
+            log.warning(
+                "delegated task %s finished but its completion was dropped: %s (parent %s)",
+                task.id,
+                task.note,
+                task.parent_key,
+                extra={"session_key": task.parent_key},
+            )
+        else:
+            log.info("task %s (%s) finished for %s", task.id, task.kind, task.parent_key)
 
 
 def _deliver(conn: sqlite3.Connection, task: TaskRecord, result: str, *, restored: bool, now: float) -> None:
