@@ -23,6 +23,7 @@ from chatgate.agents.base import (
     AgentRequest,
     Final,
     TextDelta,
+    ToolCall,
     ToolFinished,
     ToolRunner,
     ToolStarted,
@@ -44,6 +45,7 @@ from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
+from chatgate.engine.tool_progress import finished_line, started_line, with_status
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,8 @@ class TurnSettings:
     typing_interval: float = 4.0
     """Seconds between two typing indicators while a turn shows nothing yet."""
     duplicate_marker: str = "(possible repeat) "
+    tool_progress: bool = True
+    """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +338,7 @@ class TurnRunner:
     async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str]:
         await consumer.begin()
         so_far = ""
+        calls: dict[str, ToolCall] = {}
         async for event in self._agent.stream(request):
             if isinstance(event, TextDelta):
                 so_far += event.text
@@ -347,8 +352,12 @@ class TurnRunner:
                     extra={"session_key": request.session_key, "retryable": event.retryable},
                 )  # fmt: skip
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
-            elif isinstance(event, (ToolStarted, ToolFinished)):
-                continue  # the prompt (if any) is the approval broker's; the result is in the final
+            elif isinstance(event, ToolStarted) and self.settings.tool_progress:
+                calls[event.call.call_id] = event.call
+                await consumer.update(with_status(so_far, started_line(event.call)), force=True)
+            elif isinstance(event, ToolFinished) and self.settings.tool_progress:
+                status = finished_line(calls.pop(event.result.call_id, None), event.result)
+                await consumer.update(with_status(so_far, status), force=True)
         log.warning(
             "the agent ended its stream without an answer", extra={"session_key": request.session_key}
         )
