@@ -158,3 +158,29 @@ async def test_a_delegated_task_past_its_max_age_at_a_restart_is_closed_not_reru
     (status,) = query(gateway, "SELECT status FROM inbox WHERE delivery_id = ?", f"task:{task[0]}")
     assert status == ("cancelled",), "the child was not run again"
     assert completion_finals(gateway) == []
+
+
+@pytest.mark.timeout(180)
+async def test_a_background_task_killed_mid_run_is_resumed_and_answers_the_chat_once(tmp_path: Path) -> None:
+    gateway = GatewayProcess(tmp_path, CONFIG)
+    await gateway.start()
+    client = FrameClient(gateway.port, "e", "u-e")
+    await client.connect()
+    await client.message("m1", f"/bg {TASK}")
+    await wait_until(lambda: child_running(gateway), 60, "the task running")
+    await client.close()
+    await gateway.kill()
+    await gateway.start()
+    task = task_row(gateway)
+    assert task is not None
+
+    def answers() -> list[tuple[str, str]]:
+        return query(gateway, "SELECT kind, text FROM outbox WHERE session_key = ? ORDER BY id", task[2])
+
+    await wait_until(lambda: any(kind == "final" for kind, _ in answers()), 90, "the task's answer")
+    assert await gateway.terminate() == 0
+    kinds = [kind for kind, _ in answers()]
+    assert kinds == ["notice", "final"], "the restart notice, then the answer, once"
+    assert answers()[1][1] == f"echo: {TASK}"
+    done = task_row(gateway)
+    assert done is not None and done[1] == "done"
