@@ -35,8 +35,11 @@ def first(t: TaskRecord) -> AdmitRequest:
 
 
 async def answer_child(store, t: TaskRecord, text: str = "the answer") -> None:
-    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
-    assert claim.session_key == t.child_key
+    claims = await store.claim_sessions("w1", 10, 30.0, 1)
+    for other in claims:
+        if other.session_key != t.child_key:  # give back what this helper did not come for
+            await store.abandon_turn("w1", other.session_key, tuple(i.seq for i in other.items), None, None)
+    (claim,) = [c for c in claims if c.session_key == t.child_key]
     out = TurnOutcome(
         t.child_key, claim.session_id, tuple(i.seq for i in claim.items),
         (HistoryEntry("user", t.prompt), HistoryEntry("assistant", text)), (), "ok",
@@ -138,3 +141,19 @@ async def test_close_stale_closes_only_old_running_delegated_tasks(store):
     keys = {c.session_key for c in await store.claim_sessions("w1", 10, 30.0, 1)}
     assert keys == {young.child_key, bg.child_key}, "the closed one is never run"
     assert await store.close_stale_tasks(T0 + 50, "too old") == []
+
+
+@covers(Tasks.close_stale_tasks)
+async def test_close_stale_also_closes_an_old_completion_still_waiting_in_the_parents_inbox(store):
+    await store.admit(req("m1", "k1", queued=False))
+    old = task("old", kind="delegate", sid=await parent_sid(store))
+    young = task("young", kind="delegate", sid=await parent_sid(store), created_at=T0 + 100)
+    for t in (old, young):
+        await store.start_task(t, first(t))
+        await answer_child(store, t)  # done: each completion waits in k1's inbox
+    closed = await store.close_stale_tasks(T0 + 50, "too old")
+    assert [t.id for t in closed] == ["old"]
+    stored = await store.get_task("old")
+    assert stored is not None and stored.status == "closed"
+    (claim,) = await store.claim_sessions("w9", 10, 30.0, 5)
+    assert [i.inbound.delivery_id for i in claim.items] == ["task-done:young"], "the old one never runs"

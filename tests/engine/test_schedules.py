@@ -186,3 +186,35 @@ async def test_help_lists_the_schedule_commands(make_harness: MakeHarness, wait:
     (text,) = await replies(h, wait, 1)
     for name in ("/remind", "/every", "/schedules"):
         assert name in text
+
+
+class BreaksOn:
+    """The real admission, except that one schedule's firing raises (a bug, at the seam)."""
+
+    def __init__(self, admission: Any, schedule_id: str) -> None:
+        self._admission = admission
+        self._id = schedule_id
+
+    async def admit_internal(self, inbound: Any, key: Any = None, *, check_sender: bool = False) -> Any:
+        if inbound.payload["schedule"]["id"] == self._id:
+            raise RuntimeError("a bug")
+        return await self._admission.admit_internal(inbound, key, check_sender=check_sender)
+
+    def key_for_source(self, source: Source) -> str:
+        return str(self._admission.key_for_source(source))
+
+
+async def test_a_firing_that_fails_unexpectedly_is_logged_and_skipped_and_the_next_still_fires(
+    make_harness: MakeHarness, caplog: Any
+) -> None:
+    h = await make_harness(agent="echo")
+    target = ScheduleTarget(Source(PLATFORM, "c1", user_id="u1"), None)
+    await h.store.save_schedule(Schedule("bad", "every", "60", "boom", target, "config", 1000.0, 0.0))
+    await h.store.save_schedule(Schedule("good", "every", "60", "fine", target, "config", 1000.0, 0.0))
+    runner = ScheduleRunner(h.store, BreaksOn(h.admission, "bad"), h.delivery.wake, clock=Clock(1000.0))
+    with caplog.at_level(logging.WARNING):
+        assert await runner.run_due() == 2
+    assert "schedule bad: the firing at 1970-01-01T00:16:40Z failed and is skipped" in caplog.text
+    assert schedule_firings(h) == ["schedule:good:1970-01-01T00:16:40Z"]
+    stored = await h.store.get_schedule("bad")
+    assert stored is not None and stored.next_fire_at == 1060.0, "skipped, not retried forever"

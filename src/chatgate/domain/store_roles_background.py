@@ -80,5 +80,6 @@ class Tasks(Protocol):
 
     async def close_stale_tasks(self, created_before: float, note: str) -> list[TaskRecord]:
         """Close (terminally, never re-run) every running ``delegate`` task created before the
-        cutoff, cancelling its child's items; returns those it closed."""
+        cutoff, cancelling its child's items, and every completion of such a task still waiting
+        in its parent's inbox; returns the tasks it closed."""
         ...

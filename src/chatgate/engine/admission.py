@@ -188,7 +188,10 @@ class Admission:
         if check_sender and (denied := await self._authz.authorize(source)) is not None:
             raise self._refuse(source.platform, "unauthorized", denied)
         key = key or await self._key_for(source)
-        result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
+        try:
+            result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
+        except UnicodeEncodeError as exc:  # a lone surrogate (a JSON escape) cannot be stored as UTF-8
+            raise self._refuse(source.platform, "invalid_text", f"not valid Unicode: {exc}") from exc
         if result.new:
             self._metrics.admitted.labels(source.platform).inc()
             self._on_queued(key)

@@ -142,6 +142,9 @@ class ScheduleRunner:
             except StoreUnavailable as exc:
                 log.warning("schedules: the store is unavailable (%s); retrying", exc)
                 delay = self._settings.retry_seconds
+            except Exception:  # e.g. a row that no longer reads: keep the runner alive, look again later
+                log.exception("schedules: a pass failed; trying again in %.0f s", self._settings.max_sleep)
+                delay = self._settings.max_sleep
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), delay)
@@ -170,6 +173,15 @@ class ScheduleRunner:
         except ScheduleError as exc:
             log.error("schedule %s cannot compute its next firing (%s); it stops", schedule.id, exc)
             nxt = None
+        try:
+            await self._deliver(schedule, at, now)
+        except StoreUnavailable:
+            raise  # not advanced: the same firing is tried again when the store is back
+        except Exception:  # a bug or bad data must not stop every schedule: this firing is skipped
+            log.exception("schedule %s: the firing at %s failed and is skipped", schedule.id, firing_time(at))
+        await self._store.advance_schedule(schedule.id, at, nxt)
+
+    async def _deliver(self, schedule: Schedule, at: float, now: float) -> None:
         route = await self._route(schedule.target)
         if route is None:
             log.warning(
@@ -182,7 +194,6 @@ class ScheduleRunner:
             await self._post(schedule, at, *route)
         else:
             await self._admit(schedule, at, now, *route)
-        await self._store.advance_schedule(schedule.id, at, nxt)
 
     async def _route(self, target: ScheduleTarget) -> tuple[Source, str] | None:
         return await resolve_target(target, self._store, self._admission.key_for_source)

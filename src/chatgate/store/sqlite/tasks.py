@@ -97,6 +97,8 @@ def cancel_task(conn: sqlite3.Connection, task_id: str, note: str, now: float) -
 
 
 def close_stale_tasks(conn: sqlite3.Connection, before: float, note: str, now: float) -> list[TaskRecord]:
+    """Running delegated tasks dispatched before the cutoff, and completions of such tasks still
+    waiting in their parent's inbox: closed, so neither the child nor the parent runs them."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM tasks WHERE kind = 'delegate' AND status = 'running' AND created_at < ?",
         (before,),
@@ -105,6 +107,21 @@ def close_stale_tasks(conn: sqlite3.Connection, before: float, note: str, now: f
     for task in (_row(r) for r in rows):
         _end(conn, task, "closed", note, now)
         closed.append(replace(task, status="closed", note=note, finished_at=now))
+    waiting = conn.execute(
+        "SELECT seq, delivery_id FROM inbox WHERE transport = ? AND delivery_id LIKE 'task-done:%'"
+        " AND status = 'queued' AND claimed_by IS NULL",
+        (TASK_TRANSPORT,),
+    ).fetchall()
+    for seq, delivery_id in waiting:
+        pending = get_task(conn, str(delivery_id).removeprefix("task-done:"))
+        if pending is None or pending.created_at >= before:
+            continue
+        conn.execute(
+            "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ? WHERE seq = ?",
+            (now, f"closed: {note}"[:80], seq),
+        )
+        conn.execute("UPDATE tasks SET status = 'closed', note = ? WHERE id = ?", (note[:200], pending.id))
+        closed.append(replace(pending, status="closed", note=note))
     return closed
 
 
