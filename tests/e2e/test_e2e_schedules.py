@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from chatgate.domain.schedules import firing_time
 from support.procs import GatewayProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -91,9 +92,14 @@ async def test_a_schedule_killed_mid_run_catches_up_once_then_fires_on_time(tmp_
     slots = [s for s, _, _ in before]
     assert slots == [slots[0] + INTERVAL * i for i in range(len(slots))], "on the grid before the kill"
     assert len(everything) == len(before) + len(after), "nothing admitted while the gateway was down"
-    catch_up, *on_time = [s for s, _, _ in after]
-    assert catch_up == slots[-1] + INTERVAL, "the one catch-up firing is the first slot missed"
-    assert catch_up < restart_at
+    late = [s for s, _, _ in after if s < restart_at]
+    on_time = [s for s, _, _ in after if s > restart_at]
+    assert len(late) + len(on_time) == len(after)
+    # The one catch-up firing is the first slot missed. (Only a kill that fell between a firing's
+    # admission and the record of it leaves none: the restart then re-admits that same slot, which
+    # the store recognizes as a duplicate, and that stands for the catch-up.)
+    redelivered = f"the firing at {firing_time(slots[-1])} was admitted before" in gateway.logs()
+    assert late == [slots[-1] + INTERVAL] or (late == [] and redelivered), (late, slots[-1])
     missed = [s for s in range(int(slots[-1]) + INTERVAL, int(restart_at), INTERVAL)]
     assert len(missed) >= 2, f"the downtime spanned several slots ({missed}; killed at {killed_at})"
     assert all(s > restart_at for s in on_time), "no slot missed while down fired again"
