@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from chatgate.domain.schedules import Schedule, ScheduleTarget
 from chatgate.domain.source import Source
 from chatgate.engine.authz import PlatformAccess
-from chatgate.engine.schedules import ScheduleRunner
+from chatgate.engine.schedules import ScheduleRunner, configured
 from support.engine_harness import PLATFORM
 
 if TYPE_CHECKING:
@@ -218,3 +218,24 @@ async def test_a_firing_that_fails_unexpectedly_is_logged_and_skipped_and_the_ne
     assert schedule_firings(h) == ["schedule:good:1970-01-01T00:16:40Z"]
     stored = await h.store.get_schedule("bad")
     assert stored is not None and stored.next_fire_at == 1060.0, "skipped, not retried forever"
+
+
+async def test_config_sync_adds_changes_and_removes_only_config_schedules(make_harness: MakeHarness) -> None:
+    h = await make_harness()
+    source = Source(PLATFORM, "ops")
+    a = Schedule("config:a", "every", "60", "a", ScheduleTarget(source, None), "config", None, 0.0)
+    b = Schedule(
+        "config:b", "cron", "0 9 * * *", "b", ScheduleTarget(None, "agent:main:x"), "config", None, 0.0
+    )
+    mine = Schedule("c1c1c1c1", "once", "5000", "mine", ScheduleTarget(source, "k"), "chat", 5000.0, 0.0)
+    await h.store.save_schedule(mine)
+    runner = runner_for(h, Clock(1000.0))
+    await runner.sync_config(configured([a, b], h.admission.key_for_source, 1000.0))
+    stored_a = await h.store.get_schedule("config:a")
+    assert stored_a is not None and stored_a.next_fire_at == 1060.0
+    assert stored_a.target.session_key == h.admission.key_for_source(source), "a chat target gets its key"
+    later = configured([a], h.admission.key_for_source, 2000.0)  # b removed from the config, a unchanged
+    await runner.sync_config(later)
+    assert [s.id for s in await h.store.list_schedules()] == ["c1c1c1c1", "config:a"]
+    again = await h.store.get_schedule("config:a")
+    assert again is not None and again.next_fire_at == 1060.0, "unchanged: its due firing is kept"
