@@ -194,6 +194,7 @@ class DelegateTool:
     def __init__(self, desk: TaskDesk, ctx: ToolContext) -> None:
         self._desk = desk
         self._ctx = ctx
+        self._asked: dict[str, int] = {}
 
     def specs(self) -> tuple[dict[str, Any], ...]:
         return (DELEGATE_TOOL_SCHEMA,)
@@ -202,9 +203,12 @@ class DelegateTool:
         prompt = call.arguments.get("task")
         if not isinstance(prompt, str):
             return ToolResult(call.call_id, "delegate needs a string argument 'task'", "error")
-        # The seed is the call within its turn's item: a resumed turn making the same call
-        # finds the task it started before the crash instead of starting a second one.
-        seed = f"delegate\0{self._ctx.session_key}\0{self._ctx.inbox_seq}\0{call.call_id}"
+        # The seed is the task within its turn's item (the n-th time this turn delegates this
+        # text), not the provider's call id: a turn resumed after a crash that delegates the same
+        # work again finds the task it started before instead of starting a second one.
+        n = self._asked.get(prompt.strip(), 0)
+        self._asked[prompt.strip()] = n + 1
+        seed = f"delegate\0{self._ctx.session_key}\0{self._ctx.inbox_seq}\0{prompt.strip()}\0{n}"
         try:
             task = await self._desk.start(
                 "delegate", seed, self._ctx.session_key, self._ctx.source, prompt, self._ctx.reply_to
