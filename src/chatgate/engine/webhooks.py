@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -24,6 +25,8 @@ from chatgate.engine.replies import reply_draft
 from chatgate.engine.schedules import InternalAdmission, resolve_target
 
 log = logging.getLogger(__name__)
+
+REFUSAL_LOG_SECONDS = 10.0
 
 
 class HookStore(Transcript, OutboxNotices, Protocol):
@@ -66,11 +69,26 @@ class Webhooks:
         store: HookStore,
         admission: InternalAdmission,
         on_outbox: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.routes = dict(routes)
         self._store = store
         self._admission = admission
         self._on_outbox = on_outbox
+        self._clock = clock
+        self._refusals: dict[str, tuple[float, int]] = {}
+        """Per route: when a refusal was last logged, and how many were not logged since."""
+
+    def _log_refusal(self, route: str) -> None:
+        """One line per route per ``REFUSAL_LOG_SECONDS`` with the count: strangers cannot flood the log."""
+        now = self._clock()
+        last, unlogged = self._refusals.get(route, (float("-inf"), 0))
+        if now - last < REFUSAL_LOG_SECONDS:
+            self._refusals[route] = (last, unlogged + 1)
+            return
+        more = f"; {unlogged} more since the last such line" if unlogged else ""
+        log.warning("webhook %s: refused a request with a missing or wrong secret (401)%s", route, more)
+        self._refusals[route] = (now, 0)
 
     def authentic(self, route: HookRoute, headers: Mapping[str, str], body: bytes) -> bool:
         if route.auth == "bearer":
@@ -82,7 +100,7 @@ class Webhooks:
     async def receive(self, route: HookRoute, headers: Mapping[str, str], body: bytes) -> HookAnswer:
         """``headers`` with lower-case names; ``body`` already bounded by ``max_body_bytes``."""
         if not self.authentic(route, headers, body):
-            log.warning("webhook %s: refused a request with a missing or wrong secret (401)", route.name)
+            self._log_refusal(route.name)
             return _error(401, "unauthorized", f"sign the body as route {route.name!r} is configured to")
         delivery = (headers.get(route.delivery_header.lower()) or "").strip()
         if not delivery or len(delivery) > MAX_DELIVERY_ID:
