@@ -20,6 +20,8 @@ from chatgate.domain.store_roles import (
 from chatgate.domain.turns import TurnOutcome
 from chatgate.store.base import Store
 from contract.kit import T0, approval, covers, draft, put_outbox, req, texts
+from contract.test_schedules_contract import schedule
+from contract.test_tasks_contract import first, task
 from support.store_values import outcome
 
 
@@ -102,6 +104,19 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "list_api_keys": lambda s: s.list_api_keys(),
     "revoke_api_key": lambda s: s.revoke_api_key("0123456789ab", T0),
     "api_exchange": lambda s: s.api_exchange("webchat", "d1"),
+    "save_schedule": lambda s: s.save_schedule(schedule()),
+    "get_schedule": lambda s: s.get_schedule("s1"),
+    "list_schedules": lambda s: s.list_schedules(),
+    "due_schedules": lambda s: s.due_schedules(T0, 10),
+    "next_schedule_at": lambda s: s.next_schedule_at(),
+    "advance_schedule": lambda s: s.advance_schedule("s1", T0, None),
+    "pause_schedule": lambda s: s.pause_schedule("s1", True),
+    "delete_schedule": lambda s: s.delete_schedule("s1"),
+    "start_task": lambda s: s.start_task(task(), first(task())),
+    "get_task": lambda s: s.get_task("t1"),
+    "list_tasks": lambda s: s.list_tasks("k1"),
+    "cancel_task": lambda s: s.cancel_task("t1", "x"),
+    "close_stale_tasks": lambda s: s.close_stale_tasks(T0, "x"),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

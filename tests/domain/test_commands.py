@@ -80,8 +80,17 @@ def test_help_text_lists_every_command_with_its_summary() -> None:
     assert len(lines) == 1 + len(CONTROL_COMMANDS)
 
 
-def test_control_commands_are_exactly_help_new_stop_status_approve_deny() -> None:
-    assert [spec.name for spec in CONTROL_COMMANDS] == ["help", "new", "stop", "status", "approve", "deny"]
+def test_control_commands_are_exactly_the_documented_ones() -> None:
+    assert [spec.name for spec in CONTROL_COMMANDS] == [
+        "help", "new", "stop", "status", "approve", "deny", "remind", "every", "bg", "tasks", "cancel",
+        "schedules",
+    ]  # fmt: skip
+
+
+def test_schedule_commands_take_their_arguments() -> None:
+    assert parse_command("/remind 10m stretch") == Command("remind", "10m stretch")
+    assert parse_command("/every 0 9 * * 1-5 standup") == Command("every", "0 9 * * 1-5 standup")
+    assert parse_command("/Schedules delete ab12cd34") == Command("schedules", "delete ab12cd34")
 
 
 def test_approve_takes_its_tier_as_args() -> None:

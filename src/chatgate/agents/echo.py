@@ -2,7 +2,7 @@
 
 A turn input starting with ``!sh `` is a tool request instead: every line that starts
 with ``!sh `` becomes one shell call, in order, so tests and demos can drive tool calls
-and approvals without a model.
+and approvals without a model. ``!delegate <task>`` is one ``delegate`` call.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from chatgate.agents.base import (
 )
 
 SHELL_PREFIX = "!sh "
+DELEGATE_PREFIX = "!delegate "
 TOOLS_DISABLED = "tools are not enabled for this agent"
 
 
@@ -56,6 +57,10 @@ class EchoAgent:
         self._chunk = chunk_chars
 
     async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+        if request.model_input.strip().startswith(DELEGATE_PREFIX):
+            async for event in self._delegate(request, request.model_input.strip()[len(DELEGATE_PREFIX) :]):
+                yield event
+            return
         commands = shell_commands(request.model_input)
         if commands is not None:
             async for event in self._run_commands(request, commands):
@@ -86,6 +91,17 @@ class EchoAgent:
             return
         # Several results: label each with its command so a reader can tell them apart.
         yield Final("\n\n".join(f"$ {c}\n{r}" for c, r in zip(commands, contents, strict=True)))
+
+    async def _delegate(self, request: AgentRequest, task: str) -> AsyncIterator[AgentEvent]:
+        """``!delegate <task>``: one ``delegate`` tool call, answered with the tool's result."""
+        if request.tools is None:
+            yield Final(TOOLS_DISABLED)
+            return
+        call = ToolCall(call_id="echo-delegate", name="delegate", arguments={"task": task.strip()})
+        yield ToolStarted(call)
+        result = await call_tool(request.tools, call)
+        yield ToolFinished(result)
+        yield Final(result.content)
 
     async def aclose(self) -> None:
         return None

@@ -19,7 +19,7 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, service
+from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, schedules_cli, service
 from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
@@ -256,6 +256,11 @@ def cmd_pairing(args: argparse.Namespace) -> int:
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    config = _load(args)
+    return schedules_cli.cmd_schedules(args, config, resolve_state_dir(args.state_dir, config))
+
+
 GUIDE = """\
 chatgate {version}: a durable chat gateway for AI agents.
 
@@ -268,6 +273,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
   chatgate api-key create      a bearer key for the OpenAI-compatible API (platforms.api, docs/api.md)
+  chatgate schedules list      schedules and their next firing (pause|resume|delete ID)
   chatgate --help              every command; chatgate COMMAND --help for its options
 
 State lives in {state_dir} unless --state-dir or state_dir says otherwise.
@@ -281,16 +287,10 @@ def _log_level(value: str) -> str:
     return level
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
-    parser.add_argument("--version", action="version", version=f"chatgate {__version__}")
-    sub = parser.add_subparsers(dest="command")
-
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="YAML config file (default: built-in defaults)")
-        p.add_argument("--state-dir", help="where the database lives (env CHATGATE_STATE_DIR)")
-
-    init_wizard.add_parser(sub, init_wizard.cmd_init)
+def _add_run_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: Callable[[argparse.ArgumentParser], None],
+) -> None:
     run = sub.add_parser("run", help="run the gateway")
     common(run)
     run.add_argument("--port", type=int, help="HTTP port for the web chat, health and metrics")
@@ -312,6 +312,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
     )
     run.set_defaults(func=cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
+    parser.add_argument("--version", action="version", version=f"chatgate {__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", help="YAML config file (default: built-in defaults)")
+        p.add_argument("--state-dir", help="where the database lives (env CHATGATE_STATE_DIR)")
+
+    init_wizard.add_parser(sub, init_wizard.cmd_init)
+    _add_run_parser(sub, common)
     sessions = sub.add_parser("sessions", help="list sessions with their last activity")
     common(sessions)
     sessions.add_argument("--limit", type=int, default=100, help="how many, most recent first")
@@ -333,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
     api_key_cli.add_parser(sub, common, cmd_api_key)
+    schedules_cli.add_parser(sub, common, cmd_schedules)
     service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"

@@ -20,6 +20,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError
 
+from chatgate.app.config_background import (
+    BackgroundConfig,
+    DelegationConfig,
+    HooksConfig,
+    SchedulesConfig,
+    hook_secret_problem,
+)
 from chatgate.app.config_errors import KeyPath, describe, fold_literal_case, parse_yaml
 from chatgate.app.config_platforms import (
     PlatformsConfig,
@@ -199,6 +206,10 @@ class GatewayConfig(BaseSettings):
     tools: ToolsConfig = ToolsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     pairing: PairingConfig = PairingConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
+    hooks: HooksConfig = HooksConfig()
+    background: BackgroundConfig = BackgroundConfig()
+    delegation: DelegationConfig = DelegationConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -303,6 +314,8 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             f" API key and export it ({api.key_env or 'unset'} is not set); or use key_storage: store"
             " and `chatgate api-key create`"
         )
+    if (problem := hook_secret_problem(config.hooks, environ)) is not None:
+        raise ConfigError(problem)
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
         raise ConfigError(
             f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"

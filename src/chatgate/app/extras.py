@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chatgate.app.config import GatewayConfig
 
-EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai"}
+EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai", "schedules": "cronsim"}
 """extra name -> the top-level module it installs."""
 
 

@@ -21,6 +21,7 @@ from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
+from chatgate.app.config_background import task_settings, webhooks_for
 from chatgate.app.http import build_app
 from chatgate.app.http_guard import (
     AcceptErrorThrottle,
@@ -54,6 +55,7 @@ from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.pipeline import EngineSettings, build_engine
 from chatgate.engine.scheduler import SchedulerSettings
 from chatgate.engine.turn import TurnSettings
+from chatgate.engine.webhooks import Webhooks
 from chatgate.store.base import Store
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,12 @@ class Gateway:
         self._credential_locks: list[FileLock] = []
         for adapter in built.adapters:
             self.engine.add_adapter(adapter)
+        routes = webhooks_for(config.hooks, os.environ)
+        self.hooks = (
+            Webhooks(routes, self.store, self.engine.admission, self.engine.outbox_changed)
+            if routes
+            else None
+        )
         self.lag = LoopLagMonitor(self.metrics)
         self._started = time.monotonic()
         self._stopping = False
@@ -162,6 +170,8 @@ class Gateway:
             shell=shell,
             rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
             pairing=config.pairing.limits(),
+            schedules=config.schedules.settings(),
+            tasks=task_settings(config.background, config.delegation),
         )
 
     def _lock_credentials(self) -> None:
@@ -298,6 +308,7 @@ class Gateway:
             loopback_bind=is_loopback(http.host),
             refresh_gauges=self._refresh_gauges,
             routes=self._routes,
+            hooks=self.hooks,
         )
         uv_config = uvicorn.Config(
             app,

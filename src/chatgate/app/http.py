@@ -17,10 +17,12 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from chatgate.app.http_hooks import hook_routes
 from chatgate.app.netaddr import hostname, is_loopback
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Inbox
 from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.webhooks import Webhooks
 from chatgate.platforms.webchat.adapter import WebChatAdapter
 
 log = logging.getLogger(__name__)
@@ -116,6 +118,7 @@ def build_app(
     loopback_bind: bool = True,
     refresh_gauges: Callable[[], None] = lambda: None,
     routes: Sequence[BaseRoute] = (),
+    hooks: Webhooks | None = None,
 ) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -157,5 +160,6 @@ def build_app(
             Route("/metrics", metrics_endpoint),
             *_web_chat_routes(web, allowed_origins, loopback_bind),
             *routes,
+            *hook_routes(hooks),
         ]
     )

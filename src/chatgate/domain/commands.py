@@ -19,6 +19,12 @@ CONTROL_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("status", "show this session's state"),
     CommandSpec("approve", "run the command waiting for approval (/approve session or always: remember it)"),
     CommandSpec("deny", "do not run the command waiting for approval"),
+    CommandSpec("remind", "/remind <when> <text>: a reminder once, e.g. /remind 10m stretch"),
+    CommandSpec("every", "repeat: /every 1h stretch, or cron: /every 0 9 * * 1-5 standup"),
+    CommandSpec("bg", "/bg <prompt>: work on it in the background, post the answer here when done"),
+    CommandSpec("tasks", "list this chat's background tasks"),
+    CommandSpec("cancel", "/cancel <id>: stop a background task"),
+    CommandSpec("schedules", "list this chat's schedules (/schedules pause|resume|delete <id>)"),
 )
 
 _BY_NAME: dict[str, CommandSpec] = {

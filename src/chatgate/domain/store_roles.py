@@ -32,6 +32,8 @@ from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, Out
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles_background import Schedules as Schedules
+from chatgate.domain.store_roles_background import Tasks as Tasks
 from chatgate.domain.turns import Claim, TurnOutcome
 
 # ---------------------------------------------------------------- lifecycle
@@ -386,5 +388,7 @@ ROLES: tuple[type, ...] = (
     Pairing,
     ApiKeys,
     Exchanges,
+    Schedules,
+    Tasks,
 )
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

@@ -22,7 +22,7 @@ from chatgate.domain.source import Source, canonical_source
 from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Pairing, Transcript
 from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
 from chatgate.engine.authz import Authorizer
-from chatgate.engine.commands import COMMAND_TABLE, ControlCommand
+from chatgate.engine.commands import COMMAND_TABLE, CommandHandler, ControlCommand
 from chatgate.engine.intake import AdmissionRefused
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.pairing import PairingOffers
@@ -58,6 +58,7 @@ class Admission:
         stop_session: Callable[[str], Awaitable[None]] | None = None,
         approvals: ApprovalBroker | None = None,
         pairing: PairingLimits = PairingLimits(),
+        handlers: Mapping[str, CommandHandler] | None = None,
     ) -> None:
         self._store = store
         self._authz = authorizer
@@ -72,6 +73,11 @@ class Admission:
         self._approvals = approvals
         self._scopes = ScopeBindings(store)
         self._pairing = PairingOffers(store, pairing)
+        self._handlers = dict(handlers or {})
+
+    def add_handler(self, name: str, handler: CommandHandler) -> None:
+        """Answer command ``name`` with ``handler`` (a feature built after admission, e.g. schedules)."""
+        self._handlers[name] = handler
 
     def policy_for(self, platform: str) -> IsolationPolicy:
         return resolve_policy(platform, self._isolation, self._overrides)
@@ -149,7 +155,9 @@ class Admission:
             if entry.answers_approval and self._desk is not None:
                 result, feedback = await self._desk.command(inbound, key, command)
                 return self._admitted_inline(inbound, result, feedback)
-            return await self._control(inbound, key, entry)
+            handler = self._handlers.get(command.name)
+            text = await handler(inbound, key, command.args) if handler is not None else None
+            return await self._control(inbound, key, entry, text)
         result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
         if result.new:
             self._metrics.admitted.labels(platform).inc()
@@ -159,6 +167,39 @@ class Admission:
         else:
             self._metrics.duplicates.labels(platform).inc()
         return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
+
+    async def admit_internal(
+        self, inbound: Inbound, key: str | None = None, *, check_sender: bool = False
+    ) -> Admitted:
+        """Admit an event the gateway itself produced (a schedule's firing, a webhook, a task).
+
+        It was authorized where it came from (the operator's config, a signed request, a
+        user's command), so only ``check_sender`` asks the authorizer again (fails closed: a
+        user whose access was revoked wakes nobody). ``key`` names the session outright;
+        without it the key is derived from the source like any event's. Never a command.
+        """
+        try:
+            source = canonical_source(inbound.source)
+        except ValueError as exc:
+            raise self._refuse(inbound.source.platform, "invalid_source", str(exc)) from exc
+        if not inbound.delivery_id or len(inbound.text) > MAX_TEXT_CHARS:
+            raise self._refuse(source.platform, "invalid_event", "empty delivery id or text too long")
+        inbound = replace(inbound, source=source)
+        if check_sender and (denied := await self._authz.authorize(source)) is not None:
+            raise self._refuse(source.platform, "unauthorized", denied)
+        key = key or await self._key_for(source)
+        try:
+            result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
+        except UnicodeEncodeError as exc:  # a lone surrogate (a JSON escape) cannot be stored as UTF-8
+            raise self._refuse(source.platform, "invalid_text", f"not valid Unicode: {exc}") from exc
+        if result.new:
+            self._metrics.admitted.labels(source.platform).inc()
+            self._on_queued(key)
+        return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
+
+    def key_for_source(self, source: Source) -> str:
+        """The session key an event from ``source`` gets (the contract key; see ``_key_for``)."""
+        return session_key(canonical_source(source), self.policy_for(source.platform), self._profile)
 
     async def _tell_if_waiting_for_approval(self, inbound: Inbound, key: str) -> None:
         """Words are not an answer: say so at once, instead of leaving the sender to wait for a timeout.
@@ -220,8 +261,11 @@ class Admission:
         log.warning("admission refused", extra={"platform": platform, "code": code, "reason": message})
         return AdmissionRefused(code, message)
 
-    async def _control(self, inbound: Inbound, key: str, command: ControlCommand) -> Admitted:
-        text = await command.reply(key, self._store)
+    async def _control(
+        self, inbound: Inbound, key: str, command: ControlCommand, text: str | None = None
+    ) -> Admitted:
+        if text is None:
+            text = await command.reply(key, self._store)
         reply = command_reply(inbound, key, text)
         request = AdmitRequest(
             inbound=inbound,

@@ -11,10 +11,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from chatgate.domain.commands import CONTROL_COMMANDS, CommandSpec, help_text
+from chatgate.domain.inbound import Inbound
 from chatgate.domain.store_roles import Transcript
 
 Reply = Callable[[str, Transcript], Awaitable[str]]
 """(session key, transcript) → the reply text; ``{cancelled}`` is filled in by the store."""
+
+CommandHandler = Callable[[Inbound, str, str], Awaitable[str]]
+"""(the command's event, its session key, its arguments) → the reply text: a command whose
+feature is built after admission (schedules, background tasks). It may write (idempotently, by
+the event's delivery id: a redelivered command reaches it again) before the command commits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +53,8 @@ async def _status(session_key: str, transcript: Transcript) -> str:
     return "\n".join(lines)
 
 
+_NO_SCHEDULES = "Schedules are not enabled on this gateway (schedules.enabled: false)."
+_NO_TASKS = "Background tasks are not enabled on this gateway (background.enabled: false)."
 _NO_APPROVALS = "No approval is waiting in this chat (tools that need approval are not enabled here)."
 _BEHAVIOUR: dict[str, tuple[Reply, bool, bool, bool]] = {
     # name: (reply, stops, resets, answers_approval)
@@ -56,6 +64,12 @@ _BEHAVIOUR: dict[str, tuple[Reply, bool, bool, bool]] = {
     "status": (_status, False, False, False),
     "approve": (_fixed(_NO_APPROVALS), False, False, True),
     "deny": (_fixed(_NO_APPROVALS), False, False, True),
+    "remind": (_fixed(_NO_SCHEDULES), False, False, False),
+    "every": (_fixed(_NO_SCHEDULES), False, False, False),
+    "schedules": (_fixed(_NO_SCHEDULES), False, False, False),
+    "bg": (_fixed(_NO_TASKS), False, False, False),
+    "tasks": (_fixed(_NO_TASKS), False, False, False),
+    "cancel": (_fixed(_NO_TASKS), False, False, False),
 }
 
 COMMAND_TABLE: Mapping[str, ControlCommand] = {

@@ -9,11 +9,12 @@ itself as their events port; it forwards to the stage once that exists.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from chatgate.agents.base import Agent
+from chatgate.agents.base import Agent, ToolRunner
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.pairing import PairingLimits
@@ -26,24 +27,31 @@ from chatgate.domain.store_roles import (
     Lifecycle,
     Outbox,
     Pairing,
+    Schedules,
+    Tasks,
     Transcript,
 )
 from chatgate.engine.admission import Admission
-from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools
+from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools, ToolContext
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter, group_classifier
 from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
+from chatgate.engine.schedule_commands import ScheduleCommands
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
+from chatgate.engine.schedules import ScheduleRunner, ScheduleSettings, configured
+from chatgate.engine.tasks import CombinedTools, TaskDesk, TaskSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 
 
-class EngineStore(Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Protocol):
+class EngineStore(
+    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Schedules, Tasks, Protocol
+):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
 
@@ -65,6 +73,10 @@ class EngineSettings:
     """Per platform, the operator's rate limits over the adapter's declared ones."""
     pairing: PairingLimits = PairingLimits()
     """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
+    schedules: ScheduleSettings | None = field(default_factory=ScheduleSettings)
+    """The schedule runner and the chat's schedule commands; None turns both off."""
+    tasks: TaskSettings | None = field(default_factory=TaskSettings)
+    """Background tasks (``/bg``) and, with ``delegation``, the agent's ``delegate`` tool."""
 
 
 class Engine:
@@ -104,6 +116,7 @@ class Engine:
         )
         self.intake = EngineIntake(self.admission, store, metrics)
         self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
+        self.tasks = self._build_tasks(settings.tasks)
         self.runner = TurnRunner(
             store,
             agent,
@@ -112,7 +125,7 @@ class Engine:
             settings.turns,
             self.budget,
             on_preview=self._count_preview,
-            tools=self.tools.for_turn if self.tools is not None else None,
+            tools=self._tools_factory(),
             owner=settings.owner,
             on_outbox=self.outbox_changed,
             typist=self.typist,
@@ -120,6 +133,43 @@ class Engine:
         self.scheduler = Scheduler(
             store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed
         )
+        self.schedules = self._build_schedules(settings.schedules)
+
+    def _build_tasks(self, settings: TaskSettings | None) -> TaskDesk | None:
+        if settings is None:
+            return None
+        desk = TaskDesk(self.store, self.session_queued, self.stop_session, settings)
+        if settings.commands:
+            self.admission.add_handler("bg", desk.bg)
+            self.admission.add_handler("tasks", desk.list)
+            self.admission.add_handler("cancel", desk.cancel_command)
+        return desk
+
+    def _tools_factory(self) -> Callable[[ToolContext], ToolRunner] | None:
+        """Each turn's tools: the shell (behind approvals) and ``delegate``, whichever are on.
+        A task's own child session gets no ``delegate``: a sub-agent does not fan out further."""
+        shell, desk = self.tools, self.tasks
+        delegate = desk if desk is not None and desk.settings.delegation else None
+        if shell is None and delegate is None:
+            return None
+
+        def for_turn(ctx: ToolContext) -> ToolRunner:
+            runners = [shell.for_turn(ctx)] if shell is not None else []
+            if delegate is not None and ":task:" not in ctx.session_key:
+                runners.append(delegate.for_turn(ctx))
+            return runners[0] if len(runners) == 1 else CombinedTools(runners)
+
+        return for_turn
+
+    def _build_schedules(self, settings: ScheduleSettings | None) -> ScheduleRunner | None:
+        if settings is None:
+            return None
+        runner = ScheduleRunner(self.store, self.admission, self.outbox_changed, settings)
+        commands = ScheduleCommands(self.store, runner, settings.limits)
+        self.admission.add_handler("remind", commands.remind)
+        self.admission.add_handler("every", commands.every)
+        self.admission.add_handler("schedules", commands.manage)
+        return runner
 
     # ------------------------------------------------------------ events port
 
@@ -156,20 +206,31 @@ class Engine:
         released = await self.store.recover(self.settings.owner)
         if released:
             log.warning("resuming %d session(s) a previous gateway left unfinished", released)
+        if self.tasks is not None:
+            await self.tasks.close_stale()
+        if self.schedules is not None and self.settings.schedules is not None:
+            jobs = configured(self.settings.schedules.jobs, self.admission.key_for_source, time.time())
+            await self.schedules.sync_config(jobs)
         # Before any turn runs: a prompt left open by the old process has no one waiting on it.
         return await self.approvals.recover()
 
     def start(self) -> None:
         self.delivery.start()
         self.scheduler.start()
+        if self.schedules is not None:
+            self.schedules.start()
 
     async def drain(self, turns_budget: float) -> bool:
         """Shutdown, first half: no answer can arrive now; let running turns finish within the budget."""
+        if self.schedules is not None:
+            await self.schedules.stop()  # no new firings while the turns drain
         await self.approvals.begin_shutdown()
         return await self.scheduler.drain(turns_budget)
 
     async def stop(self, close_budget: float, flush_budget: float) -> None:
         """Shutdown, second half: stop turns (unfinished ones go back to the queue), flush the outbox."""
+        if self.schedules is not None:
+            await self.schedules.stop()
         await self.scheduler.stop()
         await self.approvals.close(close_budget)
         await self.delivery.flush(flush_budget)

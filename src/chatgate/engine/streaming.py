@@ -149,10 +149,11 @@ class StreamConsumer:
             await self._maybe_type()
             await asyncio.sleep(self._typing_every)
 
-    async def update(self, text: str) -> None:
-        """The reply so far; called on every delta."""
+    async def update(self, text: str, *, force: bool = False) -> None:
+        """The reply so far; called on every delta. ``force``: a status change (a tool started or
+        finished) is shown now rather than at the next interval (still within the rate budget)."""
         now = time.monotonic()
-        if now - self._last_update < self._interval:
+        if now - self._last_update < self._interval and not force:
             await self._maybe_type()
             return
         if self._silence and self._silence.startswith(text.strip()):

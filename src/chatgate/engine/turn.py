@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -22,25 +23,29 @@ from chatgate.agents.base import (
     AgentRequest,
     Final,
     TextDelta,
+    ToolCall,
     ToolFinished,
     ToolRunner,
     ToolStarted,
     TurnMessage,
 )
+from chatgate.domain.background import as_restored
 from chatgate.domain.context import render_session_context, render_turn_input
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
-from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
-from chatgate.domain.turns import Claim, TurnOutcome
+from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
+from chatgate.engine.tool_progress import finished_line, started_line, with_status
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -60,6 +65,8 @@ class TurnSettings:
     typing_delay: float = 0.5
     """Seconds a turn may show nothing before its first typing indicator (0: at once)."""
     duplicate_marker: str = "(possible repeat) "
+    tool_progress: bool = True
+    """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,16 @@ class TurnStore(Transcript, Labels, TurnJournal, Protocol):
 
 
 RESUME_NOTICE = "The gateway restarted while answering this message; answering it again."
+
+
+def is_delegated(inbound: Inbound) -> bool:
+    """A delegated child's input: its turn shows nothing in the chat and records no reply there."""
+    task = inbound.payload.get("task")
+    return isinstance(task, dict) and task.get("kind") == "delegate"
+
+
+async def _never_held() -> bool:
+    return False
 
 
 class TurnRunner:
@@ -106,6 +123,7 @@ class TurnRunner:
         self.settings = settings
         self._budget = budget or RateBudget()
         self._typist = typist
+        self._born = time.time()
 
     async def run(self, claim: Claim) -> TurnOutcome:
         items = claim.items
@@ -119,22 +137,15 @@ class TurnRunner:
         route = {REPLY_VIA_KEY: last.inbound.reply_route} if last.inbound.reply_route else {}
         adapter = self._adapters.get(source.platform)
         caps = adapter.capabilities if adapter is not None else None
+        internal = is_delegated(last.inbound)
         if max(i.crashes for i in items) >= self.settings.max_attempts:
-            text = (
-                f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
-                "while working on it, so I gave up instead of trying forever. Please send it again."
-            )
-            log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
-            finals = final_drafts(
-                source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route
-            )
-            return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
+            return self._given_up(claim, attempts, caps, route, internal)
 
         outbox: list[OutboxDraft] = []
-        hold = await self._preview_hold(claim, route, attempts)
+        hold = await self._preview_hold(claim, route, attempts) if not internal else _never_held
         request, inputs = await self._request(claim, reply_to, route)
         consumer = StreamConsumer(
-            adapter,
+            adapter if not internal else None,
             source,
             reply_to,
             self._budget,
@@ -151,6 +162,8 @@ class TurnRunner:
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
         transcript.append(HistoryEntry("assistant", reply.text))
+        if internal:  # a delegated child answers its parent's inbox (in the commit), not the chat
+            return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), (), reply.outcome)
         if self.settings.silence_marker and reply.text.strip() == self.settings.silence_marker:
             log.info("the agent chose not to reply", extra={"session_key": key, "seqs": seqs})
             return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), "silent")
@@ -166,6 +179,24 @@ class TurnRunner:
             route=route,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
+
+    def _given_up(
+        self, claim: Claim, attempts: int, caps: Capabilities | None, route: dict[str, str], internal: bool
+    ) -> TurnOutcome:
+        """The stuck-loop guard's final: the items brought the process down too often."""
+        last, key = claim.items[-1], claim.session_key
+        seqs = tuple(i.seq for i in claim.items)
+        text = (
+            f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
+            "while working on it, so I gave up instead of trying forever. Please send it again."
+        )
+        log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
+        if internal:  # the parent is told (the store forwards the apology), not the chat
+            told = (HistoryEntry("assistant", text),)
+            return TurnOutcome(key, claim.session_id, seqs, told, (), "given_up")
+        source, reply_to = last.inbound.source, last.inbound.message_ref
+        finals = final_drafts(source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route)
+        return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
     async def _resume(self, claim: Claim, route: dict[str, str]) -> Callable[[], Awaitable[bool]]:
         """Record the notice of a resumed turn now, before it shows anything; it takes over the
@@ -231,14 +262,14 @@ class TurnRunner:
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = [
-            render_turn_input(i.inbound.text, sender=i.inbound.source.user_name, shared=shared) for i in items
+            render_turn_input(self._text(i), sender=i.inbound.source.user_name, shared=shared) for i in items
         ]
         request = AgentRequest(
             system=render_session_context(source, labels, shared=shared),
             history=tuple(history),
             messages=tuple(
                 TurnMessage(
-                    text=i.inbound.text,
+                    text=self._text(i),
                     sender=i.inbound.source.user_name,
                     message_ref=i.inbound.message_ref,
                     received_at=i.inbound.received_at,
@@ -250,6 +281,13 @@ class TurnRunner:
             tools=self._tools_for(claim, source, reply_to, route),
         )
         return request, inputs
+
+    def _text(self, item: QueuedItem) -> str:
+        """A delegated task's completion admitted by an earlier process is marked restored."""
+        inbound = item.inbound
+        if "task_completion" in inbound.payload and inbound.received_at < self._born:
+            return as_restored(inbound.text)
+        return inbound.text
 
     def _tools_for(
         self, claim: Claim, source: Source, reply_to: str | None, route: dict[str, str]
@@ -303,6 +341,7 @@ class TurnRunner:
     async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str]:
         await consumer.begin()
         so_far = ""
+        calls: dict[str, ToolCall] = {}
         async for event in self._agent.stream(request):
             if isinstance(event, TextDelta):
                 so_far += event.text
@@ -316,8 +355,12 @@ class TurnRunner:
                     extra={"session_key": request.session_key, "retryable": event.retryable},
                 )  # fmt: skip
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
-            elif isinstance(event, (ToolStarted, ToolFinished)):
-                continue  # the prompt (if any) is the approval broker's; the result is in the final
+            elif isinstance(event, ToolStarted) and self.settings.tool_progress:
+                calls[event.call.call_id] = event.call
+                await consumer.update(with_status(so_far, started_line(event.call)), force=True)
+            elif isinstance(event, ToolFinished) and self.settings.tool_progress:
+                status = finished_line(calls.pop(event.result.call_id, None), event.result)
+                await consumer.update(with_status(so_far, status), force=True)
         log.warning(
             "the agent ended its stream without an answer", extra={"session_key": request.session_key}
         )

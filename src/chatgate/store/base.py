@@ -19,6 +19,8 @@ from chatgate.domain.store_roles import (
     Lifecycle,
     Outbox,
     Pairing,
+    Schedules,
+    Tasks,
     Transcript,
 )
 
@@ -35,6 +37,8 @@ class Store(
     Pairing,
     ApiKeys,
     Exchanges,
+    Schedules,
+    Tasks,
     Protocol,
 ):
     """The whole durable state of a gateway."""

@@ -83,7 +83,9 @@ async def test_a_prompt_op_carries_valid_tokens_and_a_button_press_resolves_it(
     )
     assert "Ann" in edits[0]["content"]
     sent = await world.wait_for(
-        lambda: [a for a in world.ops("send") if "exit code 0" in a["content"]], "reply"
+        # the reply edits the preview that showed the tool's status line (or is sent, if none)
+        lambda: [a for a in world.ops("send") + world.ops("edit") if "exit code 0" in a.get("content", "")],
+        "reply",
     )
     assert sent
     assert world.query("SELECT state, tier FROM approvals") == [("approved", "once")]
@@ -106,7 +108,10 @@ async def test_a_text_lane_prompt_response_denies_and_the_command_does_not_run(
     )
     await world.sim.inject_inbound(GW, answer)
     reply = await world.wait_for(
-        lambda: [a for a in world.ops("send") if "not run" in a["content"].lower()], "the denial reply"
+        lambda: [
+            a for a in world.ops("send") + world.ops("edit") if "not run" in a.get("content", "").lower()
+        ],
+        "the denial reply",
     )
     assert reply and victim.exists()
     assert world.query("SELECT state FROM approvals") == [("denied",)]

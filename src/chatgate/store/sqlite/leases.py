@@ -13,12 +13,14 @@ import json
 import sqlite3
 import time
 
+from chatgate.domain.background import TaskRecord
 from chatgate.domain.errors import LeaseLost, StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.outbox import insert_outbox
+from chatgate.store.sqlite.tasks import finish_tasks, log_finished_tasks
 from chatgate.store.sqlite.transcript import append_transcript
 
 
@@ -120,7 +122,13 @@ def _held_session_id(conn: sqlite3.Connection, owner: str, out: TurnOutcome) -> 
 
 
 def complete_turn(
-    conn: sqlite3.Connection, owner: str, out: TurnOutcome, lease_s: float, batch: int, now: float
+    conn: sqlite3.Connection,
+    owner: str,
+    out: TurnOutcome,
+    lease_s: float,
+    batch: int,
+    now: float,
+    finished: list[TaskRecord] | None = None,
 ) -> Claim | None:
     session_id = _held_session_id(conn, owner, out)
     conn.executemany(
@@ -128,6 +136,9 @@ def complete_turn(
         [(now, out.outcome, seq) for seq in out.item_seqs],
     )
     append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
+    ended = finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now)
+    if finished is not None:
+        finished[:] = ended
     for draft in out.outbox:
         insert_outbox(conn, draft, now)
     conn.execute(
@@ -241,7 +252,12 @@ class SqliteLeases(SqliteRole):
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
     ) -> Claim | None:
         now = time.time()
-        return await self._db.write(lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now))
+        finished: list[TaskRecord] = []  # refilled by each run of the write (a batch rerun too)
+        claim = await self._db.write(
+            lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now, finished)
+        )
+        log_finished_tasks(finished)  # after the commit, once
+        return claim
 
     async def abandon_turn(
         self,

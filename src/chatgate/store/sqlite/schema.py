@@ -194,6 +194,44 @@ MIGRATIONS: tuple[str, ...] = (
         revoked_at  REAL
     );
     """,
+    # 9 -> 10: schedules and tasks (issue 19): a schedule's next firing (a firing is an inbox event);
+    # background and delegated tasks with the origin their result is routed by.
+    """
+    CREATE TABLE schedules (
+        id             TEXT PRIMARY KEY,
+        origin         TEXT NOT NULL,
+        name           TEXT,
+        kind           TEXT NOT NULL,
+        spec           TEXT NOT NULL,
+        text           TEXT NOT NULL,
+        target_json    TEXT NOT NULL,
+        session_key    TEXT,
+        deliver_only   INTEGER NOT NULL DEFAULT 0,
+        paused         INTEGER NOT NULL DEFAULT 0,
+        next_fire_at   REAL,
+        last_fired_at  REAL,
+        fired          INTEGER NOT NULL DEFAULT 0,
+        created_at     REAL NOT NULL,
+        meta_json      TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
+    CREATE INDEX schedules_session ON schedules (session_key);
+    CREATE TABLE tasks (
+        id                 TEXT PRIMARY KEY,
+        kind               TEXT NOT NULL,
+        parent_key         TEXT NOT NULL,
+        parent_session_id  TEXT,
+        child_key          TEXT NOT NULL UNIQUE,
+        origin_json        TEXT NOT NULL,
+        prompt             TEXT NOT NULL,
+        created_at         REAL NOT NULL,
+        status             TEXT NOT NULL,
+        result             TEXT,
+        finished_at        REAL,
+        note               TEXT
+    );
+    CREATE INDEX tasks_parent ON tasks (parent_key, created_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,8 +1,9 @@
 """``SqliteStore``: the embedded default store, every role over one SQLite file.
 
 Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
-``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``api``, ``lifecycle``); this class only
-composes them over one ``Database`` (the writer thread, the reader pool, the file lock).
+``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``api``, ``schedules``,
+``tasks``, ``lifecycle``); this class only composes them over one ``Database`` (the writer
+thread, the reader pool, the file lock).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from chatgate.store.sqlite.leases import SqliteLeases
 from chatgate.store.sqlite.lifecycle import SqliteLifecycle
 from chatgate.store.sqlite.outbox import SqliteOutbox
 from chatgate.store.sqlite.pairing import SqlitePairing
+from chatgate.store.sqlite.schedules import SqliteSchedules
+from chatgate.store.sqlite.tasks import SqliteTasks
 from chatgate.store.sqlite.transcript import SqliteTranscript
 
 
@@ -34,6 +37,8 @@ class SqliteStore(
     SqliteLabels,
     SqlitePairing,
     SqliteApiKeys,
+    SqliteSchedules,
+    SqliteTasks,
 ):
     """The ``Store`` protocol over one SQLite file in WAL mode."""
 

@@ -1,0 +1,53 @@
+"""``POST /hooks/<route>``: the HTTP side of webhooks in (the rules are ``engine/webhooks.py``).
+
+The body is read with its bound: a ``Content-Length`` over it is refused before reading, and
+a body that streams past it is cut off there, so a sender cannot make the gateway hold more
+than ``max_body_bytes`` per request.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from chatgate.engine.webhooks import HookRoute, Webhooks
+
+log = logging.getLogger(__name__)
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None when it is longer than ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def hook_routes(hooks: Webhooks | None) -> list[BaseRoute]:
+    async def receive(request: Request) -> Response:
+        name = request.path_params["route"]
+        route: HookRoute | None = hooks.routes.get(name) if hooks is not None else None
+        if hooks is None or route is None:
+            return JSONResponse(
+                {"error": "no_route", "message": f"no webhook route {name!r}"}, status_code=404
+            )
+        body = await _bounded_body(request, route.max_body_bytes)
+        if body is None:
+            log.warning("webhook %s: refused a body over %d bytes (413)", name, route.max_body_bytes)
+            message = f"the body is over {route.max_body_bytes} bytes (hooks.routes.{name}.max_body_bytes)"
+            return JSONResponse({"error": "too_large", "message": message}, status_code=413)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        answer = await hooks.receive(route, headers, body)
+        return JSONResponse(answer.body, status_code=answer.status)
+
+    return [Route("/hooks/{route}", receive, methods=["POST"])]

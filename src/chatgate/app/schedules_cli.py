@@ -1,0 +1,82 @@
+"""``chatgate schedules list|pause ID|resume ID|delete ID``: the operator's view of schedules.
+
+Like ``chatgate pairing`` it writes beside a running gateway through a connection of its own
+(``store.sqlite.pairing.offline``); the gateway's runner reads each schedule's row when it is
+due, so a pause or delete takes effect at the next firing, without a restart. A ``config:``
+schedule deleted here comes back at the next start while the config still names it: remove it
+from the config (or pause it) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from chatgate.app.config import GatewayConfig
+from chatgate.app.pairing_cli import database_path
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.schedules import describe
+
+
+def cmd_list(path: Path) -> int:
+    from chatgate.store.sqlite import schedules as sql
+    from chatgate.store.sqlite.pairing import offline
+
+    rows = offline(path, lambda c: sql.list_schedules(c, None))
+    if not rows:
+        print("No schedules. Add one under schedules.jobs in the config, or with /remind or /every.")
+        return 0
+    for schedule in rows:
+        where = schedule.target.session_key or "(resolved at firing)"
+        print(f"{describe(schedule)}\n    origin {schedule.origin}, fired {schedule.fired}x, session {where}")
+    return 0
+
+
+def cmd_change(path: Path, verb: str, schedule_id: str) -> int:
+    from chatgate.store.sqlite import schedules as sql
+    from chatgate.store.sqlite.pairing import offline
+
+    if verb == "delete":
+        changed = offline(path, lambda c: sql.delete_schedule(c, schedule_id))
+    else:
+        changed = offline(path, lambda c: sql.pause_schedule(c, schedule_id, verb == "pause"))
+    if not changed:
+        print(f"chatgate: no schedule {schedule_id!r}; `chatgate schedules list` shows them", file=sys.stderr)
+        return 1
+    done = {"delete": "Deleted", "pause": "Paused", "resume": "Resumed"}[verb]
+    print(f"{done} schedule {schedule_id}.")
+    if verb == "delete" and schedule_id.startswith("config:"):
+        print("It is in the config: it comes back at the next start unless you remove it there.")
+    return 0
+
+
+def cmd_schedules(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
+    path = database_path(config, state_dir)
+    if not path.exists():
+        print(f"No database at {path} yet: start the gateway (chatgate run) first.")
+        return 0 if args.schedules_command == "list" else 1
+    try:
+        if args.schedules_command == "list":
+            return cmd_list(path)
+        return cmd_change(path, args.schedules_command, args.id)
+    except StoreUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: Callable[[argparse.ArgumentParser], None],
+    run: Callable[[argparse.Namespace], int],
+) -> None:
+    schedules = sub.add_parser("schedules", help="list, pause, resume or delete schedules")
+    schedules.set_defaults(func=run)
+    schedules_sub = schedules.add_subparsers(dest="schedules_command", required=True)
+    common(schedules_sub.add_parser("list", help="every schedule with its next firing"))
+    verbs = (("pause", "stop firing until resumed"), ("resume", "fire again"), ("delete", "forget"))
+    for verb, text in verbs:
+        parser = schedules_sub.add_parser(verb, help=f"{text}: chatgate schedules {verb} ID")
+        common(parser)
+        parser.add_argument("id", help="an id from `chatgate schedules list` (config:<name> for the config)")

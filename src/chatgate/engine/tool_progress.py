@@ -1,0 +1,34 @@
+"""Tool progress as one status line under the reply's preview, edited in place.
+
+A long tool call shows in the chat as the preview's last line (``⚙ shell: make test …``, then
+``⚙ shell: done``), through the same preview the reply streams in: a draft on the web chat,
+one edited message elsewhere. It is never a new message, and the final replaces the preview.
+"""
+
+from __future__ import annotations
+
+from chatgate.agents.base import ToolCall, ToolResult
+
+SUMMARY_CHARS = 60
+
+
+def _summary(call: ToolCall) -> str:
+    texts = [v for v in call.arguments.values() if isinstance(v, str) and v.strip()]
+    first = texts[0].strip().splitlines()[0] if texts else ""
+    return first if len(first) <= SUMMARY_CHARS else first[: SUMMARY_CHARS - 1] + "…"
+
+
+def started_line(call: ToolCall) -> str:
+    summary = _summary(call)
+    return f"⚙ {call.name}: {summary} …" if summary else f"⚙ {call.name} …"
+
+
+def finished_line(call: ToolCall | None, result: ToolResult) -> str:
+    name = call.name if call is not None else "tool"
+    outcome = {"ok": "done", "denied": "declined"}.get(result.status, "failed")
+    return f"⚙ {name}: {outcome}"
+
+
+def with_status(text: str, status: str) -> str:
+    """The preview: the reply so far, then the status line."""
+    return f"{text}\n\n{status}" if text.strip() else status

@@ -1,0 +1,154 @@
+"""The schedules role over SQLite (``schedules`` table, schema v10).
+
+A row holds a schedule's definition and only its *next* firing time; the firings
+themselves are inbox rows (``schedule:<id>:<time>`` delivery ids), so the table never
+grows with time. ``advance`` is a compare-and-set on the firing it records.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from chatgate.domain.schedules import Schedule, ScheduleTarget
+from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.database import SqliteRole
+
+_COLUMNS = (
+    "id, origin, name, kind, spec, text, target_json, deliver_only, paused, next_fire_at,"
+    " last_fired_at, fired, created_at, meta_json"
+)
+
+
+def _row(row: tuple[Any, ...]) -> Schedule:
+    (sid, origin, name, kind, spec, text, target, deliver, paused, nxt, last, fired, created, meta) = row
+    return Schedule(
+        id=sid,
+        kind=kind,
+        spec=spec,
+        text=text,
+        target=ScheduleTarget.from_dict(json.loads(target)),
+        origin=origin,
+        next_fire_at=nxt,
+        created_at=created,
+        deliver_only=bool(deliver),
+        paused=bool(paused),
+        last_fired_at=last,
+        fired=int(fired),
+        name=name,
+        meta=json.loads(meta),
+    )
+
+
+def get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)).fetchone()
+    return None if row is None else _row(row)
+
+
+def _insert(conn: sqlite3.Connection, s: Schedule) -> None:
+    conn.execute(
+        f"INSERT INTO schedules ({_COLUMNS}, session_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            s.id, s.origin, s.name, s.kind, s.spec, s.text, dumps(s.target.to_dict()), int(s.deliver_only),
+            int(s.paused), s.next_fire_at, s.last_fired_at, s.fired, s.created_at, dumps(s.meta),
+            s.target.session_key,
+        ),
+    )  # fmt: skip
+
+
+def save_schedule(conn: sqlite3.Connection, schedule: Schedule) -> Schedule:
+    stored = get_schedule(conn, schedule.id)
+    if stored is None:
+        _insert(conn, schedule)
+        return schedule
+    if stored.origin != "config" or schedule.origin != "config" or stored.same_definition(schedule):
+        return stored
+    conn.execute(
+        "UPDATE schedules SET name = ?, kind = ?, spec = ?, text = ?, target_json = ?, session_key = ?,"
+        " deliver_only = ?, next_fire_at = ?, meta_json = ? WHERE id = ?",
+        (
+            schedule.name, schedule.kind, schedule.spec, schedule.text, dumps(schedule.target.to_dict()),
+            schedule.target.session_key, int(schedule.deliver_only), schedule.next_fire_at,
+            dumps(schedule.meta), schedule.id,
+        ),
+    )  # fmt: skip
+    found = get_schedule(conn, schedule.id)
+    assert found is not None
+    return found
+
+
+def list_schedules(conn: sqlite3.Connection, session_key: str | None) -> list[Schedule]:
+    if session_key is None:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY created_at, id").fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM schedules WHERE session_key = ? ORDER BY created_at, id", (session_key,)
+        ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def due_schedules(conn: sqlite3.Connection, now: float, limit: int) -> list[Schedule]:
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL"
+        " AND next_fire_at <= ? ORDER BY next_fire_at, id LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def next_schedule_at(conn: sqlite3.Connection) -> float | None:
+    row = conn.execute(
+        "SELECT MIN(next_fire_at) FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL"
+    ).fetchone()
+    return None if row[0] is None else float(row[0])
+
+
+def advance_schedule(
+    conn: sqlite3.Connection, schedule_id: str, fired_at: float, next_fire_at: float | None
+) -> bool:
+    return (
+        conn.execute(
+            "UPDATE schedules SET next_fire_at = ?, last_fired_at = ?, fired = fired + 1"
+            " WHERE id = ? AND next_fire_at = ?",
+            (next_fire_at, fired_at, schedule_id, fired_at),
+        ).rowcount
+        == 1
+    )
+
+
+def pause_schedule(conn: sqlite3.Connection, schedule_id: str, paused: bool) -> bool:
+    query = "UPDATE schedules SET paused = ? WHERE id = ?"
+    return conn.execute(query, (int(paused), schedule_id)).rowcount == 1
+
+
+def delete_schedule(conn: sqlite3.Connection, schedule_id: str) -> bool:
+    return conn.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,)).rowcount == 1
+
+
+class SqliteSchedules(SqliteRole):
+    """``Schedules``: each write commits before it returns."""
+
+    async def save_schedule(self, schedule: Schedule) -> Schedule:
+        return await self._db.write(lambda c: save_schedule(c, schedule))
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        return await self._db.read(lambda c: get_schedule(c, schedule_id))
+
+    async def list_schedules(self, session_key: str | None = None) -> list[Schedule]:
+        return await self._db.read(lambda c: list_schedules(c, session_key))
+
+    async def due_schedules(self, now: float, limit: int) -> list[Schedule]:
+        return await self._db.read(lambda c: due_schedules(c, now, limit))
+
+    async def next_schedule_at(self) -> float | None:
+        return await self._db.read(next_schedule_at)
+
+    async def advance_schedule(self, schedule_id: str, fired_at: float, next_fire_at: float | None) -> bool:
+        return await self._db.write(lambda c: advance_schedule(c, schedule_id, fired_at, next_fire_at))
+
+    async def pause_schedule(self, schedule_id: str, paused: bool) -> bool:
+        return await self._db.write(lambda c: pause_schedule(c, schedule_id, paused))
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        return await self._db.write(lambda c: delete_schedule(c, schedule_id))
