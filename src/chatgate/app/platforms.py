@@ -107,6 +107,41 @@ def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> Plat
     return PlatformBuild(adapters=[adapter], credentials=[Credential("telegram", token, "bot token")])
 
 
+# ---------------------------------------------------------------- slack
+
+
+def _slack_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    slack = config.platforms.slack
+    users = frozenset(slack.allow_users)
+    return {"slack": PlatformAccess(allow_all=slack.allow_all, allow_users=users, pairing=slack.pairing)}
+
+
+def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.slack.adapter import SlackAdapter, SlackSettings
+
+    cfg = config.platforms.slack
+    bot_token = secret(os.environ, cfg.bot_token_env)
+    if not bot_token:
+        raise ConfigError(
+            f"platforms.slack.bot_token_env: environment variable {cfg.bot_token_env} is not set"
+        )
+    socket = cfg.mode == "socket"
+    settings = SlackSettings(
+        bot_token=bot_token,
+        app_token=secret(os.environ, cfg.app_token_env) if socket else None,
+        signing_secret=None if socket else secret(os.environ, cfg.signing_secret_env),
+        api_base=cfg.api_base,
+        require_mention=cfg.require_mention,
+        channels=tuple(cfg.channels),
+        free_response_channels=tuple(cfg.free_response_channels),
+        reply_in_thread=cfg.reply_in_thread,
+        gateway_command=cfg.slash_command,
+        duplicate_marker=config.delivery.duplicate_marker,
+    )
+    adapter = SlackAdapter(settings, engine.intake)
+    return PlatformBuild(adapters=[adapter], credentials=[Credential("slack", bot_token, "bot token")])
+
+
 # ---------------------------------------------------------------- relay connector
 
 
@@ -157,6 +192,7 @@ def _build_relay(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
 REGISTRY: tuple[PlatformEntry, ...] = (
     PlatformEntry("web", lambda c: c.platforms.web.enabled, _web_access, _build_web),
     PlatformEntry("telegram", lambda c: c.platforms.telegram.enabled, _telegram_access, _build_telegram),
+    PlatformEntry("slack", lambda c: c.platforms.slack.enabled, _slack_access, _build_slack),
     PlatformEntry("relay", lambda c: c.platforms.relay.enabled, _relay_access, _build_relay),
 )
 

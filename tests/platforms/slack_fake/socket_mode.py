@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,8 @@ class SocketModeServer:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _redeliverer: asyncio.Task[None] | None = None
     connected: asyncio.Event = field(default_factory=asyncio.Event)
+    on_ack: Callable[[Envelope], None] | None = None
+    """Called at each first ack, before it is recorded (a test checks what is committed then)."""
 
     def start(self) -> None:
         self._redeliverer = asyncio.create_task(self._redeliver_loop())
@@ -98,6 +101,8 @@ class SocketModeServer:
             return
         self.acks.append((envelope.envelope_id, time.monotonic() - envelope.first_sent))
         if envelope.acked_at is None:
+            if self.on_ack is not None:
+                self.on_ack(envelope)
             envelope.acked_at = time.monotonic()
             envelope.ack_payload = body.get("payload")
 

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN, BOT_USER, TEAM, next_ts
 from slack_fake.socket_mode import Envelope, SocketModeServer
 
@@ -52,6 +53,8 @@ class FakeSlack:
     socket: SocketModeServer = field(default_factory=SocketModeServer)
     calls: list[Call] = field(default_factory=list)
     messages: dict[str, list[Posted]] = field(default_factory=dict)
+    ephemerals: list[tuple[str, str, str]] = field(default_factory=list)
+    """(channel, user, text) of every chat.postEphemeral."""
     _limits: dict[str, list[tuple[float, str | None]]] = field(default_factory=dict)
     _failures: dict[str, list[str]] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
@@ -163,8 +166,10 @@ class FakeSlack:
         return posted
 
     def auth_test(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "bot",
-                "team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": False}  # fmt: skip
+        return {
+            **{"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "bot"},
+            **{"team_id": TEAM, "user_id": BOT_USER, "bot_id": "B0BOT", "is_enterprise_install": False},
+        }
 
     def connections_open(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket?ticket={self.socket.connects + 1}"}
@@ -223,6 +228,10 @@ class FakeSlack:
             posted.streaming = False
         return answer
 
+    def ephemeral(self, p: dict[str, Any]) -> dict[str, Any]:
+        self.ephemerals.append((str(p.get("channel")), str(p.get("user")), str(p.get("text"))))
+        return {"ok": True, "message_ts": next_ts()}
+
     def ok(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
 
@@ -251,6 +260,7 @@ _HANDLERS: dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]] = {
     "chat.startStream": FakeSlack.start_stream,
     "chat.appendStream": FakeSlack.append_stream,
     "chat.stopStream": FakeSlack.stop_stream,
+    "chat.postEphemeral": FakeSlack.ephemeral,
     "reactions.add": FakeSlack.ok,
     "reactions.remove": FakeSlack.ok,
 }
