@@ -57,6 +57,9 @@ class SocketModeServer:
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _redeliverer: asyncio.Task[None] | None = None
     connected: asyncio.Event = field(default_factory=asyncio.Event)
+    drop_acks: bool = False
+    """While set, acks are lost on the way (as when the process dies right after sending them)."""
+    dropped_acks: int = 0
     on_ack: Callable[[Envelope], None] | None = None
     """Called at each first ack, before it is recorded (a test checks what is committed then)."""
 
@@ -98,6 +101,9 @@ class SocketModeServer:
             return
         envelope = self.envelopes.get(str(body.get("envelope_id")))
         if envelope is None:
+            return
+        if self.drop_acks:
+            self.dropped_acks += 1
             return
         self.acks.append((envelope.envelope_id, time.monotonic() - envelope.first_sent))
         if envelope.acked_at is None:
