@@ -35,7 +35,10 @@ async def test_a_block_kit_prompt_is_answered_by_a_click_and_a_late_click_is_tol
     workdir = tmp_path / "work"
     (workdir / "x").mkdir(parents=True)
     config = slack_config(
-        fake_slack, tmp_path, tools={"enabled": True, "workdir": str(workdir)}, approvals={"timeout_seconds": 30}
+        fake_slack,
+        tmp_path,
+        tools={"enabled": True, "workdir": str(workdir)},
+        approvals={"timeout_seconds": 30},
     )
     gateway = await gateways.start(config)
     await fake_slack.socket.connected.wait()
@@ -89,7 +92,9 @@ async def test_the_assistant_status_shows_in_a_thread_and_is_skipped_without_the
     for n in range(2):
         await fake_slack.push_event(message_event("D6", "U1", f"no scope {n}", thread_ts="1700000000.000002"))
         await fake_slack.wait_for(lambda n=n: len(fake_slack.view("D6")) >= n + 1, what="the reply")
-    refused = [c for c in fake_slack.calls_of("assistant.threads.setStatus") if c.params["channel_id"] == "D6"]
+    refused = [
+        c for c in fake_slack.calls_of("assistant.threads.setStatus") if c.params["channel_id"] == "D6"
+    ]
     assert len(refused) == 1, "after missing_scope the status is not asked for again"
 
 
@@ -118,7 +123,10 @@ async def test_a_long_reply_arrives_as_ordered_parts_within_the_limit(
         ("# Title", "*Title*"),
         ("- one\n* two", "• one\n• two"),
         ("> quoted <x>", "> quoted &lt;x&gt;"),
-        ("[docs](https://ex.am/ple) [js](javascript:alert)", "<https://ex.am/ple|docs> [js](javascript:alert)"),
+        (
+            "[docs](https://ex.am/ple) [js](javascript:alert)",
+            "<https://ex.am/ple|docs> [js](javascript:alert)",
+        ),
         ("`**raw** <x>`", "`**raw** &lt;x&gt;`"),
         ("```python\nif a < b:\n    **x**\n```", "```\nif a &lt; b:\n    **x**\n```"),
         ("```\nopen fence", "```\nopen fence\n```"),

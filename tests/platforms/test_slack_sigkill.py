@@ -41,15 +41,15 @@ async def test_sigkill_between_commit_and_ack_redelivers_and_answers_once(
             timeout=60,
             what="the commit",
         )
-        await fake_slack.wait_for(lambda: fake_slack.socket.dropped_acks >= 1, timeout=30, what="the lost ack")
+        await fake_slack.wait_for(
+            lambda: fake_slack.socket.dropped_acks >= 1, timeout=30, what="the lost ack"
+        )
         await gateway.kill()
         assert envelope.acked_at is None
         fake_slack.socket.drop_acks = False
 
         burst = [
-            message_event(
-                f"C{n % 5}", f"U{1 + n % 2}", f"<@{BOT_USER}> burst {n}", channel_type="channel"
-            )
+            message_event(f"C{n % 5}", f"U{1 + n % 2}", f"<@{BOT_USER}> burst {n}", channel_type="channel")
             for n in range(25)
         ] + [message_event(f"D{10 + n % 5}", "U1", f"dm burst {n}") for n in range(25)]
         for body in burst:  # queued at "Slack" while no gateway runs
@@ -64,7 +64,8 @@ async def test_sigkill_between_commit_and_ack_redelivers_and_answers_once(
 
         def answered() -> bool:
             return all(
-                any(m.text.endswith(echo_of(text)) for m in fake_slack.view(channel)) for channel, text in expected
+                any(m.text.endswith(echo_of(text)) for m in fake_slack.view(channel))
+                for channel, text in expected
             )
 
         await fake_slack.wait_for(answered, timeout=90, what="every message answered")
