@@ -100,6 +100,7 @@ class Gateway:
         self.approvals = self.engine.approvals
         built = build_platforms(config, self.engine, self.store)
         self.web = built.web_chat
+        self._platform_routes = built.routes
         self._credentials = built.credentials
         self._credential_locks: list[FileLock] = []
         for adapter in built.adapters:
@@ -296,6 +297,7 @@ class Gateway:
             allowed_origins=frozenset(o.rstrip("/") for o in self.config.platforms.web.allowed_origins),
             loopback_bind=is_loopback(http.host),
             refresh_gauges=self._refresh_gauges,
+            platform_routes=self._platform_routes,
         )
         uv_config = uvicorn.Config(
             app,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -115,6 +115,7 @@ def build_app(
     allowed_origins: frozenset[str] = frozenset(),
     loopback_bind: bool = True,
     refresh_gauges: Callable[[], None] = lambda: None,
+    platform_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -155,5 +156,6 @@ def build_app(
             Route("/status", status_endpoint),
             Route("/metrics", metrics_endpoint),
             *_web_chat_routes(web, allowed_origins, loopback_bind),
+            *platform_routes,
         ]
     )

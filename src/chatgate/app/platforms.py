@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from starlette.routing import BaseRoute, Route
+
 from chatgate.app.config import ConfigError, GatewayConfig, secret
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.commands import CONTROL_COMMANDS
@@ -41,6 +43,8 @@ class PlatformBuild:
     credentials: list[Credential] = field(default_factory=list)
     web_chat: WebChatAdapter | None = None
     """The adapter the HTTP app serves at ``/`` and ``/ws``, if this entry has one."""
+    routes: list[BaseRoute] = field(default_factory=list)
+    """HTTP endpoints a platform receives its events on (Slack's ``/slack/events``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,10 @@ def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> Plat
 # ---------------------------------------------------------------- slack
 
 
+SLACK_EVENTS_PATH = "/slack/events"
+"""Where Slack posts events, interactions and slash commands in HTTP mode (the app's Request URL)."""
+
+
 def _slack_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
     slack = config.platforms.slack
     users = frozenset(slack.allow_users)
@@ -139,7 +147,11 @@ def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
         duplicate_marker=config.delivery.duplicate_marker,
     )
     adapter = SlackAdapter(settings, engine.intake)
-    return PlatformBuild(adapters=[adapter], credentials=[Credential("slack", bot_token, "bot token")])
+    routes: list[BaseRoute] = (
+        [] if socket else [Route(SLACK_EVENTS_PATH, adapter.http_endpoint, methods=["POST"])]
+    )
+    credentials = [Credential("slack", bot_token, "bot token")]
+    return PlatformBuild(adapters=[adapter], credentials=credentials, routes=routes)
 
 
 # ---------------------------------------------------------------- relay connector
@@ -215,5 +227,6 @@ def build_platforms(config: GatewayConfig, engine: Engine, store: Store) -> Plat
         part = entry.build(config, engine, store)
         built.adapters.extend(part.adapters)
         built.credentials.extend(part.credentials)
+        built.routes.extend(part.routes)
         built.web_chat = built.web_chat or part.web_chat
     return built

@@ -53,8 +53,12 @@ if TYPE_CHECKING:
     from slack_sdk.socket_mode.aiohttp import SocketModeClient
     from slack_sdk.socket_mode.request import SocketModeRequest
     from slack_sdk.web.async_client import AsyncWebClient
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 log = logging.getLogger(__name__)
+MAX_HTTP_BODY = 1024 * 1024
+"""Largest HTTP event body read (Slack's are a few KiB; a modal with many inputs stays far below)."""
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
 
 
@@ -205,6 +209,21 @@ class SlackAdapter:
         response = await run_async_bolt_app(self.app, req)
         await send_async_response(client, req, response, 0.0)  # acks only a 200
 
+    async def http_endpoint(self, request: Request) -> Response:
+        """HTTP mode: Bolt checks the signature and timestamp, then the listener decides the
+        status; 200 only after commit, 503 (Slack retries) when the event was not saved."""
+        from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
+        from starlette.responses import PlainTextResponse
+
+        if self.app is None or not self._accepting:
+            return PlainTextResponse("not ready", status_code=503)
+        body = await _bounded_body(request, MAX_HTTP_BODY)
+        if body is None:
+            log.warning("refused a Slack HTTP request larger than %d bytes", MAX_HTTP_BODY)
+            return PlainTextResponse("too large", status_code=413)
+        response = await self.app.async_dispatch(to_async_bolt_request(request, body))
+        return to_starlette_response(response)
+
     async def _handle(self, lane: str, body: dict[str, Any]) -> BoltResponse:
         """Decode, submit, and answer Bolt with the acknowledgement the intake's answer allows."""
         from slack_bolt.response import BoltResponse
@@ -302,6 +321,21 @@ def _channel_of(payload: dict[str, Any]) -> str:
     if isinstance(channel, dict) and isinstance(channel.get("id"), str):
         return str(channel["id"])
     return str(payload.get("channel_id") or "")
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None past ``limit`` bytes (read no further than that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _redact(text: str, settings: SlackSettings) -> str:
