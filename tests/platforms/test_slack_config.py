@@ -47,7 +47,10 @@ def test_a_token_env_that_is_not_set_names_the_variable(
 ) -> None:
     monkeypatch.delenv("MY_SLACK_APP", raising=False)
     monkeypatch.setenv("MY_SLACK_BOT", "xoxb-1")
-    text = "platforms:\n  slack:\n    enabled: true\n    bot_token_env: MY_SLACK_BOT\n    app_token_env: MY_SLACK_APP\n"
+    text = (
+        "platforms:\n  slack:\n    enabled: true\n    bot_token_env: MY_SLACK_BOT\n"
+        "    app_token_env: MY_SLACK_APP\n"
+    )
     with pytest.raises(ConfigError) as err:
         load_config(_write(tmp_path, text))
     assert "platforms.slack.app_token_env" in str(err.value) and "MY_SLACK_APP" in str(err.value)
