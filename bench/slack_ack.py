@@ -93,9 +93,12 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None, help="where the gateway's state goes (a temp dir)")
     args = parser.parse_args()
     events, channels = (100, 10) if args.quick else (args.events, args.channels)
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         result = asyncio.run(run(events, channels, Path(tmp)))
+    result["loadavg_before"], result["loadavg_after"] = list(load_before), list(os.getloadavg())
     print(json.dumps(result))
+    sys.exit(0 if result["answered_once"] else 1)
 
 
 if __name__ == "__main__":
