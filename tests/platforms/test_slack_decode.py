@@ -27,8 +27,10 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
     max_leaves=30,
 )
-KEYS = ["event_id", "event", "type", "channel", "user", "ts", "text", "thread_ts", "subtype", "bot_id",
-        "channel_type", "team_id", "trigger_id", "actions", "message", "container", "command", "channel_id"]  # fmt: skip
+KEYS = (
+    "event_id event type channel user ts text thread_ts subtype bot_id channel_type team_id trigger_id"
+    " actions message container command channel_id"
+).split()
 shaped = st.dictionaries(
     st.sampled_from(KEYS), json_values | st.dictionaries(st.sampled_from(KEYS), json_values)
 )
@@ -62,8 +64,9 @@ def test_identities_stay_in_their_own_fields() -> None:
 
 def test_a_select_keeps_every_selected_value() -> None:
     payload = block_action("C2", "U1", "6.0", "x")
-    payload["actions"][0] = {"type": "multi_static_select", "action_id": "pick", "block_id": "b",
-                             "selected_options": [{"value": "a"}, {"value": "ü"}], "action_ts": "7.0"}  # fmt: skip
+    options = [{"value": "a"}, {"value": "ü"}]
+    select = {"type": "multi_static_select", "action_id": "pick", "block_id": "b", "action_ts": "7.0"}
+    payload["actions"][0] = {**select, "selected_options": options}
     decoded = decode_interactive(payload)
     assert isinstance(decoded, Inbound) and decoded.kind == "select"
     assert decoded.payload["values"] == ["a", "ü"]
