@@ -27,10 +27,26 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
     max_leaves=30,
 )
-KEYS = (
-    "event_id event type channel user ts text thread_ts subtype bot_id channel_type team_id trigger_id"
-    " actions message container command channel_id"
-).split()
+KEYS = [
+    "event_id",
+    "event",
+    "type",
+    "channel",
+    "user",
+    "ts",
+    "text",
+    "thread_ts",
+    "subtype",
+    "bot_id",
+    "channel_type",
+    "team_id",
+    "trigger_id",
+    "actions",
+    "message",
+    "container",
+    "command",
+    "channel_id",
+]
 shaped = st.dictionaries(
     st.sampled_from(KEYS), json_values | st.dictionaries(st.sampled_from(KEYS), json_values)
 )
