@@ -135,3 +135,21 @@ async def test_a_long_reply_arrives_as_ordered_parts_within_the_limit(
 )
 def test_markdown_becomes_mrkdwn(markdown: str, mrkdwn: str) -> None:
     assert markdown_to_mrkdwn(markdown) == mrkdwn
+
+
+async def test_a_slow_reply_streams_as_chat_update_previews_of_one_message_that_becomes_the_final(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
+) -> None:
+    config = slack_config(fake_slack, tmp_path, agent={"echo": {"chunk_delay_ms": 120, "chunk_chars": 4}})
+    await gateways.start(config)
+    await fake_slack.socket.connected.wait()
+    text = "a reply slow enough to be previewed several times before it ends"
+    await fake_slack.push_event(message_event("D10", "U1", text))
+    await fake_slack.wait_for(
+        lambda: [m.text for m in fake_slack.view("D10")] == [echo_of(text)], timeout=60, what="the final"
+    )
+    [first] = [c for c in fake_slack.calls_of("chat.postMessage") if c.params.get("channel") == "D10"]
+    updates = [c for c in fake_slack.calls_of("chat.update") if c.params.get("channel") == "D10"]
+    assert first.params["text"].endswith("▍"), "the first preview has no cursor"
+    assert updates and all(c.params["text"].endswith("▍") for c in updates[:-1])
+    assert updates[-1].params["text"] == echo_of(text), "the final did not edit the preview"
