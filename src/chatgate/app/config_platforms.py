@@ -68,6 +68,9 @@ class SlackConfig(Section):
     """Channel ids where every message is for the agent, mention or not."""
     reply_in_thread: bool = True
     """A reply to a top-level channel message starts a thread on it (DMs reply in place)."""
+    streaming: bool = True
+    """Stream replies in threads with Slack's native streaming (one message that grows, then is
+    sealed with the final) where the workspace has it; otherwise, or when false, edited previews."""
     slash_command: str = Field("/chatgate", pattern=r"^/[a-z0-9_-]{1,31}$")
     """The app's slash command for the controls: ``/chatgate stop`` is ``/stop``."""
     api_base: str = Field("https://slack.com/api/", pattern=r"^https?://.+/$")

@@ -143,6 +143,7 @@ def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
         channels=tuple(cfg.channels),
         free_response_channels=tuple(cfg.free_response_channels),
         reply_in_thread=cfg.reply_in_thread,
+        streaming=cfg.streaming,
         gateway_command=cfg.slash_command,
         duplicate_marker=config.delivery.duplicate_marker,
     )

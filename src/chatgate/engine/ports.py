@@ -127,6 +127,38 @@ class EditablePlatform(Protocol):
         ...
 
 
+class StreamingPlatform(Protocol):
+    """A platform that streams a reply into one message (``capabilities.native_stream``).
+
+    The stream consumer opens the stream with the reply so far and then hands it the whole
+    reply so far at each interval (prefix-stable, never a cursor); the adapter appends what
+    is new. The stream's message id is the preview's, so the final row's
+    ``EditablePlatform.edit_message`` of it (``deliver_final``) is what seals the stream
+    with the true final text; a seal the platform refuses is ``Rejected``, and
+    ``deliver_final`` then sends the final as a plain message (it is never lost).
+    """
+
+    async def start_stream(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult: ...
+
+    async def append_stream(
+        self, chat_id: str, stream_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult: ...
+
+
+def native_streaming(adapter: object) -> StreamingPlatform | None:
+    """The adapter as a streaming platform, or None (then previews are edits with a cursor)."""
+    caps = getattr(adapter, "capabilities", None)
+    if caps is None or not getattr(caps, "native_stream", False) or not getattr(caps, "edit", False):
+        return None
+    if not callable(getattr(adapter, "start_stream", None)) or not callable(
+        getattr(adapter, "append_stream", None)
+    ):
+        return None
+    return cast(StreamingPlatform, adapter)
+
+
 def marked_text(row: OutboxRow, duplicate_marker: str) -> str:
     """A row's text as sent anew: a resend after an ambiguous send says it may be a repeat."""
     return f"{duplicate_marker}{row.text}" if row.possibly_duplicate and duplicate_marker else row.text

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.inbound import Inbound
@@ -46,6 +46,7 @@ from chatgate.platforms.slack.decode import (
     decode_interactive,
 )
 from chatgate.platforms.slack.outbound import SlackOutbound
+from chatgate.platforms.slack.streams import SlackStreams
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -74,6 +75,8 @@ class SlackSettings:
     channels: tuple[str, ...] = ()
     free_response_channels: tuple[str, ...] = ()
     reply_in_thread: bool = True
+    streaming: bool = True
+    """Stream replies natively (chat.startStream) where Slack can; otherwise edited previews."""
     gateway_command: str = "/chatgate"
     duplicate_marker: str = ""
     max_pending: int = 1024
@@ -91,24 +94,27 @@ class _Identity:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
 
+CAPABILITIES = Capabilities(
+    edit=True,
+    drafts=False,
+    buttons=True,
+    threads=True,
+    # Slack truncates text past 40,000 characters and advises 4,000; mrkdwn escapes
+    # (&amp;) lengthen the text, so the splitter aims below that.
+    max_length=3_800,
+    length_unit="chars",
+    markdown="mrkdwn",
+    typing=True,
+    # chat.update is Tier 3 (~50 a minute); chat.postMessage about one a second per channel.
+    edit_interval=1.2,
+    chat_min_interval=1.0,
+    platform_max_rate=20.0,
+    native_stream=True,
+)
+
+
 class SlackAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(
-        edit=True,
-        drafts=False,
-        buttons=True,
-        threads=True,
-        # Slack truncates text past 40,000 characters and advises 4,000; mrkdwn escapes
-        # (&amp;) lengthen the text, so the splitter aims below that.
-        max_length=3_800,
-        length_unit="chars",
-        markdown="mrkdwn",
-        typing=True,
-        # chat.update is Tier 3 (~50 a minute); chat.postMessage about one a second per channel.
-        edit_interval=1.2,
-        chat_min_interval=1.0,
-        platform_max_rate=20.0,
-    )
 
     def __init__(self, settings: SlackSettings, intake: Intake) -> None:
         self._settings = settings
@@ -116,6 +122,7 @@ class SlackAdapter:
         self._identity = _Identity()
         self._web: AsyncWebClient | None = None
         self._outbound: SlackOutbound | None = None
+        self._streams: SlackStreams | None = None
         self.app: AsyncApp | None = None
         self._socket: SocketModeClient | None = None
         self._lanes = PerKeyQueues(settings.max_pending, name="slack-intake")
@@ -123,6 +130,13 @@ class SlackAdapter:
         self._chores: set[asyncio.Task[None]] = set()
         self._accepting = True
         self._detail = "not started"
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Native streaming until Slack says the workspace has none (or the config turns it off)."""
+        streams = self._streams
+        off = not self._settings.streaming or (streams is not None and streams.supported is False)
+        return replace(CAPABILITIES, native_stream=False) if off else CAPABILITIES
 
     # ------------------------------------------------------------ lifecycle
 
@@ -134,6 +148,7 @@ class SlackAdapter:
         s = self._settings
         self._web = AsyncWebClient(token=s.bot_token, base_url=s.api_base)
         self._outbound = SlackOutbound(self._web, reply_in_thread=s.reply_in_thread)
+        self._streams = SlackStreams(self._outbound, enabled=s.streaming)
         self.app = build_bolt_app(self._web, self._handle, s.signing_secret)
         self._detail = "connecting"
         self._runner = asyncio.create_task(self._run(), name="chatgate-slack")
@@ -281,6 +296,11 @@ class SlackAdapter:
             raise RuntimeError("the Slack adapter is not started")
         return self._outbound
 
+    def _live(self) -> SlackStreams:
+        if self._streams is None:
+            raise RuntimeError("the Slack adapter is not started")
+        return self._streams
+
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
         return await deliver_final(self, row, self._settings.duplicate_marker)
 
@@ -295,7 +315,18 @@ class SlackAdapter:
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
-        return await self._out().edit_message(chat_id, message_id, text, target)
+        """An edit; of an open native stream (a final, a stopped turn), the seal (``streams.py``)."""
+        return await self._live().seal(chat_id, message_id, text, target)
+
+    async def start_stream(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        return await self._live().start(chat_id, text, target, reply_to)
+
+    async def append_stream(
+        self, chat_id: str, stream_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await self._live().append(chat_id, stream_id, text, target)
 
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         return await self._out().send_typing(chat_id, target)

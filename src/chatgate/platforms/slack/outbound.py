@@ -103,7 +103,7 @@ class SlackOutbound:
         self.status_scope = True
         """False once Slack said the app lacks ``assistant:write``: no more status calls."""
 
-    async def _call(self, method: str, repeatable: bool, **params: Any) -> DeliveryResult:
+    async def call(self, method: str, repeatable: bool, **params: Any) -> DeliveryResult:
         try:
             answer = await asyncio.wait_for(self._client.api_call(method, json=params), self._timeout)
         except (SlackApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -126,25 +126,25 @@ class SlackOutbound:
         thread = self.thread_for(chat_id, target, reply_to)
         if thread:
             params["thread_ts"] = thread
-        return await self._call("chat.postMessage", False, **params)
+        return await self.call("chat.postMessage", False, **params)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
         # An edit without blocks drops a prompt's buttons (how a resolved prompt ends).
-        return await self._call(
+        return await self.call(
             "chat.update", True, channel=chat_id, ts=message_id, text=markdown_to_mrkdwn(text), blocks=[]
         )
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
-        return isinstance(await self._call("chat.delete", True, channel=chat_id, ts=message_id), Delivered)
+        return isinstance(await self.call("chat.delete", True, channel=chat_id, ts=message_id), Delivered)
 
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         """The assistant thread status, where there is a thread and the app has the scope."""
         thread = target.get("thread_id")
         if not thread or not self.status_scope:
             return None
-        result = await self._call(
+        result = await self.call(
             "assistant.threads.setStatus", True, channel_id=chat_id, thread_ts=thread, status=STATUS_TEXT
         )
         if isinstance(result, Rejected):
@@ -162,13 +162,13 @@ class SlackOutbound:
         }
         if target.get("thread_id"):
             params["thread_ts"] = target["thread_id"]
-        return await self._call("chat.postMessage", False, **params)
+        return await self.call("chat.postMessage", False, **params)
 
     async def post_ephemeral(self, chat_id: str, user_id: str, text: str, thread: str | None) -> None:
         """Tell one person something (an approval tap that lost, a refusal); best effort."""
         params: dict[str, Any] = {"channel": chat_id, "user": user_id, "text": escape(text)}
         if thread:
             params["thread_ts"] = thread
-        result = await self._call("chat.postEphemeral", False, **params)
+        result = await self.call("chat.postEphemeral", False, **params)
         if not isinstance(result, Delivered):
             log.info("could not tell Slack user %s: %s", user_id, result)
