@@ -100,3 +100,41 @@ def test_channel_rules_decide_what_reaches_the_agent() -> None:
     assert isinstance(decode_event(plain, IntakeRules(BOT_USER, require_mention=False)), Inbound)
     mention = message_event("C9", "U1", f"<@{BOT_USER}> hi", channel_type="channel")
     assert isinstance(decode_event(mention, IntakeRules(BOT_USER, channels=("C1",))), Skip)
+
+
+def test_a_message_shortcut_quotes_its_target() -> None:
+    payload = {
+        "type": "message_action",
+        "callback_id": "summarize",
+        "trigger_id": "trig.77",
+        "team": {"id": TEAM},
+        "channel": {"id": "C3"},
+        "user": {"id": "U1", "username": "ada"},
+        "message": {"ts": "9.0", "user": "U2", "text": "the long thread head"},
+    }
+    decoded = decode_interactive(payload)
+    assert isinstance(decoded, Inbound) and decoded.kind == "context_menu"
+    assert decoded.reply_to == "9.0" and decoded.message_ref == "9.0" and decoded.delivery_id == "ix:trig.77"
+    assert decoded.payload["target"]["content"] == "the long thread head"
+    assert decoded.text.startswith("/summarize on message 9.0 by U2:")
+
+
+def test_a_modal_submission_keeps_every_input_and_needs_a_conversation() -> None:
+    values = {
+        "b1": {"title": {"type": "plain_text_input", "value": "Grüße 👋"}},
+        "b2": {"note": {"type": "plain_text_input", "value": None}},
+        "b3": {"pick": {"type": "multi_static_select", "selected_options": [{"value": "x"}, {"value": "y"}]}},
+    }
+    blocks = [{"type": "input", "block_id": "b1", "label": {"type": "plain_text", "text": "Title"}}]
+    view = {"id": "V1", "callback_id": "ticket", "state": {"values": values}, "blocks": blocks,
+            "private_metadata": '{"channel": "C4", "thread_ts": "3.0"}'}  # fmt: skip
+    payload = {"type": "view_submission", "trigger_id": "trig.88", "team": {"id": TEAM},
+               "user": {"id": "U1"}, "view": view}  # fmt: skip
+    decoded = decode_interactive(payload)
+    assert isinstance(decoded, Inbound) and decoded.kind == "modal"
+    assert decoded.source.chat_id == "C4" and decoded.source.thread_id == "3.0"
+    fields = {f["action_id"]: f for f in decoded.payload["fields"]}
+    assert fields["title"]["value"] == "Grüße 👋" and fields["title"]["label"] == "Title"
+    assert fields["note"]["value"] == "" and fields["pick"]["values"] == ["x", "y"]
+    nowhere = decode_interactive({**payload, "view": {**view, "private_metadata": ""}})
+    assert isinstance(nowhere, Undecodable) and "names no conversation" in nowhere.reason

@@ -16,6 +16,7 @@ every other conversation ``group``, and ``thread_ts`` is the thread id.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Collection
@@ -149,9 +150,14 @@ def strip_mention(text: str, bot_user_id: str) -> str:
 
 
 def decode_interactive(payload: dict[str, Any]) -> Decoded:
-    """A ``block_actions`` payload (a button or a select); other interactive types are refused."""
+    """A ``block_actions`` payload (a button or a select), a message shortcut, or a modal
+    submission that names its conversation; anything else is refused with its reason."""
     kind = payload.get("type")
     trigger = _str(payload.get("trigger_id"))
+    if kind == "message_action":
+        return decode_message_shortcut(payload)
+    if kind == "view_submission":
+        return decode_view_submission(payload)
     if kind != "block_actions":
         return _undecodable(f"unsupported interactive payload {kind!r}", trigger and f"ix:{trigger}", payload)
     actions = payload.get("actions")
@@ -236,3 +242,108 @@ def decode_command(payload: dict[str, Any], gateway_command: str = "/chatgate") 
         payload={"command": command, "text": args},
         observes_labels=False,
     )
+
+
+def decode_message_shortcut(payload: dict[str, Any]) -> Decoded:
+    """A message shortcut: the command's name and the target message, quoted in full."""
+    trigger = _str(payload.get("trigger_id"))
+    channel = _str(_dict(payload.get("channel")).get("id"))
+    message, user = _dict(payload.get("message")), _dict(payload.get("user"))
+    callback = _str(payload.get("callback_id"))
+    target_ts = _str(message.get("ts"))
+    if trigger is None or channel is None or callback is None or target_ts is None:
+        return _undecodable(
+            "message shortcut without trigger_id, channel, callback_id or message", trigger, payload
+        )
+    content = _text(message.get("text"))
+    author = _str(message.get("user")) or _str(message.get("bot_id"))
+    target = {"kind": "message", "id": target_ts, "author": {"id": author}, "content": content,
+              "files": len(message.get("files") or [])}  # fmt: skip
+    text = f"/{callback} on message {target_ts} by {author or '(unknown author)'}:\n{content or '(no text)'}"
+    return Inbound(
+        transport=TRANSPORT,
+        delivery_id=f"ix:{trigger}",
+        source=Source(
+            platform=PLATFORM,
+            chat_id=channel,
+            chat_type=chat_type_of(channel),
+            user_id=_str(user.get("id")),
+            user_name=_str(user.get("username")) or _str(user.get("name")),
+            thread_id=_str(message.get("thread_ts")),
+            scope_id=_str(_dict(payload.get("team")).get("id")),
+        ),
+        text=text[:MAX_TEXT_CHARS],
+        kind="context_menu",
+        action_id=trigger,
+        message_ref=target_ts,
+        reply_to=target_ts,
+        received_at=time.time(),
+        payload={"callback_id": callback, "target": target},
+        observes_labels=False,
+    )
+
+
+def decode_view_submission(payload: dict[str, Any]) -> Decoded:
+    """A modal's submission, every input kept (block, action, type, value or values), when the
+    view's ``private_metadata`` names the conversation (``{"channel": ..., "thread_ts": ...}``,
+    as whoever opened it set it); a modal with nowhere to answer is refused with that reason."""
+    trigger = _str(payload.get("trigger_id")) or _str(_dict(payload.get("view")).get("id"))
+    view = _dict(payload.get("view"))
+    meta = _metadata(view.get("private_metadata"))
+    channel = _str(meta.get("channel"))
+    if trigger is None or channel is None:
+        return _undecodable("modal submission that names no conversation (private_metadata.channel)",
+                            trigger and f"ix:{trigger}", payload)  # fmt: skip
+    labels = {
+        str(b.get("block_id")): _text(_dict(b.get("label")).get("text"))
+        for b in view.get("blocks") or []
+        if isinstance(b, dict)
+    }
+    fields = _view_fields(_dict(_dict(view.get("state")).get("values")), labels)
+    user = _dict(payload.get("user"))
+    callback = _str(view.get("callback_id")) or "modal"
+    lines = [f"{f['label'] or f['block_id'] + '.' + f['action_id']}: {f['value']}" for f in fields]
+    return Inbound(
+        transport=TRANSPORT,
+        delivery_id=f"ix:{trigger}",
+        source=Source(
+            platform=PLATFORM,
+            chat_id=channel,
+            chat_type=chat_type_of(channel),
+            user_id=_str(user.get("id")),
+            user_name=_str(user.get("username")) or _str(user.get("name")),
+            thread_id=_str(meta.get("thread_ts")),
+            scope_id=_str(_dict(payload.get("team")).get("id")),
+        ),
+        text="\n".join([f"/{callback} submitted:", *lines])[:MAX_TEXT_CHARS],
+        kind="modal",
+        action_id=_str(view.get("id")),
+        received_at=time.time(),
+        payload={"callback_id": callback, "view_id": view.get("id"), "fields": fields},
+        observes_labels=False,
+    )
+
+
+def _metadata(raw: object) -> dict[str, Any]:
+    if not isinstance(raw, str) or not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return _dict(value)
+
+
+def _view_fields(values: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Every input of a submitted view, in block order, empty optional ones included."""
+    fields: list[dict[str, Any]] = []
+    for block_id, actions in values.items():
+        for action_id, state in _dict(actions).items():
+            state = _dict(state)
+            value, chosen = _action_values(state)
+            plain = state.get("value")
+            shown = plain if isinstance(plain, str) else value
+            label = labels.get(str(block_id), "")
+            ids = {"block_id": str(block_id), "action_id": str(action_id), "label": label}
+            fields.append({**ids, "type": _str(state.get("type")), "value": shown, "values": chosen})
+    return fields
