@@ -209,6 +209,9 @@ class FakeSlack:
             return {"ok": False, "error": "unknown_method"}
         if not p.get("thread_ts"):
             return {"ok": False, "error": "invalid_arguments"}
+        in_channel = not str(p.get("channel", "")).startswith("D")
+        if in_channel and not (p.get("recipient_user_id") and p.get("recipient_team_id")):
+            return {"ok": False, "error": "missing_recipient_user_id"}  # Slack's rule for channels
         posted = self._post(p, str(p.get("markdown_text") or ""), streaming=True)
         return {"ok": True, "channel": posted.channel, "ts": posted.ts}
 

@@ -64,8 +64,14 @@ class SlackStreams:
     ) -> DeliveryResult:
         thread = self._out.thread_for(chat_id, target, reply_to)
         if thread and self.supported is not False:
+            # Slack needs the recipient (the author of the message being answered) in a channel.
+            recipient = {
+                key: target[field]
+                for key, field in (("recipient_user_id", "user_id"), ("recipient_team_id", "scope_id"))
+                if target.get(field)
+            }
             result = await self._out.call("chat.startStream", False, channel=chat_id, thread_ts=thread,
-                                          markdown_text=text)  # fmt: skip
+                                          markdown_text=text, **recipient)  # fmt: skip
             if isinstance(result, Delivered) and result.platform_message_id:
                 self.supported = True
                 self._remember(result.platform_message_id, _Stream(True, text))
