@@ -24,6 +24,7 @@ from chatgate.engine.ports import (
     marked_text,
     resolve_prompt_by_edit,
 )
+from chatgate.platforms.relay.drafts import RelayDrafts
 from chatgate.platforms.relay.frames import (
     DeleteAction,
     EditAction,
@@ -62,6 +63,7 @@ class RelayPlatform:
         self._hub = hub
         self.platform = platform
         self._fallback = _default_capabilities(platform)
+        self._drafts = RelayDrafts(lambda action: self._hub.request(self.platform, action))
 
     @property
     def capabilities(self) -> Capabilities:
@@ -109,9 +111,22 @@ class RelayPlatform:
         )
         return await self._hub.request(self.platform, action)
 
+    async def start_stream(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        """A ``draft`` stream (only reached when the descriptor advertises it: ``native_stream``)."""
+        return await self._drafts.start(chat_id, text, _metadata(target), reply_to)
+
+    async def append_stream(
+        self, chat_id: str, stream_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await self._drafts.append(chat_id, stream_id, text, _metadata(target))
+
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
+        if self._drafts.knows(message_id):  # an open stream: this edit (the final) seals it
+            return await self._drafts.seal(chat_id, message_id, text, _metadata(target))
         action = EditAction(chat_id=chat_id, message_id=message_id, content=text, metadata=_metadata(target))
         result = await self._hub.request(self.platform, action)
         return Delivered(message_id) if isinstance(result, Delivered) else result

@@ -51,6 +51,7 @@ from chatgate.platforms.relay.frames.incoming import (
 from chatgate.platforms.relay.frames.outgoing import (
     Action,
     DeleteAction,
+    DraftAction,
     EditAction,
     FollowUpAction,
     GoingIdleFrame,
@@ -76,6 +77,7 @@ __all__ = [
     "DeleteAction",
     "Descriptor",
     "DescriptorFrame",
+    "DraftAction",
     "EditAction",
     "FollowUpAction",
     "Forward",

@@ -72,8 +72,20 @@ class PromptAction(_Model):
     metadata: Metadata = Field(default_factory=dict)
 
 
+class DraftAction(_Model):
+    """A native stream frame (contract v1 ``draft``): cumulative ``content`` for one ``draft_id``;
+    ``final`` seals the stream with the turn's final text."""
+
+    op: Literal["draft"] = "draft"
+    chat_id: str
+    draft_id: int = Field(ge=0, lt=2**53)
+    content: str
+    final: bool = False
+    metadata: Metadata = Field(default_factory=dict)
+
+
 Action = Annotated[
-    SendAction | EditAction | TypingAction | DeleteAction | FollowUpAction | PromptAction,
+    SendAction | EditAction | TypingAction | DeleteAction | FollowUpAction | PromptAction | DraftAction,
     Field(discriminator="op"),
 ]
 
