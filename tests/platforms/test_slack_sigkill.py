@@ -1,4 +1,5 @@
-"""A real ``chatgate run`` on Socket Mode against the fake Slack, SIGKILLed between commit and ack.
+"""A real ``chatgate run`` on Socket Mode against the fake Slack: SIGKILLed between commit and ack,
+and a Block Kit approval clicked.
 
 The fake loses every ack while ``drop_acks`` is set, which is what Slack sees when the
 process dies after committing and before its ack left. After the kill the fake redelivers
@@ -12,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from slack_fake import BOT_USER, FakeSlack, message_event
+from slack_fake import BOT_USER, FakeSlack, Posted, block_action, message_event
 from slack_fake.gateway import ENV, echo_of, rows, slack_values
 
 from support.procs import GatewayProcess
@@ -83,3 +84,42 @@ async def test_sigkill_between_commit_and_ack_redelivers_and_answers_once(
     assert {s for (s,) in rows(db, "SELECT status FROM inbox")} == {"done"}
     logs = gateway.logs()
     assert all(secret not in logs for secret in ENV.values())
+
+
+async def test_a_block_kit_approval_click_is_answered_by_a_real_gateway(
+    fake_slack: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    workdir = tmp_path / "work"
+    (workdir / "x").mkdir(parents=True)
+    values = slack_values(
+        fake_slack,
+        tmp_path,
+        tools={"enabled": True, "workdir": str(workdir)},
+        approvals={"timeout_seconds": 60},
+        agent={"echo": {"chunk_delay_ms": 0}},
+    )
+    values.pop("http")
+    gateway = GatewayProcess(tmp_path, values)
+    await gateway.start()
+    try:
+        await fake_slack.wait_for(fake_slack.socket.connected.is_set, timeout=60, what="the socket")
+        await fake_slack.push_event(message_event("D1", "U1", "!sh rm -rf ./x"))
+
+        def prompt() -> Posted | None:
+            return next((m for m in fake_slack.view("D1") if m.blocks), None)
+
+        await fake_slack.wait_for(prompt, timeout=60, what="the Block Kit prompt")
+        shown = prompt()
+        assert shown is not None and shown.blocks is not None
+        [actions] = [b for b in shown.blocks if b["type"] == "actions"]
+        once = next(e["value"] for e in actions["elements"] if e["value"].endswith(":once"))
+        click = await fake_slack.push_interactive(block_action("D1", "U1", shown.ts, once))
+        await fake_slack.wait_for(lambda: not (workdir / "x").exists(), timeout=60, what="the command to run")
+        await fake_slack.wait_for(lambda: not shown.blocks, timeout=30, what="the buttons to go")
+        assert "Approved" in shown.text and click.acked_at is not None
+        assert await gateway.terminate() == 0, gateway.logs()
+    finally:
+        if gateway.proc is not None and gateway.proc.returncode is None:
+            await gateway.kill()
