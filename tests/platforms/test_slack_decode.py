@@ -17,9 +17,9 @@ from chatgate.platforms.slack.decode import (
     Skip,
     decode_command,
     decode_event,
-    decode_interactive,
     strip_mention,
 )
+from chatgate.platforms.slack.interactive import decode_interactive
 
 RULES = IntakeRules(BOT_USER)
 json_values = st.recursive(

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from slack_fake import BOT_USER, TEAM, FakeSlack, message_event, slash_command
+from slack_fake import BOT_USER, TEAM, FakeSlack, delete_event, edit_event, message_event, slash_command
 from slack_fake.gateway import ENV, echo_of, rows, slack_config
 from telegram_double import Gateways
 
@@ -136,23 +136,50 @@ async def test_channels_answer_mentions_in_a_thread_and_threads_are_their_own_se
     assert len(rows(db, "SELECT 1 FROM inbox WHERE delivery_id = ?", quiet.payload["event_id"])) == 0
 
 
-async def test_strangers_edits_and_notices_are_acknowledged_and_never_become_messages(
+async def test_strangers_deletions_notices_and_the_bots_own_edits_never_become_messages(
     fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
 ) -> None:
     gateway = await gateways.start(slack_config(fake_slack, tmp_path))
     await fake_slack.socket.connected.wait()
     stranger = await fake_slack.push_event(message_event("D9", "U999", "let me in"))
-    edit = await fake_slack.push_event(message_event("D1", "U1", "", subtype="message_changed"))
+    deleted = await fake_slack.push_event(delete_event("D1", "U1", "1.000001", "oops"))
     join = await fake_slack.push_event(message_event("C1", "U1", "joined", subtype="channel_join"))
     mine = await fake_slack.push_event(message_event("D1", BOT_USER, "my own reply"))
-    envelopes = [stranger, edit, join, mine]
+    my_edit = await fake_slack.push_event(edit_event("D1", BOT_USER, "1.000002", "echo: hi", "echo: h ▍"))
+    envelopes = [stranger, deleted, join, mine, my_edit]
     await fake_slack.wait_for(lambda: all(e.acked_at for e in envelopes), what="every ack")
     rejected = await gateway.store.rejected(10)
     reasons = {r.delivery_id: r.reason for r in rejected}
     assert "unauthorized" in reasons[stranger.payload["event_id"]]
-    assert "edits and deletions are not handled yet" in reasons[edit.payload["event_id"]]
-    assert join.payload["event_id"] not in reasons and mine.payload["event_id"] not in reasons
+    assert "deleted" in reasons[deleted.payload["event_id"]]
+    for skipped in (join, mine, my_edit):
+        assert skipped.payload["event_id"] not in reasons
     assert fake_slack.bot_messages() == []
+
+
+async def test_an_edit_reaches_the_agent_as_an_edit_of_its_message_never_as_a_new_one(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
+) -> None:
+    """With ``busy_policy: queue`` each message is its own turn, so an edit is answered after the
+    message it edits, marked as an edit (in a batch, ``interrupt``, it replaces the waiting text:
+    ``tests/domain/test_edits.py``)."""
+    await gateways.start(slack_config(fake_slack, tmp_path))
+    await fake_slack.socket.connected.wait()
+    typo = message_event("D5", "U1", "helo")
+    await fake_slack.push_event(typo)
+    await fake_slack.wait_for(lambda: len(fake_slack.view("D5")) >= 1, what="the first reply")
+    await fake_slack.push_event(edit_event("D5", "U1", typo["event"]["ts"], "hello", "helo"))
+    await fake_slack.push_event(
+        edit_event("D5", "U1", typo["event"]["ts"], "hello", "hello")
+    )  # unchanged text
+    await fake_slack.wait_for(lambda: len(fake_slack.view("D5")) >= 2, what="the edit's reply")
+    edited = f"(edited their message {typo['event']['ts']}; it now reads:) hello"
+    assert [m.text for m in fake_slack.view("D5")] == [echo_of("helo"), echo_of(edited)]
+    stranger_edit = await fake_slack.push_event(
+        edit_event("C1", "U2", "1.0", "no mention", "still none", channel_type="channel")
+    )
+    await fake_slack.wait_for(lambda: stranger_edit.acked_at is not None, what="the ack")
+    assert len(fake_slack.view("D5")) == 2 and not fake_slack.view("C1")
 
 
 async def test_the_gateway_slash_command_is_a_control_command(

@@ -28,6 +28,7 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.edits import fold_edits
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
@@ -225,22 +226,21 @@ class TurnRunner:
         items = claim.items
         source = items[-1].inbound.source
         shared = is_shared_session(source, self._policy_for(source.platform))
+        messages = fold_edits([i.inbound for i in items])  # an edit of a waiting message updates it
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         history = await self._store.history(claim.session_id, self.settings.history_limit)
-        inputs = [
-            render_turn_input(i.inbound.text, sender=i.inbound.source.user_name, shared=shared) for i in items
-        ]
+        inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
             system=render_session_context(source, labels, shared=shared),
             history=tuple(history),
             messages=tuple(
                 TurnMessage(
-                    text=i.inbound.text,
-                    sender=i.inbound.source.user_name,
-                    message_ref=i.inbound.message_ref,
-                    received_at=i.inbound.received_at,
+                    text=m.text,
+                    sender=m.source.user_name,
+                    message_ref=m.message_ref,
+                    received_at=m.received_at,
                 )
-                for i in items
+                for m in messages
             ),
             model_input="\n".join(inputs),
             session_key=claim.session_key,

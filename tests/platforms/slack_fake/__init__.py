@@ -12,6 +12,8 @@ from slack_fake.payloads import (
     SIGNING_SECRET,
     TEAM,
     block_action,
+    delete_event,
+    edit_event,
     message_event,
     slash_command,
 )
@@ -29,6 +31,8 @@ __all__ = [
     "Posted",
     "SocketModeServer",
     "block_action",
+    "delete_event",
+    "edit_event",
     "message_event",
     "slash_command",
 ]

@@ -101,3 +101,33 @@ def slash_command(channel: str, user: str, command: str, text: str = "", team: s
         "trigger_id": f"trig.{next(_events)}",
         "response_url": "http://127.0.0.1:9/unused",
     }
+
+
+def edit_event(
+    channel: str, user: str, ts: str, text: str, previous: str, *, channel_type: str = "im", team: str = TEAM
+) -> dict[str, Any]:
+    """A ``message_changed`` callback: ``user`` edited message ``ts`` from ``previous`` to ``text``."""
+    event = {
+        "type": "message",
+        "subtype": "message_changed",
+        "channel": channel,
+        "channel_type": channel_type,
+        "hidden": True,
+        "ts": next_ts(),
+        "message": {"type": "message", "user": user, "text": text, "ts": ts, "edited": {"user": user}},
+        "previous_message": {"type": "message", "user": user, "text": previous, "ts": ts},
+    }
+    return callback(event, team)
+
+
+def delete_event(channel: str, user: str, ts: str, text: str, team: str = TEAM) -> dict[str, Any]:
+    event = {
+        "type": "message",
+        "subtype": "message_deleted",
+        "channel": channel,
+        "hidden": True,
+        "ts": next_ts(),
+        "deleted_ts": ts,
+        "previous_message": {"type": "message", "user": user, "text": text, "ts": ts},
+    }
+    return callback(event, team)

@@ -43,8 +43,8 @@ from chatgate.platforms.slack.decode import (
     Skip,
     decode_command,
     decode_event,
-    decode_interactive,
 )
+from chatgate.platforms.slack.interactive import decode_interactive
 from chatgate.platforms.slack.outbound import SlackOutbound
 from chatgate.platforms.slack.streams import SlackStreams
 
