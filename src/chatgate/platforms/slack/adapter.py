@@ -243,7 +243,8 @@ class SlackAdapter:
         """Decode, submit, and answer Bolt with the acknowledgement the intake's answer allows."""
         from slack_bolt.response import BoltResponse
 
-        await self._identity.ready.wait()
+        if not self._identity.ready.is_set():  # HTTP events before auth.test answered: Slack retries
+            return BoltResponse(status=503, body="not ready")
         if lane == "event":
             decoded = decode_event(body, self._rules())
         elif lane == "command":
