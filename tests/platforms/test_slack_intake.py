@@ -194,3 +194,22 @@ async def test_the_gateway_slash_command_is_a_control_command(
     refused = await fake_slack.push_slash(slash_command("D7", "U999", "/chatgate", "help"))
     await fake_slack.wait_for(lambda: refused.acked_at is not None, what="the refusal's ack")
     assert refused.ack_payload is not None and "not allowed" in refused.ack_payload["text"]
+
+
+async def test_after_slack_drops_the_socket_the_adapter_reconnects_and_unacked_envelopes_are_answered_once(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
+) -> None:
+    gateway = await gateways.start(slack_config(fake_slack, tmp_path))
+    await fake_slack.socket.connected.wait()
+    fake_slack.socket.drop_acks = True
+    lost = await fake_slack.push_event(message_event("D6", "U1", "before the drop"))
+    await fake_slack.wait_for(lambda: fake_slack.socket.dropped_acks >= 1, what="the lost ack")
+    fake_slack.socket.drop_acks = False
+    await fake_slack.socket.drop_connections()  # Slack refreshes the connection
+    await fake_slack.wait_for(lambda: fake_slack.socket.connects >= 2, timeout=60, what="the reconnect")
+    await fake_slack.wait_for(lambda: lost.acked_at is not None, timeout=30, what="the redelivery's ack")
+    assert lost.attempts >= 1
+    after = await fake_slack.push_event(message_event("D6", "U1", "after the drop"))
+    await fake_slack.wait_for(lambda: len(fake_slack.view("D6")) >= 2, what="both replies")
+    assert [m.text for m in fake_slack.view("D6")] == [echo_of("before the drop"), echo_of("after the drop")]
+    assert after.acked_at is not None and gateway.adapters["slack"].state().connected
