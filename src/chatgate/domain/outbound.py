@@ -87,3 +87,15 @@ REPLY_VIA_KEY = "reply_via"
 
 PREVIEW_KEY = "preview_message_id"
 """Outbox target key of a final's streamed preview message, which the final edits (``deliver_final``)."""
+
+
+TaskState = Literal["in_progress", "complete", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProgress:
+    """One tool call of a turn as a task card shows it (``TaskCardPlatform``)."""
+
+    id: str
+    title: str
+    status: TaskState

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import PREVIEW_KEY, Capabilities, Delivered, DeliveryResult, Rejected
+from chatgate.domain.outbound import (
+    PREVIEW_KEY,
+    Capabilities,
+    Delivered,
+    DeliveryResult,
+    Rejected,
+    TaskProgress,
+)
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
@@ -157,6 +164,33 @@ def native_streaming(adapter: object) -> StreamingPlatform | None:
     ):
         return None
     return cast(StreamingPlatform, adapter)
+
+
+class TaskCardPlatform(Protocol):
+    """A platform that shows a turn's tool calls as a live card (the relay's ``task_card``).
+
+    The stream consumer calls ``show_tasks`` with every task of the turn so far whenever one
+    starts or ends, and ``stop_tasks`` with the same ``card_id`` once the turn is over,
+    whatever its outcome. Both are best effort: a card is never the reply. An adapter that
+    cannot show one for this chat answers ``None``.
+    """
+
+    async def show_tasks(
+        self, chat_id: str, card_id: str, tasks: tuple[TaskProgress, ...], target: Mapping[str, str]
+    ) -> DeliveryResult | None: ...
+
+    async def stop_tasks(
+        self, chat_id: str, card_id: str, target: Mapping[str, str]
+    ) -> DeliveryResult | None: ...
+
+
+def task_cards(adapter: object) -> TaskCardPlatform | None:
+    """The adapter as a task-card platform, or None."""
+    if not callable(getattr(adapter, "show_tasks", None)) or not callable(
+        getattr(adapter, "stop_tasks", None)
+    ):
+        return None
+    return cast(TaskCardPlatform, adapter)
 
 
 def marked_text(row: OutboxRow, duplicate_marker: str) -> str:

@@ -33,6 +33,7 @@ from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import Adapter, EditablePlatform, StreamingPlatform, native_streaming
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.task_cards import TaskCard
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,8 @@ class StreamConsumer:
         self._last_typing = -typing_every
         self._keeper: asyncio.Task[None] | None = None
         self.state = PreviewState()
+        self.tasks = TaskCard(adapter, source, reply_to, call_timeout)
+        """The turn's tool calls as a live card, where the platform shows one; stopped by ``close``."""
 
     @property
     def _chat(self) -> str:
@@ -137,6 +140,7 @@ class StreamConsumer:
             await cancel_and_wait([self._keeper])
             self._keeper = None
         await self._settle_first_send(self._timeout, last=True)
+        await self.tasks.stop()
         if self._own_typist:  # nobody outlives this turn to own its indicators
             await self._typist.aclose()
 

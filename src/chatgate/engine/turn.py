@@ -313,8 +313,10 @@ class TurnRunner:
                     extra={"session_key": request.session_key, "retryable": event.retryable},
                 )  # fmt: skip
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
-            elif isinstance(event, (ToolStarted, ToolFinished)):
-                continue  # the prompt (if any) is the approval broker's; the result is in the final
+            elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
+                await consumer.tasks.started(event.call)
+            elif isinstance(event, ToolFinished):  # the result itself is in the final
+                await consumer.tasks.finished(event.result)
         log.warning(
             "the agent ended its stream without an answer", extra={"session_key": request.session_key}
         )

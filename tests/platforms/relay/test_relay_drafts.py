@@ -93,3 +93,36 @@ async def test_the_flag_or_the_op_alone_keeps_edited_previews(
         lambda: [m.content for m in world.sim.messages(GW) if not m.deleted] == [final], "the final", 60
     )
     assert not _ops(world, "slack", "draft")
+
+
+async def test_a_tool_call_is_a_task_card_only_where_the_descriptor_advertises_it(world: RelayWorld) -> None:
+    """LC-05..09: the card shows the tool call in progress, then complete, and the turn's end
+    stops the same card id; a chat whose descriptor lacks the op gets no card at all."""
+    await world.sim.stop()
+    card_ops = [*OPS, "task_card", "task_card_stop"]
+    descriptors = [
+        {"platform": "slack", "supports_draft_streaming": True, "supported_ops": card_ops},
+        {"platform": "telegram", "supported_ops": OPS[:-1]},
+    ]
+    world.sim = RelaySimulator(world.tmp / "relay-cards.db", {GW: [SECRET]}, descriptors)
+    await world.sim.start()
+    world.agent = None
+    (world.tmp / "work").mkdir()
+    world.extra = {
+        "agent": {"echo": {"chunk_delay_ms": 0}},
+        "tools": {"enabled": True, "workdir": str(world.tmp / "work")},
+    }
+    await world.start(platforms=PLATFORMS)
+    await world.sim.wait_live(GW, 20)
+    await world.sim.inject_inbound(GW, _message("slack", "C3", "!sh echo hi", "m1"))
+    await world.sim.inject_inbound(GW, _message("telegram", "-200", "!sh echo hi", "m2"))
+    await world.wait_for(lambda: _ops(world, "slack", "task_card_stop"), "the card's stop", 60)
+    await world.wait_for(lambda: _ops(world, "telegram", "send"), "the telegram reply", 60)
+    cards = _ops(world, "slack", "task_card")
+    assert [c["chunks"][0]["status"] for c in cards] == ["in_progress", "complete"]
+    assert cards[0]["chunks"][0]["title"] == "shell"
+    [stop] = _ops(world, "slack", "task_card_stop")
+    assert {c["card_id"] for c in cards} == {stop["card_id"]}
+    [card] = [m for m in world.sim.messages(GW) if m.op == "task_card"]
+    assert not card.streaming and card.content == "shell:complete"
+    assert not _ops(world, "telegram", "task_card") and not _ops(world, "telegram", "task_card_stop")

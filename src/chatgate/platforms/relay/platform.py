@@ -14,6 +14,7 @@ from chatgate.domain.outbound import (
     Delivered,
     DeliveryResult,
     Rejected,
+    TaskProgress,
 )
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -32,6 +33,9 @@ from chatgate.platforms.relay.frames import (
     PromptAction,
     PromptOption,
     SendAction,
+    TaskCardAction,
+    TaskCardStopAction,
+    TaskChunk,
     TypingAction,
 )
 
@@ -163,6 +167,26 @@ class RelayPlatform:
         self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
     ) -> DeliveryResult:
         return await resolve_prompt_by_edit(self, chat_id, prompt, resolution, target)
+
+    async def show_tasks(
+        self, chat_id: str, card_id: str, tasks: tuple[TaskProgress, ...], target: Mapping[str, str]
+    ) -> DeliveryResult | None:
+        """The turn's tool calls as a card, only where the descriptor advertises ``task_card``."""
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("task_card"):
+            return None
+        chunks = tuple(TaskChunk(id=t.id, title=t.title, status=t.status) for t in tasks)
+        action = TaskCardAction(chat_id=chat_id, card_id=card_id, chunks=chunks, metadata=_metadata(target))
+        return await self._hub.request(self.platform, action)
+
+    async def stop_tasks(
+        self, chat_id: str, card_id: str, target: Mapping[str, str]
+    ) -> DeliveryResult | None:
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("task_card_stop"):
+            return None
+        action = TaskCardStopAction(chat_id=chat_id, card_id=card_id, metadata=_metadata(target))
+        return await self._hub.request(self.platform, action)
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         descriptor = self._hub.descriptor(self.platform)

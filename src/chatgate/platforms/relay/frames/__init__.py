@@ -64,6 +64,9 @@ from chatgate.platforms.relay.frames.outgoing import (
     PromptAction,
     PromptOption,
     SendAction,
+    TaskCardAction,
+    TaskCardStopAction,
+    TaskChunk,
     TypingAction,
 )
 
@@ -110,6 +113,9 @@ __all__ = [
     "Result",
     "SendAction",
     "SessionSource",
+    "TaskCardAction",
+    "TaskCardStopAction",
+    "TaskChunk",
     "TypingAction",
     "describe",
     "read_buffer_id",

@@ -84,8 +84,42 @@ class DraftAction(_Model):
     metadata: Metadata = Field(default_factory=dict)
 
 
+class TaskChunk(_Model):
+    """One task of a card, in Slack's ``task_update`` chunk shape."""
+
+    type: Literal["task_update"] = "task_update"
+    id: str
+    title: str
+    status: Literal["in_progress", "complete", "error"]
+
+
+class TaskCardAction(_Model):
+    """A turn's tool calls as a live card (contract v1 ``task_card``): every task so far."""
+
+    op: Literal["task_card"] = "task_card"
+    chat_id: str
+    card_id: str
+    chunks: tuple[TaskChunk, ...]
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class TaskCardStopAction(_Model):
+    op: Literal["task_card_stop"] = "task_card_stop"
+    chat_id: str
+    card_id: str
+    metadata: Metadata = Field(default_factory=dict)
+
+
 Action = Annotated[
-    SendAction | EditAction | TypingAction | DeleteAction | FollowUpAction | PromptAction | DraftAction,
+    SendAction
+    | EditAction
+    | TypingAction
+    | DeleteAction
+    | FollowUpAction
+    | PromptAction
+    | DraftAction
+    | TaskCardAction
+    | TaskCardStopAction,
     Field(discriminator="op"),
 ]
 
