@@ -10,13 +10,16 @@ workspace has no streaming, or a DM has no thread to stream in, previews are edi
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
-from slack_fake import BOT_USER, FakeSlack, message_event
+from slack_fake import BOT_USER, FakeSlack, block_action, message_event
 from slack_fake.gateway import ENV, echo_of, slack_config
 from telegram_double import Gateways
 
+from agents.fake_openai_server import API_KEY, CallTools, FakeOpenAIServer, Reply, ScriptedCall
 from chatgate.domain.outbound import PREVIEW_CURSOR
 
 SLOW = {"echo": {"chunk_delay_ms": 100, "chunk_chars": 3}}
@@ -132,3 +135,51 @@ async def test_without_streaming_in_the_workspace_previews_are_edits_with_a_curs
     posts = [c.params["text"] for c in fake_slack.calls_of("chat.postMessage")]
     assert posts and all(p.endswith(PREVIEW_CURSOR) for p in posts)
     assert not gateway.adapters["slack"].capabilities.native_stream
+
+
+async def test_a_turn_across_a_tool_call_and_its_approval_is_still_one_streamed_message(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LC-10 across a tool boundary: the openai agent (the real SDK, against a local fake model)
+    writes, calls a tool that waits for a Block Kit approval, and writes on; the reply is one
+    stream sealed with the final, and the prompt is a message of its own (APPR-14)."""
+    server = FakeOpenAIServer()
+    server.start()
+    monkeypatch.setenv("FAKE_OPENAI_KEY", API_KEY)
+    workdir = tmp_path / "work"
+    (workdir / "x").mkdir(parents=True)
+    rm_x = ScriptedCall("shell", json.dumps({"command": "rm -rf ./x"}), call_id="call_rm")
+    server.script(
+        CallTools((rm_x,), text="Let me clean that up. ", text_chunks=4),
+        Reply("Done: the directory is gone, and nothing else was touched.", chunks=12),
+    )
+    agent = {
+        "kind": "openai",
+        "openai": {"base_url": server.base_url, "model": "m", "api_key_env": "FAKE_OPENAI_KEY"},
+    }
+    config = slack_config(fake_slack, tmp_path, agent=agent, tools={"enabled": True, "workdir": str(workdir)})
+    try:
+        await gateways.start(config)
+        await fake_slack.socket.connected.wait()
+        await fake_slack.push_event(message_event("D7", "U1", "please clean up x", thread_ts=THREAD))
+        await fake_slack.wait_for(
+            lambda: any(m.blocks for m in fake_slack.view("D7")), timeout=60, what="prompt"
+        )
+        prompt = next(m for m in fake_slack.view("D7") if m.blocks)
+        once = next(
+            e["value"]
+            for b in prompt.blocks or []
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["value"].endswith(":once")
+        )
+        await asyncio.sleep(1.5)  # past the preview interval, so the text after the tool streams
+        await fake_slack.push_interactive(block_action("D7", "U1", prompt.ts, once))
+        await fake_slack.wait_for(lambda: fake_slack.calls_of("chat.stopStream"), timeout=60, what="the seal")
+    finally:
+        server.stop()
+    replies = [m for m in fake_slack.view("D7") if m is not prompt]
+    assert len(replies) == 1 and not replies[0].streaming
+    assert replies[0].text.endswith("nothing else was touched.") and not (workdir / "x").exists()
+    [started] = [c for c in fake_slack.calls_of("chat.startStream") if c.params.get("channel") == "D7"]
+    assert PREVIEW_CURSOR.strip() not in str(started.params.get("markdown_text"))
