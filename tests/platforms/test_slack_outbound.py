@@ -4,9 +4,12 @@ and the agent's Markdown rendered as mrkdwn."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from slack_fake import FakeSlack, block_action, message_event
 from slack_fake.gateway import ENV, echo_of, rows, slack_config
 from telegram_double import Gateways
@@ -153,3 +156,13 @@ async def test_a_slow_reply_streams_as_chat_update_previews_of_one_message_that_
     assert first.params["text"].endswith("▍"), "the first preview has no cursor"
     assert updates and all(c.params["text"].endswith("▍") for c in updates[:-1])
     assert updates[-1].params["text"] == echo_of(text), "the final did not edit the preview"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([*"ab *_~`#->[](<&|\n", "http://x", "**", "```"]), max_size=40).map("".join))
+def test_mrkdwn_escapes_every_angle_bracket_and_ampersand_it_did_not_write(markdown: str) -> None:
+    out = markdown_to_mrkdwn(markdown)
+    without_links = re.sub(r"<https?://[^<>|\s]*\|[^<>]*>", "", out)
+    assert "<" not in without_links and ">" not in re.sub(r"(?m)^>", "", without_links)
+    assert re.sub(r"&(amp|lt|gt);", "", out).count("&") == 0
+    assert len(re.findall(r"(?m)^```", out)) % 2 == 0, "a fence block left open"
