@@ -5,9 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from slack_fake import BOT_TOKEN, FakeSlack
+from slack_fake.gateway import ENV, slack_config
+from telegram_double import Gateways
 
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.platforms import platform_access
+from chatgate.app.startup import CredentialInUse
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -84,3 +88,24 @@ def test_slack_is_deny_by_default_and_cannot_also_be_relayed(
     with pytest.raises(ConfigError) as err:
         load_config(_write(tmp_path, text))
     assert "already served natively" in str(err.value)
+
+
+async def test_one_gateway_per_bot_token_and_the_token_is_never_in_the_refusal(
+    fake_slack: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    gateways = Gateways(tmp_path)
+    config = slack_config(fake_slack, tmp_path)
+    try:
+        first = await gateways.start(config, state="one")
+        with pytest.raises(CredentialInUse) as refused:
+            await gateways.start(config, state="two")
+        assert "slack" in str(refused.value) and BOT_TOKEN not in str(refused.value)
+        lock_names = [p.name + p.read_text() for p in (tmp_path / "locks").iterdir()]
+        assert lock_names and all(BOT_TOKEN not in text for text in lock_names)
+        await gateways.stop(first)
+        again = await gateways.start(config, state="two")  # released at stop
+        await gateways.stop(again)
+    finally:
+        await gateways.stop_all()
