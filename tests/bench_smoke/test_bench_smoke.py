@@ -232,3 +232,13 @@ def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_re
         "gateway_first_poll_le_0_5_s",
     }
     assert list(tmp_path.iterdir()) == []  # each run's state dir was removed
+
+
+def test_slack_ack_bench_quick_run_acknowledges_and_answers_every_event(tmp_path: Path) -> None:
+    result = run_bench("slack_ack.py", "--dir", str(tmp_path))
+    assert result["events"] == 100 and result["channels"] == 10
+    assert result["answered_once"] is True
+    for key in ("ack_p50_ms", "ack_p99_ms", "ack_max_ms", "acks_at_or_over_3s", "redeliveries"):
+        assert key in result
+    assert result["ack_p50_ms"] <= result["ack_p99_ms"] <= result["ack_max_ms"]
+    assert list(tmp_path.iterdir()) == []

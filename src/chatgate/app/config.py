@@ -306,6 +306,7 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             f"platforms.telegram.token_env: environment variable {telegram.token_env} is not set;"
             " export it with the token from @BotFather"
         )
+    check_slack(config, environ)
     check_relay(config, environ)
     api = config.platforms.api
     if api.enabled and api.key_storage == "env" and not (api.key_env and environ.get(api.key_env)):
@@ -321,6 +322,32 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"
             " loopback; set an access token env var (or bind http.host to 127.0.0.1)"
         )
+
+
+def check_slack(config: GatewayConfig, environ: Any) -> None:
+    """Socket Mode needs the bot and app tokens, HTTP mode the bot token and signing secret."""
+    slack = config.platforms.slack
+    if not slack.enabled:
+        return
+    needed = {
+        "bot_token_env": "the bot token (xoxb-, OAuth & Permissions)",
+        **(
+            {"app_token_env": "the app-level token (xapp-, Basic Information, scope connections:write)"}
+            if slack.mode == "socket"
+            else {"signing_secret_env": "the signing secret (Basic Information)"}
+        ),
+    }
+    for key, what in needed.items():
+        name = getattr(slack, key)
+        if not name:
+            raise ConfigError(
+                f"platforms.slack.{key}: required with mode {slack.mode}; name the environment variable"
+                f" that holds {what} (secrets never go in the YAML file)"
+            )
+        if not environ.get(name):
+            raise ConfigError(
+                f"platforms.slack.{key}: environment variable {name} is not set; export it with {what}"
+            )
 
 
 def check_relay(config: GatewayConfig, environ: Any) -> None:
@@ -352,7 +379,10 @@ def check_relay(config: GatewayConfig, environ: Any) -> None:
                 f"platforms.relay.platforms.{index}.bot_id: required; the bot id the connector knows this"
                 " platform's bot by (it validates every hello against platform:botId)"
             )
-        if name == "web" or (name == "telegram" and config.platforms.telegram.enabled):
+        native = (name == "telegram" and config.platforms.telegram.enabled) or (
+            name == "slack" and config.platforms.slack.enabled
+        )
+        if name == "web" or native:
             raise ConfigError(
                 f"{where}: {name} is already served natively here; a platform is either native or relayed"
             )

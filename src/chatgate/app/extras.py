@@ -1,7 +1,7 @@
 """Optional installs: which pip extra a configured feature needs, checked when the config loads.
 
 ``pip install chatgate`` brings what the defaults run on (the web chat and the echo agent);
-Telegram and the OpenAI agent are extras. A config that enables one without its package
+Telegram, Slack and the OpenAI agent are extras. A config that enables one without its package
 is refused at start-up (and by ``chatgate config check`` and ``chatgate init``) with the
 command to run, rather than failing with an ImportError at the first message. The
 package each extra provides is named here, in one place.
@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chatgate.app.config import GatewayConfig
 
-EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai", "schedules": "cronsim"}
+EXTRA_MODULES: dict[str, str] = {
+    "telegram": "aiohttp",
+    "openai": "openai",
+    "schedules": "cronsim",
+    "slack": "slack_bolt",
+}
 """extra name -> the top-level module it installs."""
 
 
@@ -32,6 +37,8 @@ def check_extras(config: GatewayConfig) -> str | None:
     """The first enabled feature whose extra is not installed, as the error to show; else None."""
     if config.platforms.telegram.enabled and missing("telegram"):
         return "platforms.telegram.enabled: " + install_hint("telegram", "Telegram")
+    if config.platforms.slack.enabled and (missing("slack") or missing("telegram")):
+        return "platforms.slack.enabled: " + install_hint("slack", "Slack")
     if config.agent.kind == "openai" and missing("openai"):
         return "agent.kind: " + install_hint("openai", "the openai agent")
     return None

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from starlette.routing import BaseRoute, Route
+
 from chatgate.app.config import ConfigError, GatewayConfig, secret
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.commands import CONTROL_COMMANDS
@@ -44,7 +46,8 @@ class PlatformBuild:
     web_chat: WebChatAdapter | None = None
     """The adapter the HTTP app serves at ``/`` and ``/ws``, if this entry has one."""
     routes: list[BaseRoute] = field(default_factory=list)
-    """More routes of the gateway's HTTP app (the OpenAI-compatible API's ``/v1/...``)."""
+    """More routes of the gateway's HTTP app: the OpenAI-compatible API's ``/v1/...``, the
+    HTTP endpoints a platform receives its events on (Slack's ``/slack/events``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,50 @@ def _build_telegram(config: GatewayConfig, engine: Engine, store: Store) -> Plat
     except ValueError as exc:
         raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
     return PlatformBuild(adapters=[adapter], credentials=[Credential("telegram", token, "bot token")])
+
+
+# ---------------------------------------------------------------- slack
+
+
+SLACK_EVENTS_PATH = "/slack/events"
+"""Where Slack posts events, interactions and slash commands in HTTP mode (the app's Request URL)."""
+
+
+def _slack_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    slack = config.platforms.slack
+    users = frozenset(slack.allow_users)
+    return {"slack": PlatformAccess(allow_all=slack.allow_all, allow_users=users, pairing=slack.pairing)}
+
+
+def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.slack.adapter import SlackAdapter, SlackSettings
+
+    cfg = config.platforms.slack
+    bot_token = secret(os.environ, cfg.bot_token_env)
+    if not bot_token:
+        raise ConfigError(
+            f"platforms.slack.bot_token_env: environment variable {cfg.bot_token_env} is not set"
+        )
+    socket = cfg.mode == "socket"
+    settings = SlackSettings(
+        bot_token=bot_token,
+        app_token=secret(os.environ, cfg.app_token_env) if socket else None,
+        signing_secret=None if socket else secret(os.environ, cfg.signing_secret_env),
+        api_base=cfg.api_base,
+        require_mention=cfg.require_mention,
+        channels=tuple(cfg.channels),
+        free_response_channels=tuple(cfg.free_response_channels),
+        reply_in_thread=cfg.reply_in_thread,
+        streaming=cfg.streaming,
+        gateway_command=cfg.slash_command,
+        duplicate_marker=config.delivery.duplicate_marker,
+    )
+    adapter = SlackAdapter(settings, engine.intake)
+    routes: list[BaseRoute] = (
+        [] if socket else [Route(SLACK_EVENTS_PATH, adapter.http_endpoint, methods=["POST"])]
+    )
+    credentials = [Credential("slack", bot_token, "bot token")]
+    return PlatformBuild(adapters=[adapter], credentials=credentials, routes=routes)
 
 
 # ---------------------------------------------------------------- relay connector
@@ -185,6 +232,7 @@ def _build_api(config: GatewayConfig, engine: Engine, store: Store) -> PlatformB
 REGISTRY: tuple[PlatformEntry, ...] = (
     PlatformEntry("web", lambda c: c.platforms.web.enabled, _web_access, _build_web),
     PlatformEntry("telegram", lambda c: c.platforms.telegram.enabled, _telegram_access, _build_telegram),
+    PlatformEntry("slack", lambda c: c.platforms.slack.enabled, _slack_access, _build_slack),
     PlatformEntry("relay", lambda c: c.platforms.relay.enabled, _relay_access, _build_relay),
     PlatformEntry("api", lambda c: c.platforms.api.enabled, _api_access, _build_api),
 )
@@ -208,6 +256,6 @@ def build_platforms(config: GatewayConfig, engine: Engine, store: Store) -> Plat
         part = entry.build(config, engine, store)
         built.adapters.extend(part.adapters)
         built.credentials.extend(part.credentials)
-        built.web_chat = built.web_chat or part.web_chat
         built.routes.extend(part.routes)
+        built.web_chat = built.web_chat or part.web_chat
     return built

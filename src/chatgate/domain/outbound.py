@@ -28,6 +28,10 @@ class Capabilities:
     """Calls per second across all chats of this platform, if the platform limits it."""
     group_max_per_minute: int = 0
     """Messages per minute to one group chat (0: no such limit); needs ``GroupedChats``."""
+    native_stream: bool = False
+    """The platform streams a reply into one message itself ("the stream is the message": Slack's
+    chat.startStream): previews are ``StreamingPlatform`` calls without a cursor, and the final's
+    edit of that message seals it; needs ``StreamingPlatform``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,3 +87,15 @@ REPLY_VIA_KEY = "reply_via"
 
 PREVIEW_KEY = "preview_message_id"
 """Outbox target key of a final's streamed preview message, which the final edits (``deliver_final``)."""
+
+
+TaskState = Literal["in_progress", "complete", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskProgress:
+    """One tool call of a turn as a task card shows it (``TaskCardPlatform``)."""
+
+    id: str
+    title: str
+    status: TaskState

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import PREVIEW_KEY, Capabilities, Delivered, DeliveryResult, Rejected
+from chatgate.domain.outbound import (
+    PREVIEW_KEY,
+    Capabilities,
+    Delivered,
+    DeliveryResult,
+    Rejected,
+    TaskProgress,
+)
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
@@ -125,6 +132,65 @@ class EditablePlatform(Protocol):
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         """Remove a message; ``False`` when the platform refused."""
         ...
+
+
+class StreamingPlatform(Protocol):
+    """A platform that streams a reply into one message (``capabilities.native_stream``).
+
+    The stream consumer opens the stream with the reply so far and then hands it the whole
+    reply so far at each interval (prefix-stable, never a cursor); the adapter appends what
+    is new. The stream's message id is the preview's, so the final row's
+    ``EditablePlatform.edit_message`` of it (``deliver_final``) is what seals the stream
+    with the true final text; a seal the platform refuses is ``Rejected``, and
+    ``deliver_final`` then sends the final as a plain message (it is never lost).
+    """
+
+    async def start_stream(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult: ...
+
+    async def append_stream(
+        self, chat_id: str, stream_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult: ...
+
+
+def native_streaming(adapter: object) -> StreamingPlatform | None:
+    """The adapter as a streaming platform, or None (then previews are edits with a cursor)."""
+    caps = getattr(adapter, "capabilities", None)
+    if caps is None or not getattr(caps, "native_stream", False) or not getattr(caps, "edit", False):
+        return None
+    if not callable(getattr(adapter, "start_stream", None)) or not callable(
+        getattr(adapter, "append_stream", None)
+    ):
+        return None
+    return cast(StreamingPlatform, adapter)
+
+
+class TaskCardPlatform(Protocol):
+    """A platform that shows a turn's tool calls as a live card (the relay's ``task_card``).
+
+    The stream consumer calls ``show_tasks`` with every task of the turn so far whenever one
+    starts or ends, and ``stop_tasks`` with the same ``card_id`` once the turn is over,
+    whatever its outcome. Both are best effort: a card is never the reply. An adapter that
+    cannot show one for this chat answers ``None``.
+    """
+
+    async def show_tasks(
+        self, chat_id: str, card_id: str, tasks: tuple[TaskProgress, ...], target: Mapping[str, str]
+    ) -> DeliveryResult | None: ...
+
+    async def stop_tasks(
+        self, chat_id: str, card_id: str, target: Mapping[str, str]
+    ) -> DeliveryResult | None: ...
+
+
+def task_cards(adapter: object) -> TaskCardPlatform | None:
+    """The adapter as a task-card platform, or None."""
+    if not callable(getattr(adapter, "show_tasks", None)) or not callable(
+        getattr(adapter, "stop_tasks", None)
+    ):
+        return None
+    return cast(TaskCardPlatform, adapter)
 
 
 def marked_text(row: OutboxRow, duplicate_marker: str) -> str:

@@ -4,7 +4,10 @@ Draft-capable adapters (the web chat) get prefix-stable drafts. Editable
 platforms get one preview message that is edited at most once per
 ``edit_interval``, always with a cursor, so a preview can never be mistaken for
 the final: the final is the outbox row, and it edits the preview to the exact
-final text (``engine.ports.deliver_final``). Previews are best effort: a rate-limited,
+final text (``engine.ports.deliver_final``). On a platform whose stream is the
+message (``capabilities.native_stream``: Slack's chat.startStream), the preview
+is that stream, opened and extended with the reply so far and no cursor, and the
+final's edit seals it. Previews are best effort: a rate-limited,
 failing or slow platform only makes them sparser, never delays the turn.
 
 The preview's message id is handed to ``on_message`` as soon as the platform names it,
@@ -28,8 +31,9 @@ from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, DeliveryResult, 
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.engine.ports import Adapter, EditablePlatform
+from chatgate.engine.ports import Adapter, EditablePlatform, StreamingPlatform, native_streaming
 from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.task_cards import TaskCard
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -98,11 +102,14 @@ class StreamConsumer:
         self._editable: EditablePlatform | None = (
             adapter if caps is not None and caps.edit and not caps.drafts else None  # type: ignore[assignment]
         )
+        self._stream: StreamingPlatform | None = native_streaming(adapter) if self._editable else None
+        """The stream is the message: previews open and extend it, without a cursor."""
+        self._cursor = "" if self._stream is not None else PREVIEW_CURSOR
         self._previews = previews
         self._typing = bool(caps and caps.typing)
         self._interval = draft_interval if self._drafts else (caps.edit_interval if caps else 1.0)
         self._unit: LengthUnit = caps.length_unit if caps else "chars"
-        self._max_preview = (caps.max_length if caps else 4096) - measure(PREVIEW_CURSOR, self._unit)
+        self._max_preview = (caps.max_length if caps else 4096) - measure(self._cursor, self._unit)
         self._started = time.monotonic()
         self._last_update = self._started
         self._typing_every = typing_every
@@ -113,6 +120,8 @@ class StreamConsumer:
         """When the last indicator was booked (negative: none yet)."""
         self._keeper: asyncio.Task[None] | None = None
         self.state = PreviewState()
+        self.tasks = TaskCard(adapter, source, reply_to, call_timeout)
+        """The turn's tool calls as a live card, where the platform shows one; stopped by ``close``."""
 
     @property
     def _chat(self) -> str:
@@ -140,6 +149,7 @@ class StreamConsumer:
             await cancel_and_wait([self._keeper])
             self._keeper = None
         await self._settle_first_send(self._timeout, last=True)
+        await self.tasks.stop()
         if self._own_typist:  # nobody outlives this turn to own its indicators
             await self._typist.aclose()
 
@@ -166,7 +176,7 @@ class StreamConsumer:
                 await asyncio.wait_for(self._adapter.draft(self._source, self._reply_to, text), self._timeout)
                 self._on_update(self._platform, "draft")
         elif self._previews and self._editable is not None and measure(text, self._unit) <= self._max_preview:
-            await self._preview(text + PREVIEW_CURSOR)
+            await self._preview(text + self._cursor)
 
     async def _clear_to_show(self) -> bool:
         if self._hold is None:
@@ -185,7 +195,7 @@ class StreamConsumer:
         await self._settle_first_send(self._timeout, last=True)
         if self._editable is None or self.state.message_id is None or self.state.acked_text is None:
             return
-        text = self.state.acked_text.removesuffix(PREVIEW_CURSOR) + STOPPED_SUFFIX
+        text = self.state.acked_text.removesuffix(self._cursor) + STOPPED_SUFFIX
         await close_preview(
             self._editable,
             self._chat,
@@ -227,15 +237,21 @@ class StreamConsumer:
         target = egress_target(self._source)
         if self.state.message_id is None:
             # Kept running past the call timeout: a late answer still names the preview's message.
-            self._first_send = asyncio.create_task(
-                self._editable.send_message(self._chat, payload, target, self._reply_to),
-                name="chatgate-preview-send",
+            opening = (
+                self._stream.start_stream(self._chat, payload, target, self._reply_to)
+                if self._stream is not None
+                else self._editable.send_message(self._chat, payload, target, self._reply_to)
             )
+            self._first_send = asyncio.create_task(opening, name="chatgate-preview-send")
             self._first_payload = payload
             await self._settle_first_send(self._timeout)
             return
         try:
-            call = self._editable.edit_message(self._chat, self.state.message_id, payload, target)
+            call = (
+                self._stream.append_stream(self._chat, self.state.message_id, payload, target)
+                if self._stream is not None
+                else self._editable.edit_message(self._chat, self.state.message_id, payload, target)
+            )
             result = await asyncio.wait_for(call, self._timeout)
         except Exception as exc:  # previews are best effort
             log.debug("preview failed: %s", exc)

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from chatgate.agents.base import (
@@ -31,6 +31,7 @@ from chatgate.agents.base import (
 )
 from chatgate.domain.background import as_restored
 from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.edits import fold_edits
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
@@ -259,22 +260,21 @@ class TurnRunner:
         items = claim.items
         source = items[-1].inbound.source
         shared = is_shared_session(source, self._policy_for(source.platform))
+        messages = fold_edits([self._marked(i) for i in items])  # an edit of a waiting message updates it
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         history = await self._store.history(claim.session_id, self.settings.history_limit)
-        inputs = [
-            render_turn_input(self._text(i), sender=i.inbound.source.user_name, shared=shared) for i in items
-        ]
+        inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
             system=render_session_context(source, labels, shared=shared),
             history=tuple(history),
             messages=tuple(
                 TurnMessage(
-                    text=self._text(i),
-                    sender=i.inbound.source.user_name,
-                    message_ref=i.inbound.message_ref,
-                    received_at=i.inbound.received_at,
+                    text=m.text,
+                    sender=m.source.user_name,
+                    message_ref=m.message_ref,
+                    received_at=m.received_at,
                 )
-                for i in items
+                for m in messages
             ),
             model_input="\n".join(inputs),
             session_key=claim.session_key,
@@ -282,12 +282,12 @@ class TurnRunner:
         )
         return request, inputs
 
-    def _text(self, item: QueuedItem) -> str:
+    def _marked(self, item: QueuedItem) -> Inbound:
         """A delegated task's completion admitted by an earlier process is marked restored."""
         inbound = item.inbound
         if "task_completion" in inbound.payload and inbound.received_at < self._born:
-            return as_restored(inbound.text)
-        return inbound.text
+            return replace(inbound, text=as_restored(inbound.text))
+        return inbound
 
     def _tools_for(
         self, claim: Claim, source: Source, reply_to: str | None, route: dict[str, str]
@@ -355,12 +355,16 @@ class TurnRunner:
                     extra={"session_key": request.session_key, "retryable": event.retryable},
                 )  # fmt: skip
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
-            elif isinstance(event, ToolStarted) and self.settings.tool_progress:
-                calls[event.call.call_id] = event.call
-                await consumer.update(with_status(so_far, started_line(event.call)), force=True)
-            elif isinstance(event, ToolFinished) and self.settings.tool_progress:
-                status = finished_line(calls.pop(event.result.call_id, None), event.result)
-                await consumer.update(with_status(so_far, status), force=True)
+            elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
+                await consumer.tasks.started(event.call)
+                if self.settings.tool_progress:
+                    calls[event.call.call_id] = event.call
+                    await consumer.update(with_status(so_far, started_line(event.call)), force=True)
+            elif isinstance(event, ToolFinished):  # the result itself is in the final
+                await consumer.tasks.finished(event.result)
+                if self.settings.tool_progress:
+                    status = finished_line(calls.pop(event.result.call_id, None), event.result)
+                    await consumer.update(with_status(so_far, status), force=True)
         log.warning(
             "the agent ended its stream without an answer", extra={"session_key": request.session_key}
         )

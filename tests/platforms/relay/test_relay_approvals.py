@@ -115,4 +115,10 @@ async def test_a_text_lane_prompt_response_denies_and_the_command_does_not_run(
     )
     assert reply and victim.exists()
     assert world.query("SELECT state FROM approvals") == [("denied",)]
-    assert len(world.query("SELECT seq FROM inbox WHERE status = 'queued'")) == 0  # the answer never queued
+    # The reply may be the preview's tool status line: wait for the turn to commit.
+    await world.wait_for(lambda: not world.query("SELECT seq FROM inbox WHERE status = 'queued'"), "the turn")
+    # The answer was a command, answered at admission: never queued as a message, never a turn.
+    assert world.query("SELECT seq, status, outcome FROM inbox") == [
+        (1, "done", "ok"),
+        (2, "done", "command"),
+    ]

@@ -14,6 +14,7 @@ from chatgate.domain.outbound import (
     Delivered,
     DeliveryResult,
     Rejected,
+    TaskProgress,
 )
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -24,6 +25,7 @@ from chatgate.engine.ports import (
     marked_text,
     resolve_prompt_by_edit,
 )
+from chatgate.platforms.relay.drafts import RelayDrafts
 from chatgate.platforms.relay.frames import (
     DeleteAction,
     EditAction,
@@ -31,6 +33,9 @@ from chatgate.platforms.relay.frames import (
     PromptAction,
     PromptOption,
     SendAction,
+    TaskCardAction,
+    TaskCardStopAction,
+    TaskChunk,
     TypingAction,
 )
 
@@ -62,6 +67,7 @@ class RelayPlatform:
         self._hub = hub
         self.platform = platform
         self._fallback = _default_capabilities(platform)
+        self._drafts = RelayDrafts(lambda action: self._hub.request(self.platform, action))
 
     @property
     def capabilities(self) -> Capabilities:
@@ -109,9 +115,22 @@ class RelayPlatform:
         )
         return await self._hub.request(self.platform, action)
 
+    async def start_stream(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        """A ``draft`` stream (only reached when the descriptor advertises it: ``native_stream``)."""
+        return await self._drafts.start(chat_id, text, _metadata(target), reply_to)
+
+    async def append_stream(
+        self, chat_id: str, stream_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await self._drafts.append(chat_id, stream_id, text, _metadata(target))
+
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
+        if self._drafts.knows(message_id):  # an open stream: this edit (the final) seals it
+            return await self._drafts.seal(chat_id, message_id, text, _metadata(target))
         action = EditAction(chat_id=chat_id, message_id=message_id, content=text, metadata=_metadata(target))
         result = await self._hub.request(self.platform, action)
         return Delivered(message_id) if isinstance(result, Delivered) else result
@@ -148,6 +167,26 @@ class RelayPlatform:
         self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
     ) -> DeliveryResult:
         return await resolve_prompt_by_edit(self, chat_id, prompt, resolution, target)
+
+    async def show_tasks(
+        self, chat_id: str, card_id: str, tasks: tuple[TaskProgress, ...], target: Mapping[str, str]
+    ) -> DeliveryResult | None:
+        """The turn's tool calls as a card, only where the descriptor advertises ``task_card``."""
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("task_card"):
+            return None
+        chunks = tuple(TaskChunk(id=t.id, title=t.title, status=t.status) for t in tasks)
+        action = TaskCardAction(chat_id=chat_id, card_id=card_id, chunks=chunks, metadata=_metadata(target))
+        return await self._hub.request(self.platform, action)
+
+    async def stop_tasks(
+        self, chat_id: str, card_id: str, target: Mapping[str, str]
+    ) -> DeliveryResult | None:
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None or not descriptor.supports("task_card_stop"):
+            return None
+        action = TaskCardStopAction(chat_id=chat_id, card_id=card_id, metadata=_metadata(target))
+        return await self._hub.request(self.platform, action)
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         descriptor = self._hub.descriptor(self.platform)

@@ -9,7 +9,20 @@ CONTRACT_VERSION = 1
 # Without ``supported_ops`` a gateway may use exactly these (the contract's legacy set).
 LEGACY_OPS = frozenset({"send", "edit", "typing", "follow_up"})
 # The ops this simulator can answer; anything else is refused even if advertised.
-SIMULATED_OPS = frozenset({"send", "edit", "typing", "follow_up", "prompt", "react", "delete"})
+SIMULATED_OPS = frozenset(
+    {
+        "send",
+        "edit",
+        "typing",
+        "follow_up",
+        "prompt",
+        "react",
+        "delete",
+        "draft",
+        "task_card",
+        "task_card_stop",
+    }
+)
 LEN_UNITS = ("chars", "utf16")
 
 _DEFAULTS: dict[str, dict[str, Any]] = {

@@ -21,8 +21,13 @@ _STRING_FIELDS: dict[str, tuple[str, ...]] = {
     "prompt": ("chat_id", "prompt_id", "content"),
     "react": ("chat_id", "message_id", "emoji"),
     "delete": ("chat_id", "message_id"),
+    "draft": ("chat_id", "content"),
+    "task_card": ("chat_id", "card_id"),
+    "task_card_stop": ("chat_id", "card_id"),
 }
-_CONTENT_OPS = frozenset({"send", "edit", "follow_up", "prompt"})
+_CONTENT_OPS = frozenset({"send", "edit", "follow_up", "prompt", "draft"})
+MAX_DRAFT_ID = 2**53
+"""Draft ids are plain integers below 2^53 (the connector is JavaScript)."""
 
 
 def failure(error: str) -> dict[str, Any]:
@@ -56,6 +61,30 @@ def check(action: Mapping[str, Any], descriptor: Mapping[str, Any]) -> str | Non
         return "send: metadata must be an object"
     if op == "prompt":
         return _check_options(action.get("options"))
+    if op == "draft":
+        return _check_draft(action)
+    if op == "task_card":
+        return _check_chunks(action.get("chunks"))
+    return None
+
+
+def _check_chunks(chunks: Any) -> str | None:
+    if not isinstance(chunks, list) or not chunks:
+        return "task_card: chunks must be a non-empty list"
+    for chunk in chunks:
+        if not isinstance(chunk, dict) or not all(
+            isinstance(chunk.get(k), str) for k in ("id", "title", "status")
+        ):
+            return "task_card: every chunk needs string id, title and status"
+    return None
+
+
+def _check_draft(action: Mapping[str, Any]) -> str | None:
+    draft_id = action.get("draft_id")
+    if not isinstance(draft_id, int) or isinstance(draft_id, bool) or not 0 <= draft_id < MAX_DRAFT_ID:
+        return "draft: draft_id must be an integer in [0, 2^53)"
+    if not isinstance(action.get("final", False), bool):
+        return "draft: final must be a boolean"
     return None
 
 
@@ -70,9 +99,61 @@ def _check_options(options: Any) -> str | None:
     return None
 
 
+def apply_draft(action: Mapping[str, Any], platform: str, messages: dict[str, SimMessage]) -> dict[str, Any]:
+    """A draft frame: the first opens a streaming message, each later one replaces its text with
+    the cumulative content, ``final`` seals it; a frame for a sealed draft changes nothing and
+    answers the stream's message id (a straggler cannot reopen it)."""
+    chat, draft_id, content = str(action["chat_id"]), int(action["draft_id"]), str(action["content"])
+    known = next(
+        (
+            m
+            for m in messages.values()
+            if m.platform == platform and m.chat_id == chat and m.draft_id == draft_id
+        ),
+        None,
+    )
+    if known is None:
+        message_id = uuid.uuid4().hex[:16]
+        known = messages[message_id] = SimMessage(
+            message_id, platform, chat, content, "draft", draft_id=draft_id
+        )
+        known.streaming = not action.get("final", False)
+        return {"success": True, "message_id": message_id}
+    if known.streaming:
+        known.rewrites += not content.startswith(known.content) and not action.get("final", False)
+        known.content = content
+        known.edits += 1
+        known.streaming = not action.get("final", False)
+    return {"success": True, "message_id": known.message_id}
+
+
+def apply_card(action: Mapping[str, Any], platform: str, messages: dict[str, SimMessage]) -> dict[str, Any]:
+    """A task card is a message whose content is its tasks as ``id:status`` lines; stop ends it."""
+    card_id, chat = str(action["card_id"]), str(action["chat_id"])
+    message_id = f"card-{card_id}"
+    known = messages.get(message_id)
+    if action["op"] == "task_card_stop":
+        if known is None:
+            return failure(f"task_card_stop: no card {card_id!r}")
+        known.streaming = False
+        return {"success": True, "message_id": message_id}
+    content = "\n".join(f"{c['title']}:{c['status']}" for c in action["chunks"])
+    if known is None:
+        known = messages[message_id] = SimMessage(message_id, platform, chat, content, "task_card")
+        known.streaming = True
+    elif known.streaming:
+        known.content = content
+        known.edits += 1
+    return {"success": True, "message_id": message_id}
+
+
 def apply(action: Mapping[str, Any], platform: str, messages: dict[str, SimMessage]) -> dict[str, Any]:
     """Apply a checked action to the simulated chat and return its success result."""
     op = str(action["op"])
+    if op == "draft":
+        return apply_draft(action, platform, messages)
+    if op in ("task_card", "task_card_stop"):
+        return apply_card(action, platform, messages)
     if op in ("send", "follow_up", "prompt"):
         message_id = uuid.uuid4().hex[:16]
         chat = str(action.get("chat_id") or action.get("session_key"))

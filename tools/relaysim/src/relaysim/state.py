@@ -41,6 +41,12 @@ class SimMessage:
     op: str
     edits: int = 0
     deleted: bool = False
+    draft_id: int | None = None
+    """Set for a message a ``draft`` op opened (a native stream)."""
+    streaming: bool = False
+    """A draft stream not sealed yet (``final`` not seen)."""
+    rewrites: int = 0
+    """Draft frames that were not a prefix-extension of the one before (should stay 0)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

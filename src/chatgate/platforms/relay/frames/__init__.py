@@ -51,6 +51,7 @@ from chatgate.platforms.relay.frames.incoming import (
 from chatgate.platforms.relay.frames.outgoing import (
     Action,
     DeleteAction,
+    DraftAction,
     EditAction,
     FollowUpAction,
     GoingIdleFrame,
@@ -63,6 +64,9 @@ from chatgate.platforms.relay.frames.outgoing import (
     PromptAction,
     PromptOption,
     SendAction,
+    TaskCardAction,
+    TaskCardStopAction,
+    TaskChunk,
     TypingAction,
 )
 
@@ -76,6 +80,7 @@ __all__ = [
     "DeleteAction",
     "Descriptor",
     "DescriptorFrame",
+    "DraftAction",
     "EditAction",
     "FollowUpAction",
     "Forward",
@@ -108,6 +113,9 @@ __all__ = [
     "Result",
     "SendAction",
     "SessionSource",
+    "TaskCardAction",
+    "TaskCardStopAction",
+    "TaskChunk",
     "TypingAction",
     "describe",
     "read_buffer_id",

@@ -213,6 +213,11 @@ class Descriptor(_Model):
             markdown=self.markdown_dialect,
             typing=self.supports("typing"),
             edit_interval=1.0,
+            # The stream is the message only where the descriptor says so AND advertises the op
+            # (the flag alone is not enough; ``draft`` never fails open).
+            native_stream=self.supports_draft_streaming
+            and bool(self.supported_ops)
+            and self.supports("draft"),
         )
 
 

@@ -72,8 +72,54 @@ class PromptAction(_Model):
     metadata: Metadata = Field(default_factory=dict)
 
 
+class DraftAction(_Model):
+    """A native stream frame (contract v1 ``draft``): cumulative ``content`` for one ``draft_id``;
+    ``final`` seals the stream with the turn's final text."""
+
+    op: Literal["draft"] = "draft"
+    chat_id: str
+    draft_id: int = Field(ge=0, lt=2**53)
+    content: str
+    final: bool = False
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class TaskChunk(_Model):
+    """One task of a card, in Slack's ``task_update`` chunk shape."""
+
+    type: Literal["task_update"] = "task_update"
+    id: str
+    title: str
+    status: Literal["in_progress", "complete", "error"]
+
+
+class TaskCardAction(_Model):
+    """A turn's tool calls as a live card (contract v1 ``task_card``): every task so far."""
+
+    op: Literal["task_card"] = "task_card"
+    chat_id: str
+    card_id: str
+    chunks: tuple[TaskChunk, ...]
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class TaskCardStopAction(_Model):
+    op: Literal["task_card_stop"] = "task_card_stop"
+    chat_id: str
+    card_id: str
+    metadata: Metadata = Field(default_factory=dict)
+
+
 Action = Annotated[
-    SendAction | EditAction | TypingAction | DeleteAction | FollowUpAction | PromptAction,
+    SendAction
+    | EditAction
+    | TypingAction
+    | DeleteAction
+    | FollowUpAction
+    | PromptAction
+    | DraftAction
+    | TaskCardAction
+    | TaskCardStopAction,
     Field(discriminator="op"),
 ]
 

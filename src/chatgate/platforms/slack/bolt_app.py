@@ -1,0 +1,55 @@
+"""The Bolt app: Slack's request parsing, verification and dispatch, with acks left to us.
+
+Bolt normally acknowledges an event before its listener runs. We build the app with
+``process_before_response=True``, so Bolt answers (the Socket Mode ack, the HTTP
+response) only with what the listener returns, after it returns. Each listener hands
+its payload to the adapter, which returns ``200`` once the intake answered admitted,
+duplicate or refused, and ``503`` when the event is not committed: Bolt's Socket Mode
+glue sends no ack for a non-200 (Slack redelivers), and over HTTP Slack retries a 503.
+
+Bolt still does what it is good at: parsing form and JSON bodies, the signing-secret
+check and stale-timestamp refusal (HTTP), ``url_verification``, ``ssl_check``, the
+bot's own messages ignored, and routing events, actions, commands and views.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+Handler = Callable[[str, dict[str, Any]], Awaitable[BoltResponse]]
+"""(lane: "event" | "interactive" | "command", body) -> the response Bolt sends."""
+_ANY = re.compile(".*")
+
+
+def build_bolt_app(client: AsyncWebClient, handler: Handler, signing_secret: str | None) -> AsyncApp:
+    """``signing_secret`` None: Socket Mode (requests arrive over our own authenticated socket)."""
+    app = AsyncApp(
+        client=client,
+        process_before_response=True,
+        signing_secret=signing_secret or "socket-mode",
+        request_verification_enabled=signing_secret is not None,
+        ignoring_self_events_enabled=True,
+    )
+
+    async def on_event(body: dict[str, Any]) -> BoltResponse:
+        return await handler("event", body)
+
+    async def on_interactive(body: dict[str, Any]) -> BoltResponse:
+        return await handler("interactive", body)
+
+    async def on_command(body: dict[str, Any]) -> BoltResponse:
+        return await handler("command", body)
+
+    app.event(_ANY)(on_event)
+    app.action(_ANY)(on_interactive)
+    app.view(_ANY)(on_interactive)
+    app.shortcut(_ANY)(on_interactive)
+    app.options(_ANY)(on_interactive)
+    app.command(_ANY)(on_command)
+    return app
