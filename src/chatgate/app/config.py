@@ -295,6 +295,17 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             f"platforms.telegram.token_env: environment variable {telegram.token_env} is not set;"
             " export it with the token from @BotFather"
         )
+    discord = config.platforms.discord
+    if discord.enabled and not discord.token_env:
+        raise ConfigError(
+            "platforms.discord.token_env: required when platforms.discord.enabled is true; name the"
+            " environment variable that holds the bot token (the token never goes in the YAML file)"
+        )
+    if discord.enabled and discord.token_env and not environ.get(discord.token_env):
+        raise ConfigError(
+            f"platforms.discord.token_env: environment variable {discord.token_env} is not set;"
+            " export it with the bot token from the Discord developer portal"
+        )
     check_relay(config, environ)
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
         raise ConfigError(
@@ -332,7 +343,8 @@ def check_relay(config: GatewayConfig, environ: Any) -> None:
                 f"platforms.relay.platforms.{index}.bot_id: required; the bot id the connector knows this"
                 " platform's bot by (it validates every hello against platform:botId)"
             )
-        if name == "web" or (name == "telegram" and config.platforms.telegram.enabled):
+        native = {"telegram": config.platforms.telegram.enabled, "discord": config.platforms.discord.enabled}
+        if name == "web" or native.get(name, False):
             raise ConfigError(
                 f"{where}: {name} is already served natively here; a platform is either native or relayed"
             )

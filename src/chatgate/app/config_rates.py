@@ -39,6 +39,7 @@ def served_platforms(config: GatewayConfig) -> list[str]:
     return [
         *(["web"] if platforms.web.enabled else []),
         *(["telegram"] if platforms.telegram.enabled else []),
+        *(["discord"] if platforms.discord.enabled else []),
         *relayed,
     ]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chatgate.app.config import GatewayConfig
 
-EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai"}
+EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai", "discord": "discord"}
 """extra name -> the top-level module it installs."""
 
 
@@ -32,6 +32,8 @@ def check_extras(config: GatewayConfig) -> str | None:
     """The first enabled feature whose extra is not installed, as the error to show; else None."""
     if config.platforms.telegram.enabled and missing("telegram"):
         return "platforms.telegram.enabled: " + install_hint("telegram", "Telegram")
+    if config.platforms.discord.enabled and missing("discord"):
+        return "platforms.discord.enabled: " + install_hint("discord", "Discord")
     if config.agent.kind == "openai" and missing("openai"):
         return "agent.kind: " + install_hint("openai", "the openai agent")
     return None

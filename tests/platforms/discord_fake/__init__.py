@@ -3,4 +3,15 @@
 from discord_fake.server import FakeDiscord
 from discord_fake.state import APP_ID, BOT_ID, TOKEN, TOKEN_ENV, Channel, Guild, Message, User, snowflake
 
-__all__ = ["APP_ID", "BOT_ID", "TOKEN", "TOKEN_ENV", "Channel", "FakeDiscord", "Guild", "Message", "User", "snowflake"]
+__all__ = [
+    "APP_ID",
+    "BOT_ID",
+    "TOKEN",
+    "TOKEN_ENV",
+    "Channel",
+    "FakeDiscord",
+    "Guild",
+    "Message",
+    "User",
+    "snowflake",
+]

@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from discord_fake.server import FakeDiscord
 
 HEARTBEAT_MS = 41_250
-DISPATCH, HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 0, 1, 2, 6, 7, 9, 10, 11
+DISPATCH, HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = (
+    0,
+    1,
+    2,
+    6,
+    7,
+    9,
+    10,
+    11,
+)
 
 
 @dataclass

@@ -24,8 +24,19 @@ from aiohttp import web
 
 from discord_fake.gateway import Gateway
 from discord_fake.state import (
-    APP_ID, BOT, BOT_ID, DM, GUILD_TEXT, TOKEN, Call, Channel, Guild, Message, User, snowflake,
-)  # fmt: skip
+    APP_ID,
+    BOT,
+    BOT_ID,
+    DM,
+    GUILD_TEXT,
+    TOKEN,
+    Call,
+    Channel,
+    Guild,
+    Message,
+    User,
+    snowflake,
+)
 
 API = "/api/v10"
 Handler = Callable[[web.Request], Any]
@@ -36,7 +47,9 @@ def reply(status: int, body: Any = None, headers: dict[str, str] | None = None) 
         return web.Response(status=status, headers=headers)
     # discord.py reads JSON only when the content type is exactly application/json.
     return web.Response(
-        status=status, body=json.dumps(body).encode(), headers={"Content-Type": "application/json", **(headers or {})}
+        status=status,
+        body=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
     )
 
 
@@ -144,9 +157,16 @@ class FakeDiscord:
         """A person's message: kept in the channel's history and dispatched as MESSAGE_CREATE."""
         text = f"<@{BOT_ID}> {content}" if mention_bot else content
         message = Message(
-            snowflake(at), channel, user, text, nick=nick, roles=roles or [],
-            mentions=[BOT] if mention_bot else [], reference=reference, attachments=attachments or [],
-        )  # fmt: skip
+            snowflake(at),
+            channel,
+            user,
+            text,
+            nick=nick,
+            roles=roles or [],
+            mentions=[BOT] if mention_bot else [],
+            reference=reference,
+            attachments=attachments or [],
+        )
         self.messages[channel.id].append(message)
         await self.gateway.dispatch("MESSAGE_CREATE", message.wire())
         return message
@@ -162,7 +182,9 @@ class FakeDiscord:
     def expire(self, token: str) -> None:
         self.tokens.pop(token, None)
 
-    def rate_limit(self, method: str, path: str, *, times: int = 1, retry_after: float = 1.0, scope: str = "user") -> None:
+    def rate_limit(
+        self, method: str, path: str, *, times: int = 1, retry_after: float = 1.0, scope: str = "user"
+    ) -> None:
         """Answer the next ``times`` calls of ``method path`` (a route as listed, e.g.
         ``/channels/{cid}/messages``) with a 429; ``scope="global"`` is the bot-wide limit."""
         self.limits[f"{method} {API}{path}"] = Limit(times, retry_after, scope)
@@ -186,8 +208,7 @@ class FakeDiscord:
             self.calls.append(call)
             response = self._refusal(method, route, request, call)
             if response is None:
-                request["body"] = body if isinstance(body, dict | list) else {}
-                response = await handler(request)
+                response = await handler(request, body if isinstance(body, dict | list) else {})
             call.status = response.status
             return response
 
@@ -204,33 +225,48 @@ class FakeDiscord:
         cid = request.match_info.get("cid")
         if self.channel_budget is not None and cid and method in ("POST", "PATCH") and "typing" not in route:
             count, window = self.channel_budget
-            recent = [c for c in self.calls[:-1] if c.status < 400 and _channel_of(c) == cid
-                      and c.method in ("POST", "PATCH") and "typing" not in c.path and call.at - c.at < window]  # fmt: skip
+            recent = [c for c in self.calls[:-1] if _counts(c, cid) and call.at - c.at < window]
             if len(recent) >= count:
                 self.violations.append(call)
                 return _too_many(window - (call.at - recent[0].at), "user")
         return None
 
-    async def _gateway_bot(self, request: web.Request) -> web.Response:
+    async def _gateway_bot(self, request: web.Request, body: Any) -> web.Response:
         limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
         return reply(200, {"url": self.ws_url, "shards": 1, "session_start_limit": limit})
 
-    async def _me(self, request: web.Request) -> web.Response:
+    async def _me(self, request: web.Request, body: Any) -> web.Response:
         return reply(200, {**BOT.wire(), "flags": 0, "mfa_enabled": False, "verified": True})
 
-    async def _application(self, request: web.Request) -> web.Response:
+    async def _application(self, request: web.Request, body: Any) -> web.Response:
         owner = {"id": "1", "username": "owner", "discriminator": "0", "avatar": None, "global_name": None}
-        return reply(200, {
-            "id": APP_ID, "name": "chatgate", "icon": None, "description": "", "bot_public": True,
-            "bot_require_code_grant": False, "owner": owner, "verify_key": "00", "flags": 0,
-            "team": None, "summary": "", "rpc_origins": [],
-        })  # fmt: skip
+        return reply(
+            200,
+            {
+                "id": APP_ID,
+                "name": "chatgate",
+                "icon": None,
+                "description": "",
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "owner": owner,
+                "verify_key": "00",
+                "flags": 0,
+                "team": None,
+                "summary": "",
+                "rpc_origins": [],
+            },
+        )
 
-    async def _get_channel(self, request: web.Request) -> web.Response:
+    async def _get_channel(self, request: web.Request, body: Any) -> web.Response:
         channel = self.channels.get(request.match_info["cid"])
-        return reply(404, {"message": "Unknown Channel", "code": 10003}) if channel is None else reply(200, channel.wire())
+        return (
+            reply(404, {"message": "Unknown Channel", "code": 10003})
+            if channel is None
+            else reply(200, channel.wire())
+        )
 
-    async def _history(self, request: web.Request) -> web.Response:
+    async def _history(self, request: web.Request, body: Any) -> web.Response:
         channel = self.channels.get(request.match_info["cid"])
         if channel is None:
             return reply(404, {"message": "Unknown Channel", "code": 10003})
@@ -240,17 +276,22 @@ class FakeDiscord:
         # The oldest ``limit`` after ``after``, newest first, as Discord answers.
         return reply(200, [m.wire() for m in reversed(later[:limit])])
 
-    async def _create(self, request: web.Request) -> web.Response:
+    async def _create(self, request: web.Request, body: Any) -> web.Response:
         channel = self.channels.get(request.match_info["cid"])
         if channel is None:
             return reply(404, {"message": "Unknown Channel", "code": 10003})
         if self.fail_sends > 0:
             self.fail_sends -= 1
             return reply(500, {"message": "500: Internal Server Error", "code": 0})
-        body = request["body"]
         ref = (body.get("message_reference") or {}).get("message_id")
-        message = Message(snowflake(), channel, BOT, body.get("content") or "", reference=ref,
-                          components=body.get("components") or [])  # fmt: skip
+        message = Message(
+            snowflake(),
+            channel,
+            BOT,
+            body.get("content") or "",
+            reference=ref,
+            components=body.get("components") or [],
+        )
         self.messages[channel.id].append(message)
         await self.gateway.dispatch("MESSAGE_CREATE", message.wire())
         return reply(200, message.wire())
@@ -261,11 +302,10 @@ class FakeDiscord:
                 return message
         return None
 
-    async def _edit(self, request: web.Request) -> web.Response:
+    async def _edit(self, request: web.Request, body: Any) -> web.Response:
         message = self._find(request)
         if message is None or message.author.id != BOT_ID:
             return reply(404, {"message": "Unknown Message", "code": 10008})
-        body = request["body"]
         if "content" in body:
             message.content = body["content"] or ""
         if "components" in body:
@@ -274,7 +314,7 @@ class FakeDiscord:
         await self.gateway.dispatch("MESSAGE_UPDATE", message.wire())
         return reply(200, message.wire())
 
-    async def _delete(self, request: web.Request) -> web.Response:
+    async def _delete(self, request: web.Request, body: Any) -> web.Response:
         message = self._find(request)
         if message is None:
             return reply(404, {"message": "Unknown Message", "code": 10008})
@@ -282,40 +322,39 @@ class FakeDiscord:
         await self.gateway.dispatch("MESSAGE_DELETE", {"id": message.id, "channel_id": message.channel.id})
         return reply(204)
 
-    async def _typing(self, request: web.Request) -> web.Response:
+    async def _typing(self, request: web.Request, body: Any) -> web.Response:
         return reply(204)
 
-    async def _callback(self, request: web.Request) -> web.Response:
+    async def _callback(self, request: web.Request, body: Any) -> web.Response:
         if request.match_info["token"] not in self.tokens:
             return reply(404, {"message": "Unknown interaction", "code": 10062})
-        self.interaction_responses.setdefault(request.match_info["iid"], []).append(request["body"])
+        self.interaction_responses.setdefault(request.match_info["iid"], []).append(body)
         return reply(204)
 
-    async def _follow_up(self, request: web.Request) -> web.Response:
+    async def _follow_up(self, request: web.Request, body: Any) -> web.Response:
         channel_id = self.tokens.get(request.match_info["token"])
         if channel_id is None:
             return reply(401, {"message": "Invalid Webhook Token", "code": 50027})
-        body = request["body"]
         message = Message(snowflake(), self.channels[channel_id], BOT, body.get("content") or "")
         self.messages[channel_id].append(message)
         return reply(200, message.wire())
 
-    async def _edit_follow_up(self, request: web.Request) -> web.Response:
+    async def _edit_follow_up(self, request: web.Request, body: Any) -> web.Response:
         channel_id = self.tokens.get(request.match_info["token"])
         if channel_id is None:
             return reply(401, {"message": "Invalid Webhook Token", "code": 50027})
         for message in self.messages[channel_id]:
             if message.id == request.match_info["mid"]:
-                message.content = request["body"].get("content") or ""
+                message.content = body.get("content") or ""
                 return reply(200, message.wire())
         return reply(404, {"message": "Unknown Message", "code": 10008})
 
-    async def _get_commands(self, request: web.Request) -> web.Response:
+    async def _get_commands(self, request: web.Request, body: Any) -> web.Response:
         return reply(200, self.commands.get(request.match_info.get("gid", "global"), []))
 
-    async def _put_commands(self, request: web.Request) -> web.Response:
+    async def _put_commands(self, request: web.Request, body: Any) -> web.Response:
         scope = request.match_info.get("gid", "global")
-        stored = [{**c, "id": snowflake(), "application_id": APP_ID, "version": "1"} for c in request["body"]]
+        stored = [{**c, "id": snowflake(), "application_id": APP_ID, "version": "1"} for c in body]
         self.commands[scope] = stored
         return reply(200, stored)
 
@@ -325,9 +364,24 @@ def _channel_of(call: Call) -> str | None:
     return parts[4] if len(parts) > 4 and parts[3] == "channels" else None
 
 
+def _counts(call: Call, channel_id: str) -> bool:
+    """A message create or edit in ``channel_id`` that Discord accepted."""
+    sending = call.method in ("POST", "PATCH") and "typing" not in call.path
+    return sending and call.status < 400 and _channel_of(call) == channel_id
+
+
 def _too_many(retry_after: float, scope: str) -> web.Response:
-    body = {"message": "You are being rate limited.", "retry_after": round(retry_after, 3), "global": scope == "global", "code": 0}
-    headers = {"Via": "1.1 google", "Retry-After": str(max(1, round(retry_after))), "X-RateLimit-Scope": scope}
+    body = {
+        "message": "You are being rate limited.",
+        "retry_after": round(retry_after, 3),
+        "global": scope == "global",
+        "code": 0,
+    }
+    headers = {
+        "Via": "1.1 google",
+        "Retry-After": str(max(1, round(retry_after))),
+        "X-RateLimit-Scope": scope,
+    }
     if scope == "global":
         headers["X-RateLimit-Global"] = "true"
     return reply(429, body, headers)

@@ -80,8 +80,14 @@ class Guild:
     """role id -> name."""
 
     def wire(self) -> dict[str, Any]:
-        text = [c.wire() for c in self.channels if c.type not in (ANNOUNCEMENT_THREAD, PUBLIC_THREAD, PRIVATE_THREAD)]
-        threads = [c.wire() for c in self.channels if c.type in (ANNOUNCEMENT_THREAD, PUBLIC_THREAD, PRIVATE_THREAD)]
+        text = [
+            c.wire()
+            for c in self.channels
+            if c.type not in (ANNOUNCEMENT_THREAD, PUBLIC_THREAD, PRIVATE_THREAD)
+        ]
+        threads = [
+            c.wire() for c in self.channels if c.type in (ANNOUNCEMENT_THREAD, PUBLIC_THREAD, PRIVATE_THREAD)
+        ]
         roles = [{"id": self.id, "name": "@everyone", "permissions": "0", "position": 0, "color": 0,
                   "hoist": False, "managed": False, "mentionable": False}]  # fmt: skip
         roles += [{"id": rid, "name": name, "permissions": "0", "position": 1, "color": 0, "hoist": False,
