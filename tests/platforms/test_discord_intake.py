@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,51 +12,19 @@ from discord_fake.harness import (
     EVE,
     ROLE_OPS,
     World,
+    connected,
     discord_config,
     echo_of,
     fake,
+    inbox,
+    run,
     wait_for,
     world,
 )
 from discord_fake.server import FakeDiscord
 from discord_fake.state import ANNOUNCEMENT_THREAD, PRIVATE_THREAD, PUBLIC_THREAD
 
-from chatgate.app.config import GatewayConfig
-from chatgate.app.gateway import Gateway
-
-__all__ = ["fake", "world"]
-STOP_TIMEOUT = 20.0
-
-
-@pytest.fixture
-async def run(tmp_path: Path) -> AsyncIterator[Any]:
-    started: list[Gateway] = []
-
-    async def start(config: dict[str, Any]) -> Gateway:
-        gateway = Gateway(GatewayConfig(**config), tmp_path / "state")
-        await gateway.start()
-        started.append(gateway)
-        return gateway
-
-    yield start
-    for gateway in started:
-        await gateway.stop()
-
-
-def inbox(tmp_path: Path) -> list[dict[str, Any]]:
-    db = sqlite3.connect(tmp_path / "state" / "chatgate.db")
-    try:
-        rows = db.execute("SELECT delivery_id, inbound_json, session_key FROM inbox ORDER BY seq").fetchall()
-    finally:
-        db.close()
-    return [{**json.loads(body), "delivery_id": d, "session_key": key} for d, body, key in rows]
-
-
-async def connected(fake: FakeDiscord) -> None:
-    await wait_for(
-        lambda: fake.gateway.current is not None and fake.gateway.current.socket is not None, 30, "IDENTIFY"
-    )
-    await wait_for(lambda: fake.commands.get("1100000000000000001"), 30, "the slash commands")
+__all__ = ["fake", "run", "world"]
 
 
 async def test_a_dm_is_answered_in_the_dm_as_a_reply(

@@ -57,8 +57,14 @@ class Gateway:
         self.identifies = 0
         self.resumes = 0
         self.sockets: set[web.WebSocketResponse] = set()
+        self.refuse_connections = False
+        """While true, a dial is answered 503 (Discord unreachable): what is dispatched meanwhile waits."""
+        self.replay_overlap = 0
+        """A RESUME also replays this many frames the client had already received (a lagging ack)."""
 
-    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_connections:
+            return web.Response(status=503, text="unavailable")
         ws = web.WebSocketResponse(autoping=True, max_msg_size=0)
         await ws.prepare(request)
         self.sockets.add(ws)
@@ -110,8 +116,8 @@ class Gateway:
         self.resumes += 1
         session.socket = ws
         self.current = session
-        after = int(data.get("seq") or 0)
-        for frame in [f for f in session.sent if f["s"] > after]:
+        after = max(0, int(data.get("seq") or 0) - self.replay_overlap)
+        for frame in [f for f in session.sent if f["s"] > after and f["t"] not in ("READY", "RESUMED")]:
             await ws.send_str(json.dumps(frame))
         await ws.send_str(json.dumps(session.frame("RESUMED", {})))
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -111,3 +114,38 @@ async def wait_for(predicate: Callable[[], object], timeout: float, what: str) -
 
 def echo_of(text: str) -> str:
     return f"echo: {text}"
+
+
+@pytest.fixture
+async def run(tmp_path: Path) -> AsyncIterator[Any]:
+    """Start real in-process gateways on ``tmp_path/state`` (stopped at the end)."""
+    from chatgate.app.config import GatewayConfig
+    from chatgate.app.gateway import Gateway
+
+    started: list[Gateway] = []
+
+    async def start(config: dict[str, Any]) -> Gateway:
+        gateway = Gateway(GatewayConfig(**config), tmp_path / "state")
+        await gateway.start()
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        await gateway.stop()
+
+
+def inbox(tmp_path: Path) -> list[dict[str, Any]]:
+    db = sqlite3.connect(tmp_path / "state" / "chatgate.db")
+    try:
+        rows = db.execute("SELECT delivery_id, inbound_json, session_key FROM inbox ORDER BY seq").fetchall()
+    finally:
+        db.close()
+    return [{**json.loads(body), "delivery_id": d, "session_key": key} for d, body, key in rows]
+
+
+async def connected(fake: FakeDiscord) -> None:
+    await wait_for(
+        lambda: fake.gateway.current is not None and fake.gateway.current.socket is not None, 30, "IDENTIFY"
+    )
+    await wait_for(lambda: fake.commands.get("1100000000000000001"), 30, "the slash commands")
