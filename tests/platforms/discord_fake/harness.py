@@ -149,3 +149,29 @@ async def connected(fake: FakeDiscord) -> None:
         lambda: fake.gateway.current is not None and fake.gateway.current.socket is not None, 30, "IDENTIFY"
     )
     await wait_for(lambda: fake.commands.get("1100000000000000001"), 30, "the slash commands")
+
+
+def interaction_body(
+    channel: Any, user: User, kind: int, data: dict[str, Any], *, nick: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """An interaction as Discord sends it (the gateway's INTERACTION_CREATE ``d`` without id and token)."""
+    wire_channel: dict[str, Any] = {"id": channel.id, "type": channel.type, "name": channel.name}
+    if channel.parent_id:
+        wire_channel["parent_id"] = channel.parent_id
+    body: dict[str, Any] = {"type": kind, "channel_id": channel.id, "channel": wire_channel, "data": data}
+    if channel.guild_id:
+        body["guild_id"] = channel.guild_id
+        body["member"] = {"nick": nick, "roles": [], "user": user.wire(), "permissions": "0"}
+    else:
+        body["user"] = user.wire()
+    body.update(extra)
+    return body
+
+
+def slash(name: str, **options: Any) -> dict[str, Any]:
+    return {"type": 1, "name": name, "id": "1700000000000000001",
+            "options": [{"name": k, "type": 3, "value": v} for k, v in options.items()]}  # fmt: skip
+
+
+def press(custom_id: str) -> dict[str, Any]:
+    return {"component_type": 2, "custom_id": custom_id}
