@@ -161,7 +161,10 @@ def interaction_body(
     body: dict[str, Any] = {"type": kind, "channel_id": channel.id, "channel": wire_channel, "data": data}
     if channel.guild_id:
         body["guild_id"] = channel.guild_id
-        body["member"] = {"nick": nick, "roles": [], "user": user.wire(), "permissions": "0"}
+        body["member"] = {
+            "nick": nick, "roles": [], "user": user.wire(), "permissions": "0", "flags": 0,
+            "joined_at": "2026-01-01T00:00:00+00:00", "deaf": False, "mute": False,
+        }  # fmt: skip
     else:
         body["user"] = user.wire()
     body.update(extra)

@@ -174,7 +174,12 @@ class FakeDiscord:
     async def interact(self, body: dict[str, Any]) -> dict[str, Any]:
         """An INTERACTION_CREATE with a fresh id and token; ``body`` has type, data, channel, user."""
         iid = snowflake()
-        full = {"id": iid, "token": f"itok-{iid}", "application_id": APP_ID, "version": 1, **body}
+        full = {
+            "id": iid, "token": f"itok-{iid}", "application_id": APP_ID, "version": 1,
+            "attachment_size_limit": 10 * 1024 * 1024, "app_permissions": "0", "entitlements": [],
+            "locale": "en-US", "authorizing_integration_owners": {"1": BOT_ID},
+            "context": 0 if body.get("guild_id") else 1, **body,
+        }  # fmt: skip
         self.tokens[full["token"]] = str(body.get("channel_id"))
         await self.gateway.dispatch("INTERACTION_CREATE", full)
         return full

@@ -127,7 +127,7 @@ class Message:
         if self.channel.guild_id is not None:
             out["guild_id"] = self.channel.guild_id
             out["member"] = {"nick": self.nick, "roles": self.roles, "joined_at": "2026-01-01T00:00:00+00:00",
-                             "deaf": False, "mute": False}  # fmt: skip
+                             "deaf": False, "mute": False, "flags": 0}  # fmt: skip
         if self.reference is not None:
             out["message_reference"] = {"message_id": self.reference, "channel_id": self.channel.id,
                                         "type": 0}  # fmt: skip

@@ -117,7 +117,14 @@ class DiscordOutbound:
         if not text.strip():
             return Rejected("Discord cannot show an empty message")
         body = {"content": text, "allowed_mentions": NO_PINGS}
-        return await self._run("POST", f"/webhooks/{self.application_id}/{token}", body, sending=True)
+        try:
+            answer = await self._rest.call("POST", f"/webhooks/{self.application_id}/{token}", body)
+        except ApiRefused as exc:
+            # 401 "Invalid Webhook Token" / 404 "Unknown Webhook": the token is dead, not the bot's.
+            return Rejected(f"the interaction token expired: {exc}")
+        except DiscordCallError as exc:
+            return classify(exc, sending=True)
+        return Delivered(_message_id(answer))
 
     async def respond(self, interaction_id: str, token: str, body: dict[str, Any]) -> bool:
         """An interaction's callback (defer, or an ephemeral answer); ``False`` when refused."""
