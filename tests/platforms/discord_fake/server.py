@@ -293,7 +293,7 @@ class FakeDiscord:
             snowflake(),
             channel,
             BOT,
-            body.get("content") or "",
+            (body.get("content") or "").strip(),  # Discord trims what it shows
             reference=ref,
             components=body.get("components") or [],
         )
@@ -312,7 +312,7 @@ class FakeDiscord:
         if message is None or message.author.id != BOT_ID:
             return reply(404, {"message": "Unknown Message", "code": 10008})
         if "content" in body:
-            message.content = body["content"] or ""
+            message.content = (body["content"] or "").strip()  # Discord trims what it shows
         if "components" in body:
             message.components = body["components"] or []
         message.edited = True

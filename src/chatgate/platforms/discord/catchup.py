@@ -51,6 +51,16 @@ class ChannelBook:
         if isinstance(found, dict):
             self._last = {str(k): str(v) for k, v in found.items() if str(v).isdigit()}
 
+    def knows(self, channel_id: str) -> bool:
+        return channel_id in self._last
+
+    async def start_channel(self, channel_id: str, message_id: str) -> None:
+        """Before a channel's first admission: from now on it is read back after downtime,
+        from just before this message (so a crash before the next flush loses nothing)."""
+        if message_id.isdigit() and not self.knows(channel_id):
+            self.note(channel_id, str(int(message_id) - 1))
+            await self.flush()
+
     def note(self, channel_id: str, message_id: str) -> None:
         """``message_id`` was admitted in ``channel_id`` (ids that are not snowflakes are ignored)."""
         if message_id.isdigit() and _later(message_id, self._last.get(channel_id)):

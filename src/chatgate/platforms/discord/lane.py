@@ -145,6 +145,7 @@ class DiscordLane:
                     "unauthorized: neither in platforms.discord.allow_users nor holding an allow_roles role"
                 )
                 event = Undecodable(TRANSPORT, reason, decoded.delivery_id, platform=PLATFORM)
+        await self.book.start_channel(channel.id, str(data.get("id")))
         answer = await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
         if isinstance(answer, Unavailable):
             log.warning(
@@ -190,7 +191,9 @@ class DiscordLane:
     # ---------------------------------------------------------------- catch-up
 
     async def _queue_catch_up(self) -> None:
-        await self.book.flush()
+        # Queued before this session's first live event of each channel can be (nothing awaits
+        # before the ``put``s): a channel's catch-up is admitted first, so its recorded id
+        # never passes a message that is not admitted yet.
         for channel_id, last in self.book.recent():
             await self.queues.put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
 
