@@ -171,15 +171,19 @@ class FakeDiscord:
         await self.gateway.dispatch("MESSAGE_CREATE", message.wire())
         return message
 
-    async def interact(self, body: dict[str, Any]) -> dict[str, Any]:
-        """An INTERACTION_CREATE with a fresh id and token; ``body`` has type, data, channel, user."""
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An interaction body as Discord sends it: ``body`` with a fresh id, token and the rest."""
         iid = snowflake()
-        full = {
+        return {
             "id": iid, "token": f"itok-{iid}", "application_id": APP_ID, "version": 1,
             "attachment_size_limit": 10 * 1024 * 1024, "app_permissions": "0", "entitlements": [],
             "locale": "en-US", "authorizing_integration_owners": {"1": BOT_ID},
             "context": 0 if body.get("guild_id") else 1, **body,
         }  # fmt: skip
+
+    async def interact(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Dispatch an INTERACTION_CREATE (``body`` completed unless it already has an id)."""
+        full = body if "id" in body else self.complete(body)
         self.tokens[full["token"]] = str(body.get("channel_id"))
         await self.gateway.dispatch("INTERACTION_CREATE", full)
         return full
