@@ -119,19 +119,22 @@ def _addressed(data: dict[str, Any], channel: ChannelInfo, rules: Addressing) ->
         isinstance(u, dict) and str(u.get("id")) == rules.bot_id for u in data.get("mentions") or ()
     )
     quoted = data.get("referenced_message")
-    replied = isinstance(quoted, dict) and str((quoted.get("author") or {}).get("id")) == rules.bot_id
+    quoted_author = quoted.get("author") if isinstance(quoted, dict) else None
+    replied = isinstance(quoted_author, dict) and str(quoted_author.get("id")) == rules.bot_id
     return (mentioned or replied), "" if mentioned or replied else "not addressed to the bot"
 
 
 def _attachments(data: dict[str, Any]) -> tuple[Attachment, ...]:
     found = []
-    for item in data.get("attachments") or ():
+    items = data.get("attachments")
+    for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             continue
         mime = item.get("content_type") if isinstance(item.get("content_type"), str) else None
         size = item.get("size") if isinstance(item.get("size"), int) else None
         kind = "image" if mime and mime.startswith("image/") else "document"
-        found.append(Attachment(kind=kind, ref=item["url"], mime=mime, name=item.get("filename"), size=size))
+        name = item.get("filename") if isinstance(item.get("filename"), str) else None
+        found.append(Attachment(kind=kind, ref=item["url"], mime=mime, name=name, size=size))
     return tuple(found)
 
 
@@ -152,7 +155,8 @@ def decode_message(
         return Bad("message without an id or an author id", None)
     if author.get("bot") or author["id"] == rules.bot_id:
         return Skip("written by a bot")
-    if data.get("type", 0) not in PERSON_MESSAGE_TYPES:
+    kind = data.get("type", 0)
+    if not isinstance(kind, int) or kind not in PERSON_MESSAGE_TYPES:
         return Skip(f"message type {data.get('type')} is not a person's message")
     addressed, why = _addressed(data, channel, rules)
     if not addressed:
@@ -171,8 +175,8 @@ def decode_message(
     payload: dict[str, Any] = {}
     quoted = data.get("referenced_message")
     if isinstance(quoted, dict) and isinstance(quoted.get("content"), str):
-        who = quoted.get("author") or {}
-        author_name = who.get("global_name") or who.get("username")
+        who = quoted.get("author") if isinstance(quoted.get("author"), dict) else {}
+        author_name = display_name({"author": who})
         is_own = str(who.get("id")) == rules.bot_id
         payload["reply_to"] = {"text": quoted["content"], "author": author_name, "is_own": is_own}
     return Inbound(
