@@ -175,7 +175,8 @@ def decode_message(
     payload: dict[str, Any] = {}
     quoted = data.get("referenced_message")
     if isinstance(quoted, dict) and isinstance(quoted.get("content"), str):
-        who = quoted.get("author") if isinstance(quoted.get("author"), dict) else {}
+        found = quoted.get("author")
+        who: dict[str, Any] = found if isinstance(found, dict) else {}
         author_name = display_name({"author": who})
         is_own = str(who.get("id")) == rules.bot_id
         payload["reply_to"] = {"text": quoted["content"], "author": author_name, "is_own": is_own}
