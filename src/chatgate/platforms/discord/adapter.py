@@ -169,9 +169,12 @@ class DiscordAdapter:
                 self._detail = f"the bot token was refused ({exc}); check platforms.discord.token_env"
                 log.error("Discord: %s", self._detail)
                 return
-            except (discord.DiscordException, DiscordCallError, OSError, KeyError, TypeError) as exc:
+            except (discord.DiscordException, DiscordCallError, OSError) as exc:
                 self._detail = f"cannot reach Discord ({type(exc).__name__}: {exc}); retrying"
                 log.warning("Discord: %s", self._detail)
+            except Exception as exc:  # e.g. discord.py failing on an event it cannot parse
+                self._detail = f"the Discord connection failed ({type(exc).__name__}); reconnecting"
+                log.exception("Discord: %s", self._detail)
             finally:
                 with contextlib.suppress(Exception):
                     await client.close()
