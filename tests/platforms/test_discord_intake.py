@@ -125,3 +125,26 @@ async def test_a_reply_quotes_and_attachments_are_references(
     assert row["reply_to"] == first.id
     assert row["attachments"] == [{"kind": "image", "ref": "https://cdn.example/a.png", "mime": "image/png",
                                    "name": "a.png", "size": 1234}]  # fmt: skip
+
+
+async def test_a_later_edit_reaches_the_agent_as_an_edit_once(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    message = await fake.post(world.free, ANN, "meet at 5")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the first reply")
+    await fake.edit(message, "meet at 6")
+    await wait_for(lambda: len(fake.view(world.free.id)) == 2, 30, "the reply to the edit")
+    fake.gateway.replay_overlap = 20  # the edit is replayed by a RESUME: it is the same edit
+    await fake.gateway.drop()
+    await wait_for(lambda: fake.gateway.resumes == 1, 60, "the RESUME")
+    await fake.post(world.free, ANN, "after")
+    await wait_for(lambda: len(fake.view(world.free.id)) == 3, 30, "the reply after the resume")
+    assert [m.content for m in fake.view(world.free.id)] == [
+        echo_of("meet at 5"),
+        echo_of("(edited) meet at 6"),
+        echo_of("after"),
+    ]
+    edit = inbox(tmp_path)[1]
+    assert edit["message_ref"] == message.id and edit["payload"]["edit_of"] == message.id

@@ -171,6 +171,12 @@ class FakeDiscord:
         await self.gateway.dispatch("MESSAGE_CREATE", message.wire())
         return message
 
+    async def edit(self, message: Message, content: str) -> None:
+        """A person edits their message: MESSAGE_UPDATE with a new ``edited_timestamp``."""
+        message.content, message.edited = content, True
+        message.edited_at = f"2026-01-01T00:00:{len(self.calls) % 60:02d}.{snowflake()[-6:]}+00:00"
+        await self.gateway.dispatch("MESSAGE_UPDATE", message.wire())
+
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """An interaction body as Discord sends it: ``body`` with a fresh id, token and the rest."""
         iid = snowflake()

@@ -113,13 +113,14 @@ class Message:
     attachments: list[dict[str, Any]] = field(default_factory=list)
     components: list[dict[str, Any]] = field(default_factory=list)
     edited: bool = False
+    edited_at: str = "2026-01-01T00:00:01+00:00"
     deleted: bool = False
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "id": self.id, "channel_id": self.channel.id, "author": self.author.wire(),
             "content": self.content, "timestamp": "2026-01-01T00:00:00+00:00",
-            "edited_timestamp": "2026-01-01T00:00:01+00:00" if self.edited else None,
+            "edited_timestamp": self.edited_at if self.edited else None,
             "tts": False, "mention_everyone": False, "mentions": [u.wire() for u in self.mentions],
             "mention_roles": [], "attachments": self.attachments, "embeds": [], "pinned": False,
             "type": 19 if self.reference else 0, "flags": 0, "components": self.components,

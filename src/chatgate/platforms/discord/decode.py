@@ -15,7 +15,7 @@ never admitted and never recorded, like any other talk in a channel the bot can 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound
@@ -115,9 +115,9 @@ def _addressed(data: dict[str, Any], channel: ChannelInfo, rules: Addressing) ->
         return False, "channel not in platforms.discord.allow_channels"
     if not rules.require_mention or places & rules.free_response_channels:
         return True, ""
-    mentioned = any(
-        isinstance(u, dict) and str(u.get("id")) == rules.bot_id for u in data.get("mentions") or ()
-    )
+    mentions = data.get("mentions")
+    people = mentions if isinstance(mentions, list) else []
+    mentioned = any(isinstance(u, dict) and str(u.get("id")) == rules.bot_id for u in people)
     quoted = data.get("referenced_message")
     quoted_author = quoted.get("author") if isinstance(quoted, dict) else None
     replied = isinstance(quoted_author, dict) and str(quoted_author.get("id")) == rules.bot_id
@@ -191,4 +191,26 @@ def decode_message(
         attachments=_attachments(data),
         payload=payload,
         observes_labels=True,
+    )
+
+
+EDIT_PREFIX = "(edited) "
+
+
+def decode_edit(
+    data: dict[str, Any], channel: ChannelInfo, rules: Addressing, *, received_at: float
+) -> Inbound | Skip | Bad:
+    """A person's edit (MESSAGE_UPDATE with an ``edited_timestamp``) as a new event that says it
+    is one: its own delivery id per edit, the edited message as ``message_ref`` and ``payload``."""
+    edited = data.get("edited_timestamp")
+    if not isinstance(edited, str) or not isinstance(data.get("content"), str):
+        return Skip("an update that is not an edit of the text (an embed, a pin)")
+    decoded = decode_message(data, channel, rules, received_at=received_at)
+    if not isinstance(decoded, Inbound):
+        return decoded
+    return replace(
+        decoded,
+        delivery_id=f"{decoded.delivery_id}:edit:{edited}",
+        text=EDIT_PREFIX + decoded.text,
+        payload={**decoded.payload, "edit_of": decoded.message_ref, "edited_at": edited},
     )

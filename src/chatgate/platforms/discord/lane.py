@@ -23,7 +23,15 @@ from typing import Any
 
 from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
 from chatgate.platforms.discord.catchup import ChannelBook
-from chatgate.platforms.discord.decode import TRANSPORT, Addressing, Bad, ChannelInfo, Skip, decode_message
+from chatgate.platforms.discord.decode import (
+    TRANSPORT,
+    Addressing,
+    Bad,
+    ChannelInfo,
+    Skip,
+    decode_edit,
+    decode_message,
+)
 from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
 from chatgate.platforms.discord.outbound import DiscordOutbound
 from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest, RateLimited
@@ -92,6 +100,9 @@ class DiscordLane:
         elif event == "MESSAGE_CREATE":
             channel = str(data.get("channel_id"))
             await self.queues.put(channel, lambda: self._admit_message(data))
+        elif event == "MESSAGE_UPDATE":
+            channel = str(data.get("channel_id"))
+            await self.queues.put(channel, lambda: self._admit_message(data, edit=True))
         elif event == "INTERACTION_CREATE":
             received = time.monotonic()
             channel = str(data.get("channel_id") or "")
@@ -125,14 +136,17 @@ class DiscordLane:
             self._fetched.popitem(last=False)
         return info
 
-    async def _admit_message(self, data: dict[str, Any], channel: ChannelInfo | None = None) -> None:
+    async def _admit_message(
+        self, data: dict[str, Any], channel: ChannelInfo | None = None, *, edit: bool = False
+    ) -> None:
         assert self.rules is not None
         if channel is None:
             guild = data.get("guild_id")
             channel = await self.channel_info(
                 str(data.get("channel_id")), str(guild) if guild else None, live=True
             )
-        decoded = decode_message(data, channel, self.rules, received_at=time.time())
+        decode = decode_edit if edit else decode_message
+        decoded = decode(data, channel, self.rules, received_at=time.time())
         if isinstance(decoded, Skip):
             return
         if isinstance(decoded, Bad):
@@ -157,7 +171,8 @@ class DiscordLane:
         if isinstance(answer, Refused):
             log.info("skipped Discord message %s (%s): %s", data.get("id"), answer.code, answer.message,
                      extra={"platform": PLATFORM, "code": answer.code})  # fmt: skip
-        self.book.note(channel.id, str(data.get("id")))
+        if not edit:
+            self.book.note(channel.id, str(data.get("id")))
 
     # ---------------------------------------------------------------- interactions
 
