@@ -157,7 +157,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.messages, args.channels, args.down, args.rate = 20, 3, 10, 2.4
-    print(json.dumps(asyncio.run(run(args))))
+    load_before = os.getloadavg()
+    result = asyncio.run(run(args))
+    result["load_avg"] = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(json.dumps(result))
+    sys.exit(1 if result["unanswered"] or result["answered_more_than_once"] else 0)
 
 
 if __name__ == "__main__":
