@@ -202,3 +202,34 @@ async def test_an_approval_prompt_has_hp1_buttons_and_a_press_resolves_it_by_edi
     await wait_for(lambda: late["id"] in fake.interaction_responses, 30, "the late press's answer")
     (told,) = fake.interaction_responses[late["id"]]
     assert told["type"] == 4 and told["data"]["flags"] == 64 and told["data"]["content"]
+
+
+async def test_an_interaction_behind_a_long_catch_up_is_deferred_at_once_and_answered_after_it(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    config = discord_config(fake, world, tmp_path)
+    gateway = await run(config)
+    await connected(fake)
+    await fake.post(world.free, ANN, "before")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the first reply")
+    await gateway.stop()
+    fake.gateway.forget_sessions()
+    await fake.post(world.free, ANN, "while down")
+    fake.history_delay = 5.0  # reading the channel back takes longer than Discord's 3 seconds
+    await run(config)
+    await wait_for(lambda: fake.of("GET", "/messages?after="), 60, "the catch-up read")
+    sent = await fake.interact(interaction_body(world.free, ANN, 2, slash("ask", q="now")))
+    await wait_for(lambda: sent["id"] in fake.interaction_responses, 30, "the deferral")
+    assert fake.of("GET", "/messages?after=")[0].status == 0  # still reading: deferred ahead of its turn
+    await wait_for(lambda: fake.of("POST", "/webhooks/"), 60, "the follow-up")
+    assert fake.interaction_responses[sent["id"]] == [DEFERRED]
+    # The follow-up shows in the channel too, after the caught-up reply.
+    assert [m.content for m in fake.view(world.free.id)] == [
+        echo_of("before"),
+        echo_of("while down"),
+        echo_of("/ask q:now"),
+    ]
+    (follow_up,) = fake.of("POST", "/webhooks/")
+    assert follow_up.body["content"] == echo_of("/ask q:now")
+    rows = inbox(tmp_path)
+    assert [r["text"] for r in rows] == ["before", "while down", "/ask q:now"]  # its place kept

@@ -14,6 +14,7 @@ call over it in ``violations``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -76,6 +77,8 @@ class FakeDiscord:
         self.tokens: dict[str, str] = {}
         """interaction token -> channel id; a token not here is expired (or never issued)."""
         self.fail_sends = 0
+        self.history_delay = 0.0
+        """Seconds a history read takes (a slow catch-up)."""
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -285,6 +288,8 @@ class FakeDiscord:
         channel = self.channels.get(request.match_info["cid"])
         if channel is None:
             return reply(404, {"message": "Unknown Channel", "code": 10003})
+        if self.history_delay:
+            await asyncio.sleep(self.history_delay)
         after = int(request.query.get("after", "0"))
         limit = min(100, int(request.query.get("limit", "50")))
         later = [m for m in self.messages[channel.id] if int(m.id) > after and not m.deleted]

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
@@ -46,6 +46,16 @@ HISTORY_PAGE = 100
 MAX_CATCH_UP_PAGES = 50
 """At most 5,000 messages per channel are read back after downtime."""
 CHANNEL_CACHE = 1024
+
+
+async def _deferred(early: asyncio.Future[bool] | None) -> bool:
+    """Whether the interaction was deferred before its turn came (see ``_interaction_frame``)."""
+    if early is None:
+        return False
+    try:
+        return await asyncio.wait_for(asyncio.shield(early), 10.0)
+    except TimeoutError:
+        return False
 
 
 class Access:
@@ -81,6 +91,8 @@ class DiscordLane:
         self.queues = PerKeyQueues(max_pending=4096, name="discord")
         self._fetched: OrderedDict[str, ChannelInfo] = OrderedDict()
         self.accepting = True
+        self._backlog: dict[str, int] = {}
+        """Work queued or running per channel (entries go when they reach zero)."""
         self.catch_ups = 0
 
     # ---------------------------------------------------------------- frames
@@ -98,15 +110,42 @@ class DiscordLane:
         if event == "READY":
             await self._queue_catch_up()
         elif event == "MESSAGE_CREATE":
-            channel = str(data.get("channel_id"))
-            await self.queues.put(channel, lambda: self._admit_message(data))
+            await self._put(str(data.get("channel_id")), lambda: self._admit_message(data))
         elif event == "MESSAGE_UPDATE":
-            channel = str(data.get("channel_id"))
-            await self.queues.put(channel, lambda: self._admit_message(data, edit=True))
+            await self._put(str(data.get("channel_id")), lambda: self._admit_message(data, edit=True))
         elif event == "INTERACTION_CREATE":
-            received = time.monotonic()
-            channel = str(data.get("channel_id") or "")
-            await self.queues.put(channel, lambda: self._admit_interaction(data, received))
+            await self._interaction_frame(data)
+
+    async def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Queue ``work`` behind the channel's earlier work, counting the channel's backlog."""
+        self._backlog[channel] = self._backlog.get(channel, 0) + 1
+
+        async def counted() -> None:
+            try:
+                await work()
+            finally:
+                left = self._backlog.get(channel, 1) - 1
+                if left > 0:
+                    self._backlog[channel] = left
+                else:
+                    self._backlog.pop(channel, None)
+
+        await self.queues.put(channel, counted)
+
+    async def _interaction_frame(self, data: dict[str, Any]) -> None:
+        """Queue the interaction in order; when its channel has work ahead (a catch-up after a
+        restart can take longer than Discord's 3 seconds), defer it now and answer it later."""
+        received = time.monotonic()
+        channel = str(data.get("channel_id") or "")
+        custom_id = data.get("data", {}).get("custom_id") if isinstance(data.get("data"), dict) else None
+        press = data.get("type") == 3 and isinstance(custom_id, str) and custom_id.startswith("hp1:")
+        early: asyncio.Future[bool] | None = None
+        if self._backlog.get(channel, 0) > 0 and not press and data.get("id") and data.get("token"):
+            early = asyncio.get_running_loop().create_future()
+        await self._put(channel, lambda: self._admit_interaction(data, received, early))
+        if early is not None:
+            done = await self._outbound.respond(str(data["id"]), str(data["token"]), {"type": 5})
+            early.set_result(done)
 
     # ---------------------------------------------------------------- messages
 
@@ -176,7 +215,9 @@ class DiscordLane:
 
     # ---------------------------------------------------------------- interactions
 
-    async def _admit_interaction(self, data: dict[str, Any], received: float) -> None:
+    async def _admit_interaction(
+        self, data: dict[str, Any], received: float, early: asyncio.Future[bool] | None = None
+    ) -> None:
         iid, token = str(data.get("id") or ""), str(data.get("token") or "")
         body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
         decoded = decode_interaction(body, received_at=time.time(), transport=TRANSPORT)
@@ -201,7 +242,11 @@ class DiscordLane:
             return  # a RESUME replay: answered the first time
         if isinstance(answer, Admitted) and body_out.get("type") == 5:
             self.tokens.remember(decoded.source.chat_id or "", user, token, received)
-        await self._outbound.respond(iid, token, body_out)
+        if not await _deferred(early):
+            await self._outbound.respond(iid, token, body_out)
+        elif body_out.get("type") == 4:
+            # Deferred already: the refusal (or outage) is told by an ephemeral follow-up.
+            await self._outbound.follow_up(token, body_out["data"]["content"], ephemeral=True)
 
     # ---------------------------------------------------------------- catch-up
 
@@ -210,7 +255,7 @@ class DiscordLane:
         # before the ``put``s): a channel's catch-up is admitted first, so its recorded id
         # never passes a message that is not admitted yet.
         for channel_id, last in self.book.recent():
-            await self.queues.put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
+            await self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
 
     async def _catch_up(self, channel_id: str, after: str) -> None:
         """Admit what the channel got after ``after`` while we were away, oldest first."""

@@ -112,11 +112,13 @@ class DiscordOutbound:
             return False
         return True
 
-    async def follow_up(self, token: str, text: str) -> DeliveryResult:
+    async def follow_up(self, token: str, text: str, *, ephemeral: bool = False) -> DeliveryResult:
         """A message on an interaction's token; ``Rejected`` once the token has expired."""
         if not text.strip():
             return Rejected("Discord cannot show an empty message")
-        body = {"content": text, "allowed_mentions": NO_PINGS}
+        body: dict[str, Any] = {"content": text, "allowed_mentions": NO_PINGS}
+        if ephemeral:
+            body["flags"] = 64
         try:
             answer = await self._rest.call("POST", f"/webhooks/{self.application_id}/{token}", body)
         except ApiRefused as exc:
