@@ -20,7 +20,8 @@ import platformdirs
 
 from chatgate import __version__
 from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, schedules_cli, service
-from chatgate.app.config import ConfigError, GatewayConfig, check_secrets, load_config
+from chatgate.app.config import ConfigError, GatewayConfig, load_config
+from chatgate.app.config_secrets import check_secrets
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway

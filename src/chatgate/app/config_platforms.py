@@ -1,4 +1,4 @@
-"""The ``platforms`` section: web chat, Telegram, Slack, the relay and the OpenAI-compatible API."""
+"""The ``platforms`` section: web chat, Telegram, Slack, Discord, the relay and the OpenAI API."""
 
 from __future__ import annotations
 
@@ -127,9 +127,38 @@ class ApiConfig(Section):
     """Requests waiting for an answer at once (each holds a connection); beyond it, 429."""
 
 
+class DiscordConfig(Section):
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    enabled: bool = False
+    token_env: EnvName | None = None
+    """Name of the environment variable that holds the bot token (required when enabled)."""
+    allow_users: list[str] = []
+    """Discord user ids allowed to talk to the agent; everyone else is refused (default deny)."""
+    allow_roles: list[str] = []
+    """Role ids whose members may talk to the agent in a guild, besides ``allow_users``."""
+    allow_all: bool = False
+    allow_channels: list[str] = []
+    """Channel ids (a thread counts as its parent's) the bot answers in; empty: every channel."""
+    require_mention: bool = True
+    """In a guild, answer only messages that mention the bot or reply to it."""
+    free_response_channels: list[str] = []
+    """Channel ids where every message is for the bot, mention or not."""
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
+    catch_up_hours: float = Field(24.0, ge=0, le=24 * 30)
+    """After downtime, read back what channels active this recently got meanwhile (0: none)."""
+    command_guilds: list[str] = []
+    """Guild ids to register the slash commands in (instant); empty: globally."""
+    register_commands: bool = True
+    api_base: str = "https://discord.com/api/v10"
+    """Discord's REST base; tests point it at a fake Discord (the gateway URL comes from it)."""
+
+
 class PlatformsConfig(Section):
     web: WebChatConfig = WebChatConfig()
     telegram: TelegramConfig = TelegramConfig()
     slack: SlackConfig = SlackConfig()
+    discord: DiscordConfig = DiscordConfig()
     relay: RelayConfig = RelayConfig()
     api: ApiConfig = ApiConfig()

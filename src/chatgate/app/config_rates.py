@@ -40,6 +40,7 @@ def served_platforms(config: GatewayConfig) -> list[str]:
         *(["web"] if platforms.web.enabled else []),
         *(["telegram"] if platforms.telegram.enabled else []),
         *(["slack"] if platforms.slack.enabled else []),
+        *(["discord"] if platforms.discord.enabled else []),
         *relayed,
     ]
 

@@ -20,6 +20,7 @@ EXTRA_MODULES: dict[str, str] = {
     "openai": "openai",
     "schedules": "cronsim",
     "slack": "slack_bolt",
+    "discord": "discord",
 }
 """extra name -> the top-level module it installs."""
 
@@ -39,6 +40,8 @@ def check_extras(config: GatewayConfig) -> str | None:
         return "platforms.telegram.enabled: " + install_hint("telegram", "Telegram")
     if config.platforms.slack.enabled and (missing("slack") or missing("telegram")):
         return "platforms.slack.enabled: " + install_hint("slack", "Slack")
+    if config.platforms.discord.enabled and missing("discord"):
+        return "platforms.discord.enabled: " + install_hint("discord", "Discord")
     if config.agent.kind == "openai" and missing("openai"):
         return "agent.kind: " + install_hint("openai", "the openai agent")
     return None

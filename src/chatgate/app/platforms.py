@@ -158,6 +158,49 @@ def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
     return PlatformBuild(adapters=[adapter], credentials=credentials, routes=routes)
 
 
+# ---------------------------------------------------------------- discord
+
+
+def _discord_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
+    cfg = config.platforms.discord
+    # With allow_roles, the adapter decides (a member's roles are only on the Discord event).
+    return {
+        "discord": PlatformAccess(
+            allow_all=cfg.allow_all or bool(cfg.allow_roles),
+            allow_users=frozenset(cfg.allow_users),
+            pairing=cfg.pairing,
+        )
+    }
+
+
+def _build_discord(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
+    from chatgate.platforms.discord.adapter import DiscordAdapter, DiscordSettings
+
+    cfg = config.platforms.discord
+    token = secret(os.environ, cfg.token_env)
+    if not token:
+        raise ConfigError(
+            f"platforms.discord.token_env: environment variable {cfg.token_env or '(unset)'} is not"
+            " set; export it with the bot token from the Discord developer portal"
+        )
+    settings = DiscordSettings(
+        token=token,
+        api_base=cfg.api_base,
+        require_mention=cfg.require_mention,
+        free_response_channels=frozenset(cfg.free_response_channels),
+        allow_channels=frozenset(cfg.allow_channels),
+        allow_users=frozenset(cfg.allow_users),
+        allow_roles=frozenset(cfg.allow_roles),
+        allow_all=cfg.allow_all,
+        catch_up_hours=cfg.catch_up_hours,
+        command_guilds=tuple(cfg.command_guilds),
+        register_commands=cfg.register_commands,
+        duplicate_marker=config.delivery.duplicate_marker,
+    )
+    adapter = DiscordAdapter(settings, store, engine.intake)
+    return PlatformBuild(adapters=[adapter], credentials=[Credential("discord", token, "bot token")])
+
+
 # ---------------------------------------------------------------- relay connector
 
 
@@ -233,6 +276,7 @@ REGISTRY: tuple[PlatformEntry, ...] = (
     PlatformEntry("web", lambda c: c.platforms.web.enabled, _web_access, _build_web),
     PlatformEntry("telegram", lambda c: c.platforms.telegram.enabled, _telegram_access, _build_telegram),
     PlatformEntry("slack", lambda c: c.platforms.slack.enabled, _slack_access, _build_slack),
+    PlatformEntry("discord", lambda c: c.platforms.discord.enabled, _discord_access, _build_discord),
     PlatformEntry("relay", lambda c: c.platforms.relay.enabled, _relay_access, _build_relay),
     PlatformEntry("api", lambda c: c.platforms.api.enabled, _api_access, _build_api),
 )

@@ -18,7 +18,7 @@ from chatgate.domain.commands import parse_command
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.session_key import IsolationPolicy, session_key
 from chatgate.domain.source import Source, canonical_source
-from chatgate.platforms.relay.discord_interaction import (
+from chatgate.platforms.discord_wire.interaction import (
     MAX_BODY_BYTES,
     Unsupported,
     decode_interaction,

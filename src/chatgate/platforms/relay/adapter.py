@@ -47,6 +47,7 @@ from chatgate.engine.ports import (
     Unavailable,
     Undecodable,
 )
+from chatgate.platforms.discord_wire.interaction import Unsupported, decode_interaction
 from chatgate.platforms.kit.per_key import PerKeyQueues
 from chatgate.platforms.relay.coalesce import FrameCoalescer
 from chatgate.platforms.relay.connection import (
@@ -57,7 +58,6 @@ from chatgate.platforms.relay.connection import (
     RelayConnection,
     RelaySettings,
 )
-from chatgate.platforms.relay.discord_interaction import Unsupported, decode_interaction
 from chatgate.platforms.relay.frames import (
     INTAKE_TYPES,
     Action,

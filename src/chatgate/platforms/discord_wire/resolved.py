@@ -6,7 +6,7 @@ from typing import Any
 
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.source import ChatType, Source
-from chatgate.platforms.relay.json_reads import (
+from chatgate.platforms.discord_wire.json_reads import (
     fail,
     first_label,
     need_str,

@@ -1,4 +1,8 @@
-"""Raw Discord interaction bodies (relayed ``passthrough_forward`` frames) as ``Inbound`` events.
+"""Raw Discord interaction bodies as ``Inbound`` events, for both lanes that carry them.
+
+The relay forwards the body Discord POSTed (a ``passthrough_forward`` frame); the native
+adapter reads the same object from the gateway's INTERACTION_CREATE. Only ``transport``
+differs (each lane dedupes its own deliveries).
 
 A relayed interaction must land in the same session as a text message from the same
 chat, so its source keys exactly as the text lane's: a guild channel is ``group``, a
@@ -25,14 +29,7 @@ from typing import Any
 
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
 from chatgate.domain.prompts import parse_prompt_token
-from chatgate.platforms.relay.discord_resolved import (
-    attachment_of,
-    resolved_item,
-    resolved_name,
-    source_of,
-    user_name,
-)
-from chatgate.platforms.relay.json_reads import (
+from chatgate.platforms.discord_wire.json_reads import (
     Reject,
     array,
     fail,
@@ -45,8 +42,16 @@ from chatgate.platforms.relay.json_reads import (
     show,
     str_array,
 )
+from chatgate.platforms.discord_wire.resolved import (
+    attachment_of,
+    resolved_item,
+    resolved_name,
+    source_of,
+    user_name,
+)
 
 TRANSPORT = "relay"
+"""The default lane (the relay's); the native adapter passes ``transport="discord"``."""
 REPLY_ROUTE = "interaction"
 MAX_BODY_BYTES = 256 * 1024
 SELECT_KINDS = {3: "string", 5: "user", 6: "role", 7: "mentionable", 8: "channel"}
@@ -275,7 +280,7 @@ def _modal(data: dict[str, Any]) -> _Decoded:
 # -- the entry point --------------------------------------------------------------------------
 
 
-def _decode(body: dict[str, Any], action_id: str | None, received_at: float) -> Inbound:
+def _decode(body: dict[str, Any], action_id: str | None, received_at: float, transport: str) -> Inbound:
     if action_id is None:
         fail("interaction.id is missing or not a non-empty string")
     kind = opt_int(body, "type", "interaction", required=True)
@@ -294,7 +299,7 @@ def _decode(body: dict[str, Any], action_id: str | None, received_at: float) -> 
     if len(decoded.text) > MAX_TEXT_CHARS:
         fail(f"text is {len(decoded.text)} characters; the limit is {MAX_TEXT_CHARS}")
     inbound = Inbound(
-        transport=TRANSPORT,
+        transport=transport,
         delivery_id=f"discord:interaction:{action_id}",
         source=source,
         text=decoded.text,
@@ -319,7 +324,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def decode_interaction(body: bytes, *, received_at: float) -> Inbound | Unsupported:
+def decode_interaction(
+    body: bytes, *, received_at: float, transport: str = TRANSPORT
+) -> Inbound | Unsupported:
     """Decode one interaction body exactly as Discord POSTed it; bad input becomes ``Unsupported``."""
     if not isinstance(body, bytes | bytearray):
         return Unsupported(f"body must be bytes, got {type(body).__name__}", None)
@@ -340,7 +347,7 @@ def decode_interaction(body: bytes, *, received_at: float) -> Inbound | Unsuppor
     raw_id = parsed.get("id")
     action_id = raw_id if isinstance(raw_id, str) and raw_id.strip() else None
     try:
-        return _decode(parsed, action_id, received_at)
+        return _decode(parsed, action_id, received_at, transport)
     except Reject as exc:
         return Unsupported(exc.reason, action_id)
     except RecursionError:  # a value nested near the parser's limit, touched one level deeper

@@ -1,0 +1,260 @@
+"""The native Discord adapter: discord.py's gateway in, one-shot REST calls out.
+
+discord.py keeps the gateway session (IDENTIFY, heartbeats, RESUME, reconnects) and the
+guild and channel cache; the adapter reads each gateway frame as received (``lane.py``)
+and decodes it itself, so a message and an interaction decode exactly like the relay
+lane's. Message operations go out through ``rest.py`` (one call, one honest answer) and
+finals through ``engine.ports.deliver_final``; an interaction's reply follows up on its
+token while it is valid, else goes to the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, DeliveryResult, Rejected
+from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.prompts import Prompt, PromptResolution
+from chatgate.domain.source import Source
+from chatgate.domain.store_roles import Cursors
+from chatgate.domain.tasks import cancel_and_wait
+from chatgate.engine.ports import AdapterState, Intake, deliver_final, marked_text, resolve_prompt_by_edit
+from chatgate.platforms.discord.catchup import ChannelBook
+from chatgate.platforms.discord.commands import register_commands
+from chatgate.platforms.discord.decode import Addressing, ChannelInfo
+from chatgate.platforms.discord.endpoint import DEFAULT_API_BASE, point_gateway, point_rest
+from chatgate.platforms.discord.lane import PLATFORM, Access, DiscordLane
+from chatgate.platforms.discord.outbound import DiscordOutbound
+from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest
+
+log = logging.getLogger(__name__)
+USER_AGENT = "DiscordBot (https://github.com/chatgate/chatgate, 1) chatgate"
+FLUSH_INTERVAL = 1.0
+RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class DiscordSettings:
+    token: str
+    api_base: str = DEFAULT_API_BASE
+    require_mention: bool = True
+    free_response_channels: frozenset[str] = frozenset()
+    allow_channels: frozenset[str] = frozenset()
+    allow_users: frozenset[str] = frozenset()
+    allow_roles: frozenset[str] = frozenset()
+    allow_all: bool = False
+    catch_up_hours: float = 24.0
+    command_guilds: tuple[str, ...] = ()
+    register_commands: bool = True
+    duplicate_marker: str = ""
+
+
+def _info(channel: Any) -> ChannelInfo | None:
+    """A discord.py channel (text, thread, forum, DM) as what decoding needs of it."""
+    if channel is None:
+        return None
+    kind = getattr(channel, "type", None)
+    guild = getattr(channel, "guild", None)
+    parent = getattr(channel, "parent", None)
+    return ChannelInfo(
+        id=str(channel.id),
+        type=int(getattr(kind, "value", 0)),
+        guild_id=str(guild.id) if guild is not None else None,
+        guild_name=getattr(guild, "name", None),
+        name=getattr(channel, "name", None),
+        topic=getattr(channel, "topic", None),
+        parent_id=str(channel.parent_id) if getattr(channel, "parent_id", None) else None,
+        parent_name=getattr(parent, "name", None),
+    )
+
+
+class DiscordAdapter:
+    platform = PLATFORM
+    capabilities = Capabilities(
+        edit=True,
+        buttons=True,
+        threads=True,
+        max_length=2000,
+        length_unit="chars",
+        markdown="markdown",
+        typing=True,
+        edit_interval=1.0,
+        # Discord's documented limits: 5 messages per 5 s per channel, 50 requests per second
+        # per bot; delivery.rate_limits.discord overrides them.
+        chat_min_interval=1.0,
+        platform_max_rate=50.0,
+    )
+
+    def __init__(self, settings: DiscordSettings, cursors: Cursors, intake: Intake) -> None:
+        self._settings = settings
+        self._rest = DiscordRest(settings.token, settings.api_base, USER_AGENT)
+        self._outbound = DiscordOutbound(self._rest)
+        self._client: Any = None
+        self._book = ChannelBook(cursors, "discord:channels", settings.catch_up_hours)
+        access = Access(settings.allow_all, settings.allow_users, settings.allow_roles)
+        self.lane = DiscordLane(
+            intake, self._rest, self._outbound, self._book, access, self._cached, self._guild
+        )
+        self._tasks: list[asyncio.Task[None]] = []
+        self._detail = "not started"
+        self._commands_done = False
+        self.bot_id: str | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        point_rest(self._settings.api_base)
+        await self._rest.open()
+        await self._book.load()
+        self._detail = "connecting"
+        self._tasks = [
+            asyncio.create_task(self._supervise(), name="chatgate-discord-gateway"),
+            asyncio.create_task(self._flush_book(), name="chatgate-discord-catch-up-record"),
+        ]
+
+    def _make_client(self) -> Any:
+        import discord
+
+        intents = discord.Intents.default()
+        intents.message_content = True  # a privileged intent: enable it in the developer portal
+        client = discord.Client(
+            intents=intents, enable_debug_events=True, max_messages=None, chunk_guilds_at_startup=False
+        )
+        client.event(self._socket_raw(client))
+        client.event(self._ready(client))
+        return client
+
+    def _socket_raw(self, client: Any) -> Any:
+        async def on_socket_raw_receive(msg: str) -> None:
+            await self.lane.on_frame(msg)
+
+        return on_socket_raw_receive
+
+    def _ready(self, client: Any) -> Any:
+        async def on_ready() -> None:
+            self._detail = f"connected as {client.user}"
+            if self._settings.register_commands and not self._commands_done and client.application_id:
+                self._commands_done = True
+                guilds = self._settings.command_guilds
+                await register_commands(self._rest, str(client.application_id), guilds)
+
+        return on_ready
+
+    async def _supervise(self) -> None:
+        """Log in and keep the gateway connected; discord.py resumes and reconnects inside."""
+        import discord
+
+        failures = 0
+        while True:
+            self._client = client = self._make_client()
+            try:
+                await client.login(self._settings.token)
+                self.bot_id = str(client.user.id)
+                self._outbound.application_id = str(client.application_id)
+                self.lane.rules = Addressing(
+                    self.bot_id, self._settings.require_mention,
+                    self._settings.free_response_channels, self._settings.allow_channels,
+                )  # fmt: skip
+                gateway = await self._rest.call("GET", "/gateway/bot")
+                point_gateway(str(gateway["url"]))
+                failures = 0
+                await client.connect(reconnect=True)
+                return
+            except discord.LoginFailure as exc:
+                self._detail = f"the bot token was refused ({exc}); check platforms.discord.token_env"
+                log.error("Discord: %s", self._detail)
+                return
+            except (discord.DiscordException, DiscordCallError, OSError) as exc:
+                self._detail = f"cannot reach Discord ({type(exc).__name__}: {exc}); retrying"
+                log.warning("Discord: %s", self._detail)
+            except Exception as exc:  # e.g. discord.py failing on an event it cannot parse
+                self._detail = f"the Discord connection failed ({type(exc).__name__}); reconnecting"
+                log.exception("Discord: %s", self._detail)
+            finally:
+                with contextlib.suppress(Exception):
+                    await client.close()
+            await asyncio.sleep(RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)])
+            failures += 1
+
+    async def _flush_book(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL)
+            await self._book.flush()
+
+    def stop_intake(self) -> None:
+        self.lane.accepting = False
+
+    async def aclose(self, budget: float = 5.0) -> None:
+        self.lane.accepting = False
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.close(), budget)
+        await cancel_and_wait(self._tasks)
+        await self.lane.queues.aclose()
+        with contextlib.suppress(Exception):
+            await self._book.flush()
+        await self._rest.aclose()
+        self._detail = "stopped"
+
+    def state(self) -> AdapterState:
+        client = self._client
+        connected = client is not None and client.is_ready() and not client.is_closed()
+        return AdapterState(bool(connected), self._detail)
+
+    def _cached(self, channel_id: str) -> ChannelInfo | None:
+        client = self._client
+        if client is None or not channel_id.isdigit():
+            return None
+        return _info(client.get_channel(int(channel_id)))
+
+    def _guild(self, guild_id: str) -> str | None:
+        client = self._client
+        guild = client.get_guild(int(guild_id)) if client is not None and guild_id.isdigit() else None
+        return getattr(guild, "name", None)
+
+    # ------------------------------------------------------------ outbound
+
+    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+        if row.target.get(REPLY_VIA_KEY) == "interaction" or row.kind == "command":
+            token = self.lane.tokens.valid(row.chat_id, row.target.get("user_id"))
+            if token is not None:
+                sent = await self._outbound.follow_up(
+                    token, marked_text(row, self._settings.duplicate_marker)
+                )
+                if not isinstance(sent, Rejected):
+                    return sent
+                self.lane.tokens.forget(row.chat_id, row.target.get("user_id"))  # expired early: the channel
+        return await deliver_final(self, row, self._settings.duplicate_marker)
+
+    async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
+        return None  # previews are edits of a sent message (capabilities.drafts is False)
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        return await self._outbound.send_message(chat_id, text, target, reply_to)
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await self._outbound.edit_message(chat_id, message_id, text, target)
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
+        return await self._outbound.send_typing(chat_id, target)
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        return await self._outbound.delete_message(chat_id, message_id, target)
+
+    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
+        return await self._outbound.send_prompt(chat_id, prompt, target)
+
+    async def resolve_prompt(
+        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        return await resolve_prompt_by_edit(self._outbound, chat_id, prompt, resolution, target)

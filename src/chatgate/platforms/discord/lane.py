@@ -1,0 +1,294 @@
+"""Discord's intake: gateway events and catch-up history, admitted in order per channel.
+
+Every gateway frame reaches ``on_frame`` as discord.py received it (its raw-receive hook),
+after discord.py has updated its channel cache from it. A MESSAGE_CREATE or
+INTERACTION_CREATE becomes work in its channel's queue (``PerKeyQueues``), so one channel's
+events are admitted in arrival order and different channels concurrently. A message is
+admitted before anything about it is shown; only then is its id noted for catch-up. A
+RESUME replays missed events: the store recognizes each by its delivery id (the message or
+interaction id) and it runs once. A READY starts a fresh session, which replays nothing:
+catch-up work for every recently active channel goes into the queues right then, ahead of
+that session's live events, and reads ``GET /channels/{id}/messages?after=<last admitted>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
+from chatgate.platforms.discord.catchup import ChannelBook
+from chatgate.platforms.discord.decode import (
+    TRANSPORT,
+    Addressing,
+    Bad,
+    ChannelInfo,
+    Skip,
+    decode_edit,
+    decode_message,
+)
+from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
+from chatgate.platforms.discord.outbound import DiscordOutbound
+from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest, RateLimited
+from chatgate.platforms.discord_wire.interaction import Unsupported, decode_interaction
+from chatgate.platforms.kit.per_key import PerKeyQueues
+
+log = logging.getLogger(__name__)
+PLATFORM = "discord"
+INTERACTION_PATIENCE = 1.0
+"""An interaction is answered within 3 s: admission may wait this long for the store."""
+HISTORY_PAGE = 100
+MAX_CATCH_UP_PAGES = 50
+"""At most 5,000 messages per channel are read back after downtime."""
+CHANNEL_CACHE = 1024
+
+
+async def _deferred(early: asyncio.Future[bool] | None) -> bool:
+    """Whether the interaction was deferred before its turn came (see ``_interaction_frame``)."""
+    if early is None:
+        return False
+    try:
+        return await asyncio.wait_for(asyncio.shield(early), 10.0)
+    except TimeoutError:
+        return False
+
+
+class Access:
+    """``allow_users`` or any of ``allow_roles`` (guild members); admission checks users again."""
+
+    def __init__(self, allow_all: bool, users: frozenset[str], roles: frozenset[str]) -> None:
+        self.allow_all, self.users, self.roles = allow_all, users, roles
+
+    def refuses(self, user_id: str, roles: list[str]) -> bool:
+        if self.allow_all or not self.roles:
+            return False  # admission's allowlist decides alone
+        return user_id not in self.users and not self.roles.intersection(roles)
+
+
+class DiscordLane:
+    def __init__(
+        self,
+        intake: Intake,
+        rest: DiscordRest,
+        outbound: DiscordOutbound,
+        book: ChannelBook,
+        access: Access,
+        cached_channel: Callable[[str], ChannelInfo | None],
+        guild_name: Callable[[str], str | None],
+    ) -> None:
+        self._intake, self._rest, self._outbound, self.book = intake, rest, outbound, book
+        self._access = access
+        self._cached_channel = cached_channel
+        self._guild_name = guild_name
+        self.rules: Addressing | None = None
+        """Set once the bot's id is known (after login)."""
+        self.tokens = InteractionTokens()
+        self.queues = PerKeyQueues(max_pending=4096, name="discord")
+        self._fetched: OrderedDict[str, ChannelInfo] = OrderedDict()
+        self.accepting = True
+        self._backlog: dict[str, int] = {}
+        """Work queued or running per channel (entries go when they reach zero)."""
+        self.catch_ups = 0
+
+    # ---------------------------------------------------------------- frames
+
+    async def on_frame(self, raw: str | bytes) -> None:
+        if not self.accepting or self.rules is None:
+            return
+        try:
+            frame = json.loads(raw)
+        except ValueError:
+            return  # discord.py itself reports frames it cannot read
+        if not isinstance(frame, dict) or frame.get("op") != 0 or not isinstance(frame.get("d"), dict):
+            return
+        event, data = frame.get("t"), frame["d"]
+        if event == "READY":
+            await self._queue_catch_up()
+        elif event == "MESSAGE_CREATE":
+            await self._put(str(data.get("channel_id")), lambda: self._admit_message(data))
+        elif event == "MESSAGE_UPDATE":
+            await self._put(str(data.get("channel_id")), lambda: self._admit_message(data, edit=True))
+        elif event == "INTERACTION_CREATE":
+            await self._interaction_frame(data)
+
+    async def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> None:
+        """Queue ``work`` behind the channel's earlier work, counting the channel's backlog."""
+        self._backlog[channel] = self._backlog.get(channel, 0) + 1
+
+        async def counted() -> None:
+            try:
+                await work()
+            finally:
+                left = self._backlog.get(channel, 1) - 1
+                if left > 0:
+                    self._backlog[channel] = left
+                else:
+                    self._backlog.pop(channel, None)
+
+        await self.queues.put(channel, counted)
+
+    async def _interaction_frame(self, data: dict[str, Any]) -> None:
+        """Queue the interaction in order; when its channel has work ahead (a catch-up after a
+        restart can take longer than Discord's 3 seconds), defer it now and answer it later."""
+        received = time.monotonic()
+        channel = str(data.get("channel_id") or "")
+        custom_id = data.get("data", {}).get("custom_id") if isinstance(data.get("data"), dict) else None
+        press = data.get("type") == 3 and isinstance(custom_id, str) and custom_id.startswith("hp1:")
+        early: asyncio.Future[bool] | None = None
+        if self._backlog.get(channel, 0) > 0 and not press and data.get("id") and data.get("token"):
+            early = asyncio.get_running_loop().create_future()
+        await self._put(channel, lambda: self._admit_interaction(data, received, early))
+        if early is not None:
+            done = await self._outbound.respond(str(data["id"]), str(data["token"]), {"type": 5})
+            early.set_result(done)
+
+    # ---------------------------------------------------------------- messages
+
+    async def channel_info(self, channel_id: str, guild_id: str | None, *, live: bool) -> ChannelInfo:
+        """A live message without a guild is a DM; a history entry never names its guild."""
+        found = self._cached_channel(channel_id) or self._fetched.get(channel_id)
+        if found is not None:
+            return found
+        if guild_id is None and live:
+            return ChannelInfo(channel_id, 1)
+        try:
+            data = await self._rest.call("GET", f"/channels/{channel_id}")
+        except DiscordCallError as exc:
+            log.warning(
+                "could not read Discord channel %s (%s); treating it as a guild channel", channel_id, exc
+            )
+            return ChannelInfo(channel_id, 0, guild_id) if guild_id else ChannelInfo(channel_id, 1)
+        guild_id = str(data["guild_id"]) if data.get("guild_id") else guild_id
+        parent = self._cached_channel(str(data.get("parent_id"))) if data.get("parent_id") else None
+        info = ChannelInfo(
+            channel_id, int(data.get("type") or 0), guild_id,
+            self._guild_name(guild_id) if guild_id else None, data.get("name"), data.get("topic"),
+            str(data["parent_id"]) if data.get("parent_id") else None, parent.name if parent else None,
+        )  # fmt: skip
+        self._fetched[channel_id] = info
+        while len(self._fetched) > CHANNEL_CACHE:
+            self._fetched.popitem(last=False)
+        return info
+
+    async def _admit_message(
+        self, data: dict[str, Any], channel: ChannelInfo | None = None, *, edit: bool = False
+    ) -> None:
+        assert self.rules is not None
+        if channel is None:
+            guild = data.get("guild_id")
+            channel = await self.channel_info(
+                str(data.get("channel_id")), str(guild) if guild else None, live=True
+            )
+        decode = decode_edit if edit else decode_message
+        decoded = decode(data, channel, self.rules, received_at=time.time())
+        if isinstance(decoded, Skip):
+            return
+        if isinstance(decoded, Bad):
+            event: Any = Undecodable(TRANSPORT, decoded.reason, decoded.delivery_id, platform=PLATFORM)
+        else:
+            roles = (data.get("member") or {}).get("roles") or []
+            event = decoded
+            if self._access.refuses(decoded.source.user_id or "", [str(r) for r in roles]):
+                reason = (
+                    "unauthorized: neither in platforms.discord.allow_users nor holding an allow_roles role"
+                )
+                event = Undecodable(TRANSPORT, reason, decoded.delivery_id, platform=PLATFORM)
+        await self.book.start_channel(channel.id, str(data.get("id")))
+        answer = await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
+        if isinstance(answer, Unavailable):
+            log.warning(
+                "Discord message %s not saved (%s); catch-up reads it at the next start",
+                data.get("id"),
+                answer.reason,
+            )
+            return
+        if isinstance(answer, Refused):
+            log.info("skipped Discord message %s (%s): %s", data.get("id"), answer.code, answer.message,
+                     extra={"platform": PLATFORM, "code": answer.code})  # fmt: skip
+        if not edit:
+            self.book.note(channel.id, str(data.get("id")))
+
+    # ---------------------------------------------------------------- interactions
+
+    async def _admit_interaction(
+        self, data: dict[str, Any], received: float, early: asyncio.Future[bool] | None = None
+    ) -> None:
+        iid, token = str(data.get("id") or ""), str(data.get("token") or "")
+        body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        decoded = decode_interaction(body, received_at=time.time(), transport=TRANSPORT)
+        if isinstance(decoded, Unsupported):
+            event = Undecodable(TRANSPORT, decoded.reason, f"discord:interaction:{iid}" if iid else None,
+                                platform=PLATFORM)  # fmt: skip
+            await self._intake.submit(event, patience=INTERACTION_PATIENCE)
+            if iid and token and data.get("type") in (2, 3, 5):
+                await self._outbound.respond(
+                    iid, token, ephemeral(f"Sorry, I cannot take this: {decoded.reason}")
+                )
+            return
+        user = decoded.source.user_id or ""
+        roles = [str(r) for r in (data.get("member") or {}).get("roles") or []]
+        event2: Any = decoded
+        if self._access.refuses(user, roles):
+            event2 = Undecodable(TRANSPORT, "unauthorized: not in allow_users or allow_roles",
+                                 decoded.delivery_id, platform=PLATFORM)  # fmt: skip
+        answer = await self._intake.submit(event2, patience=INTERACTION_PATIENCE)
+        body_out = response_for(None if isinstance(answer, Unavailable) else answer)
+        if body_out is None:
+            return  # a RESUME replay: answered the first time
+        if isinstance(answer, Admitted) and body_out.get("type") == 5:
+            self.tokens.remember(decoded.source.chat_id or "", user, token, received)
+        if not await _deferred(early):
+            await self._outbound.respond(iid, token, body_out)
+        elif body_out.get("type") == 4:
+            # Deferred already: the refusal (or outage) is told by an ephemeral follow-up.
+            await self._outbound.follow_up(token, body_out["data"]["content"], ephemeral=True)
+
+    # ---------------------------------------------------------------- catch-up
+
+    async def _queue_catch_up(self) -> None:
+        # Queued before this session's first live event of each channel can be (nothing awaits
+        # before the ``put``s): a channel's catch-up is admitted first, so its recorded id
+        # never passes a message that is not admitted yet.
+        for channel_id, last in self.book.recent():
+            await self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
+
+    async def _catch_up(self, channel_id: str, after: str) -> None:
+        """Admit what the channel got after ``after`` while we were away, oldest first."""
+        self.catch_ups += 1
+        channel = await self.channel_info(channel_id, None, live=False)
+        for _ in range(MAX_CATCH_UP_PAGES):
+            page = await self._history(channel_id, after)
+            if not page:
+                return
+            for data in sorted(page, key=lambda m: int(m["id"])):
+                if self.accepting:
+                    await self._admit_message({**data, "channel_id": channel_id}, channel)
+            after = max((str(m["id"]) for m in page), key=int)
+            if len(page) < HISTORY_PAGE:
+                return
+
+    async def _history(self, channel_id: str, after: str) -> list[dict[str, Any]]:
+        for _ in range(5):
+            try:
+                page = await self._rest.call(
+                    "GET",
+                    f"/channels/{channel_id}/messages",
+                    query={"after": after, "limit": str(HISTORY_PAGE)},
+                )
+            except RateLimited as exc:
+                await asyncio.sleep(min(exc.retry_after, 30.0))
+                continue
+            except DiscordCallError as exc:
+                log.warning("catch-up of Discord channel %s stopped: %s", channel_id, exc)
+                return []
+            return (
+                [m for m in page if isinstance(m, dict) and str(m.get("id", "")).isdigit()]
+                if isinstance(page, list)
+                else []
+            )
+        return []

@@ -1,0 +1,150 @@
+"""Native Discord intake on the fake Discord: what is for the bot, where replies go, who may talk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from discord_fake.harness import (
+    ANN,
+    BOB,
+    EVE,
+    ROLE_OPS,
+    World,
+    connected,
+    discord_config,
+    echo_of,
+    fake,
+    inbox,
+    run,
+    wait_for,
+    world,
+)
+from discord_fake.server import FakeDiscord
+from discord_fake.state import ANNOUNCEMENT_THREAD, PRIVATE_THREAD, PUBLIC_THREAD
+
+__all__ = ["fake", "run", "world"]
+
+
+async def test_a_dm_is_answered_in_the_dm_as_a_reply(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    asked = await fake.post(world.dm, ANN, "hello there")
+    await wait_for(lambda: fake.view(world.dm.id), 30, "the reply")
+    (answer,) = fake.view(world.dm.id)
+    assert answer.content == echo_of("hello there") and answer.reference == asked.id
+    (row,) = inbox(tmp_path)
+    assert row["session_key"] == f"agent:main:discord:dm:{world.dm.id}"
+    assert row["source"]["user_name"] == "Ann G" and row["message_ref"] == asked.id
+
+
+async def test_guild_messages_need_a_mention_unless_the_channel_is_free(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    await fake.post(world.general, ANN, "just chatting")
+    await fake.post(world.general, ANN, "are you there?", mention_bot=True, nick="Annie")
+    await fake.post(world.free, BOB, "free talk")
+    await wait_for(lambda: fake.view(world.general.id) and fake.view(world.free.id), 30, "two replies")
+    assert [m.content for m in fake.view(world.general.id)] == [echo_of("are you there?")]
+    assert [m.content for m in fake.view(world.free.id)] == [echo_of("free talk")]
+    rows = inbox(tmp_path)
+    rows.sort(key=lambda r: r["text"])  # two channels are admitted concurrently
+    assert [r["text"] for r in rows] == ["are you there?", "free talk"]
+    general = rows[0]["source"]
+    assert general["chat_type"] == "group" and general["scope_id"] == "1100000000000000001"
+    assert general["user_name"] == "Annie" and general["chat_name"] == "Guild / #general"
+    assert general["chat_topic"] == "release talk"
+    assert rows[0]["session_key"] == f"agent:main:discord:group:{world.general.id}:{ANN.id}"
+
+
+@pytest.mark.parametrize("kind", [ANNOUNCEMENT_THREAD, PUBLIC_THREAD, PRIVATE_THREAD])
+async def test_threads_key_by_the_thread_with_the_channel_as_parent(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path, kind: int
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    thread = world.threads[kind]
+    await fake.post(thread, ANN, "in a thread", mention_bot=True)
+    await wait_for(lambda: fake.view(thread.id), 30, "the reply in the thread")
+    (row,) = inbox(tmp_path)
+    source = row["source"]
+    assert (source["chat_type"], source["chat_id"], source["thread_id"]) == ("thread", thread.id, thread.id)
+    assert source["parent_chat_id"] == world.general.id
+    assert row["session_key"] == f"agent:main:discord:thread:{thread.id}:{thread.id}"
+
+
+async def test_a_forum_post_created_while_connected_is_a_thread(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    post = await fake.create_thread(world.forum, "1500000000000000099", PUBLIC_THREAD, "how do I x")
+    await fake.post(post, BOB, "the post body", mention_bot=True)
+    await wait_for(lambda: fake.view(post.id), 30, "the reply in the forum post")
+    (row,) = inbox(tmp_path)
+    assert row["source"]["parent_chat_id"] == world.forum.id
+    assert row["source"]["chat_name"] == "Guild / #help / how do I x"
+
+
+async def test_strangers_are_refused_and_a_role_lets_a_member_in(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path, discord={"allow_roles": [ROLE_OPS]}))
+    await connected(fake)
+    await fake.post(world.free, EVE, "let me in")
+    await fake.post(world.free, EVE, "with the role", roles=[ROLE_OPS])
+    await wait_for(lambda: fake.view(world.free.id), 30, "the reply to the member with the role")
+    assert [m.content for m in fake.view(world.free.id)] == [echo_of("with the role")]
+    assert [r["text"] for r in inbox(tmp_path)] == ["with the role"]
+
+
+async def test_a_reply_quotes_and_attachments_are_references(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    first = await fake.post(world.free, ANN, "first")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the first reply")
+    files = [
+        {
+            "id": "1",
+            "filename": "a.png",
+            "url": "https://cdn.example/a.png",
+            "content_type": "image/png",
+            "size": 1234,
+        }
+    ]
+    await fake.post(world.free, ANN, "see this", reference=first.id, attachments=files)
+    await wait_for(lambda: len(fake.view(world.free.id)) == 2, 30, "the second reply")
+    row = inbox(tmp_path)[1]
+    assert row["reply_to"] == first.id
+    assert row["attachments"] == [{"kind": "image", "ref": "https://cdn.example/a.png", "mime": "image/png",
+                                   "name": "a.png", "size": 1234}]  # fmt: skip
+
+
+async def test_a_later_edit_reaches_the_agent_as_an_edit_once(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    message = await fake.post(world.free, ANN, "meet at 5")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the first reply")
+    await fake.edit(message, "meet at 6")
+    await wait_for(lambda: len(fake.view(world.free.id)) == 2, 30, "the reply to the edit")
+    fake.gateway.replay_overlap = 20  # the edit is replayed by a RESUME: it is the same edit
+    await fake.gateway.drop()
+    await wait_for(lambda: fake.gateway.resumes == 1, 60, "the RESUME")
+    await fake.post(world.free, ANN, "after")
+    await wait_for(lambda: len(fake.view(world.free.id)) == 3, 30, "the reply after the resume")
+    assert [m.content for m in fake.view(world.free.id)] == [
+        echo_of("meet at 5"),
+        echo_of(f"(edited their message {message.id}; it now reads:) meet at 6"),  # domain/edits.py
+        echo_of("after"),
+    ]
+    edit = inbox(tmp_path)[1]
+    assert edit["message_ref"] == message.id and edit["payload"]["edit_of"] == message.id
