@@ -31,12 +31,14 @@ function el(tag, cls) {
   return node;
 }
 
-function link(text, href) {
+/** A link; ``label`` is Markdown for [label](url), plain text for a bare URL (never re-parsed). */
+function link(label, href, plain = false) {
   const a = el("a");
   a.href = href;
   a.rel = "noopener noreferrer";
   a.target = "_blank";
-  a.append(...inline(text));
+  if (plain) a.textContent = label;
+  else a.append(...inline(label));
   return a;
 }
 
@@ -47,10 +49,13 @@ const INLINE = [
     const href = safeUrl(m[2]);
     return href ? link(m[1], href) : document.createTextNode(m[0]);
   }],
-  [/^<((?:https?|mailto):[^>\s]+)>/, (m) => link(m[1], safeUrl(m[1]) ?? "about:blank")],
+  [/^<((?:https?|mailto):[^>\s]+)>/, (m) => {
+    const href = safeUrl(m[1]);
+    return href ? link(m[1], href, true) : document.createTextNode(m[0]);
+  }],
   [/^(https?:\/\/[^\s<>()]*[^\s<>().,;:!?'"])/, (m) => {
     const href = safeUrl(m[1]);
-    return href ? link(m[1], href) : document.createTextNode(m[0]);
+    return href ? link(m[1], href, true) : document.createTextNode(m[0]);
   }],
   [/^\*\*(?=\S)([\s\S]*?\S)\*\*/, (m) => wrap("strong", m[1])],
   [/^__(?=\S)([\s\S]*?\S)__(?!\w)/, (m) => wrap("strong", m[1])],
