@@ -282,3 +282,50 @@ async def test_the_offline_guard_catches_a_request_to_another_host(
         await other.goto("https://cdn.example.com/lib.js")
     assert browser.foreign == ["https://cdn.example.com/lib.js"]
     browser.foreign.clear()  # seen and proven: the fixture's own check must not fail this test
+
+
+async def test_a_typed_slash_new_clears_the_screen_like_the_button(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    from playwright.async_api import expect
+
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    await send(page, "old topic")
+    await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: old topic"])
+    await send(page, "/new")
+    await expect(page.locator(".msg.notice")).to_have_text([re.compile(r"^Started a new conversation")])
+    await expect(page.locator(".msg.me, .msg.bot")).to_have_count(0)
+
+
+async def test_what_was_typed_survives_a_reload_and_a_gateway_restart(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    from playwright.async_api import expect
+
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    await page.locator("#text").press_sequentially("half a thought")
+    await page.reload()
+    await expect(page.locator("#status")).to_have_text("connected")
+    assert await page.locator("#text").input_value() == "half a thought"
+    await gateway.stop()  # the socket closes; the page retries and keeps the composer as it was
+    await expect(page.locator("#status")).to_have_text("disconnected, retrying…")
+    assert await page.locator("#text").input_value() == "half a thought"
+
+
+async def test_phone_width_has_no_sideways_scroll_even_with_a_wide_code_block(
+    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    from playwright.async_api import expect
+
+    gateway = await start_gateway()
+    page = browser.page
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await open_chat(page, gateway.port)
+    await send(page, "wide:\n```\n" + "x = " + "1234567890" * 20 + "\n```\n| a | b |\n|---|---|\n| 1 | 2 |")
+    await expect(page.locator(".msg.bot:not(.draft) .codeblock")).to_have_count(1)
+    assert await page.evaluate("document.documentElement.scrollWidth") <= 390
+    for selector in ("#text", "#send", "#stop", "#new"):
+        await expect(page.locator(selector)).to_be_in_viewport()
+    await page.screenshot(path=str(tmp_path / "phone.png"))

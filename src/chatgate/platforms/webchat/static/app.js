@@ -204,13 +204,25 @@ function sendComposer() {
   const text = composer.value;
   if (!text.trim()) return;
   composer.value = "";
+  sessionStorage.removeItem("chatgate.composer");
   autosize();
-  submit(text);
+  if (/^\/(new|reset)(@\S+)?(\s|$)/i.test(text.trim())) startOver(text.trim());
+  else submit(text);
 }
 
-function autosize() {
+/** New (the button, or a typed /new or /reset): the screen starts an empty conversation. */
+function startOver(command) {
+  drafts.discardAll();
+  state.clear();
+  clearLog();
+  prompts.clear();
+  state.newCommand = state.hiddenCommand = submit(command, { hidden: true });
+  composer.focus();
+}
+
+function autosize() { // grows with what is typed (not with the placeholder), up to 240 px
   composer.style.height = "auto";
-  composer.style.height = Math.min(composer.scrollHeight, 240) + "px";
+  if (composer.value) composer.style.height = Math.min(composer.scrollHeight, 240) + "px";
 }
 
 function wireControls() {
@@ -218,16 +230,11 @@ function wireControls() {
   composer.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); sendComposer(); }
   });
-  composer.addEventListener("input", autosize);
+  composer.addEventListener("input", () => { autosize(); sessionStorage.setItem("chatgate.composer", composer.value); });
+  composer.value = sessionStorage.getItem("chatgate.composer") || ""; // what was typed survives a reload
+  autosize();
   document.getElementById("stop").addEventListener("click", () => { state.hiddenCommand = submit("/stop", { hidden: true }); });
-  document.getElementById("new").addEventListener("click", () => {
-    drafts.discardAll();
-    state.clear();
-    clearLog();
-    prompts.clear();
-    state.newCommand = state.hiddenCommand = submit("/new", { hidden: true });
-    composer.focus();
-  });
+  document.getElementById("new").addEventListener("click", () => startOver("/new"));
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const value = document.getElementById("token").value.trim();
