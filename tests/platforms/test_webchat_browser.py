@@ -71,8 +71,8 @@ async def test_page_marks_a_reply_stopped_with_a_typed_slash_stop(
     gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}))
     page = await _open_chat(browser_page, gateway.port)
 
-    # About 45 chunks of 150 ms: still streaming when /stop arrives, even on a stalled machine.
-    long_text = "a long reply that will be stopped before it is finished streaming " * 4
+    # About 90 chunks of 150 ms: still streaming when /stop arrives, even on a stalled machine.
+    long_text = "a long reply that will be stopped before it is finished streaming " * 8
     await _send(page, long_text)
     await page.wait_for_selector(".msg.bot.draft")
     await _send(page, "/stop")

@@ -89,7 +89,7 @@ async def test_stop_button_marks_the_streaming_reply_stopped(
 
     gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}))
     page = await open_chat(browser.page, gateway.port)
-    text = "a reply long enough to be stopped while it streams " * 4
+    text = "a reply long enough to be stopped while it streams " * 8  # about 9 s of chunks
     await send(page, text)
     await page.wait_for_selector(".msg.bot.draft")
     draft = page.locator(".msg.draft")
