@@ -57,6 +57,10 @@ CASES = [
         "see https://example.com.",
         f'<p>see <a href="https://example.com/" {LINK}>https://example.com</a>.</p>',
     ),
+    (
+        "[**see** https://a.example](https://b.example/)",
+        f'<p><a href="https://b.example/" {LINK}><strong>see</strong> https://a.example</a></p>',
+    ),
     ("[x](javascript:alert(1))", "<p>[x](javascript:alert(1))</p>"),
     ("[x](JavaScript:alert(1))", "<p>[x](JavaScript:alert(1))</p>"),
     ("[x](data:text/html,hi)", "<p>[x](data:text/html,hi)</p>"),

@@ -250,4 +250,5 @@ function wireControls() {
 
 wireControls();
 renderHistory();
+for (const id of state.unacked.keys()) typing.wait(id); // sent before a reload, not answered yet
 connect();

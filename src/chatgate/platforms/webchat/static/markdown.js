@@ -38,7 +38,7 @@ function link(label, href, plain = false) {
   a.rel = "noopener noreferrer";
   a.target = "_blank";
   if (plain) a.textContent = label;
-  else a.append(...inline(label));
+  else a.append(...inline(label, false));
   return a;
 }
 
@@ -57,21 +57,23 @@ const INLINE = [
     const href = safeUrl(m[1]);
     return href ? link(m[1], href, true) : document.createTextNode(m[0]);
   }],
-  [/^\*\*(?=\S)([\s\S]*?\S)\*\*/, (m) => wrap("strong", m[1])],
-  [/^__(?=\S)([\s\S]*?\S)__(?!\w)/, (m) => wrap("strong", m[1])],
-  [/^~~(?=\S)([\s\S]*?\S)~~/, (m) => wrap("del", m[1])],
-  [/^\*(?=[^\s*])([\s\S]*?[^\s*])\*/, (m) => wrap("em", m[1])],
-  [/^_(?=[^\s_])([\s\S]*?[^\s_])_(?!\w)/, (m) => wrap("em", m[1])],
+  [/^\*\*(?=\S)([\s\S]*?\S)\*\*/, (m, links) => wrap("strong", m[1], links)],
+  [/^__(?=\S)([\s\S]*?\S)__(?!\w)/, (m, links) => wrap("strong", m[1], links)],
+  [/^~~(?=\S)([\s\S]*?\S)~~/, (m, links) => wrap("del", m[1], links)],
+  [/^\*(?=[^\s*])([\s\S]*?[^\s*])\*/, (m, links) => wrap("em", m[1], links)],
+  [/^_(?=[^\s_])([\s\S]*?[^\s_])_(?!\w)/, (m, links) => wrap("em", m[1], links)],
 ];
 
-function wrap(tag, text) {
+const LINKS = new Set([1, 2, 3]); // the INLINE entries that make links (never inside a link)
+
+function wrap(tag, text, links) {
   const node = el(tag);
-  node.append(...inline(text));
+  node.append(...inline(text, links));
   return node;
 }
 
 /** Inline Markdown of one block as a list of nodes (text nodes for everything else). */
-export function inline(text) {
+export function inline(text, links = true) {
   const out = [];
   let plain = "";
   let i = 0;
@@ -81,14 +83,15 @@ export function inline(text) {
     const canOpen = /[`[<h*_~]/.test(rest[0]) && !(rest[0] === "_" && /\w/.test(text[i - 1] || ""));
     let matched = null;
     if (canOpen) {
-      for (const [pattern, build] of INLINE) {
+      for (const [n, [pattern, build]] of INLINE.entries()) {
+        if (!links && LINKS.has(n)) continue;
         const m = pattern.exec(rest);
         if (m) { matched = [m, build]; break; }
       }
     }
     if (!matched) { plain += rest[0]; i += 1; continue; }
     if (plain) { out.push(document.createTextNode(plain)); plain = ""; }
-    out.push(matched[1](matched[0]));
+    out.push(matched[1](matched[0], links));
     i += matched[0][0].length;
   }
   if (plain) out.push(document.createTextNode(plain));
