@@ -1,86 +1,21 @@
-"""The web chat page in a real Chromium (Debian's /usr/bin/chromium) driven by Playwright.
-
-No browser is downloaded: Playwright's bundled node driver launches the system Chromium.
-Without /usr/bin/chromium the tests skip locally but fail in CI (CI=true), which must run them.
-"""
+"""The web chat page in a real Chromium driven by Playwright (see support.browser): streaming,
+history after a reload, failed and retried messages, and approval buttons."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.browser import browser, browser_page
+from support.browser import open_chat as _open_chat
+from support.browser import send as _send
 from support.web_harness import InboxInsertSwitch, StartGateway, web_config
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_PRESENT = CHROMIUM.exists()
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 20_000
-
-# Records every text a draft bubble showed, so a draft is observed even if it lives briefly.
-RECORD_DRAFTS = """
-window.__drafts = [];
-new MutationObserver(() => {
-  for (const el of document.querySelectorAll('.msg.draft')) {
-    if (el.textContent && window.__drafts[window.__drafts.length - 1] !== el.textContent)
-      window.__drafts.push(el.textContent);
-  }
-}).observe(document, {subtree: true, childList: true, characterData: true});
-"""
-
-
-@pytest.fixture
-async def browser_page(tmp_path: Path) -> AsyncIterator[Any]:
-    if not CHROMIUM_PRESENT:
-        reason = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the browser tests, but {reason}")
-        pytest.skip(reason)
-    from playwright.async_api import async_playwright, expect
-
-    expect.set_options(timeout=TIMEOUT_MS)
-    async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-        )
-        context.set_default_timeout(TIMEOUT_MS)
-        page = context.pages[0] if context.pages else await context.new_page()
-        await page.add_init_script(RECORD_DRAFTS)
-        try:
-            yield page
-        finally:
-            await context.close()
-
-
-async def _open_chat(page: Any, port: int | None) -> Any:
-    """The gateway's page, once its socket is connected."""
-    from playwright.async_api import expect
-
-    await page.goto(f"http://127.0.0.1:{port}/")
-    await expect(page.locator("#status")).to_have_text("connected")
-    return page
-
-
-async def _send(page: Any, text: str) -> None:
-    await page.fill("#text", text)
-    await page.press("#text", "Enter")
+__all__ = ["browser", "browser_page"]
 
 
 async def _bot_texts(page: Any) -> list[str]:
@@ -128,7 +63,7 @@ async def test_page_streams_a_draft_then_shows_the_final_and_keeps_history_after
     await page.screenshot(path=str(tmp_path / "after-reload.png"))
 
 
-async def test_page_removes_the_draft_of_a_reply_stopped_with_slash_stop(
+async def test_page_marks_a_reply_stopped_with_a_typed_slash_stop(
     tmp_path: Path, start_gateway: StartGateway, browser_page: Any
 ) -> None:
     from playwright.async_api import expect
@@ -136,13 +71,20 @@ async def test_page_removes_the_draft_of_a_reply_stopped_with_slash_stop(
     gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}))
     page = await _open_chat(browser_page, gateway.port)
 
-    # About 45 chunks of 150 ms: still streaming when /stop arrives, even on a stalled machine.
-    await _send(page, "a long reply that will be stopped before it is finished streaming " * 4)
+    # About 90 chunks of 150 ms: still streaming when /stop arrives, even on a stalled machine.
+    long_text = "a long reply that will be stopped before it is finished streaming " * 8
+    await _send(page, long_text)
     await page.wait_for_selector(".msg.bot.draft")
     await _send(page, "/stop")
-    await expect(page.locator(".msg.bot:not(.draft)")).to_have_text([re.compile(r"^Stopped\.")])
+    await expect(page.locator(".msg.bot:not(.draft):not(.stopped)")).to_have_text([re.compile(r"^Stopped\.")])
+    stopped = page.locator(".msg.stopped")
+    await expect(stopped).to_have_count(1)
+    await expect(stopped.locator(".mark")).to_have_text("stopped")
+    partial = await stopped.locator(".body").inner_text()
+    assert f"echo: {long_text}".startswith(partial.strip()), partial
+    assert len(partial.strip()) < len(f"echo: {long_text}".strip())
     await _send(page, "after stop")
-    await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(
+    await expect(page.locator(".msg.bot:not(.draft):not(.stopped)")).to_have_text(
         [re.compile(r"^Stopped\."), "echo: after stop"]
     )
     await page.screenshot(path=str(tmp_path / "after-stop.png"))

@@ -13,8 +13,9 @@ from urllib.parse import urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from chatgate.app.http_hooks import hook_routes
@@ -30,6 +31,18 @@ log = logging.getLogger(__name__)
 
 def _page() -> str:
     return resources.files("chatgate.platforms.webchat").joinpath("static/index.html").read_text("utf-8")
+
+
+# The page loads only its own assets and talks only to its own socket, so a model reply that
+# slipped past the renderer still could not run script or reach another host.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
 
 
 ReadyCheck = Callable[[], Awaitable[list[str]]]
@@ -89,7 +102,10 @@ def _web_chat_routes(
     async def index(request: Request) -> Response:
         if web is None:
             return Response("the web chat is disabled (platforms.web.enabled: false)\n", status_code=404)
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers=PAGE_HEADERS)
+
+    async def favicon(request: Request) -> Response:
+        return RedirectResponse("/static/favicon.svg", status_code=301)
 
     async def ws_endpoint(ws: WebSocket) -> None:
         if web is None:
@@ -104,7 +120,13 @@ def _web_chat_routes(
             return
         await web.serve(ws)
 
-    return [Route("/", index), WebSocketRoute("/ws", ws_endpoint)]
+    assets = StaticFiles(packages=[("chatgate.platforms.webchat", "static")])
+    return [
+        Route("/", index),
+        Route("/favicon.ico", favicon),
+        Mount("/static", assets, name="static"),
+        WebSocketRoute("/ws", ws_endpoint),
+    ]
 
 
 def build_app(

@@ -88,6 +88,9 @@ REPLY_VIA_KEY = "reply_via"
 PREVIEW_KEY = "preview_message_id"
 """Outbox target key of a final's streamed preview message, which the final edits (``deliver_final``)."""
 
+FAILURE_KEY = "failure"
+"""Outbox target key set on a final that is the gateway's apology for a failed turn (the
+turn's outcome, ``agent_error`` or ``timeout``), so a platform that can style it as an error does."""
 
 TaskState = Literal["in_progress", "complete", "error"]
 

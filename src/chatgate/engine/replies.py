@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import PREVIEW_KEY, Capabilities
+from chatgate.domain.outbound import FAILURE_KEY, PREVIEW_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxKind
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
@@ -53,6 +53,7 @@ def final_drafts(
     preview_message_id: str | None,
     reserve: str = "",
     route: Mapping[str, str] | None = None,
+    failure: str | None = None,
 ) -> list[OutboxDraft]:
     """The final as one row per part, in order; the first part takes over the streamed preview.
 
@@ -68,5 +69,7 @@ def final_drafts(
         draft = reply_draft(source, session_key, "final", part, idem, reply_to, route)
         if index == 0 and preview_message_id:
             draft.target[PREVIEW_KEY] = preview_message_id
+        if failure:
+            draft.target[FAILURE_KEY] = failure
         drafts.append(draft)
     return drafts

@@ -178,6 +178,7 @@ class TurnRunner:
             reply.preview_message_id,
             reserve=self.settings.duplicate_marker,
             route=route,
+            failure=None if reply.outcome == "ok" else reply.outcome,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 

@@ -13,7 +13,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
+from chatgate.domain.outbound import FAILURE_KEY, Capabilities, Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
@@ -40,7 +40,10 @@ def web_button_delivery_id(chat_id: str, button_id: str) -> str:
 
 def row_frame(row: OutboxRow) -> dict[str, Any]:
     kind = "notice" if row.kind == "notice" else "final"
-    return {"type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text}
+    frame = {"type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text}
+    if kind == "final" and row.target.get(FAILURE_KEY):
+        frame["failure"] = str(row.target[FAILURE_KEY])  # the gateway's apology: show it as an error
+    return frame
 
 
 def prompt_frame(prompt: Prompt) -> dict[str, Any]:

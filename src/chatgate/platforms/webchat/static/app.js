@@ -1,0 +1,254 @@
+// The web chat page: a client of the /ws protocol (docs/webchat-protocol.md), no build step.
+
+import { enableCopy } from "./markdown.js";
+import { ChatState } from "./state.js";
+import { Drafts, Prompts, Typing, bubble, clearLog, mineEl } from "./view.js";
+
+// Codes after which resending the same message can succeed; any other error is final for it.
+const RETRYABLE = new Set(["storage_unavailable", "not_ready", "shutting_down"]);
+const AWAY = "Closed while you were away (shown again if still open).";
+
+const state = new ChatState();
+const drafts = new Drafts();
+const typing = new Typing();
+const taps = new Map(); // id of a button frame -> prompt_id, until it is acked or refused
+const prompts = new Prompts(tap);
+const statusEl = document.getElementById("status");
+const composer = document.getElementById("text");
+const tokenScreen = document.getElementById("token-screen");
+let ws = null;
+let ready = false;
+let backoff = 500;
+let retryTimer = null;
+let retryDelay = 1000;
+
+function send(frame) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
+}
+
+function hello() {
+  const frame = { type: "hello", chat_id: state.chatId, user_id: state.userId, user_name: "web user" };
+  if (state.token) frame.token = state.token;
+  send(frame);
+}
+
+function resendUnacked() {
+  if (!ready) return;
+  for (const [id, text] of state.unacked) send({ type: "message", id, text });
+}
+
+function scheduleRetry() {
+  if (retryTimer) return;
+  retryTimer = setTimeout(() => { retryTimer = null; resendUnacked(); }, retryDelay);
+  retryDelay = Math.min(retryDelay * 2, 15000);
+}
+
+function isStopping(text) {
+  return /^\/(stop|new|reset)(@\S+)?(\s|$)/i.test(text.trim());
+}
+
+function tap(promptId, optionId) {
+  const id = crypto.randomUUID();
+  taps.set(id, promptId);
+  send({ type: "button", id, prompt_id: promptId, option_id: optionId });
+}
+
+/** Put a message on screen (unless hidden) and send it; it is resent until acknowledged. */
+function submit(text, { hidden = false } = {}) {
+  const id = crypto.randomUUID();
+  state.unacked.set(id, text);
+  if (hidden) state.save();
+  else { state.add({ kind: "me", id, text }); bubble({ kind: "me", id, text }, true); }
+  typing.wait(id);
+  if (ready) send({ type: "message", id, text });
+  return id;
+}
+
+function renderHistory() {
+  clearLog();
+  prompts.clear();
+  for (const entry of state.history) {
+    if (entry.kind === "prompt") {
+      prompts.card(entry.id, entry.text);
+      prompts.resolve(entry.id, entry.outcomeText || AWAY, entry.outcome);
+    } else {
+      bubble(entry, entry.kind === "me" && state.unacked.has(entry.id));
+    }
+  }
+}
+
+/** Open drafts become replies marked "stopped" (a /stop, /new or /reset ended them). */
+function markStopped() {
+  for (const text of drafts.take()) {
+    if (!text) continue;
+    const entry = { kind: "stopped", text };
+    state.add(entry);
+    bubble(entry);
+  }
+}
+
+function onReady() {
+  ready = true;
+  statusEl.textContent = "connected";
+  tokenScreen.hidden = true;
+  drafts.discardAll(); // a reply still running streams again; a finished one arrives as a final
+  for (const entry of state.history) {
+    if (entry.kind === "prompt" && prompts.isOpen(entry.id)) prompts.resolve(entry.id, AWAY);
+  }
+  taps.clear();
+  resendUnacked();
+}
+
+function onAck(frame) {
+  if (taps.has(frame.id)) { taps.delete(frame.id); return; } // prompt_resolved says the outcome
+  state.unacked.delete(frame.id);
+  state.save();
+  retryDelay = 1000;
+  mineEl(frame.id)?.classList.remove("pending");
+}
+
+function onReply(frame) {
+  const command = state.mine(frame.in_reply_to) || { text: "" };
+  const stopping = isStopping(command.text) || frame.in_reply_to === state.hiddenCommand;
+  drafts.discard(frame.in_reply_to);
+  if (stopping) { markStopped(); typing.reset(); } else typing.answered(frame.in_reply_to);
+  if (!state.shown.has(frame.message_id)) {
+    state.shown.add(frame.message_id);
+    const failure = frame.type === "final" && frame.failure;
+    const kind = frame.type === "notice" ? "notice" : failure ? "failure" : "bot";
+    const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to };
+    if (frame.in_reply_to === state.newCommand) entry.kind = "notice";
+    state.add(entry);
+    bubble(entry);
+  }
+  send({ type: "received", message_id: frame.message_id });
+}
+
+function onPrompt(frame) {
+  if (!state.history.some((h) => h.kind === "prompt" && h.id === frame.prompt_id)) {
+    state.add({ kind: "prompt", id: frame.prompt_id, text: frame.text });
+  }
+  prompts.open(frame);
+}
+
+function onResolved(frame) {
+  const entry = state.history.find((h) => h.kind === "prompt" && h.id === frame.prompt_id);
+  if (entry) { entry.outcome = frame.outcome; entry.outcomeText = frame.text; state.save(); }
+  prompts.resolve(frame.prompt_id, frame.text, frame.outcome, entry?.text);
+}
+
+function failMessage(frame) {
+  state.unacked.delete(frame.id);
+  typing.drop(frame.id);
+  const entry = state.mine(frame.id);
+  if (entry) { entry.failed = true; entry.error = frame.message; }
+  state.save();
+  const node = mineEl(frame.id);
+  if (node) { node.classList.remove("pending"); node.classList.add("failed"); node.title = frame.message; }
+}
+
+function onError(frame) {
+  if (frame.id && taps.has(frame.id)) {
+    prompts.refused(taps.get(frame.id), frame.message);
+    taps.delete(frame.id);
+    return;
+  }
+  if (frame.code === "unauthorized" && !frame.id) { askForToken(Boolean(state.token)); return; }
+  const entry = { kind: "error", text: frame.message + (frame.code ? " (" + frame.code + ")" : "") };
+  bubble(entry);
+  if (frame.id && state.unacked.has(frame.id)) {
+    if (RETRYABLE.has(frame.code)) scheduleRetry();
+    else failMessage(frame);
+  }
+}
+
+const HANDLERS = {
+  ready: onReady,
+  ack: onAck,
+  draft: (f) => { typing.answered(f.in_reply_to); drafts.show(f.in_reply_to, f.text); },
+  final: onReply,
+  notice: onReply,
+  prompt: onPrompt,
+  prompt_resolved: onResolved,
+  error: onError,
+};
+
+/** The gateway wants an access token: a sign-in screen instead of a not_ready loop. */
+function askForToken(wasWrong) {
+  ready = false;
+  state.token = null;
+  statusEl.textContent = "access token needed";
+  tokenScreen.hidden = false;
+  document.getElementById("token-error").textContent = wasWrong ? "That token was not accepted. Check it and try again." : "";
+  document.getElementById("token").focus();
+}
+
+function connect() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  ws = new WebSocket(proto + "//" + location.host + "/ws");
+  ws.onopen = () => { backoff = 500; hello(); };
+  ws.onclose = () => {
+    ready = false;
+    if (tokenScreen.hidden) statusEl.textContent = "disconnected, retrying…";
+    setTimeout(connect, backoff);
+    backoff = Math.min(backoff * 2, 10000);
+  };
+  ws.onmessage = (ev) => {
+    let frame;
+    try { frame = JSON.parse(ev.data); } catch { return; }
+    HANDLERS[frame.type]?.(frame);
+  };
+}
+
+function sendComposer() {
+  const text = composer.value;
+  if (!text.trim()) return;
+  composer.value = "";
+  sessionStorage.removeItem("chatgate.composer");
+  autosize();
+  if (/^\/(new|reset)(@\S+)?(\s|$)/i.test(text.trim())) startOver(text.trim());
+  else submit(text);
+}
+
+/** New (the button, or a typed /new or /reset): the screen starts an empty conversation. */
+function startOver(command) {
+  drafts.discardAll();
+  state.clear();
+  clearLog();
+  prompts.clear();
+  state.newCommand = state.hiddenCommand = submit(command, { hidden: true });
+  composer.focus();
+}
+
+function autosize() { // grows with what is typed (not with the placeholder), up to 240 px
+  composer.style.height = "auto";
+  if (composer.value) composer.style.height = Math.min(composer.scrollHeight, 240) + "px";
+}
+
+function wireControls() {
+  document.getElementById("form").addEventListener("submit", (ev) => { ev.preventDefault(); sendComposer(); });
+  composer.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); sendComposer(); }
+  });
+  composer.addEventListener("input", () => { autosize(); sessionStorage.setItem("chatgate.composer", composer.value); });
+  composer.value = sessionStorage.getItem("chatgate.composer") || ""; // what was typed survives a reload
+  autosize();
+  document.getElementById("stop").addEventListener("click", () => { state.hiddenCommand = submit("/stop", { hidden: true }); });
+  document.getElementById("new").addEventListener("click", () => startOver("/new"));
+  document.getElementById("token-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const value = document.getElementById("token").value.trim();
+    if (!value) return;
+    state.token = value;
+    document.getElementById("token").value = "";
+    document.getElementById("token-error").textContent = "";
+    statusEl.textContent = "connecting…";
+    hello();
+  });
+  enableCopy(document.getElementById("log"));
+}
+
+wireControls();
+renderHistory();
+for (const id of state.unacked.keys()) typing.wait(id); // sent before a reload, not answered yet
+connect();

@@ -1,0 +1,198 @@
+// The conversation on screen: message bubbles, drafts, the typing indicator, approval cards.
+// Model text goes through the Markdown renderer (text nodes only); user text is shown as typed.
+
+import { render } from "./markdown.js";
+
+const log = document.getElementById("log");
+const LABELS = { stopped: "stopped", failure: "error" };
+
+function scrollDown() {
+  log.scrollTop = log.scrollHeight;
+}
+
+function fill(node, kind, text) {
+  node.textContent = "";
+  if (kind === "me" || kind === "notice" || kind === "error") node.textContent = text;
+  else node.append(render(text));
+}
+
+/** One history entry as a bubble at the end of the conversation. */
+export function bubble(entry, pending = false) {
+  const node = document.createElement("div");
+  node.className = "msg " + (entry.kind === "stopped" || entry.kind === "failure" ? "bot " : "") + entry.kind;
+  if (pending) node.classList.add("pending");
+  if (entry.failed) { node.classList.add("failed"); node.title = entry.error || ""; }
+  if (entry.id) node.dataset.id = entry.id;
+  if (entry.kind === "error" || entry.kind === "failure") node.setAttribute("role", "alert");
+  const body = document.createElement("div");
+  body.className = "body";
+  fill(body, entry.kind, entry.text);
+  node.append(body);
+  if (LABELS[entry.kind]) {
+    const mark = document.createElement("div");
+    mark.className = "mark";
+    mark.textContent = LABELS[entry.kind];
+    node.append(mark);
+  }
+  insert(node);
+  return node;
+}
+
+/** New rows go above the typing indicator, which always stays last. */
+function insert(node) {
+  const typing = document.getElementById("typing");
+  log.insertBefore(node, typing);
+  scrollDown();
+}
+
+export function clearLog() {
+  for (const node of [...log.children]) if (node.id !== "typing") node.remove();
+}
+
+export function mineEl(id) {
+  return log.querySelector(`.msg.me[data-id="${CSS.escape(id)}"]`);
+}
+
+/** Drafts: one bubble per reply being written, in a status region that is busy while it streams
+ * (so a screen reader announces the finished reply once, not every chunk). */
+export class Drafts {
+  constructor() { this.open = new Map(); }
+
+  show(replyTo, text) {
+    let node = this.open.get(replyTo);
+    if (!node) {
+      node = document.createElement("div");
+      node.className = "msg bot draft";
+      node.setAttribute("role", "status");
+      node.setAttribute("aria-busy", "true");
+      node.setAttribute("aria-live", "polite");
+      node.dataset.replyTo = replyTo;
+      const body = document.createElement("div");
+      body.className = "body";
+      node.append(body);
+      this.open.set(replyTo, node);
+      insert(node);
+    }
+    node.dataset.text = text;
+    fill(node.firstChild, "bot", text);
+    scrollDown();
+  }
+
+  /** The text of each open draft, then none is open. */
+  take() {
+    const texts = [...this.open.values()].map((node) => node.dataset.text || "");
+    this.discardAll();
+    return texts;
+  }
+
+  discard(replyTo) {
+    const node = this.open.get(replyTo);
+    if (node) { node.remove(); this.open.delete(replyTo); }
+  }
+
+  discardAll() {
+    for (const node of this.open.values()) node.remove();
+    this.open.clear();
+  }
+}
+
+/** "The assistant is writing": shown from a send until that reply's first draft or final. */
+export class Typing {
+  constructor() {
+    this.node = document.getElementById("typing");
+    this.waiting = [];
+  }
+
+  wait(id) { this.waiting.push(id); this.update(); }
+
+  /** A reply for ``id`` began: it and every older message are no longer waiting. */
+  answered(id) {
+    const at = this.waiting.indexOf(id);
+    if (at >= 0) this.waiting.splice(0, at + 1);
+    this.update();
+  }
+
+  drop(id) { this.waiting = this.waiting.filter((w) => w !== id); this.update(); }
+
+  reset() { this.waiting = []; this.update(); }
+
+  update() {
+    this.node.hidden = this.waiting.length === 0;
+    if (!this.node.hidden) scrollDown();
+  }
+}
+
+/** Approval cards: big buttons while open; after an answer the card stays with its outcome. */
+export class Prompts {
+  constructor(onTap) {
+    this.cards = new Map();
+    this.onTap = onTap;
+  }
+
+  card(promptId, text) {
+    let card = this.cards.get(promptId);
+    if (!card) {
+      const node = document.createElement("section");
+      node.className = "msg prompt";
+      node.dataset.promptId = promptId;
+      node.setAttribute("aria-label", "Approval needed");
+      const body = document.createElement("div");
+      body.className = "body";
+      const options = document.createElement("div");
+      options.className = "options";
+      const outcome = document.createElement("div");
+      outcome.className = "outcome";
+      outcome.setAttribute("role", "status");
+      node.append(body, options, outcome);
+      card = { node, body, options, outcome };
+      this.cards.set(promptId, card);
+      insert(node);
+    }
+    card.body.textContent = text;
+    return card;
+  }
+
+  /** A prompt frame: the card with one button per option, in order. */
+  open(frame) {
+    const card = this.card(frame.prompt_id, frame.text);
+    card.node.classList.remove("closed", "approved", "denied", "expired");
+    card.options.textContent = "";
+    card.outcome.textContent = "";
+    for (const option of frame.options) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "option " + (option.id === "deny" ? "deny" : "approve");
+      button.textContent = option.label;
+      button.addEventListener("click", () => {
+        for (const other of card.options.querySelectorAll("button")) other.disabled = true;
+        card.outcome.textContent = option.label + "…";
+        this.onTap(frame.prompt_id, option.id);
+      });
+      card.options.append(button);
+    }
+    scrollDown();
+  }
+
+  /** The recorded outcome replaces the buttons; the card stays in the conversation. */
+  resolve(promptId, text, outcome, promptText) {
+    const card = this.cards.get(promptId) || this.card(promptId, promptText || "Approval prompt");
+    card.options.textContent = "";
+    card.outcome.textContent = text;
+    card.node.classList.add("closed");
+    if (outcome) card.node.classList.add(outcome);
+  }
+
+  refused(promptId, message) {
+    const card = this.cards.get(promptId);
+    if (!card) return;
+    for (const button of card.options.querySelectorAll("button")) button.disabled = false;
+    card.outcome.textContent = message;
+  }
+
+  isOpen(promptId) {
+    const card = this.cards.get(promptId);
+    return !!card && !card.node.classList.contains("closed");
+  }
+
+  clear() { this.cards.clear(); }
+}

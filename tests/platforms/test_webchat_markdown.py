@@ -1,0 +1,125 @@
+"""The page's Markdown renderer (static/markdown.js), loaded as a module in a real Chromium.
+
+Model text is untrusted: the renderer builds DOM nodes and must never produce markup from it,
+and must link only http(s) and mailto URLs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from support.browser import BrowserSession, browser, open_chat
+from support.web_harness import StartGateway
+
+pytestmark = pytest.mark.browser
+__all__ = ["browser"]
+
+RENDER = """async (cases) => {
+  const md = await import('/static/markdown.js');
+  return cases.map((text) => {
+    const box = document.createElement('div');
+    box.append(md.render(text));
+    return box.innerHTML;
+  });
+}"""
+
+LINK = 'rel="noopener noreferrer" target="_blank"'
+CASES = [
+    (
+        "**bold** and *it* and `co*de*`",
+        "<p><strong>bold</strong> and <em>it</em> and <code>co*de*</code></p>",
+    ),
+    ("__b__ _i_ ~~s~~", "<p><strong>b</strong> <em>i</em> <del>s</del></p>"),
+    ("snake_case_name and 2*3*4", "<p>snake_case_name and 2<em>3</em>4</p>"),
+    ("line one\nline two", "<p>line one<br>line two</p>"),
+    ("# Title", "<h3>Title</h3>"),
+    ("> quoted **text**", "<blockquote><p>quoted <strong>text</strong></p></blockquote>"),
+    ("- a\n- **b**", "<ul><li>a</li><li><strong>b</strong></li></ul>"),
+    ("3. x\n4. y", '<ol start="3"><li>x</li><li>y</li></ol>'),
+    ("---", "<hr>"),
+    (
+        "```python\nprint('<b>')\n\n  x = 1\n```",
+        '<div class="codeblock"><div class="codebar"><span class="lang">python</span>'
+        '<button class="copy" type="button" aria-label="Copy code">Copy</button></div>'
+        "<pre><code data-lang=\"python\">print('&lt;b&gt;')\n\n  x = 1</code></pre></div>",
+    ),
+    (
+        "```\nunclosed fence of a draft",
+        '<div class="codeblock"><div class="codebar"><span class="lang">text</span>'
+        '<button class="copy" type="button" aria-label="Copy code">Copy</button></div>'
+        "<pre><code>unclosed fence of a draft</code></pre></div>",
+    ),
+    ("[site](https://example.com/a?b=1)", f'<p><a href="https://example.com/a?b=1" {LINK}>site</a></p>'),
+    ("[mail](mailto:ann@example.com)", f'<p><a href="mailto:ann@example.com" {LINK}>mail</a></p>'),
+    (
+        "see https://example.com.",
+        f'<p>see <a href="https://example.com/" {LINK}>https://example.com</a>.</p>',
+    ),
+    (
+        "[**see** https://a.example](https://b.example/)",
+        f'<p><a href="https://b.example/" {LINK}><strong>see</strong> https://a.example</a></p>',
+    ),
+    ("[x](javascript:alert(1))", "<p>[x](javascript:alert(1))</p>"),
+    ("[x](JavaScript:alert(1))", "<p>[x](JavaScript:alert(1))</p>"),
+    ("[x](data:text/html,hi)", "<p>[x](data:text/html,hi)</p>"),
+    ("[x](/relative)", "<p>[x](/relative)</p>"),
+    ("<script>alert(1)</script>", "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"),
+    ('<img src=x onerror="alert(1)">', '<p>&lt;img src=x onerror="alert(1)"&gt;</p>'),
+    (
+        "| a | b |\n|---|:-:|\n| 1 | **2** |",
+        '<div class="tablewrap"><table><thead><tr><th>a</th><th style="text-align: center;">b</th>'
+        '</tr></thead><tbody><tr><td>1</td><td style="text-align: center;"><strong>2</strong></td>'
+        "</tr></tbody></table></div>",
+    ),
+]
+
+HOSTILE = [
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    "[click](javascript:window.__pwned=3)",
+    "[click](  javascript:window.__pwned=4)",
+    "[click](java\tscript:window.__pwned=5)",
+    '<a href="javascript:window.__pwned=6">x</a>',
+    '<iframe src="https://example.com"></iframe>',
+    "**<svg onload=window.__pwned=7>**",
+    "```\n</code></pre><script>window.__pwned=8</script>\n```",
+    "| <b onclick=x> | b |\n|---|---|\n| <script>x</script> | 2 |",
+    '<https://example.com/" onmouseover="window.__pwned=9>',
+]
+
+CHECK_HOSTILE = """async (cases) => {
+  const md = await import('/static/markdown.js');
+  const box = document.createElement('div');
+  document.body.append(box);
+  for (const text of cases) box.append(md.render(text));
+  const bad = [...box.querySelectorAll('*')].filter((el) =>
+    !['P', 'BR', 'STRONG', 'EM', 'DEL', 'CODE', 'PRE', 'DIV', 'SPAN', 'BUTTON', 'A', 'TABLE', 'THEAD',
+      'TBODY', 'TR', 'TH', 'TD', 'UL', 'OL', 'LI', 'BLOCKQUOTE', 'H3', 'HR'].includes(el.tagName)
+    || [...el.attributes].some((a) => a.name.startsWith('on')));
+  const links = [...box.querySelectorAll('a')].map((a) => new URL(a.href).protocol);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  return {bad: bad.map((el) => el.outerHTML), links, pwned: window.__pwned ?? null};
+}"""
+
+
+async def test_renderer_builds_the_expected_nodes_for_each_construct(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    rendered: list[str] = await page.evaluate(RENDER, [text for text, _ in CASES])
+    mismatches = [(text, want, got) for (text, want), got in zip(CASES, rendered, strict=True) if got != want]
+    assert not mismatches, "\n".join(f"{t!r}\n  want {w}\n  got  {g}" for t, w, g in mismatches)
+
+
+async def test_renderer_never_makes_markup_or_script_links_from_hostile_text(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    result: dict[str, Any] = await page.evaluate(CHECK_HOSTILE, HOSTILE)
+    assert result["bad"] == []
+    assert set(result["links"]) <= {"https:"}, result["links"]
+    assert result["pwned"] is None
