@@ -1,0 +1,54 @@
+"""``PostgresStore``: every role over one PostgreSQL schema, shared by a fleet of gateways.
+
+Each role's SQL lives in its own module, as in the SQLite backend; this class only
+composes them over one ``PgDatabase`` (the pool, the migrations, the liveness lock).
+"""
+
+from __future__ import annotations
+
+from chatgate.store.postgres.approvals import PgApprovals
+from chatgate.store.postgres.cursors import PgCursors
+from chatgate.store.postgres.database import PgDatabase
+from chatgate.store.postgres.inbox import PgInbox
+from chatgate.store.postgres.labels import PgLabels
+from chatgate.store.postgres.leases import PgLeases
+from chatgate.store.postgres.lifecycle import PgLifecycle
+from chatgate.store.postgres.outbox import PgOutbox
+from chatgate.store.postgres.pairing import PgPairing
+from chatgate.store.postgres.transcript import PgTranscript
+
+
+class PostgresStore(
+    PgLifecycle,
+    PgInbox,
+    PgLeases,
+    PgTranscript,
+    PgOutbox,
+    PgApprovals,
+    PgCursors,
+    PgLabels,
+    PgPairing,
+):
+    """The ``Store`` protocol over one PostgreSQL schema (``asyncpg``, pooled)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        password: str | None = None,
+        pool_size: int = 10,
+        outbox_lease_seconds: float = 300.0,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        db = PgDatabase(
+            dsn, schema=schema, password=password, max_size=pool_size, connect_timeout=connect_timeout
+        )
+        super().__init__(db)
+        self.outbox_lease_seconds = outbox_lease_seconds
+        self.schema = schema
+
+    @property
+    def holder(self) -> str:
+        """This instance's id in the fleet (its leases and mid-send rows carry it)."""
+        return self._db.holder
