@@ -11,10 +11,14 @@ import asyncio
 import os
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import asyncpg
 import pytest
+
+if TYPE_CHECKING:
+    from chatgate.store.postgres import PostgresStore
 
 DSN = os.environ.get("CHATGATE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 _reachable: bool | None = None
@@ -78,3 +82,49 @@ def drop_schemas(names: Iterable[str]) -> None:
             await conn.close()
 
     _run(drop)
+
+
+MakeStore = Callable[..., "PostgresStore"]
+
+
+@pytest.fixture(name="pg_schema")
+def pg_schema_fixture() -> Iterator[str]:
+    """A new schema name, dropped (with everything in it) at teardown."""
+    require_postgres()
+    name = new_schema_name()
+    yield name
+    drop_schemas([name])
+
+
+@pytest.fixture(name="make_store")
+async def make_store_fixture(pg_schema: str) -> AsyncIterator[MakeStore]:
+    """``make_store(**options)``: a new, unopened PostgresStore on the test's schema (closed at teardown)."""
+    stores: list[PostgresStore] = []
+
+    def make(**kwargs: object) -> PostgresStore:
+        from chatgate.store.postgres import PostgresStore
+
+        store = PostgresStore(DSN, schema=pg_schema, **kwargs)  # type: ignore[arg-type]
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        await store.close()
+
+
+async def sql(query: str, *args: object) -> list[asyncpg.Record]:
+    conn = await asyncpg.connect(DSN)
+    try:
+        return await conn.fetch(query, *args)
+    finally:
+        await conn.close()
+
+
+async def kill_connections(store: PostgresStore) -> int:
+    """``pg_terminate_backend`` on every connection of ``store`` (the server side of an outage)."""
+    rows = await sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        f"chatgate {store.holder}",
+    )
+    return len(rows)

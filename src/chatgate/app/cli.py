@@ -25,6 +25,7 @@ from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, 
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.sessions import SessionInfo
 
 EX_USAGE = 2
 EX_CONFIG = 78
@@ -171,7 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # cleanly with 0: the default action would kill the process with the signal instead.
     signal.signal(signal.SIGTERM, _stop_before_start)
     try:
-        if args.reset_state:
+        if args.reset_state and config.store.url is not None:
+            log.info("--reset-state: the store is PostgreSQL, not a file in the state dir; nothing was reset")
+        elif args.reset_state:
             _reset_damaged_state(_database_path(config, state_dir))
         return asyncio.run(_run(config, state_dir, lock))
     except _StopBeforeStart:
@@ -196,17 +199,17 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from chatgate.store.sqlite import read_sessions
-
     config = _load(args)
-    state_dir = resolve_state_dir(args.state_dir, config)
-    path = Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
-    if not path.exists():
-        print(f"no sessions yet (no database at {path})")
-        return 0
-
     try:
-        sessions = read_sessions(path, args.limit)
+        if config.store.url is not None:
+            from chatgate.app.fleet_cli import postgres_sessions
+
+            sessions = postgres_sessions(config, args.limit)
+        else:
+            found = _sqlite_sessions(config, args)
+            if found is None:
+                return 0
+            sessions = found
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
@@ -220,6 +223,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
         print(f"{s.session_key:<{width}}  {when:<19}  {s.queued:>6}  {state}")
     return 0
+
+
+def _sqlite_sessions(config: GatewayConfig, args: argparse.Namespace) -> list[SessionInfo] | None:
+    """The SQLite file's sessions, read-only; None (and a line saying so) when there is no file."""
+    from chatgate.store.sqlite import read_sessions
+
+    state_dir = resolve_state_dir(args.state_dir, config)
+    path = Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
+    if not path.exists():
+        print(f"no sessions yet (no database at {path})")
+        return None
+    return read_sessions(path, args.limit)
 
 
 def cmd_version(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chatgate.app.config import GatewayConfig
 
-EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai"}
+EXTRA_MODULES: dict[str, str] = {"telegram": "aiohttp", "openai": "openai", "postgres": "asyncpg"}
 """extra name -> the top-level module it installs."""
 
 
@@ -34,4 +34,6 @@ def check_extras(config: GatewayConfig) -> str | None:
         return "platforms.telegram.enabled: " + install_hint("telegram", "Telegram")
     if config.agent.kind == "openai" and missing("openai"):
         return "agent.kind: " + install_hint("openai", "the openai agent")
+    if config.store.backend == "postgres" and missing("postgres"):
+        return "store.url: " + install_hint("postgres", "the PostgreSQL store")
     return None

@@ -93,13 +93,17 @@ class PgDatabase:
 
     # ------------------------------------------------------------ lifetime
 
+    def _settings(self) -> dict[str, str]:
+        """Every connection's session settings: its schema, and a name saying whose it is."""
+        return {"search_path": self.schema, "application_name": f"chatgate {self.holder}"}
+
     async def _connect(self) -> asyncpg.Connection:
         conn: asyncpg.Connection = await asyncpg.connect(
             self.dsn,
             password=self._password,
             timeout=self._connect_timeout,
             command_timeout=self._command_timeout,
-            server_settings={"search_path": self.schema, "application_name": "chatgate"},
+            server_settings=self._settings(),
         )
         return conn
 
@@ -121,7 +125,7 @@ class PgDatabase:
                 max_size=self._max_size,
                 timeout=self._connect_timeout,
                 command_timeout=self._command_timeout,
-                server_settings={"search_path": self.schema, "application_name": "chatgate"},
+                server_settings=self._settings(),
             )
             await self._hold_liveness()
         except StoreError:

@@ -178,7 +178,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
-_MIGRATION_LOCK = "hashtextextended('chatgate-migrate/' || current_schema(), 0)"
+_MIGRATION_LOCK = "hashtextextended('chatgate-migrate/' || $1::text, 0)"
 
 
 async def current_version(conn: asyncpg.Connection) -> int:
@@ -192,11 +192,10 @@ async def current_version(conn: asyncpg.Connection) -> int:
 
 async def migrate(conn: asyncpg.Connection, schema: str) -> int:
     """Create ``schema`` if needed and bring it to ``SCHEMA_VERSION``; refuse a newer one."""
-    await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-    target = 0
     while True:
         async with conn.transaction():
-            await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+            await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})", schema)
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
             await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             version = await current_version(conn)
             if version > SCHEMA_VERSION:
