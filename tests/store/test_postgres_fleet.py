@@ -83,7 +83,7 @@ async def test_concurrent_claims_of_two_processes_take_disjoint_sessions_and_mis
 
 async def test_concurrent_outbox_claims_are_disjoint_and_a_dead_claimers_rows_come_back(make_store):
     a, b = await _pair(make_store)
-    await put_outbox(a, *(draft(f"r{i}", f"chat{i}") for i in range(40)))
+    await a.enqueue_outbox([draft(f"r{i}", f"chat{i}", key=f"notice-{i}") for i in range(40)])  # no route
     rows_a, rows_b = await asyncio.gather(a.claim_outbox(25), b.claim_outbox(25))
     ids_a, ids_b = {r.id for r in rows_a}, {r.id for r in rows_b}
     assert not ids_a & ids_b and len(ids_a | ids_b) == 40
@@ -143,3 +143,18 @@ async def _eventually(fn, timeout: float = 30.0):  # type: ignore[no-untyped-def
         assert loop.time() < deadline, "condition never became true"
         await asyncio.sleep(0.01)
     return value
+
+
+async def test_a_chats_replies_are_sent_by_the_process_it_wrote_through_while_that_one_lives(make_store):
+    """A web client is connected to one process: the replies of its session are that process's
+    to deliver (another would find no client and defer them); a dead one's go to anyone."""
+    a, b = await _pair(make_store)
+    await put_outbox(a, draft("via-a", "chat-a", key="ka"))
+    await put_outbox(b, draft("via-b", "chat-b", key="kb"))
+    assert [r.idem_key for r in await b.claim_outbox(10)] == ["via-b"]
+    assert [r.idem_key for r in await a.claim_outbox(10)] == ["via-a"]
+    await put_outbox(a, draft("via-a-2", "chat-a2", key="ka"))
+    await die(a)
+    assert [r.idem_key for r in await b.claim_outbox(10)] == [], "a is not reaped yet"
+    await b.claim_sessions("proc-b", 10, 30.0, 1)  # every claim reaps the dead first
+    assert sorted(r.idem_key for r in await b.claim_outbox(10)) == ["via-a", "via-a-2"]

@@ -21,6 +21,7 @@ from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
+from chatgate.app.fleet import FleetNotices
 from chatgate.app.http import build_app
 from chatgate.app.http_guard import (
     AcceptErrorThrottle,
@@ -105,6 +106,8 @@ class Gateway:
         for adapter in built.adapters:
             self.engine.add_adapter(adapter)
         self.lag = LoopLagMonitor(self.metrics)
+        self.fleet = FleetNotices(self.engine, self.store)
+        self.fleet.attach(self.store)  # a PostgreSQL fleet: the other processes' notices reach us
         self._started = time.monotonic()
         self._stopping = False
         self._server: _Server | None = None
@@ -340,6 +343,7 @@ class Gateway:
             await adapter.aclose(budget.adapter_close_seconds)
         await self.agent.aclose()
         await self.lag.stop()
+        await self.fleet.close()
         await self.store.close()
         self._release_credentials()
         log.info("chatgate stopped")

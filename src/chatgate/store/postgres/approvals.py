@@ -17,7 +17,7 @@ import asyncpg
 
 from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
 from chatgate.domain.outbox import OutboxDraft
-from chatgate.store.postgres.database import NOW, PgRole, rowcount
+from chatgate.store.postgres.database import NOTIFY, NOW, PgRole, rowcount
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.sqlite.codec import dumps
 
@@ -184,6 +184,7 @@ async def resolve(
             await _grant(conn, recorded_tier, done.session_key, done.session_id, rule_key, done, now)
     if notice is not None:
         await insert_outbox(conn, notice, now)
+    await conn.execute(NOTIFY, f"approval:{prompt_id}")  # the turn waiting on it may run elsewhere
     return ApprovalResolution(done, True)
 
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
+import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar, cast
@@ -35,6 +37,8 @@ NOW = "extract(epoch from now())::float8"
 """The database clock, in epoch seconds: every lease expiry is computed from it."""
 HOLDER_KEY = "hashtextextended(current_schema() || '/' || {}, 0)"
 """The advisory lock key of a store instance id (an SQL expression of it)."""
+NOTIFY = "SELECT pg_notify(left('chatgate_' || current_schema(), 63), $1)"
+"""Tell every process of the fleet (at commit): ``inbox``, ``outbox``, ``stop:<session key>``, ..."""
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _RETRIES = 3
 UNREACHABLE: tuple[type[BaseException], ...] = (
@@ -85,6 +89,7 @@ class PgDatabase:
         self._pool: asyncpg.Pool | None = None
         self._liveness: asyncpg.Connection | None = None
         self._liveness_lock = asyncio.Lock()
+        self._listeners: list[Callable[[str], None]] = []
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -146,7 +151,21 @@ class PgDatabase:
         self._opened = False
         self._closed = True
         await self._idle.wait()  # the calls in flight finish; new ones are refused
+        await self._leave_fleet()
         await self._teardown()
+
+    async def _leave_fleet(self) -> None:
+        """A clean stop hands what this instance still holds to its peers now, not at their next poll."""
+        from chatgate.store.postgres.fleet import release_holders
+
+        if self._pool is None:
+            return
+        try:
+            async with self._pool.acquire(timeout=self._connect_timeout) as conn, conn.transaction():
+                await release_holders(cast(asyncpg.Connection, conn), [self.holder])
+                await conn.execute("DELETE FROM processes WHERE holder = $1", self.holder)
+        except UNREACHABLE as exc:  # they are reaped when the liveness lock goes, at the latest
+            log.info("could not hand this process's leases over at close: %s", exc)
 
     async def _teardown(self) -> None:
         if self._liveness is not None:
@@ -168,12 +187,36 @@ class PgDatabase:
             conn = await self._connect()
             try:
                 await conn.execute(f"SELECT pg_advisory_lock({HOLDER_KEY.format('$1::text')})", self.holder)
+                await conn.execute(
+                    "INSERT INTO processes (holder, host, pid, started_at, seen_at)"
+                    f" VALUES ($1, $2, $3, {NOW}, {NOW}) ON CONFLICT (holder) DO UPDATE SET seen_at = {NOW}",
+                    self.holder,
+                    socket.gethostname(),
+                    os.getpid(),
+                )
+                await conn.add_listener(self.channel, self._notified)
             except BaseException:
                 await conn.close()
                 raise
             if self._liveness is not None:
                 log.warning("the postgresql liveness connection was lost and is held again")
             self._liveness = conn
+
+    @property
+    def channel(self) -> str:
+        """The fleet's ``LISTEN``/``NOTIFY`` channel (the one ``NOTIFY`` names)."""
+        return f"chatgate_{self.schema}"[:63]
+
+    def add_listener(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(payload)`` on the event loop for every notice of the fleet (own ones too)."""
+        self._listeners.append(fn)
+
+    def _notified(self, conn: object, pid: int, channel: str, payload: object) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(str(payload))
+            except Exception:  # a listener's bug must not stop the others
+                log.exception("a fleet notice listener failed on %r", payload)
 
     # ------------------------------------------------------------ access
 

@@ -20,7 +20,7 @@ from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.source import Source
 from chatgate.store.postgres import approvals
-from chatgate.store.postgres.database import PgRole, rowcount
+from chatgate.store.postgres.database import NOTIFY, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.sqlite.codec import dumps
@@ -28,7 +28,7 @@ from chatgate.store.sqlite.inbox import new_session_id
 
 
 async def _lock_session(
-    conn: asyncpg.Connection, key: str, source: Source, source_json: str, now: float
+    conn: asyncpg.Connection, key: str, source: Source, source_json: str, now: float, holder: str
 ) -> None:
     """Lock the session row (creating it), so this admission's seq is the session's next.
 
@@ -37,7 +37,7 @@ async def _lock_session(
     scope = source.scope_id or ""
     created = await conn.execute(
         "INSERT INTO sessions (key, session_id, platform, chat_id, source_json, scope, created_at,"
-        " last_activity) VALUES ($1,$2,$3,$4,$5,$6,$7,$7) ON CONFLICT (key) DO NOTHING",
+        " last_activity, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$7,$8) ON CONFLICT (key) DO NOTHING",
         key,
         new_session_id(),
         source.platform,
@@ -45,6 +45,7 @@ async def _lock_session(
         source_json,
         scope,
         now,
+        holder,
     )
     if rowcount(created) == 1:
         return
@@ -52,7 +53,11 @@ async def _lock_session(
     if bound != scope:
         raise ScopeConflict(key)
     await conn.execute(
-        "UPDATE sessions SET source_json = $1, last_activity = $2 WHERE key = $3", source_json, now, key
+        "UPDATE sessions SET source_json = $1, last_activity = $2, route_holder = $3 WHERE key = $4",
+        source_json,
+        now,
+        holder,
+        key,
     )
 
 
@@ -131,14 +136,18 @@ async def _admitted_before(conn: asyncpg.Connection, req: AdmitRequest) -> Admit
     return None if row is None else AdmitResult(new=False, seq=row[0], session_key=row[1])
 
 
-async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float) -> AdmitResult:
+async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str) -> AdmitResult:
+    """The admission; the session's chat is reachable through ``holder`` (it received the event),
+    so the chat's replies are delivered by it while it lives (``outbox.claim_outbox``)."""
     before = await _admitted_before(conn, req)
     if before is not None:
+        # A redelivery arrives where the client is now (it reconnected): its replies follow it.
+        await conn.execute("UPDATE sessions SET route_holder = $1 WHERE key = $2", holder, before.session_key)
         return before
     inbound = req.inbound
     inbound_dict = inbound.to_dict()
     source = inbound.source
-    await _lock_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now)
+    await _lock_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now, holder)
     seq = await _insert_event(conn, req, dumps(inbound_dict), now)
     if seq is None:  # a concurrent admission of this delivery committed first
         raced = await _admitted_before(conn, req)
@@ -147,6 +156,10 @@ async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float) -> Admi
     if source.chat_id and inbound.labels_observed():
         await observe_labels(conn, source, seq)
     cancelled, waiting = await _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
+    if req.queued:
+        await conn.execute(NOTIFY, "inbox")
+    if cancelled > waiting:  # a turn is running on some process: it stops, wherever it runs
+        await conn.execute(NOTIFY, f"stop:{req.session_key}")
     if req.reset_session:
         await conn.execute(
             "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
@@ -166,6 +179,8 @@ async def cancel_running(conn: asyncpg.Connection, session_key: str, reason: str
         reason[:80],
         session_key,
     )
+    if rowcount(status):
+        await conn.execute(NOTIFY, f"stop:{session_key}")
     return rowcount(status)
 
 
@@ -215,8 +230,8 @@ class PgInbox(PgRole):
     """``Inbox``, with its ``Rejections``."""
 
     async def admit(self, request: AdmitRequest) -> AdmitResult:
-        now = time.time()
-        return await self._db.write(lambda c: admit(c, request, now))
+        now, holder = time.time(), self._db.holder
+        return await self._db.write(lambda c: admit(c, request, now, holder))
 
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()

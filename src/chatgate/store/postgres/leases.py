@@ -21,6 +21,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
 from chatgate.store.postgres.database import HOLDER_KEY, NOW, PgRole, rowcount
+from chatgate.store.postgres.fleet import reap_dead
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.transcript import append_transcript
 
@@ -86,7 +87,10 @@ async def claim_sessions(
     batch: int,
     isolated: int = 1,
 ) -> list[Claim]:
-    """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects."""
+    """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects.
+
+    Dead peers are reaped first, so their sessions are among the candidates."""
+    await reap_dead(conn, holder)
     candidates = await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit)
     claims: list[Claim] = []
     for key, session_id, suspect, preview in candidates:

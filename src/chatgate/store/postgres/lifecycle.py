@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.fleet import reap_dead
 from chatgate.store.postgres.leases import release_dead_owners
 from chatgate.store.postgres.outbox import requeue_mid_send
 
@@ -14,9 +15,11 @@ async def recover(conn: asyncpg.Connection, owner: str, holder: str) -> int:
 
     A fleet shares the database, so only what the dead left is taken: see
     ``release_dead_owners`` and ``requeue_mid_send`` for how a peer is known dead."""
+    reaped = await reap_dead(conn, holder)
+    await conn.execute("UPDATE processes SET owner = $1 WHERE holder = $2", owner, holder)
     released = await release_dead_owners(conn, owner, holder)
     await requeue_mid_send(conn, holder)
-    return released
+    return reaped + released
 
 
 class PgLifecycle(PgRole):

@@ -1,5 +1,9 @@
 """The outbox role over PostgreSQL: the ledger of outbound messages, claimed head of chat first.
 
+A row is claimed by the process its chat is reachable through (``route_holder``: the one
+that admitted the session's latest event, where the web client is connected or the bot
+polls), or by any process once that one is gone from ``processes``.
+
 Across processes a claimed row is ``sending`` under its claimer's instance id
 (``sending_holder``) and an expiry from the database clock: a row whose claimer died is
 taken back by the next claim once its expiry passed, or at once by ``recover`` when
@@ -18,7 +22,7 @@ from typing import Any, cast
 import asyncpg
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
-from chatgate.store.postgres.database import HOLDER_KEY, NOW, PgRole, rowcount
+from chatgate.store.postgres.database import HOLDER_KEY, NOTIFY, NOW, PgRole, rowcount
 from chatgate.store.sqlite.codec import dumps
 
 _COLUMNS = (
@@ -51,8 +55,8 @@ async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float
     """Record ``draft`` as a pending row; an existing ``idem_key`` makes this a no-op."""
     await conn.execute(
         "INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
-        " target_json, status, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8, 'pending', $9)"
-        " ON CONFLICT (idem_key) DO NOTHING",
+        " target_json, status, created_at, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$8, 'pending', $9,"
+        " (SELECT route_holder FROM sessions WHERE key = $4)) ON CONFLICT (idem_key) DO NOTHING",
         draft.idem_key,
         draft.platform,
         draft.chat_id,
@@ -63,6 +67,7 @@ async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float
         dumps(draft.target),
         now,
     )
+    await conn.execute(NOTIFY, "outbox")
 
 
 async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
@@ -92,8 +97,11 @@ async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_
         f" AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= {NOW})"
         " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
         f" AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN {_OPEN})"
+        " AND (o.route_holder IS NULL OR o.route_holder = $2"
+        " OR NOT EXISTS (SELECT 1 FROM processes r WHERE r.holder = o.route_holder))"
         " ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED",
         limit,
+        holder,
     )
     if not rows:
         return []

@@ -12,7 +12,8 @@ import asyncpg
 from chatgate.domain.errors import StoreUnavailable
 
 MIGRATIONS: tuple[str, ...] = (
-    # 0 -> 1: every role's tables, as the SQLite schema has them at its version 8.
+    # 0 -> 1: every role's tables, as the SQLite schema has them at its version 8, and the fleet's
+    # own: the live processes, which process a session's chat is reachable through (route_holder).
     """
     CREATE TABLE sessions (
         key                 TEXT PRIMARY KEY,
@@ -29,7 +30,8 @@ MIGRATIONS: tuple[str, ...] = (
         lease_token         BIGINT NOT NULL DEFAULT 0,
         retry_at            DOUBLE PRECISION,
         last_error          TEXT,
-        preview_message_id  TEXT
+        preview_message_id  TEXT,
+        route_holder        TEXT
     );
     CREATE INDEX sessions_by_activity ON sessions (last_activity);
     CREATE TABLE inbox (
@@ -78,7 +80,8 @@ MIGRATIONS: tuple[str, ...] = (
         confirmed_at         DOUBLE PRECISION,
         last_error           TEXT,
         sending_holder       TEXT,
-        sending_expires      DOUBLE PRECISION
+        sending_expires      DOUBLE PRECISION,
+        route_holder         TEXT
     );
     CREATE INDEX outbox_open ON outbox (platform, chat_id, id)
         WHERE status IN ('pending', 'sending', 'ambiguous');
@@ -169,6 +172,15 @@ MIGRATIONS: tuple[str, ...] = (
         name          TEXT PRIMARY KEY,
         failures      INTEGER NOT NULL,
         locked_until  DOUBLE PRECISION
+    );
+    CREATE TABLE processes (
+        holder      TEXT PRIMARY KEY,
+        owner       TEXT,
+        host        TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        started_at  DOUBLE PRECISION NOT NULL,
+        seen_at     DOUBLE PRECISION NOT NULL,
+        adapters    TEXT NOT NULL DEFAULT ''
     );
     CREATE TABLE store_health (
         id          INTEGER PRIMARY KEY,

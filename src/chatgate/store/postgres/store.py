@@ -6,6 +6,8 @@ composes them over one ``PgDatabase`` (the pool, the migrations, the liveness lo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from chatgate.store.postgres.approvals import PgApprovals
 from chatgate.store.postgres.cursors import PgCursors
 from chatgate.store.postgres.database import PgDatabase
@@ -47,6 +49,12 @@ class PostgresStore(
         super().__init__(db)
         self.outbox_lease_seconds = outbox_lease_seconds
         self.schema = schema
+
+    def add_listener(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(notice)`` for the fleet's notices: ``inbox`` (a message was queued),
+        ``outbox`` (a reply was recorded), ``stop:<session key>`` (its running turn was
+        cancelled), ``approval:<prompt id>`` (it was answered), from every process."""
+        self._db.add_listener(fn)
 
     @property
     def holder(self) -> str:
