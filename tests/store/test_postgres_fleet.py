@@ -16,7 +16,7 @@ import pytest
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.outbox import OutboxSettlement
 from chatgate.store.postgres import PostgresStore
-from contract.kit import draft, put_outbox, req
+from contract.kit import T0, approval, draft, put_outbox, req
 from support.postgres import kill_connections, make_store_fixture, pg_schema_fixture  # noqa: F401
 from support.store_values import outcome
 
@@ -158,3 +158,24 @@ async def test_a_chats_replies_are_sent_by_the_process_it_wrote_through_while_th
     assert [r.idem_key for r in await b.claim_outbox(10)] == [], "a is not reaped yet"
     await b.claim_sessions("proc-b", 10, 30.0, 1)  # every claim reaps the dead first
     assert sorted(r.idem_key for r in await b.claim_outbox(10)) == ["via-a", "via-a-2"]
+
+
+async def test_the_other_processes_hear_of_new_work_stops_and_answers_at_commit(make_store):
+    a, b = await _pair(make_store)
+    heard: list[str] = []
+    b.add_listener(heard.append)
+    await a.admit(req("d1", "k1"))
+    await _eventually(lambda: _async("inbox" in heard))
+    (claim,) = await b.claim_sessions("proc-b", 10, 30.0, 1)
+    await a.admit(req("stop-1", "k1", "/stop", queued=False, cancel_queued=True))
+    await _eventually(lambda: _async("stop:k1" in heard))  # b runs k1's turn: it must stop it
+    await a.enqueue_outbox([draft("notice:1")])
+    await _eventually(lambda: _async("outbox" in heard))
+    await a.create_approval(approval("p-1"))
+    await a.resolve_approval("p-1", "denied", None, "u1", None, T0)
+    await _eventually(lambda: _async("approval:p-1" in heard))
+    assert claim.session_key == "k1"
+
+
+async def _async(value: bool) -> bool:
+    return value
