@@ -9,19 +9,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
-from chatgate.app.config import GatewayConfig
+from chatgate.app.config import GatewayConfig, postgres_url_problem
 from chatgate.app.pairing_cli import print_list, say_approval
 from chatgate.app.startup import build_postgres_store
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.pairing import PairedUser, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.store.base import Store
 
 T = TypeVar("T")
+EX_USAGE = 64
 
 
 def with_store(config: GatewayConfig, fn: Callable[[Store], Awaitable[T]]) -> T:
@@ -69,4 +73,35 @@ async def _revoke(store: Store, user: str, platform: str | None) -> int:
     for name in platforms:
         await store.revoke_pairing(name, user)
         print(f"Revoked {name} user {user}: their next message is refused (or offered a new code).")
+    return 0
+
+
+def cmd_store_migrate(args: argparse.Namespace, config: GatewayConfig, sqlite_path: Path) -> int:
+    """``chatgate store migrate --to URL``: the SQLite state, copied with a progress bar."""
+    from chatgate.app.store_migrate import MigrationRefused, run_migration
+    from chatgate.store.postgres import PostgresStore
+
+    try:
+        url = postgres_url_problem(args.to)
+    except ValueError as exc:
+        print(f"chatgate: --to {exc}", file=sys.stderr)
+        return EX_USAGE
+    password_env = args.password_env or config.store.password_env
+    password = os.environ.get(password_env) if password_env else None
+    if password_env and password is None:
+        print(f"chatgate: environment variable {password_env} is not set (the password)", file=sys.stderr)
+        return EX_USAGE
+    schema = args.schema or config.store.postgres.schema_
+    target = PostgresStore(url, schema=schema, password=password, pool_size=1)
+    try:
+        copied = run_migration(sqlite_path, target)
+    except (MigrationRefused, StoreUnavailable) as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
+    rows = sum(copied.values())
+    print(
+        f"migrated {rows} rows of {sqlite_path} into {url} (schema {schema}):"
+        f" {copied['sessions']} sessions, {copied['inbox']} messages, {copied['outbox']} replies."
+        f" Set store.url: {url} (and store.postgres.schema: {schema}) in every gateway's config."
+    )
     return 0

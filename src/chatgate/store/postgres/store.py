@@ -49,6 +49,8 @@ class PostgresStore(
         super().__init__(db)
         self.outbox_lease_seconds = outbox_lease_seconds
         self.schema = schema
+        self.dsn = dsn
+        self.password = password
 
     def add_listener(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(notice)`` for the fleet's notices: ``inbox`` (a message was queued),
