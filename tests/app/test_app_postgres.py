@@ -81,5 +81,12 @@ async def test_a_gateway_on_postgres_answers_and_the_cli_reads_the_same_database
         assert "chat-pg" in listed.stdout
         pairing = await asyncio.to_thread(cli, "pairing", "list", "--config", str(gateway.config_path))
         assert pairing.returncode == 0 and "No pairing codes are waiting" in pairing.stdout, pairing.stderr
+        status = await asyncio.to_thread(
+            cli, "status", "--config", str(gateway.config_path), "--state-dir", str(gateway.state_dir)
+        )
+        assert status.returncode == 0, status.stderr
+        assert gateway.proc is not None
+        assert "fleet: 1 other process(es) on this database" in status.stdout, status.stdout
+        assert f"pid {gateway.proc.pid} (" in status.stdout and ": alive," in status.stdout
     finally:
         assert await gateway.terminate() == 0

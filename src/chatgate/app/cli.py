@@ -237,6 +237,20 @@ def _sqlite_sessions(config: GatewayConfig, args: argparse.Namespace) -> list[Se
     return read_sessions(path, args.limit)
 
 
+def _status(args: argparse.Namespace, state_dir: Path) -> int:
+    config = _load(args)
+    if config.store.url is None:
+        return ops_cli.cmd_status(args, state_dir)
+    from chatgate.app.fleet_cli import fleet_members
+
+    try:
+        fleet = fleet_members(config)
+    except StoreUnavailable as exc:
+        print(f"chatgate: cannot list the fleet: {exc}", file=sys.stderr)
+        fleet = None
+    return ops_cli.cmd_status(args, state_dir, fleet)
+
+
 def cmd_version(args: argparse.Namespace) -> int:
     print(f"chatgate {__version__}")
     return 0
@@ -328,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="is a gateway running for this state dir, and how is it doing")
     common(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.set_defaults(func=_with_state(ops_cli.cmd_status))
+    status.set_defaults(func=_with_state(_status))
     stop = sub.add_parser("stop", help="stop the gateway running for this state dir")
     common(stop)
     stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a clean stop")

@@ -42,6 +42,18 @@ def with_store(config: GatewayConfig, fn: Callable[[Store], Awaitable[T]]) -> T:
     return asyncio.run(run())
 
 
+def fleet_members(config: GatewayConfig) -> list[dict[str, object]]:
+    """Every gateway process on the configured PostgreSQL schema (``chatgate status``)."""
+
+    async def members(store: Store) -> list[dict[str, object]]:
+        from chatgate.store.postgres import PostgresStore
+
+        assert isinstance(store, PostgresStore)
+        return await store.fleet()
+
+    return with_store(config, members)
+
+
 def postgres_sessions(config: GatewayConfig, limit: int) -> list[SessionInfo]:
     return with_store(config, lambda s: s.list_sessions(limit))
 

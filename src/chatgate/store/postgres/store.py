@@ -11,6 +11,7 @@ from collections.abc import Callable
 from chatgate.store.postgres.approvals import PgApprovals
 from chatgate.store.postgres.cursors import PgCursors
 from chatgate.store.postgres.database import PgDatabase
+from chatgate.store.postgres.fleet import members
 from chatgate.store.postgres.inbox import PgInbox
 from chatgate.store.postgres.labels import PgLabels
 from chatgate.store.postgres.leases import PgLeases
@@ -57,6 +58,11 @@ class PostgresStore(
         ``outbox`` (a reply was recorded), ``stop:<session key>`` (its running turn was
         cancelled), ``approval:<prompt id>`` (it was answered), from every process."""
         self._db.add_listener(fn)
+
+    async def fleet(self) -> list[dict[str, object]]:
+        """The other processes on this schema: owner, host, pid, start, leases, sends, alive."""
+        holder = self._db.holder
+        return await self._db.write(lambda c: members(c, holder))
 
     @property
     def holder(self) -> str:
