@@ -10,6 +10,7 @@ turn waiting here. A store without notices (SQLite: one process) needs none of t
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
@@ -76,3 +77,92 @@ class FleetNotices:
     async def close(self) -> None:
         self._closed = True
         await cancel_and_wait(list(self._tasks))
+
+
+@runtime_checkable
+class FleetCredentialStore(Protocol):
+    async def hold_credential(self, key: str) -> bool: ...
+
+
+@runtime_checkable
+class StandbyAdapter(Protocol):
+    """An adapter that can send without receiving (a polling bot whose polling another process does)."""
+
+    platform: str
+
+    async def start(self) -> None: ...
+
+    async def start_sending(self) -> None: ...
+
+
+def credential_key(kind: str, value: str) -> str:
+    """What the database sees of a credential: a digest, never the token."""
+    return hashlib.sha256(f"{kind}\0{value}".encode()).hexdigest()
+
+
+class FleetCredentials:
+    """One process of the fleet per credential, across hosts: a PostgreSQL advisory lock each.
+
+    A polling bot's adapter in a process that did not get its lock stands by: it sends
+    (replies of turns run here) but does not poll; every ``retry_seconds`` it tries the
+    lock again, and takes polling over once the holder is gone (the server dropped the
+    dead holder's connection, and its lock with it). A credential whose adapter cannot
+    stand by (the relay) held by another process refuses the start, as the file lock does
+    for one host.
+    """
+
+    def __init__(self, store: object, retry_seconds: float = 1.0) -> None:
+        self._store = store if isinstance(store, FleetCredentialStore) else None
+        self._retry = retry_seconds
+        self._standby: dict[str, tuple[str, StandbyAdapter]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """True for a fleet store: its locks replace the per-host credential files."""
+        return self._store is not None
+
+    async def take(self, credentials: list[tuple[str, str, str]], adapters: dict[str, object]) -> set[str]:
+        """Lock each (kind, value, what); the platforms that stand by. Raises ``CredentialHeld``."""
+        if self._store is None:
+            return set()
+        for kind, value, what in credentials:
+            key = credential_key(kind, value)
+            if await self._store.hold_credential(key):
+                continue
+            adapter = adapters.get(kind)
+            if not isinstance(adapter, StandbyAdapter):
+                raise CredentialHeld(
+                    f"{kind}: this {what} is in use by another process of the fleet; one process per"
+                    f" {what}: disable platforms.{kind} in all but one of them"
+                )
+            self._standby[kind] = (key, adapter)
+            log.info("%s: another process of the fleet polls; this one stands by and sends", kind)
+        return set(self._standby)
+
+    def start(self) -> None:
+        if self._standby and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._watch(), name="chatgate-credentials")
+
+    async def _watch(self) -> None:
+        while self._standby:
+            await asyncio.sleep(self._retry)
+            for kind, (key, adapter) in list(self._standby.items()):
+                assert self._store is not None
+                try:
+                    taken = await self._store.hold_credential(key)
+                except StoreUnavailable:
+                    continue
+                if taken:
+                    del self._standby[kind]
+                    log.warning("%s: the process that polled is gone; this one polls now", kind)
+                    await adapter.start()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait([self._task])
+            self._task = None
+
+
+class CredentialHeld(Exception):
+    """Another live process of the fleet holds a credential this one cannot stand by for."""

@@ -90,6 +90,7 @@ class PgDatabase:
         self._liveness: asyncpg.Connection | None = None
         self._liveness_lock = asyncio.Lock()
         self._listeners: list[Callable[[str], None]] = []
+        self._credentials: set[str] = set()
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -195,12 +196,43 @@ class PgDatabase:
                     os.getpid(),
                 )
                 await conn.add_listener(self.channel, self._notified)
+                lost = {key for key in self._credentials if not await self._try_credential(conn, key)}
             except BaseException:
                 await conn.close()
                 raise
             if self._liveness is not None:
                 log.warning("the postgresql liveness connection was lost and is held again")
+            if lost:
+                log.error(
+                    "while this process was cut off from postgresql another one took %d credential(s) over",
+                    len(lost),
+                )
+                self._credentials -= lost
             self._liveness = conn
+
+    @staticmethod
+    async def _try_credential(conn: asyncpg.Connection, key: str) -> bool:
+        taken = await conn.fetchval(
+            "SELECT pg_try_advisory_lock(hashtextextended('chatgate-credential/' || $1, 0))", key
+        )
+        return bool(taken)
+
+    async def hold_credential(self, key: str) -> bool:
+        """Take the fleet-wide lock of a credential (``key``: a digest of it, never the secret) for
+        as long as this instance lives; False while another live process holds it."""
+        if key in self._credentials:
+            await self.hold_liveness()
+            return key in self._credentials
+        await self.hold_liveness()
+        async with self._liveness_lock:
+            assert self._liveness is not None
+            try:
+                taken = await self._try_credential(self._liveness, key)
+            except UNREACHABLE as exc:
+                raise unavailable(exc, "credential lock") from exc
+        if taken:
+            self._credentials.add(key)
+        return taken
 
     @property
     def channel(self) -> str:

@@ -59,6 +59,11 @@ class PostgresStore(
         cancelled), ``approval:<prompt id>`` (it was answered), from every process."""
         self._db.add_listener(fn)
 
+    async def hold_credential(self, key: str) -> bool:
+        """The fleet-wide lock of one platform credential (a bot token's digest): exactly one
+        process holds it, and the server drops it when that process dies."""
+        return await self._db.hold_credential(key)
+
     async def fleet(self) -> list[dict[str, object]]:
         """The other processes on this schema: owner, host, pid, start, leases, sends, alive."""
         holder = self._db.holder
