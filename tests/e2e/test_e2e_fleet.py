@@ -25,12 +25,11 @@ from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_
 from support.procs import ChatClient, GatewayProcess, wait_until
 from support.recording_agent import read_journal
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-
 PROCESSES = 3
 CHATS = int(os.environ.get("FLEET_CHATS", "30"))
 PER_CHAT = int(os.environ.get("FLEET_PER_CHAT", "10"))
 KILLS = int(os.environ.get("FLEET_KILLS", "5"))
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(600, CHATS * PER_CHAT // 5 + 30 * KILLS))]
 LAUNCHER = [sys.executable, str(Path(__file__).parents[1] / "support" / "recording_agent.py")]
 
 
