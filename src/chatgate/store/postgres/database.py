@@ -37,7 +37,8 @@ NOW = "extract(epoch from now())::float8"
 """The database clock, in epoch seconds: every lease expiry is computed from it."""
 HOLDER_KEY = "hashtextextended(current_schema() || '/' || {}, 0)"
 """The advisory lock key of a store instance id (an SQL expression of it)."""
-NOTIFY = "SELECT pg_notify(left('chatgate_' || current_schema(), 63), $1)"
+NOTIFY_CHANNEL = "left('chatgate_' || current_schema(), 63)"
+NOTIFY = f"SELECT pg_notify({NOTIFY_CHANNEL}, $1)"
 """Tell every process of the fleet (at commit): ``inbox``, ``outbox``, ``stop:<session key>``, ..."""
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _RETRIES = 3

@@ -35,9 +35,13 @@ async def _lock_session(
     A session keeps the scope of its first message: another scope's event for the same
     key raises ``ScopeConflict`` (and the transaction rolls back)."""
     scope = source.scope_id or ""
-    created = await conn.execute(
-        "INSERT INTO sessions (key, session_id, platform, chat_id, source_json, scope, created_at,"
-        " last_activity, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$7,$8) ON CONFLICT (key) DO NOTHING",
+    # One statement: create the row, or update (and so lock) it while its scope matches.
+    # A conflicting row of another scope is locked too but not updated: nothing comes back.
+    bound = await conn.fetchval(
+        "INSERT INTO sessions AS s (key, session_id, platform, chat_id, source_json, scope, created_at,"
+        " last_activity, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$7,$8) ON CONFLICT (key) DO UPDATE"
+        " SET source_json = excluded.source_json, last_activity = excluded.last_activity,"
+        " route_holder = excluded.route_holder WHERE s.scope = excluded.scope RETURNING s.scope",
         key,
         new_session_id(),
         source.platform,
@@ -47,18 +51,8 @@ async def _lock_session(
         now,
         holder,
     )
-    if rowcount(created) == 1:
-        return
-    bound = await conn.fetchval("SELECT scope FROM sessions WHERE key = $1 FOR UPDATE", key)
-    if bound != scope:
+    if bound is None:
         raise ScopeConflict(key)
-    await conn.execute(
-        "UPDATE sessions SET source_json = $1, last_activity = $2, route_holder = $3 WHERE key = $4",
-        source_json,
-        now,
-        holder,
-        key,
-    )
 
 
 async def _insert_event(

@@ -59,12 +59,13 @@ async def _take_batch(
     return Claim(key, session_id, items, isolated=isolate, stale_preview=stale_preview)
 
 
-async def _blame_dead_turn(conn: asyncpg.Connection, key: str) -> None:
-    """Items a dead turn left claimed go back to waiting; a death while isolated is blamed."""
+async def _blame_dead_turns(conn: asyncpg.Connection, keys: list[str]) -> None:
+    """Items dead turns left claimed go back to waiting; a death while isolated is blamed."""
     await conn.execute(
         "UPDATE inbox SET crashes = crashes + CASE WHEN isolated THEN 1 ELSE 0 END, claimed_by = NULL,"
-        " isolated = FALSE WHERE session_key = $1 AND status = 'queued' AND claimed_by IS NOT NULL",
-        key,
+        " isolated = FALSE WHERE session_key = ANY($1::text[]) AND status = 'queued'"
+        " AND claimed_by IS NOT NULL",
+        keys,
     )
 
 
@@ -78,6 +79,28 @@ _CANDIDATES = (
 )
 
 
+_TAKE_HEADS = (
+    "WITH picked AS (SELECT i.seq, k.iso FROM unnest($1::text[], $2::bool[]) AS k(key, iso)"
+    " CROSS JOIN LATERAL (SELECT seq FROM inbox WHERE session_key = k.key AND status = 'queued'"
+    " ORDER BY seq LIMIT $3) i)"
+    " UPDATE inbox SET attempts = attempts + 1, claimed_by = $4, isolated = picked.iso FROM picked"
+    " WHERE inbox.seq = picked.seq"
+    " RETURNING inbox.session_key, inbox.seq, inbox.inbound_json, inbox.attempts, inbox.crashes"
+)
+
+
+def _choose(candidates: list[asyncpg.Record], isolated: int) -> list[asyncpg.Record]:
+    """The candidates in order, at most ``isolated`` of them suspects."""
+    chosen = []
+    for candidate in candidates:
+        if candidate[2]:
+            if isolated <= 0:
+                continue  # one suspect at a time: it waits for the running one
+            isolated -= 1
+        chosen.append(candidate)
+    return chosen
+
+
 async def claim_sessions(
     conn: asyncpg.Connection,
     owner: str,
@@ -89,29 +112,34 @@ async def claim_sessions(
 ) -> list[Claim]:
     """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects.
 
-    Dead peers are reaped first, so their sessions are among the candidates."""
+    Dead peers are reaped first, so their sessions are among the candidates. However many
+    sessions it takes, a claim is five statements: reap, lock the candidates, hand back
+    what dead turns left claimed, take each session's head batch, set the leases."""
     await reap_dead(conn, holder)
-    candidates = await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit)
-    claims: list[Claim] = []
-    for key, session_id, suspect, preview in candidates:
-        if suspect:
-            if isolated <= 0:
-                continue  # one suspect at a time: it waits for the running one
-            isolated -= 1
-        await _blame_dead_turn(conn, key)
-        claim = await _take_batch(conn, key, session_id, batch, owner, bool(suspect), preview)
-        if claim is None:
-            continue
-        await conn.execute(
-            f"UPDATE sessions SET lease_owner = $1, lease_holder = $2, lease_expires = {NOW} + $3,"
-            " lease_token = lease_token + 1 WHERE key = $4",
-            owner,
-            holder,
-            lease_s,
-            key,
+    chosen = _choose(await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit), isolated)
+    if not chosen:
+        return []
+    keys = [c[0] for c in chosen]
+    await _blame_dead_turns(conn, keys)
+    items: dict[str, list[QueuedItem]] = {}
+    for r in await conn.fetch(_TAKE_HEADS, keys, [bool(c[2]) for c in chosen], batch, owner):
+        inbound = Inbound.from_dict(json.loads(r[2]))
+        items.setdefault(r[0], []).append(QueuedItem(r[1], r[0], inbound, r[3], r[4]))
+    taken = [c for c in chosen if c[0] in items]
+    await conn.execute(
+        f"UPDATE sessions SET lease_owner = $1, lease_holder = $2, lease_expires = {NOW} + $3,"
+        " lease_token = lease_token + 1 WHERE key = ANY($4::text[])",
+        owner,
+        holder,
+        lease_s,
+        [c[0] for c in taken],
+    )
+    return [
+        Claim(
+            key, sid, tuple(sorted(items[key], key=lambda i: i.seq)), isolated=bool(suspect), stale_preview=p
         )
-        claims.append(claim)
-    return claims
+        for key, sid, suspect, p in taken
+    ]
 
 
 async def renew_lease(conn: asyncpg.Connection, key: str, owner: str, lease_s: float) -> bool:

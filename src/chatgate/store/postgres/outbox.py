@@ -22,7 +22,7 @@ from typing import Any, cast
 import asyncpg
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
-from chatgate.store.postgres.database import HOLDER_KEY, NOTIFY, NOW, PgRole, rowcount
+from chatgate.store.postgres.database import HOLDER_KEY, NOTIFY_CHANNEL, NOW, PgRole, rowcount
 from chatgate.store.sqlite.codec import dumps
 
 _COLUMNS = (
@@ -54,9 +54,11 @@ def outbox_row(row: asyncpg.Record | tuple[Any, ...]) -> OutboxRow:
 async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float) -> None:
     """Record ``draft`` as a pending row; an existing ``idem_key`` makes this a no-op."""
     await conn.execute(
-        "INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
-        " target_json, status, created_at, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$8, 'pending', $9,"
-        " (SELECT route_holder FROM sessions WHERE key = $4)) ON CONFLICT (idem_key) DO NOTHING",
+        "WITH added AS (INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text,"
+        " in_reply_to, target_json, status, created_at, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,"
+        " 'pending', $9, (SELECT route_holder FROM sessions WHERE key = $4))"
+        " ON CONFLICT (idem_key) DO NOTHING RETURNING 1)"
+        f" SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox') FROM added",
         draft.idem_key,
         draft.platform,
         draft.chat_id,
@@ -67,7 +69,6 @@ async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float
         dumps(draft.target),
         now,
     )
-    await conn.execute(NOTIFY, "outbox")
 
 
 async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
@@ -87,14 +88,12 @@ async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
 
 
 async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_s: float) -> list[OutboxRow]:
-    """Claim due head-of-chat rows; a row left ambiguous is claimed as a possible duplicate."""
-    await conn.execute(
-        "UPDATE outbox SET status = 'pending', possibly_duplicate = TRUE, next_attempt_at = NULL,"
-        f" sending_holder = NULL, sending_expires = NULL WHERE status = 'sending' AND sending_expires < {NOW}"
-    )
+    """Claim due head-of-chat rows; a row left ambiguous, or left ``sending`` past its claim's
+    expiry (its claimer hung or died unnoticed), is claimed as a possible duplicate."""
     rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM outbox o WHERE o.status IN ('pending', 'ambiguous')"
+        f"SELECT {_COLUMNS} FROM outbox o WHERE (o.status IN ('pending', 'ambiguous')"
         f" AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= {NOW})"
+        f" OR o.status = 'sending' AND o.sending_expires < {NOW})"
         " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
         f" AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN {_OPEN})"
         " AND (o.route_holder IS NULL OR o.route_holder = $2"
@@ -106,7 +105,7 @@ async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_
     if not rows:
         return []
     claimed = await conn.fetch(
-        "UPDATE outbox SET possibly_duplicate = possibly_duplicate OR status = 'ambiguous',"
+        "UPDATE outbox SET possibly_duplicate = possibly_duplicate OR status IN ('ambiguous', 'sending'),"
         f" status = 'sending', attempts = attempts + 1, sending_holder = $2, sending_expires = {NOW} + $3"
         f" WHERE id = ANY($1::bigint[]) RETURNING {_COLUMNS}",
         [r[0] for r in rows],
