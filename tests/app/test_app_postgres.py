@@ -88,5 +88,6 @@ async def test_a_gateway_on_postgres_answers_and_the_cli_reads_the_same_database
         assert gateway.proc is not None
         assert "fleet: 1 other process(es) on this database" in status.stdout, status.stdout
         assert f"pid {gateway.proc.pid} (" in status.stdout and ": alive," in status.stdout
+        assert "adapters: web (connected)" in status.stdout, status.stdout
     finally:
         assert await gateway.terminate() == 0

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import ApprovalReads
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.pipeline import Engine
+from chatgate.engine.ports import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class FleetNotices:
 class FleetCredentialStore(Protocol):
     async def hold_credential(self, key: str) -> bool: ...
 
+    async def announce_adapters(self, adapters: dict[str, str]) -> None: ...
+
 
 @runtime_checkable
 class StandbyAdapter(Protocol):
@@ -115,6 +118,7 @@ class FleetCredentials:
         self._store = store if isinstance(store, FleetCredentialStore) else None
         self._retry = retry_seconds
         self._standby: dict[str, tuple[str, StandbyAdapter]] = {}
+        self._adapters: Mapping[str, Adapter] = {}
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -140,6 +144,20 @@ class FleetCredentials:
             log.info("%s: another process of the fleet polls; this one stands by and sends", kind)
         return set(self._standby)
 
+    async def announce(self, adapters: Mapping[str, Adapter]) -> None:
+        """Tell the fleet what this process serves (``chatgate status`` lists it); best effort."""
+        self._adapters = adapters
+        if self._store is None:
+            return
+        states = {
+            name: "standby" if name in self._standby else ("connected" if a.state().connected else "starting")
+            for name, a in adapters.items()
+        }
+        try:
+            await self._store.announce_adapters(states)
+        except StoreUnavailable as exc:
+            log.info("could not tell the fleet this process's adapters: %s", exc)
+
     def start(self) -> None:
         if self._standby and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._watch(), name="chatgate-credentials")
@@ -157,6 +175,7 @@ class FleetCredentials:
                     del self._standby[kind]
                     log.warning("%s: the process that polled is gone; this one polls now", kind)
                     await adapter.start()
+                    await self.announce(self._adapters)
 
     async def close(self) -> None:
         if self._task is not None:

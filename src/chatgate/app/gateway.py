@@ -272,6 +272,7 @@ class Gateway:
             else:
                 await adapter.start()
         self.fleet_credentials.start()
+        await self.fleet_credentials.announce(self.adapters)
         if isinstance(self.agent, DeferredAgent):
             self.agent.warm()  # after the adapters: their first poll does not wait for an SDK import
         self.approvals.render_all(expired_prompts)

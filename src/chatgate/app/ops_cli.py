@@ -101,9 +101,14 @@ def _print_fleet(fleet: list[dict[str, object]]) -> None:
     print(f"fleet: {len(fleet)} other process(es) on this database")
     for p in fleet:
         state = "alive" if p["alive"] else "DEAD (its work passes on at the next claim)"
+        adapters = p.get("adapters") or {}
+        serves = (
+            ", ".join(f"{k} ({v})" for k, v in sorted(adapters.items())) if isinstance(adapters, dict) else ""
+        )
         print(
             f"  {p['host']} pid {p['pid']} ({p['owner'] or 'starting'}): {state},"
-            f" {p['leases']} session lease(s), {p['sending']} reply(ies) being sent"
+            f" {p['leases']} session lease(s), {p['sending']} reply(ies) being sent;"
+            f" adapters: {serves or 'none'}"
         )
 
 

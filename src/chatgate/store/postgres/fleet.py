@@ -10,6 +10,8 @@ first, so a dead process's sessions pass to a live one within a poll, not at lea
 
 from __future__ import annotations
 
+import json
+
 import asyncpg
 
 from chatgate.store.postgres.database import HOLDER_KEY
@@ -52,11 +54,11 @@ async def release_holders(conn: asyncpg.Connection, dead: list[str]) -> int:
 async def members(conn: asyncpg.Connection, holder: str) -> list[dict[str, object]]:
     """The fleet as ``chatgate status`` shows it: every other process, alive or not yet reaped."""
     rows = await conn.fetch(
-        "SELECT p.holder, p.owner, p.host, p.pid, p.started_at,"
+        "SELECT p.holder, p.owner, p.host, p.pid, p.started_at, p.adapters,"
         " (SELECT COUNT(*) FROM sessions s WHERE s.lease_holder = p.holder) AS leases,"
         " (SELECT COUNT(*) FROM outbox o WHERE o.sending_holder = p.holder AND o.status = 'sending')"
         f" AS sending, NOT pg_try_advisory_xact_lock({HOLDER_KEY.format('p.holder')}) AS alive"
         " FROM processes p WHERE p.holder <> $1 ORDER BY p.started_at",
         holder,
     )
-    return [dict(r) for r in rows]
+    return [dict(r) | {"adapters": json.loads(r["adapters"] or "{}")} for r in rows]

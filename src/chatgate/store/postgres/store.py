@@ -6,6 +6,7 @@ composes them over one ``PgDatabase`` (the pool, the migrations, the liveness lo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from chatgate.store.postgres.approvals import PgApprovals
@@ -63,6 +64,13 @@ class PostgresStore(
         """The fleet-wide lock of one platform credential (a bot token's digest): exactly one
         process holds it, and the server drops it when that process dies."""
         return await self._db.hold_credential(key)
+
+    async def announce_adapters(self, adapters: dict[str, str]) -> None:
+        """What this process serves (platform -> state), for the fleet listing of ``chatgate status``."""
+        holder, text = self._db.holder, json.dumps(adapters, sort_keys=True)
+        await self._db.write(
+            lambda c: c.execute("UPDATE processes SET adapters = $1 WHERE holder = $2", text, holder)
+        )
 
     async def fleet(self) -> list[dict[str, object]]:
         """The other processes on this schema: owner, host, pid, start, leases, sends, alive."""
