@@ -44,14 +44,17 @@ def overlaps(journal: list[dict[str, object]], ended_at: dict[int, float]) -> li
             open_turns[(pid, key)] = t
         else:
             intervals.setdefault(key, []).append((open_turns.pop((pid, key)), t, pid))
-    for (pid, key), start in open_turns.items():  # the process died (or stopped) mid-turn
-        intervals.setdefault(key, []).append((start, ended_at[pid], pid))
+    for (pid, key), start in open_turns.items():  # the process was killed (or stopped) mid-turn
+        intervals.setdefault(key, []).append((start, ended_at[pid], -pid))
     found = []
     for key, spans in intervals.items():
         spans.sort()
         for (s1, e1, p1), (s2, _, p2) in itertools.pairwise(spans):
             if s2 < e1:
-                found.append(f"{key}: pid {p1} [{s1:.3f}, {e1:.3f}] and pid {p2} from {s2:.3f}")
+                killed = " (killed then)" if p1 < 0 else ""
+                found.append(
+                    f"{key}: pid {abs(p1)} [{s1:.3f}, {e1:.3f}]{killed} and pid {abs(p2)} from {s2:.3f}"
+                )
     return found
 
 
@@ -124,8 +127,10 @@ async def test_a_fleet_with_one_process_killed_at_random_answers_everything_once
             victims.append(victim)
             assert fleet[victim].proc is not None
             pid = fleet[victim].proc.pid
-            await fleet[victim].kill()
+            # Its turns end at the kill: a successor can only start once the process is dead, so
+            # one that started before the signal was even sent ran beside it.
             ended_at[pid] = time.time()
+            await fleet[victim].kill()
             await fleet[victim].start(launcher=LAUNCHER)
         await wait_until(lambda: all(c.done for c in clients), 180, f"every message answered (seed {seed})")
     finally:
@@ -134,8 +139,8 @@ async def test_a_fleet_with_one_process_killed_at_random_answers_everything_once
         for gateway in fleet:
             assert gateway.proc is not None
             pid = gateway.proc.pid
-            await gateway.terminate()
             ended_at[pid] = time.time()
+            await gateway.terminate()
 
     context = f"seed={seed} victims={victims} thresholds={thresholds}"
     for client in clients:

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-from chatgate.agents.base import AgentEvent, AgentRequest
+from chatgate.agents.base import AgentError, AgentEvent, AgentRequest, Final
 from chatgate.agents.echo import EchoAgent
 
 _echo_stream = EchoAgent.stream
@@ -32,19 +32,20 @@ def _journal(event: str, key: str, how: str = "") -> None:
 
 
 async def _stream(self: EchoAgent, request: AgentRequest) -> AsyncIterator[AgentEvent]:
+    """The turn's agent work ends with its last event: the turn returns on ``Final`` without
+    closing the stream (it is closed later, maybe after the commit), so the end is journaled
+    before that event is handed over; a turn stopped midway ends where it stopped."""
     _journal("start", request.session_key)
-    how = "done"
+    ended = False
     try:
         async for event in _echo_stream(self, request):
+            if isinstance(event, (Final, AgentError)):
+                _journal("end", request.session_key, "done")
+                ended = True
             yield event
-    except GeneratorExit:
-        how = "closed"  # the turn took its final event and closed the stream
-        raise
-    except BaseException:
-        how = "stopped"  # ``/stop``, a lost lease, shutdown: the agent stopped here too
-        raise
     finally:
-        _journal("end", request.session_key, how)
+        if not ended:
+            _journal("end", request.session_key, "stopped")  # /stop, a lost lease, shutdown
 
 
 def read_journal(path: str) -> list[dict[str, object]]:
