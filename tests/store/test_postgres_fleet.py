@@ -14,17 +14,21 @@ import random
 import pytest
 
 from chatgate.domain.errors import LeaseLost
-from chatgate.domain.outbox import OutboxSettlement
+from chatgate.domain.outbox import OutboxRow, OutboxSettlement
 from chatgate.store.postgres import PostgresStore
 from contract.kit import T0, approval, draft, put_outbox, req
-from support.postgres import kill_connections, make_store_fixture, pg_schema_fixture  # noqa: F401
+from support.postgres import kill_connections, make_store_fixture, pg_schema_fixture, sql  # noqa: F401
 from support.store_values import outcome
 
 pytestmark = pytest.mark.xdist_group("postgres-backend")
 
 
+GRACE = 0.3
+"""The reap grace of these stores (5 s by default): a dead peer is reaped this long after it went silent."""
+
+
 async def _pair(make_store) -> tuple[PostgresStore, PostgresStore]:
-    a, b = make_store(), make_store()
+    a, b = make_store(reap_grace=GRACE), make_store(reap_grace=GRACE)
     await a.open()
     await b.open()
     return a, b
@@ -47,7 +51,8 @@ async def test_a_start_leaves_a_live_peers_leases_alone_and_takes_a_dead_peers(m
     assert [c.session_key for c in await b.claim_sessions("proc-b", 10, 3600.0, 1)] == ["k2"]
 
     await die(a)
-    assert await b.recover("proc-b") == 1, "a died: its lease is taken back at once, not at expiry"
+    released = await _eventually(lambda: b.recover("proc-b"), timeout=30)
+    assert released == 1, "a died: its lease is taken back once it is silent, not at its expiry"
     (taken,) = await b.claim_sessions("proc-b", 10, 30.0, 1)
     assert taken.session_key == "k1" and taken.items[0].attempts == 2
 
@@ -91,8 +96,12 @@ async def test_concurrent_outbox_claims_are_disjoint_and_a_dead_claimers_rows_co
     assert await b.recover("proc-b") == 0
     assert await b.claim_outbox(100) == [], "a's sends are in flight: a live peer's rows stay its own"
     await die(a)
-    await b.recover("proc-b")
-    back = await b.claim_outbox(100)
+
+    async def taken_back() -> list[OutboxRow]:
+        await b.recover("proc-b")
+        return await b.claim_outbox(100)
+
+    back = await _eventually(taken_back)
     assert {r.id for r in back} == ids_a and all(r.possibly_duplicate for r in back)
 
 
@@ -156,8 +165,35 @@ async def test_a_chats_replies_are_sent_by_the_process_it_wrote_through_while_th
     await put_outbox(a, draft("via-a-2", "chat-a2", key="ka"))
     await die(a)
     assert [r.idem_key for r in await b.claim_outbox(10)] == [], "a is not reaped yet"
-    await b.claim_sessions("proc-b", 10, 30.0, 1)  # every claim reaps the dead first
-    assert sorted(r.idem_key for r in await b.claim_outbox(10)) == ["via-a", "via-a-2"]
+
+    async def reaped_then_claimed() -> list[OutboxRow]:
+        await b.claim_sessions("proc-b", 10, 30.0, 1)  # every claim reaps the dead first
+        return await b.claim_outbox(10)
+
+    assert sorted(r.idem_key for r in await _eventually(reaped_then_claimed)) == ["via-a", "via-a-2"]
+
+
+async def test_a_live_process_whose_liveness_connection_was_cut_is_not_taken_for_dead(make_store):
+    """A database blip cuts a live process's liveness connection: its lock is free for a moment,
+    but it keeps claiming (its heartbeat), so no peer reaps it, and it takes its lock again."""
+    a, b = await _pair(make_store)
+    await a.admit(req("d1", "k1"))
+    (claim,) = await a.claim_sessions("proc-a", 10, 3600.0, 1)
+    (row,) = await sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1"
+        " AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted)",
+        f"chatgate {a.holder}",
+    )
+    assert row[0] is True
+    loop = asyncio.get_running_loop()
+    until = loop.time() + 3 * GRACE
+    while loop.time() < until:  # a goes on claiming (nothing to claim) and b keeps checking
+        await a.claim_sessions("proc-a", 10, 3600.0, 1)
+        assert await b.recover("proc-b") == 0, "a is alive: nothing of it is taken"
+        await asyncio.sleep(GRACE / 5)
+    info = await b.session_info("k1")
+    assert info is not None and info.leased_by == "proc-a"
+    assert await a.complete_turn("proc-a", outcome(claim), 30.0, 1) is None
 
 
 async def test_the_other_processes_hear_of_new_work_stops_and_answers_at_commit(make_store):

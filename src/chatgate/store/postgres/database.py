@@ -77,6 +77,7 @@ class PgDatabase:
         max_size: int = 10,
         connect_timeout: float = 5.0,
         command_timeout: float = 30.0,
+        reap_grace: float = 5.0,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise ValueError(f"schema {schema!r}: use lower-case letters, digits and _ (at most 63)")
@@ -84,6 +85,8 @@ class PgDatabase:
         self.schema = schema
         self.holder = uuid.uuid4().hex
         """This store instance's id: its leases and mid-send rows carry it."""
+        self.reap_grace = reap_grace
+        """How long a peer with a free liveness lock must also have been silent to be reaped."""
         self._password = password
         self._min_size, self._max_size = min_size, max_size
         self._connect_timeout, self._command_timeout = connect_timeout, command_timeout

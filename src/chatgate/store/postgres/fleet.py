@@ -14,15 +14,25 @@ import json
 
 import asyncpg
 
-from chatgate.store.postgres.database import HOLDER_KEY
+from chatgate.store.postgres.database import HOLDER_KEY, NOW
+
+REAP_GRACE = 5.0
+"""Seconds (database clock) a peer must also have been silent to be reaped: a live process
+whose liveness connection was cut (a database blip) keeps claiming, so it is not taken for
+dead while it takes its lock again; a killed one stops, and is reaped after this."""
 
 
-async def reap_dead(conn: asyncpg.Connection, holder: str) -> int:
-    """Remove every dead peer of ``holder`` and hand back what it held; returns the leases released."""
+async def reap_dead(conn: asyncpg.Connection, holder: str, grace: float = REAP_GRACE) -> int:
+    """Note that ``holder`` is alive, then remove every dead peer and hand back what it held.
+
+    Dead: its liveness lock is free and it has not claimed for ``grace`` seconds. Returns
+    the leases released."""
     rows = await conn.fetch(
-        "DELETE FROM processes WHERE holder <> $1"
+        f"WITH beat AS (UPDATE processes SET seen_at = {NOW} WHERE holder = $1)"
+        f" DELETE FROM processes WHERE holder <> $1 AND seen_at < {NOW} - $2"
         f" AND pg_try_advisory_xact_lock({HOLDER_KEY.format('holder')}) RETURNING holder",
         holder,
+        grace,
     )
     dead = [r[0] for r in rows]
     return await release_holders(conn, dead) if dead else 0

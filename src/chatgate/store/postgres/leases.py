@@ -21,7 +21,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
 from chatgate.store.postgres.database import HOLDER_KEY, NOW, PgRole, rowcount
-from chatgate.store.postgres.fleet import reap_dead
+from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.transcript import append_transcript
 
@@ -109,13 +109,14 @@ async def claim_sessions(
     lease_s: float,
     batch: int,
     isolated: int = 1,
+    grace: float = REAP_GRACE,
 ) -> list[Claim]:
     """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects.
 
     Dead peers are reaped first, so their sessions are among the candidates. However many
     sessions it takes, a claim is five statements: reap, lock the candidates, hand back
     what dead turns left claimed, take each session's head batch, set the leases."""
-    await reap_dead(conn, holder)
+    await reap_dead(conn, holder, grace)
     chosen = _choose(await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit), isolated)
     if not chosen:
         return []
@@ -281,10 +282,10 @@ class PgLeases(PgRole):
     async def claim_sessions(
         self, owner: str, limit: int, lease_seconds: float, batch: int, isolated: int = 1
     ) -> list[Claim]:
-        holder = self._db.holder
+        holder, grace = self._db.holder, self._db.reap_grace
         await self._db.hold_liveness()
         return await self._db.write(
-            lambda c: claim_sessions(c, owner, holder, limit, lease_seconds, batch, isolated)
+            lambda c: claim_sessions(c, owner, holder, limit, lease_seconds, batch, isolated, grace)
         )
 
     async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:

@@ -10,12 +10,12 @@ from chatgate.store.postgres.leases import release_dead_owners
 from chatgate.store.postgres.outbox import requeue_mid_send
 
 
-async def recover(conn: asyncpg.Connection, owner: str, holder: str) -> int:
+async def recover(conn: asyncpg.Connection, owner: str, holder: str, grace: float) -> int:
     """One transaction over two roles' tables: dead owners' leases, and dead claimers' mid-send rows.
 
     A fleet shares the database, so only what the dead left is taken: see
     ``release_dead_owners`` and ``requeue_mid_send`` for how a peer is known dead."""
-    reaped = await reap_dead(conn, holder)
+    reaped = await reap_dead(conn, holder, grace)
     await conn.execute("UPDATE processes SET owner = $1 WHERE holder = $2", owner, holder)
     released = await release_dead_owners(conn, owner, holder)
     await requeue_mid_send(conn, holder)
@@ -35,5 +35,5 @@ class PgLifecycle(PgRole):
         await self._db.ping(timeout)
 
     async def recover(self, owner: str) -> int:
-        holder = self._db.holder
-        return await self._db.write(lambda c: recover(c, owner, holder))
+        holder, grace = self._db.holder, self._db.reap_grace
+        return await self._db.write(lambda c: recover(c, owner, holder, grace))

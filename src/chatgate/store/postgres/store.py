@@ -44,9 +44,15 @@ class PostgresStore(
         pool_size: int = 10,
         outbox_lease_seconds: float = 300.0,
         connect_timeout: float = 5.0,
+        reap_grace: float = 5.0,
     ) -> None:
         db = PgDatabase(
-            dsn, schema=schema, password=password, max_size=pool_size, connect_timeout=connect_timeout
+            dsn,
+            schema=schema,
+            password=password,
+            max_size=pool_size,
+            connect_timeout=connect_timeout,
+            reap_grace=reap_grace,
         )
         super().__init__(db)
         self.outbox_lease_seconds = outbox_lease_seconds
