@@ -60,11 +60,14 @@ async def _take_batch(
 
 
 async def _blame_dead_turns(conn: asyncpg.Connection, keys: list[str]) -> None:
-    """Items dead turns left claimed go back to waiting; a death while isolated is blamed."""
+    """Items an expired turn left claimed go back to waiting. A death while isolated is blamed
+    only if the lease's holder is dead: a live one whose release failed (an outage) or that
+    stalled past its lease did not die, and its turn is not blamed for it."""
     await conn.execute(
-        "UPDATE inbox SET crashes = crashes + CASE WHEN isolated THEN 1 ELSE 0 END, claimed_by = NULL,"
-        " isolated = FALSE WHERE session_key = ANY($1::text[]) AND status = 'queued'"
-        " AND claimed_by IS NOT NULL",
+        "UPDATE inbox i SET crashes = crashes + CASE WHEN i.isolated AND NOT EXISTS (SELECT 1"
+        " FROM sessions s JOIN processes p ON p.holder = s.lease_holder WHERE s.key = i.session_key)"
+        " THEN 1 ELSE 0 END, claimed_by = NULL, isolated = FALSE"
+        " WHERE i.session_key = ANY($1::text[]) AND i.status = 'queued' AND i.claimed_by IS NOT NULL",
         keys,
     )
 
