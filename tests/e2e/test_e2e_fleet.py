@@ -136,11 +136,14 @@ async def test_a_fleet_with_one_process_killed_at_random_answers_everything_once
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for gateway in fleet:
-            assert gateway.proc is not None
-            pid = gateway.proc.pid
-            ended_at[pid] = time.time()
-            await gateway.terminate()
+        for gateway in fleet:  # every one is stopped, whatever failed above
+            if gateway.proc is None or gateway.proc.returncode is not None:
+                continue
+            ended_at[gateway.proc.pid] = time.time()
+            try:
+                await gateway.terminate()
+            except Exception:  # it did not stop in time: it must not outlive the test
+                await gateway.kill()
 
     context = f"seed={seed} victims={victims} thresholds={thresholds}"
     for client in clients:
