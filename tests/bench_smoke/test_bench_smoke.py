@@ -242,3 +242,19 @@ def test_slack_ack_bench_quick_run_acknowledges_and_answers_every_event(tmp_path
         assert key in result
     assert result["ack_p50_ms"] <= result["ack_p99_ms"] <= result["ack_max_ms"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fleet_bench_quick_run_reports_sqlite_and_each_fleet_size_for_both_agents() -> None:
+    from support.postgres import require_postgres
+
+    require_postgres()
+    result = run_bench("fleet.py", timeout=300)
+    assert result["correct"] is True
+    for agent in ("instant", "slow"):
+        figures = result[agent]
+        assert figures["sqlite"]["processes"] == 1 and figures["sqlite"]["messages_per_s"] > 0
+        assert [r["processes"] for r in figures["postgres"]] == [1, 2]
+        for run in (figures["sqlite"], *figures["postgres"]):
+            assert run["correct"] and run["messages"] == 12
+            assert set(run["latency_ms"]) == {"p50", "p99", "max"}
+        assert "db_limit" in figures

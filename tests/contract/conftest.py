@@ -8,7 +8,7 @@ against it: ``store`` (and ``open_store``, ``backend``) are parametrized by ``BA
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -16,8 +16,9 @@ import pytest
 
 from chatgate.store.base import Store
 from chatgate.store.sqlite import SqliteStore
+from support.postgres import DSN, drop_schemas, new_schema_name, require_postgres
 
-BACKENDS = ["sqlite"]  # "postgres" joins when its backend lands, with a ``postgres_backend`` fixture
+BACKENDS = ["sqlite", "postgres"]
 
 
 class Backend(Protocol):
@@ -49,6 +50,31 @@ class SqliteBackend:
 @pytest.fixture
 def sqlite_backend(tmp_path: Path) -> Backend:
     return SqliteBackend(tmp_path)
+
+
+class PostgresBackend:
+    """A schema of its own in the real PostgreSQL (dropped at teardown, with its fresh ones)."""
+
+    def __init__(self, created: list[str]) -> None:
+        self.created = created
+        self.schema = new_schema_name()
+        created.append(self.schema)
+
+    def store(self) -> Store:
+        from chatgate.store.postgres import PostgresStore
+
+        return PostgresStore(DSN, schema=self.schema, pool_size=4)
+
+    def fresh(self) -> PostgresBackend:
+        return PostgresBackend(self.created)
+
+
+@pytest.fixture
+def postgres_backend() -> Iterator[Backend]:
+    require_postgres()
+    created: list[str] = []
+    yield PostgresBackend(created)
+    drop_schemas(created)
 
 
 @pytest.fixture(params=BACKENDS)

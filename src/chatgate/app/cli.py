@@ -19,13 +19,14 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, schedules_cli, service
+from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, schedules_cli, service, store_cli
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config_secrets import check_secrets
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.sessions import SessionInfo
 
 EX_USAGE = 2
 EX_CONFIG = 78
@@ -172,7 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     # cleanly with 0: the default action would kill the process with the signal instead.
     signal.signal(signal.SIGTERM, _stop_before_start)
     try:
-        if args.reset_state:
+        if args.reset_state and config.store.url is not None:
+            log.info("--reset-state: the store is PostgreSQL, not a file in the state dir; nothing was reset")
+        elif args.reset_state:
             _reset_damaged_state(_database_path(config, state_dir))
         return asyncio.run(_run(config, state_dir, lock))
     except _StopBeforeStart:
@@ -197,17 +200,17 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from chatgate.store.sqlite import read_sessions
-
     config = _load(args)
-    state_dir = resolve_state_dir(args.state_dir, config)
-    path = Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
-    if not path.exists():
-        print(f"no sessions yet (no database at {path})")
-        return 0
-
     try:
-        sessions = read_sessions(path, args.limit)
+        if config.store.url is not None:
+            from chatgate.app.fleet_cli import postgres_sessions
+
+            sessions = postgres_sessions(config, args.limit)
+        else:
+            found = _sqlite_sessions(config, args)
+            if found is None:
+                return 0
+            sessions = found
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
@@ -221,6 +224,32 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
         print(f"{s.session_key:<{width}}  {when:<19}  {s.queued:>6}  {state}")
     return 0
+
+
+def _sqlite_sessions(config: GatewayConfig, args: argparse.Namespace) -> list[SessionInfo] | None:
+    """The SQLite file's sessions, read-only; None (and a line saying so) when there is no file."""
+    from chatgate.store.sqlite import read_sessions
+
+    state_dir = resolve_state_dir(args.state_dir, config)
+    path = Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
+    if not path.exists():
+        print(f"no sessions yet (no database at {path})")
+        return None
+    return read_sessions(path, args.limit)
+
+
+def _status(args: argparse.Namespace, state_dir: Path) -> int:
+    config = _load(args)
+    if config.store.url is None:
+        return ops_cli.cmd_status(args, state_dir)
+    from chatgate.app.fleet_cli import fleet_members
+
+    try:
+        fleet = fleet_members(config)
+    except StoreUnavailable as exc:
+        print(f"chatgate: cannot list the fleet: {exc}", file=sys.stderr)
+        fleet = None
+    return ops_cli.cmd_status(args, state_dir, fleet)
 
 
 def cmd_version(args: argparse.Namespace) -> int:
@@ -333,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="is a gateway running for this state dir, and how is it doing")
     common(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.set_defaults(func=_with_state(ops_cli.cmd_status))
+    status.set_defaults(func=_with_state(_status))
     stop = sub.add_parser("stop", help="stop the gateway running for this state dir")
     common(stop)
     stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a clean stop")
@@ -348,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     pairing_cli.add_parser(sub, common, cmd_pairing)
     api_key_cli.add_parser(sub, common, cmd_api_key)
     schedules_cli.add_parser(sub, common, cmd_schedules)
+    store_cli.add_parser(sub, common, _with_state, _load, _database_path)
     service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"

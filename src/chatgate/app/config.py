@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     ConfigDict,
@@ -61,9 +62,60 @@ class SqliteConfig(_Section):
     group_commit: bool = True
 
 
+class PostgresConfig(_Section):
+    schema_: str = Field("public", alias="schema", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    """The schema the fleet's tables live in (created if missing); one fleet per schema."""
+    pool_size: int = Field(10, ge=1, le=200)
+    """Connections each process keeps open (plus one for its liveness lock)."""
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=300)
+    outbox_lease_seconds: float = Field(300.0, gt=0, le=86_400)
+    """How long a message being sent stays claimed before another process may resend it
+    (a process that died is noticed at once by the next start; this bounds the rest)."""
+
+
 class StoreConfig(_Section):
-    backend: Literal["sqlite"] = "sqlite"
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    """``postgres`` when ``url`` is set (setting ``url`` is enough)."""
+    url: str | None = None
+    """``postgresql://user@host:port/database``: a fleet of gateways shares it. No password here."""
+    password_env: EnvName | None = None
+    """The environment variable holding the PostgreSQL password (never in the YAML)."""
     sqlite: SqliteConfig = SqliteConfig()
+    postgres: PostgresConfig = PostgresConfig()
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, url: str | None) -> str | None:
+        return None if url is None else postgres_url_problem(url)
+
+    @model_validator(mode="after")
+    def _backend_follows_url(self) -> StoreConfig:
+        if self.url is not None and "backend" not in self.model_fields_set:
+            self.backend = "postgres"
+        if self.url is None and self.backend == "postgres":
+            raise ValueError("store.url is required when store.backend is postgres (postgresql://…)")
+        if self.url is not None and self.backend == "sqlite":
+            raise ValueError("store.url names PostgreSQL but store.backend is sqlite; remove one of them")
+        return self
+
+
+def postgres_url_problem(url: str) -> str:
+    """``url`` if it is a PostgreSQL URL without a password; else ``ValueError`` saying what to fix."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError(f"must start with postgresql:// (got {parts.scheme or 'no scheme'}://)")
+    if parts.password is not None:
+        raise ValueError(
+            "must not contain a password: put it in an environment variable and name that"
+            " variable in store.password_env"
+        )
+    if not parts.hostname:
+        raise ValueError("names no host: postgresql://user@host:5432/database")
+    try:
+        parts.port  # noqa: B018  (a bad port raises here)
+    except ValueError as exc:
+        raise ValueError(f"has a bad port: {exc}") from None
+    return url
 
 
 class EchoConfig(_Section):

@@ -43,6 +43,12 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
             f" API key and export it ({api.key_env or 'unset'} is not set); or use key_storage: store"
             " and `chatgate api-key create`"
         )
+    store = config.store
+    if store.url is not None and store.password_env and not environ.get(store.password_env):
+        raise ConfigError(
+            f"store.password_env: environment variable {store.password_env} is not set; export it"
+            " with the PostgreSQL password (or remove the key for trust or .pgpass authentication)"
+        )
     if (problem := hook_secret_problem(config.hooks, environ)) is not None:
         raise ConfigError(problem)
     if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:

@@ -21,6 +21,7 @@ EXTRA_MODULES: dict[str, str] = {
     "schedules": "cronsim",
     "slack": "slack_bolt",
     "discord": "discord",
+    "postgres": "asyncpg",
 }
 """extra name -> the top-level module it installs."""
 
@@ -44,4 +45,6 @@ def check_extras(config: GatewayConfig) -> str | None:
         return "platforms.discord.enabled: " + install_hint("discord", "Discord")
     if config.agent.kind == "openai" and missing("openai"):
         return "agent.kind: " + install_hint("openai", "the openai agent")
+    if config.store.backend == "postgres" and missing("postgres"):
+        return "store.url: " + install_hint("postgres", "the PostgreSQL store")
     return None

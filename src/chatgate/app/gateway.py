@@ -22,6 +22,7 @@ from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.config_background import task_settings, webhooks_for
+from chatgate.app.fleet import CredentialHeld, FleetCredentials, FleetNotices, StandbyAdapter
 from chatgate.app.http import build_app
 from chatgate.app.http_guard import (
     AcceptErrorThrottle,
@@ -114,6 +115,9 @@ class Gateway:
             else None
         )
         self.lag = LoopLagMonitor(self.metrics)
+        self.fleet = FleetNotices(self.engine, self.store)
+        self.fleet.attach(self.store)  # a PostgreSQL fleet: the other processes' notices reach us
+        self.fleet_credentials = FleetCredentials(self.store)
         self._started = time.monotonic()
         self._stopping = False
         self._server: _Server | None = None
@@ -176,8 +180,8 @@ class Gateway:
 
     def _lock_credentials(self) -> None:
         """One process per bot token or relay identity, across state directories (blocking: in a thread)."""
-        if not self._credentials:
-            return
+        if not self._credentials or self.fleet_credentials.enabled:
+            return  # a fleet's credentials are locked in its database, across hosts (app/fleet.py)
         configured = self.config.locks.credential_dir
         lock_dir = Path(configured) if configured else default_credential_dir()
         ensure_shared_dir(lock_dir)
@@ -264,6 +268,7 @@ class Gateway:
             raise StartupError(str(exc)) from None
         await asyncio.to_thread(self._lock_credentials)
         expired_prompts = await self.engine.open()
+        standby = await self._take_fleet_credentials()
         if self.engine.tools is not None:
             await asyncio.to_thread(self.workdir.mkdir, parents=True, exist_ok=True)
             await self._check_sandbox()
@@ -272,11 +277,24 @@ class Gateway:
         self.engine.start()
         await self._start_http()
         for adapter in self.adapters.values():
-            await adapter.start()  # after the store is open: intake commits every event before its ack
+            # after the store is open: intake commits every event before its ack
+            if adapter.platform in standby and isinstance(adapter, StandbyAdapter):
+                await adapter.start_sending()  # another process of the fleet polls
+            else:
+                await adapter.start()
+        self.fleet_credentials.start()
+        await self.fleet_credentials.announce(self.adapters)
         if isinstance(self.agent, DeferredAgent):
             self.agent.warm()  # after the adapters: their first poll does not wait for an SDK import
         self.approvals.render_all(expired_prompts)
         log.info(startup_line(self.config, self.state_dir, self.adapters))
+
+    async def _take_fleet_credentials(self) -> set[str]:
+        credentials = [(c.kind, c.value, c.what) for c in self._credentials]
+        try:
+            return await self.fleet_credentials.take(credentials, dict(self.adapters))
+        except CredentialHeld as exc:
+            raise CredentialInUse(str(exc)) from None
 
     async def _check_sandbox(self) -> None:
         """A configured sandbox must work now: never run commands unsandboxed by surprise."""
@@ -338,6 +356,7 @@ class Gateway:
         """
         budget = self.config.shutdown
         self._stopping = True
+        await self.fleet_credentials.close()  # a standby takes nothing over while this one stops
         for adapter in self.adapters.values():
             adapter.stop_intake()
         if not await self.engine.drain(
@@ -353,6 +372,7 @@ class Gateway:
             await adapter.aclose(budget.adapter_close_seconds)
         await self.agent.aclose()
         await self.lag.stop()
+        await self.fleet.close()
         await self.store.close()
         self._release_credentials()
         log.info("chatgate stopped")

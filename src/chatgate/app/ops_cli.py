@@ -78,13 +78,38 @@ def _print_status(info: dict[str, Any]) -> None:
         print(f"  {label + ':':<{width}} {value}")
 
 
-def cmd_status(args: argparse.Namespace, state_dir: Path) -> int:
+def cmd_status(
+    args: argparse.Namespace, state_dir: Path, fleet: list[dict[str, object]] | None = None
+) -> int:
+    """This state dir's gateway; with ``fleet`` (a PostgreSQL store), every process sharing it."""
     info = gather_status(state_dir)
+    if fleet is not None:
+        info["fleet"] = fleet
     if args.json:
-        print(json.dumps(info, indent=2, sort_keys=True))
+        print(json.dumps(info, indent=2, sort_keys=True, default=str))
     else:
         _print_status(info)
+        if fleet is not None:
+            _print_fleet(fleet)
     return 0 if info["running"] else EX_NOT_RUNNING
+
+
+def _print_fleet(fleet: list[dict[str, object]]) -> None:
+    if not fleet:
+        print("fleet: no other gateway process on this database")
+        return
+    print(f"fleet: {len(fleet)} other process(es) on this database")
+    for p in fleet:
+        state = "alive" if p["alive"] else "DEAD (its work passes on at the next claim)"
+        adapters = p.get("adapters") or {}
+        serves = (
+            ", ".join(f"{k} ({v})" for k, v in sorted(adapters.items())) if isinstance(adapters, dict) else ""
+        )
+        print(
+            f"  {p['host']} pid {p['pid']} ({p['owner'] or 'starting'}): {state},"
+            f" {p['leases']} session lease(s), {p['sending']} reply(ies) being sent;"
+            f" adapters: {serves or 'none'}"
+        )
 
 
 def cmd_stop(args: argparse.Namespace, state_dir: Path) -> int:

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from chatgate.app.config import GatewayConfig
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.pairing import PairingApproval
+from chatgate.domain.pairing import PairedUser, PairingApproval, PairingRequest
 
 T = TypeVar("T")
 
@@ -44,6 +44,10 @@ def cmd_list(path: Path) -> int:
     now = time.time()
     pending = sql.offline(path, lambda c: sql.pending_pairings(c, now))
     paired = sql.offline(path, lambda c: sql.paired_users(c, None))
+    return print_list(pending, paired, now)
+
+
+def print_list(pending: list[PairingRequest], paired: list[PairedUser], now: float) -> int:
     if pending:
         print("Waiting for approval (chatgate pairing approve CODE):")
         _table(
@@ -65,7 +69,7 @@ def cmd_list(path: Path) -> int:
     return 0
 
 
-def _say_approval(result: PairingApproval, code: str, max_failures: int) -> int:
+def say_approval(result: PairingApproval, code: str, max_failures: int) -> int:
     if result.outcome == "approved":
         assert result.user is not None
         user = result.user
@@ -100,7 +104,7 @@ def cmd_approve(path: Path, code: str, config: GatewayConfig) -> int:
     limits = config.pairing.limits()
     now = time.time()
     result = sql.offline(path, lambda c: sql.approve_pairing(c, code, now, limits))
-    return _say_approval(result, code, limits.max_failed_approvals)
+    return say_approval(result, code, limits.max_failed_approvals)
 
 
 def cmd_revoke(path: Path, user: str, platform: str | None) -> int:
@@ -127,6 +131,10 @@ def _guarded(run: Callable[[], int]) -> int:
 
 
 def cmd_pairing(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
+    if config.store.url is not None:
+        from chatgate.app.fleet_cli import postgres_pairing
+
+        return _guarded(lambda: postgres_pairing(args, config))
     path = database_path(config, state_dir)
     if not path.exists():
         print(

@@ -51,10 +51,29 @@ def build_agent(config: GatewayConfig) -> Agent:
 
 
 def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics) -> Store:
+    if config.store.backend == "postgres":
+        return build_postgres_store(config)
     sq = config.store.sqlite
     return SqliteStore(
         Path(sq.path) if sq.path else state_dir / "chatgate.db",
         synchronous=sq.synchronous,
         group_commit=sq.group_commit,
         on_commit=metrics.observe_commit,
+    )
+
+
+def build_postgres_store(config: GatewayConfig) -> Store:
+    """The fleet's shared store; asyncpg (the ``postgres`` extra) is imported only here."""
+    from chatgate.store.postgres import PostgresStore
+
+    store, pg = config.store, config.store.postgres
+    assert store.url is not None  # the config refuses backend postgres without a url
+    password = os.environ.get(store.password_env) if store.password_env else None
+    return PostgresStore(
+        store.url,
+        schema=pg.schema_,
+        password=password,
+        pool_size=pg.pool_size,
+        outbox_lease_seconds=pg.outbox_lease_seconds,
+        connect_timeout=pg.connect_timeout_seconds,
     )

@@ -16,7 +16,9 @@ from chatgate.engine.ports import Adapter
 
 def startup_line(config: GatewayConfig, state_dir: Path, adapters: Mapping[str, Adapter]) -> str:
     sqlite = config.store.sqlite
-    database = Path(sqlite.path) if sqlite.path else state_dir / "chatgate.db"
+    database: object = Path(sqlite.path) if sqlite.path else state_dir / "chatgate.db"
+    if config.store.url is not None:
+        database = f"{config.store.url} (schema {config.store.postgres.schema_})"
     agent: str = config.agent.kind
     if agent == "openai":
         agent += f" (model {config.agent.openai.model} at {config.agent.openai.base_url})"

@@ -150,12 +150,21 @@ class TelegramAdapter:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        self._open_api()
+        self._detail = "connecting"
+        self.poller.start()
+
+    async def start_sending(self) -> None:
+        """A fleet's standby: send replies and edit previews, but leave polling to the process
+        that holds the bot's lock (only one may call getUpdates); ``start`` begins polling."""
+        self._open_api()
+        self._set_state(True, "standby: another process of the fleet polls")
+
+    def _open_api(self) -> None:
         from chatgate.platforms.telegram.botapi import BotApi  # aiohttp
 
         if self._api is None:
             self._api = BotApi(self._settings.token, self._settings.api_base)
-        self._detail = "connecting"
-        self.poller.start()
 
     def stop_intake(self) -> None:
         self.poller.stop()

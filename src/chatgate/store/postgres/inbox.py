@@ -1,0 +1,247 @@
+"""The inbox role over PostgreSQL: admission's one transaction, and what the inbox reports.
+
+``admit`` locks the session row before it inserts the event, so the events of one
+session get their ``seq`` in the order their admissions commit (an identity column
+alone is not commit-ordered: two transactions may commit in the other order than they
+took their numbers). A redelivery is found by ``INSERT … ON CONFLICT DO NOTHING
+RETURNING``: a concurrent admission of the same delivery waits for the first to commit
+and then inserts nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import asyncpg
+
+from chatgate.domain.approvals import ApprovalResolution
+from chatgate.domain.errors import ScopeConflict
+from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
+from chatgate.domain.source import Source
+from chatgate.store.postgres import approvals
+from chatgate.store.postgres.database import NOTIFY, PgRole, rowcount
+from chatgate.store.postgres.labels import observe_labels
+from chatgate.store.postgres.outbox import insert_outbox
+from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.inbox import new_session_id
+
+
+async def _lock_session(
+    conn: asyncpg.Connection, key: str, source: Source, source_json: str, now: float, holder: str
+) -> None:
+    """Lock the session row (creating it), so this admission's seq is the session's next.
+
+    A session keeps the scope of its first message: another scope's event for the same
+    key raises ``ScopeConflict`` (and the transaction rolls back)."""
+    scope = source.scope_id or ""
+    # One statement: create the row, or update (and so lock) it while its scope matches.
+    # A conflicting row of another scope is locked too but not updated: nothing comes back.
+    bound = await conn.fetchval(
+        "INSERT INTO sessions AS s (key, session_id, platform, chat_id, source_json, scope, created_at,"
+        " last_activity, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$7,$8) ON CONFLICT (key) DO UPDATE"
+        " SET source_json = excluded.source_json, last_activity = excluded.last_activity,"
+        " route_holder = excluded.route_holder WHERE s.scope = excluded.scope RETURNING s.scope",
+        key,
+        new_session_id(),
+        source.platform,
+        source.chat_id,
+        source_json,
+        scope,
+        now,
+        holder,
+    )
+    if bound is None:
+        raise ScopeConflict(key)
+
+
+async def _insert_event(
+    conn: asyncpg.Connection, req: AdmitRequest, inbound_json: str, now: float
+) -> int | None:
+    """The new row's ``seq``, or None when this (transport, delivery id) was admitted before."""
+    inbound = req.inbound
+    seq = await conn.fetchval(
+        "INSERT INTO inbox (transport, delivery_id, session_key, status, inbound_json,"
+        " admitted_at, finished_at, outcome) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)"
+        " ON CONFLICT (transport, delivery_id) DO NOTHING RETURNING seq",
+        inbound.transport,
+        inbound.delivery_id,
+        req.session_key,
+        "queued" if req.queued else "done",
+        inbound_json,
+        now,
+        None if req.queued else now,
+        None if req.queued else "command",
+    )
+    return None if seq is None else int(seq)
+
+
+async def _cancel_queued(conn: asyncpg.Connection, req: AdmitRequest, now: float) -> tuple[int, int]:
+    """``/stop`` and ``/new``: (items cancelled, of which waiting)."""
+    waiting = await conn.fetchval(
+        "SELECT COUNT(*) FROM inbox WHERE session_key = $1 AND status = 'queued' AND claimed_by IS NULL",
+        req.session_key,
+    )
+    cancelled = await conn.execute(
+        "UPDATE inbox SET status = 'cancelled', finished_at = $1, outcome = $2"
+        " WHERE session_key = $3 AND status = 'queued'",
+        now,
+        f"cancelled by {req.inbound.text.strip()[:40]}",
+        req.session_key,
+    )
+    await conn.execute(
+        "UPDATE sessions SET retry_at = NULL, last_error = NULL WHERE key = $1", req.session_key
+    )
+    return rowcount(cancelled), int(waiting)
+
+
+async def _answer(conn: asyncpg.Connection, req: AdmitRequest, now: float) -> ApprovalResolution | None:
+    if req.answer is None:
+        return None
+    a = req.answer
+    return await approvals.resolve(
+        conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
+    )
+
+
+async def _record_reply(
+    conn: asyncpg.Connection,
+    req: AdmitRequest,
+    waiting: int,
+    resolution: ApprovalResolution | None,
+    now: float,
+) -> None:
+    if req.reply is None:
+        return
+    reply = req.reply
+    if req.cancel_queued:
+        reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
+    if resolution is not None and req.answer is not None and req.answer.render is not None:
+        reply = replace(reply, text=req.answer.render(resolution))
+    await insert_outbox(conn, reply, now)
+
+
+async def _admitted_before(conn: asyncpg.Connection, req: AdmitRequest) -> AdmitResult | None:
+    row = await conn.fetchrow(
+        "SELECT seq, session_key FROM inbox WHERE transport = $1 AND delivery_id = $2",
+        req.inbound.transport,
+        req.inbound.delivery_id,
+    )
+    return None if row is None else AdmitResult(new=False, seq=row[0], session_key=row[1])
+
+
+async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str) -> AdmitResult:
+    """The admission; the session's chat is reachable through ``holder`` (it received the event),
+    so the chat's replies are delivered by it while it lives (``outbox.claim_outbox``)."""
+    before = await _admitted_before(conn, req)
+    if before is not None:
+        # A redelivery arrives where the client is now (it reconnected): its replies follow it.
+        await conn.execute("UPDATE sessions SET route_holder = $1 WHERE key = $2", holder, before.session_key)
+        return before
+    inbound = req.inbound
+    inbound_dict = inbound.to_dict()
+    source = inbound.source
+    await _lock_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now, holder)
+    seq = await _insert_event(conn, req, dumps(inbound_dict), now)
+    if seq is None:  # a concurrent admission of this delivery committed first
+        raced = await _admitted_before(conn, req)
+        assert raced is not None
+        return raced
+    if source.chat_id and inbound.labels_observed():
+        await observe_labels(conn, source, seq)
+    cancelled, waiting = await _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
+    if req.queued:
+        await conn.execute(NOTIFY, "inbox")
+    if cancelled > waiting:  # a turn is running on some process: it stops, wherever it runs
+        await conn.execute(NOTIFY, f"stop:{req.session_key}")
+    if req.reset_session:
+        await conn.execute(
+            "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
+        )
+    resolution = await _answer(conn, req, now)
+    await _record_reply(conn, req, waiting, resolution, now)
+    return AdmitResult(
+        new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
+    )
+
+
+async def cancel_running(conn: asyncpg.Connection, session_key: str, reason: str, now: float) -> int:
+    status = await conn.execute(
+        "UPDATE inbox SET status = 'cancelled', finished_at = $1, outcome = $2"
+        " WHERE session_key = $3 AND status = 'queued' AND claimed_by IS NOT NULL",
+        now,
+        reason[:80],
+        session_key,
+    )
+    if rowcount(status):
+        await conn.execute(NOTIFY, f"stop:{session_key}")
+    return rowcount(status)
+
+
+REJECTED_KEPT = 10_000
+"""How many rejected deliveries the log keeps (reason and excerpt are capped)."""
+
+
+async def record_rejected(
+    conn: asyncpg.Connection, transport: str, delivery_id: str | None, reason: str, excerpt: str, now: float
+) -> None:
+    newest = await conn.fetchval(
+        "INSERT INTO rejected_inbound (transport, delivery_id, reason, excerpt, received_at)"
+        " VALUES ($1,$2,$3,$4,$5) RETURNING id",
+        transport,
+        delivery_id,
+        reason[:500],
+        excerpt[:500],
+        now,
+    )
+    # Strangers can make us write here (every refused message is recorded): keep the newest only.
+    await conn.execute("DELETE FROM rejected_inbound WHERE id <= $1", int(newest) - REJECTED_KEPT)
+
+
+async def rejected(conn: asyncpg.Connection, limit: int) -> list[RejectedInbound]:
+    rows = await conn.fetch(
+        "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
+        " ORDER BY id DESC LIMIT $1",
+        limit,
+    )
+    return [RejectedInbound(*row) for row in rows]
+
+
+async def queue_depth(conn: asyncpg.Connection) -> int:
+    return int(await conn.fetchval("SELECT COUNT(*) FROM inbox WHERE status = 'queued'"))
+
+
+async def queue_stats(conn: asyncpg.Connection) -> QueueStats:
+    row = await conn.fetchrow("SELECT COUNT(*), MIN(admitted_at) FROM inbox WHERE status = 'queued'")
+    error = await conn.fetchval(
+        "SELECT last_error FROM sessions WHERE last_error IS NOT NULL ORDER BY last_activity DESC LIMIT 1"
+    )
+    assert row is not None
+    return QueueStats(int(row[0]), row[1], error)
+
+
+class PgInbox(PgRole):
+    """``Inbox``, with its ``Rejections``."""
+
+    async def admit(self, request: AdmitRequest) -> AdmitResult:
+        now, holder = time.time(), self._db.holder
+        return await self._db.write(lambda c: admit(c, request, now, holder))
+
+    async def cancel_running(self, session_key: str, reason: str) -> int:
+        now = time.time()
+        return await self._db.write(lambda c: cancel_running(c, session_key, reason, now))
+
+    async def record_rejected(
+        self, transport: str, delivery_id: str | None, reason: str, excerpt: str
+    ) -> None:
+        now = time.time()
+        await self._db.write(lambda c: record_rejected(c, transport, delivery_id, reason, excerpt, now))
+
+    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
+        return await self._db.read(lambda c: rejected(c, limit))
+
+    async def queue_depth(self) -> int:
+        return await self._db.read(queue_depth)
+
+    async def queue_stats(self) -> QueueStats:
+        return await self._db.read(queue_stats)

@@ -1,0 +1,318 @@
+"""The leases role over PostgreSQL: claims across processes, renewals, a turn's commit or abandon.
+
+A claim locks the candidate session rows ``FOR UPDATE SKIP LOCKED``: two processes
+claiming at once take disjoint sessions and never wait for each other. A lease has an
+owner (the process's owner name), a holder (the store instance, whose liveness lock
+tells peers it is alive), an expiry from the database clock and a token counted up
+by every claim. A turn commits only while its owner still holds the lease and every
+item of the turn is still queued and claimed by it: a stale owner's late commit
+raises ``LeaseLost`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import asyncpg
+
+from chatgate.domain.errors import LeaseLost
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
+from chatgate.store.postgres.database import HOLDER_KEY, NOW, PgRole, rowcount
+from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
+from chatgate.store.postgres.outbox import insert_outbox
+from chatgate.store.postgres.transcript import append_transcript
+
+
+async def _take_batch(
+    conn: asyncpg.Connection,
+    key: str,
+    session_id: str,
+    batch: int,
+    owner: str,
+    isolate: bool = False,
+    stale_preview: str | None = None,
+) -> Claim | None:
+    rows = await conn.fetch(
+        "UPDATE inbox SET attempts = attempts + 1, claimed_by = $1, isolated = $2 WHERE seq IN"
+        " (SELECT seq FROM inbox WHERE session_key = $3 AND status = 'queued' ORDER BY seq LIMIT $4)"
+        " RETURNING seq, inbound_json, attempts, crashes",
+        owner,
+        isolate,
+        key,
+        batch,
+    )
+    if not rows:
+        return None
+    items = tuple(
+        QueuedItem(
+            seq=r[0],
+            session_key=key,
+            inbound=Inbound.from_dict(json.loads(r[1])),
+            attempts=r[2],
+            crashes=r[3],
+        )
+        for r in sorted(rows, key=lambda r: int(r[0]))
+    )
+    return Claim(key, session_id, items, isolated=isolate, stale_preview=stale_preview)
+
+
+async def _blame_dead_turns(conn: asyncpg.Connection, keys: list[str]) -> None:
+    """Items an expired turn left claimed go back to waiting. A death while isolated is blamed
+    only if the lease's holder is dead: a live one whose release failed (an outage) or that
+    stalled past its lease did not die, and its turn is not blamed for it."""
+    await conn.execute(
+        "UPDATE inbox i SET crashes = crashes + CASE WHEN i.isolated AND NOT EXISTS (SELECT 1"
+        " FROM sessions s JOIN processes p ON p.holder = s.lease_holder WHERE s.key = i.session_key)"
+        " THEN 1 ELSE 0 END, claimed_by = NULL, isolated = FALSE"
+        " WHERE i.session_key = ANY($1::text[]) AND i.status = 'queued' AND i.claimed_by IS NOT NULL",
+        keys,
+    )
+
+
+_CANDIDATES = (
+    "SELECT s.key, s.session_id, h.attempts >= $1, s.preview_message_id FROM"
+    " (SELECT DISTINCT ON (session_key) session_key, seq, attempts FROM inbox WHERE status = 'queued'"
+    " ORDER BY session_key, seq) h JOIN sessions s ON s.key = h.session_key"
+    f" WHERE (s.lease_owner IS NULL OR s.lease_expires < {NOW})"
+    f" AND (s.retry_at IS NULL OR s.retry_at <= {NOW}) AND (h.attempts < $1 OR $2 > 0)"
+    " ORDER BY h.seq LIMIT $3 FOR UPDATE OF s SKIP LOCKED"
+)
+
+
+_TAKE_HEADS = (
+    "WITH picked AS (SELECT i.seq, k.iso FROM unnest($1::text[], $2::bool[]) AS k(key, iso)"
+    " CROSS JOIN LATERAL (SELECT seq FROM inbox WHERE session_key = k.key AND status = 'queued'"
+    " ORDER BY seq LIMIT $3) i)"
+    " UPDATE inbox SET attempts = attempts + 1, claimed_by = $4, isolated = picked.iso FROM picked"
+    " WHERE inbox.seq = picked.seq"
+    " RETURNING inbox.session_key, inbox.seq, inbox.inbound_json, inbox.attempts, inbox.crashes"
+)
+
+
+def _choose(candidates: list[asyncpg.Record], isolated: int) -> list[asyncpg.Record]:
+    """The candidates in order, at most ``isolated`` of them suspects."""
+    chosen = []
+    for candidate in candidates:
+        if candidate[2]:
+            if isolated <= 0:
+                continue  # one suspect at a time: it waits for the running one
+            isolated -= 1
+        chosen.append(candidate)
+    return chosen
+
+
+async def claim_sessions(
+    conn: asyncpg.Connection,
+    owner: str,
+    holder: str,
+    limit: int,
+    lease_s: float,
+    batch: int,
+    isolated: int = 1,
+    grace: float = REAP_GRACE,
+) -> list[Claim]:
+    """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects.
+
+    Dead peers are reaped first, so their sessions are among the candidates. However many
+    sessions it takes, a claim is five statements: reap, lock the candidates, hand back
+    what dead turns left claimed, take each session's head batch, set the leases."""
+    await reap_dead(conn, holder, grace)
+    chosen = _choose(await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit), isolated)
+    if not chosen:
+        return []
+    keys = [c[0] for c in chosen]
+    await _blame_dead_turns(conn, keys)
+    items: dict[str, list[QueuedItem]] = {}
+    for r in await conn.fetch(_TAKE_HEADS, keys, [bool(c[2]) for c in chosen], batch, owner):
+        inbound = Inbound.from_dict(json.loads(r[2]))
+        items.setdefault(r[0], []).append(QueuedItem(r[1], r[0], inbound, r[3], r[4]))
+    taken = [c for c in chosen if c[0] in items]
+    await conn.execute(
+        f"UPDATE sessions SET lease_owner = $1, lease_holder = $2, lease_expires = {NOW} + $3,"
+        " lease_token = lease_token + 1 WHERE key = ANY($4::text[])",
+        owner,
+        holder,
+        lease_s,
+        [c[0] for c in taken],
+    )
+    return [
+        Claim(
+            key, sid, tuple(sorted(items[key], key=lambda i: i.seq)), isolated=bool(suspect), stale_preview=p
+        )
+        for key, sid, suspect, p in taken
+    ]
+
+
+async def renew_lease(conn: asyncpg.Connection, key: str, owner: str, lease_s: float) -> bool:
+    status = await conn.execute(
+        f"UPDATE sessions SET lease_expires = {NOW} + $1 WHERE key = $2 AND lease_owner = $3",
+        lease_s,
+        key,
+        owner,
+    )
+    return rowcount(status) == 1
+
+
+async def _held_session_id(conn: asyncpg.Connection, owner: str, out: TurnOutcome) -> str:
+    """The session id, if ``owner`` still holds the lease and every item is still its, queued."""
+    held = await conn.fetchval(
+        "SELECT session_id FROM sessions WHERE key = $1 AND lease_owner = $2 FOR UPDATE",
+        out.session_key,
+        owner,
+    )
+    if held is None:
+        raise LeaseLost(f"lease on {out.session_key} is no longer held by {owner}")
+    mine = await conn.fetchval(
+        "SELECT COUNT(*) FROM inbox WHERE seq = ANY($1::bigint[]) AND status = 'queued' AND claimed_by = $2",
+        list(out.item_seqs),
+        owner,
+    )
+    if mine != len(set(out.item_seqs)):
+        raise LeaseLost(f"items of {out.session_key} were cancelled or taken over while the turn ran")
+    return str(held)
+
+
+async def complete_turn(
+    conn: asyncpg.Connection, owner: str, out: TurnOutcome, lease_s: float, batch: int, now: float
+) -> Claim | None:
+    session_id = await _held_session_id(conn, owner, out)
+    await conn.execute(
+        "UPDATE inbox SET status = 'done', finished_at = $1, outcome = $2 WHERE seq = ANY($3::bigint[])",
+        now,
+        out.outcome,
+        list(out.item_seqs),
+    )
+    await append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
+    for draft in out.outbox:
+        await insert_outbox(conn, draft, now)
+    await conn.execute(
+        "UPDATE sessions SET last_activity = $1, retry_at = NULL, last_error = NULL,"
+        f" preview_message_id = NULL, lease_expires = {NOW} + $2 WHERE key = $3",
+        now,
+        lease_s,
+        out.session_key,
+    )
+    claim = await _take_batch(conn, out.session_key, session_id, batch, owner)
+    if claim is None:
+        await conn.execute(
+            "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL"
+            " WHERE key = $1",
+            out.session_key,
+        )
+    return claim
+
+
+async def abandon_turn(
+    conn: asyncpg.Connection,
+    owner: str,
+    key: str,
+    seqs: tuple[int, ...],
+    retry_at: float | None,
+    error: str | None,
+) -> None:
+    held = await conn.fetchval(
+        "SELECT 1 FROM sessions WHERE key = $1 AND lease_owner = $2 FOR UPDATE", key, owner
+    )
+    if held is None:
+        return  # a former owner: the session and its attempts belong to someone else now
+    await conn.execute(
+        "UPDATE inbox SET attempts = GREATEST(attempts - 1, 0), claimed_by = NULL, isolated = FALSE"
+        " WHERE seq = ANY($1::bigint[]) AND status = 'queued'",
+        list(seqs),
+    )
+    await conn.execute(
+        "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL,"
+        " retry_at = $1, preview_message_id = NULL, last_error = COALESCE($2, last_error)"
+        " WHERE key = $3 AND lease_owner = $4",
+        retry_at,
+        error,
+        key,
+        owner,
+    )
+
+
+async def record_preview(conn: asyncpg.Connection, owner: str, key: str, message_id: str | None) -> bool:
+    status = await conn.execute(
+        "UPDATE sessions SET preview_message_id = $1 WHERE key = $2 AND lease_owner = $3",
+        message_id,
+        key,
+        owner,
+    )
+    return rowcount(status) == 1
+
+
+async def record_resume(
+    conn: asyncpg.Connection, owner: str, key: str, notice: OutboxDraft, now: float
+) -> bool:
+    """The notice is recorded and owns the old preview (if it names one) in one transaction."""
+    if not await record_preview(conn, owner, key, None):
+        return False
+    await insert_outbox(conn, notice, now)
+    return True
+
+
+async def release_dead_owners(conn: asyncpg.Connection, owner: str, holder: str) -> int:
+    """Release the leases of every owner but ``owner`` that is dead, and blame their isolated turns.
+
+    Dead: held by this very store instance under another owner name (one process runs one
+    owner; ``recover`` is its start), expired by the database clock, or held by an instance
+    whose liveness lock is free. A live peer's lease is never touched."""
+    released = await conn.fetch(
+        "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL"
+        " WHERE lease_owner IS NOT NULL AND lease_owner <> $1 AND (lease_holder = $2"
+        f" OR lease_expires < {NOW} OR pg_try_advisory_xact_lock({HOLDER_KEY.format('lease_holder')}))"
+        " RETURNING key",
+        owner,
+        holder,
+    )
+    keys = [r[0] for r in released]
+    await conn.execute(
+        "UPDATE inbox SET crashes = crashes + CASE WHEN isolated THEN 1 ELSE 0 END, claimed_by = NULL,"
+        " isolated = FALSE WHERE session_key = ANY($1::text[]) AND status = 'queued'"
+        " AND claimed_by IS NOT NULL",
+        keys,
+    )
+    return len(keys)
+
+
+class PgLeases(PgRole):
+    """``Leases``: every method is one transaction; a claim first makes sure this instance
+    is seen alive (its liveness lock), so a peer never mistakes its fresh lease for a dead one."""
+
+    async def claim_sessions(
+        self, owner: str, limit: int, lease_seconds: float, batch: int, isolated: int = 1
+    ) -> list[Claim]:
+        holder, grace = self._db.holder, self._db.reap_grace
+        await self._db.hold_liveness()
+        return await self._db.write(
+            lambda c: claim_sessions(c, owner, holder, limit, lease_seconds, batch, isolated, grace)
+        )
+
+    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
+        return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
+
+    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
+        now = time.time()
+        return await self._db.write(lambda c: record_resume(c, owner, session_key, notice, now))
+
+    async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
+        return await self._db.write(lambda c: renew_lease(c, session_key, owner, lease_seconds))
+
+    async def complete_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
+    ) -> Claim | None:
+        now = time.time()
+        return await self._db.write(lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now))
+
+    async def abandon_turn(
+        self,
+        owner: str,
+        session_key: str,
+        item_seqs: tuple[int, ...],
+        retry_at: float | None,
+        error: str | None,
+    ) -> None:
+        await self._db.write(lambda c: abandon_turn(c, owner, session_key, item_seqs, retry_at, error))

@@ -1,0 +1,226 @@
+"""The outbox role over PostgreSQL: the ledger of outbound messages, claimed head of chat first.
+
+A row is claimed by the process its chat is reachable through (``route_holder``: the one
+that admitted the session's latest event, where the web client is connected or the bot
+polls), or by any process once that one is gone from ``processes``.
+
+Across processes a claimed row is ``sending`` under its claimer's instance id
+(``sending_holder``) and an expiry from the database clock: a row whose claimer died is
+taken back by the next claim once its expiry passed, or at once by ``recover`` when
+the claimer's liveness lock is gone. Claims lock the rows they take (``FOR UPDATE SKIP
+LOCKED``), so two processes never hand out one row. ``insert_outbox`` is also how the
+other roles' writes record messages in their own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import asyncpg
+
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
+from chatgate.store.postgres.database import HOLDER_KEY, NOTIFY_CHANNEL, NOW, PgRole, rowcount
+from chatgate.store.sqlite.codec import dumps
+
+_COLUMNS = (
+    "id, idem_key, platform, chat_id, session_key, kind, text, in_reply_to, status, "
+    "attempts, possibly_duplicate, platform_message_id, created_at, target_json"
+)
+_OPEN = "('pending', 'sending', 'ambiguous')"
+
+
+def outbox_row(row: asyncpg.Record | tuple[Any, ...]) -> OutboxRow:
+    return OutboxRow(
+        id=row[0],
+        idem_key=row[1],
+        platform=row[2],
+        chat_id=row[3],
+        session_key=row[4],
+        kind=row[5],
+        text=row[6],
+        in_reply_to=row[7],
+        status=row[8],
+        attempts=row[9],
+        possibly_duplicate=bool(row[10]),
+        platform_message_id=row[11],
+        created_at=row[12],
+        target=json.loads(row[13]),
+    )
+
+
+async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float) -> None:
+    """Record ``draft`` as a pending row; an existing ``idem_key`` makes this a no-op."""
+    await conn.execute(
+        "WITH added AS (INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text,"
+        " in_reply_to, target_json, status, created_at, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,"
+        " 'pending', $9, (SELECT route_holder FROM sessions WHERE key = $4))"
+        " ON CONFLICT (idem_key) DO NOTHING RETURNING 1)"
+        f" SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox') FROM added",
+        draft.idem_key,
+        draft.platform,
+        draft.chat_id,
+        draft.session_key,
+        draft.kind,
+        draft.text,
+        draft.in_reply_to,
+        dumps(draft.target),
+        now,
+    )
+
+
+async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
+    """Rows a dead claimer left ``sending`` go back to ``pending`` as possible duplicates.
+
+    Dead: this instance itself (``recover`` runs before it sends), a claimer whose expiry
+    passed, or one whose liveness lock is free."""
+    return rowcount(
+        await conn.execute(
+            "UPDATE outbox SET status = 'pending', possibly_duplicate = TRUE, next_attempt_at = NULL,"
+            " sending_holder = NULL, sending_expires = NULL WHERE status = 'sending'"
+            f" AND (sending_holder = $1 OR sending_expires < {NOW}"
+            f" OR pg_try_advisory_xact_lock({HOLDER_KEY.format('sending_holder')}))",
+            holder,
+        )
+    )
+
+
+async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_s: float) -> list[OutboxRow]:
+    """Claim due head-of-chat rows; a row left ambiguous, or left ``sending`` past its claim's
+    expiry (its claimer hung or died unnoticed), is claimed as a possible duplicate."""
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM outbox o WHERE (o.status IN ('pending', 'ambiguous')"
+        f" AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= {NOW})"
+        f" OR o.status = 'sending' AND o.sending_expires < {NOW})"
+        " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
+        f" AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN {_OPEN})"
+        " AND (o.route_holder IS NULL OR o.route_holder = $2"
+        " OR NOT EXISTS (SELECT 1 FROM processes r WHERE r.holder = o.route_holder))"
+        " ORDER BY o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED",
+        limit,
+        holder,
+    )
+    if not rows:
+        return []
+    claimed = await conn.fetch(
+        "UPDATE outbox SET possibly_duplicate = possibly_duplicate OR status IN ('ambiguous', 'sending'),"
+        f" status = 'sending', attempts = attempts + 1, sending_holder = $2, sending_expires = {NOW} + $3"
+        f" WHERE id = ANY($1::bigint[]) RETURNING {_COLUMNS}",
+        [r[0] for r in rows],
+        holder,
+        lease_s,
+    )
+    return sorted((outbox_row(r) for r in claimed), key=lambda r: r.id)
+
+
+async def settle_outbox(conn: asyncpg.Connection, settlements: list[OutboxSettlement], now: float) -> None:
+    for s in settlements:
+        # A row the client already confirmed stays confirmed whatever a racing send reports.
+        await conn.execute(
+            "UPDATE outbox SET status = $1, platform_message_id = COALESCE($2, platform_message_id),"
+            " next_attempt_at = $3, last_error = $4, attempts = attempts - $5,"
+            " sent_at = CASE WHEN $1 = 'sent' THEN $6 ELSE sent_at END,"
+            " sending_holder = NULL, sending_expires = NULL"
+            " WHERE id = $7 AND (confirmed_at IS NULL OR $1 = 'sent')",
+            s.status,
+            s.platform_message_id,
+            s.retry_at,
+            s.error,
+            0 if s.counts_attempt else 1,
+            now,
+            s.id,
+        )
+
+
+async def confirm_outbox(
+    conn: asyncpg.Connection, platform: str, chat_id: str, row_id: int, now: float
+) -> bool:
+    status = await conn.execute(
+        "UPDATE outbox SET confirmed_at = $1, status = 'sent', sent_at = COALESCE(sent_at, $1),"
+        " sending_holder = NULL, sending_expires = NULL"
+        " WHERE id = $2 AND platform = $3 AND chat_id = $4 AND confirmed_at IS NULL",
+        now,
+        row_id,
+        platform,
+        chat_id,
+    )
+    return rowcount(status) == 1
+
+
+async def unconfirmed_for_chat(
+    conn: asyncpg.Connection, platform: str, chat_id: str, after_id: int = 0, limit: int | None = None
+) -> list[OutboxRow]:
+    rows = await conn.fetch(
+        f"SELECT {_COLUMNS} FROM outbox WHERE platform = $1 AND chat_id = $2 AND id > $3"
+        " AND confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous')"
+        " ORDER BY id LIMIT $4",
+        platform,
+        chat_id,
+        after_id,
+        limit,
+    )
+    return [outbox_row(r) for r in rows]
+
+
+async def outbox_status(conn: asyncpg.Connection, idem_key: str) -> OutboxStatus | None:
+    found = await conn.fetchval("SELECT status FROM outbox WHERE idem_key = $1", idem_key)
+    return None if found is None else cast(OutboxStatus, found)
+
+
+async def undelivered_in_chat(conn: asyncpg.Connection, platform: str, chat_id: str) -> int:
+    found = await conn.fetchval(
+        f"SELECT COUNT(*) FROM outbox WHERE platform = $1 AND chat_id = $2 AND status IN {_OPEN}",
+        platform,
+        chat_id,
+    )
+    return int(found)
+
+
+class PgOutbox(PgRole):
+    """``Outbox``: claims and settlements (delivery), confirmations (web chat), notices."""
+
+    outbox_lease_seconds: float = 300.0
+    """How long a claimed row stays ``sending`` before another process may resend it."""
+
+    async def claim_outbox(self, limit: int) -> list[OutboxRow]:
+        holder, lease = self._db.holder, self.outbox_lease_seconds
+        await self._db.hold_liveness()
+        return await self._db.write(lambda c: claim_outbox(c, limit, holder, lease))
+
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+        if not settlements:
+            return
+        now = time.time()
+        await self._db.write(lambda c: settle_outbox(c, settlements, now))
+
+    async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
+        return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
+
+    async def unconfirmed_page(
+        self, platform: str, chat_id: str, after_id: int, limit: int
+    ) -> list[OutboxRow]:
+        return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id, after_id, limit))
+
+    async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
+        now = time.time()
+        return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
+
+    async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
+        return await self._db.read(lambda c: outbox_status(c, idem_key))
+
+    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int:
+        return await self._db.read(lambda c: undelivered_in_chat(c, platform, chat_id))
+
+    async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
+        if not drafts:
+            return
+        now = time.time()
+        items = list(drafts)
+
+        async def write(c: asyncpg.Connection) -> None:
+            for draft in items:
+                await insert_outbox(c, draft, now)
+
+        await self._db.write(write)

@@ -1,0 +1,223 @@
+"""The PostgreSQL backend's versioned schema. Each entry migrates from version ``i`` to ``i + 1``.
+
+The version is a row of ``schema_version``. Each migration runs in its own transaction
+under a transaction-level advisory lock, so a fleet starting at once migrates once and
+the others wait, then see the new version. A schema newer than this chatgate is refused.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from chatgate.domain.errors import StoreUnavailable
+
+MIGRATIONS: tuple[str, ...] = (
+    # 0 -> 1: every role's tables, as the SQLite schema has them at its version 8, and the fleet's
+    # own: the live processes, which process a session's chat is reachable through (route_holder).
+    """
+    CREATE TABLE sessions (
+        key                 TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        platform            TEXT NOT NULL,
+        chat_id             TEXT,
+        source_json         TEXT NOT NULL,
+        scope               TEXT NOT NULL,
+        created_at          DOUBLE PRECISION NOT NULL,
+        last_activity       DOUBLE PRECISION NOT NULL,
+        lease_owner         TEXT,
+        lease_holder        TEXT,
+        lease_expires       DOUBLE PRECISION,
+        lease_token         BIGINT NOT NULL DEFAULT 0,
+        retry_at            DOUBLE PRECISION,
+        last_error          TEXT,
+        preview_message_id  TEXT,
+        route_holder        TEXT
+    );
+    CREATE INDEX sessions_by_activity ON sessions (last_activity);
+    CREATE TABLE inbox (
+        seq           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        transport     TEXT NOT NULL,
+        delivery_id   TEXT NOT NULL,
+        session_key   TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        attempts      INTEGER NOT NULL DEFAULT 0,
+        inbound_json  TEXT NOT NULL,
+        admitted_at   DOUBLE PRECISION NOT NULL,
+        finished_at   DOUBLE PRECISION,
+        outcome       TEXT,
+        claimed_by    TEXT,
+        isolated      BOOLEAN NOT NULL DEFAULT FALSE,
+        crashes       INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (transport, delivery_id)
+    );
+    CREATE INDEX inbox_queued ON inbox (session_key, seq) WHERE status = 'queued';
+    CREATE TABLE transcript (
+        id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id   TEXT NOT NULL,
+        session_key  TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        content      TEXT NOT NULL,
+        created_at   DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX transcript_by_session ON transcript (session_id, id);
+    CREATE TABLE outbox (
+        id                   BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        idem_key             TEXT NOT NULL UNIQUE,
+        platform             TEXT NOT NULL,
+        chat_id              TEXT NOT NULL,
+        session_key          TEXT NOT NULL,
+        kind                 TEXT NOT NULL,
+        text                 TEXT NOT NULL,
+        in_reply_to          TEXT,
+        target_json          TEXT NOT NULL,
+        status               TEXT NOT NULL,
+        attempts             INTEGER NOT NULL DEFAULT 0,
+        possibly_duplicate   BOOLEAN NOT NULL DEFAULT FALSE,
+        platform_message_id  TEXT,
+        created_at           DOUBLE PRECISION NOT NULL,
+        next_attempt_at      DOUBLE PRECISION,
+        sent_at              DOUBLE PRECISION,
+        confirmed_at         DOUBLE PRECISION,
+        last_error           TEXT,
+        sending_holder       TEXT,
+        sending_expires      DOUBLE PRECISION,
+        route_holder         TEXT
+    );
+    CREATE INDEX outbox_open ON outbox (platform, chat_id, id)
+        WHERE status IN ('pending', 'sending', 'ambiguous');
+    CREATE INDEX outbox_unconfirmed ON outbox (platform, chat_id, id)
+        WHERE confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous');
+    CREATE TABLE chat_labels (
+        platform      TEXT NOT NULL,
+        scope         TEXT NOT NULL,
+        chat_id       TEXT NOT NULL,
+        chat_name     TEXT,
+        chat_topic    TEXT,
+        observed_seq  BIGINT NOT NULL,
+        PRIMARY KEY (platform, scope, chat_id)
+    );
+    CREATE TABLE cursors (
+        name        TEXT PRIMARY KEY,
+        value       TEXT NOT NULL,
+        updated_at  DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE rejected_inbound (
+        id           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        transport    TEXT NOT NULL,
+        delivery_id  TEXT,
+        reason       TEXT NOT NULL,
+        excerpt      TEXT NOT NULL,
+        received_at  DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE approvals (
+        prompt_id          TEXT PRIMARY KEY,
+        created_seq        BIGINT GENERATED ALWAYS AS IDENTITY,
+        session_key        TEXT NOT NULL,
+        session_id         TEXT NOT NULL,
+        inbox_seq          BIGINT NOT NULL,
+        call_id            TEXT NOT NULL,
+        tool               TEXT NOT NULL,
+        command            TEXT NOT NULL,
+        rule_keys          TEXT NOT NULL,
+        offered_tiers      TEXT NOT NULL,
+        state              TEXT NOT NULL,
+        tier               TEXT,
+        reason             TEXT,
+        requester_id       TEXT,
+        requester_name     TEXT,
+        requested_at       DOUBLE PRECISION NOT NULL,
+        expires_at         DOUBLE PRECISION NOT NULL,
+        answered_by_id     TEXT,
+        answered_by_name   TEXT,
+        answered_at        DOUBLE PRECISION,
+        platform           TEXT NOT NULL,
+        chat_id            TEXT NOT NULL,
+        target_json        TEXT NOT NULL,
+        reply_to           TEXT,
+        prompt_text        TEXT NOT NULL,
+        prompt_via         TEXT NOT NULL,
+        prompt_message_id  TEXT
+    );
+    CREATE INDEX approvals_open ON approvals (platform, chat_id, requested_at) WHERE state = 'pending';
+    CREATE TABLE approval_grants (
+        scope        TEXT NOT NULL,
+        session_key  TEXT NOT NULL,
+        session_id   TEXT NOT NULL,
+        rule_key     TEXT NOT NULL,
+        command      TEXT NOT NULL,
+        prompt_id    TEXT,
+        granted_at   DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (scope, session_key, session_id, rule_key)
+    );
+    CREATE TABLE pairing_requests (
+        platform       TEXT NOT NULL,
+        user_id        TEXT NOT NULL,
+        code           TEXT NOT NULL UNIQUE,
+        user_name      TEXT,
+        chat_id        TEXT,
+        created_at     DOUBLE PRECISION NOT NULL,
+        expires_at     DOUBLE PRECISION NOT NULL,
+        last_reply_at  DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE paired_users (
+        platform     TEXT NOT NULL,
+        user_id      TEXT NOT NULL,
+        user_name    TEXT,
+        code         TEXT,
+        approved_at  DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (platform, user_id)
+    );
+    CREATE TABLE pairing_guard (
+        name          TEXT PRIMARY KEY,
+        failures      INTEGER NOT NULL,
+        locked_until  DOUBLE PRECISION
+    );
+    CREATE TABLE processes (
+        holder      TEXT PRIMARY KEY,
+        owner       TEXT,
+        host        TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        started_at  DOUBLE PRECISION NOT NULL,
+        seen_at     DOUBLE PRECISION NOT NULL,
+        adapters    TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE store_health (
+        id          INTEGER PRIMARY KEY,
+        checked_at  DOUBLE PRECISION NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+_MIGRATION_LOCK = "hashtextextended('chatgate-migrate/' || $1::text, 0)"
+
+
+async def current_version(conn: asyncpg.Connection) -> int:
+    """The schema's version (0: no chatgate tables yet)."""
+    exists = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+    if not exists:
+        return 0
+    found = await conn.fetchval("SELECT version FROM schema_version")
+    return int(found or 0)
+
+
+async def migrate(conn: asyncpg.Connection, schema: str) -> int:
+    """Create ``schema`` if needed and bring it to ``SCHEMA_VERSION``; refuse a newer one."""
+    while True:
+        async with conn.transaction():
+            await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})", schema)
+            await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            version = await current_version(conn)
+            if version > SCHEMA_VERSION:
+                raise StoreUnavailable(
+                    f"postgresql schema {schema} is at v{version}, newer than this chatgate"
+                    f" (v{SCHEMA_VERSION}); upgrade chatgate or point store.postgres.schema elsewhere"
+                )
+            if version == SCHEMA_VERSION:
+                return SCHEMA_VERSION
+            target = version + 1
+            await conn.execute(MIGRATIONS[version])
+            await conn.execute("DELETE FROM schema_version")
+            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", target)

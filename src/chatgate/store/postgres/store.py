@@ -1,0 +1,89 @@
+"""``PostgresStore``: every role over one PostgreSQL schema, shared by a fleet of gateways.
+
+Each role's SQL lives in its own module, as in the SQLite backend; this class only
+composes them over one ``PgDatabase`` (the pool, the migrations, the liveness lock).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from chatgate.store.postgres.approvals import PgApprovals
+from chatgate.store.postgres.cursors import PgCursors
+from chatgate.store.postgres.database import PgDatabase
+from chatgate.store.postgres.fleet import members
+from chatgate.store.postgres.inbox import PgInbox
+from chatgate.store.postgres.labels import PgLabels
+from chatgate.store.postgres.leases import PgLeases
+from chatgate.store.postgres.lifecycle import PgLifecycle
+from chatgate.store.postgres.outbox import PgOutbox
+from chatgate.store.postgres.pairing import PgPairing
+from chatgate.store.postgres.transcript import PgTranscript
+
+
+class PostgresStore(
+    PgLifecycle,
+    PgInbox,
+    PgLeases,
+    PgTranscript,
+    PgOutbox,
+    PgApprovals,
+    PgCursors,
+    PgLabels,
+    PgPairing,
+):
+    """The ``Store`` protocol over one PostgreSQL schema (``asyncpg``, pooled)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "public",
+        password: str | None = None,
+        pool_size: int = 10,
+        outbox_lease_seconds: float = 300.0,
+        connect_timeout: float = 5.0,
+        reap_grace: float = 5.0,
+    ) -> None:
+        db = PgDatabase(
+            dsn,
+            schema=schema,
+            password=password,
+            max_size=pool_size,
+            connect_timeout=connect_timeout,
+            reap_grace=reap_grace,
+        )
+        super().__init__(db)
+        self.outbox_lease_seconds = outbox_lease_seconds
+        self.schema = schema
+        self.dsn = dsn
+        self.password = password
+
+    def add_listener(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(notice)`` for the fleet's notices: ``inbox`` (a message was queued),
+        ``outbox`` (a reply was recorded), ``stop:<session key>`` (its running turn was
+        cancelled), ``approval:<prompt id>`` (it was answered), from every process."""
+        self._db.add_listener(fn)
+
+    async def hold_credential(self, key: str) -> bool:
+        """The fleet-wide lock of one platform credential (a bot token's digest): exactly one
+        process holds it, and the server drops it when that process dies."""
+        return await self._db.hold_credential(key)
+
+    async def announce_adapters(self, adapters: dict[str, str]) -> None:
+        """What this process serves (platform -> state), for the fleet listing of ``chatgate status``."""
+        holder, text = self._db.holder, json.dumps(adapters, sort_keys=True)
+        await self._db.write(
+            lambda c: c.execute("UPDATE processes SET adapters = $1 WHERE holder = $2", text, holder)
+        )
+
+    async def fleet(self) -> list[dict[str, object]]:
+        """The other processes on this schema: owner, host, pid, start, leases, sends, alive."""
+        holder = self._db.holder
+        return await self._db.write(lambda c: members(c, holder))
+
+    @property
+    def holder(self) -> str:
+        """This instance's id in the fleet (its leases and mid-send rows carry it)."""
+        return self._db.holder

@@ -1,0 +1,81 @@
+"""The transcript role over PostgreSQL: sessions and what was said in them.
+
+``append_transcript`` is written by a turn's commit (``leases.complete_turn``); the
+rest are reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import asyncpg
+
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.sessions import SessionInfo
+from chatgate.domain.source import Source
+from chatgate.store.postgres.database import PgRole
+
+_SESSION_INFO = (
+    "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
+    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
+    " s.lease_owner, s.last_error,"
+    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
+    " AND i.claimed_by IS NULL) FROM sessions s"
+)
+
+
+def _info(row: asyncpg.Record) -> SessionInfo:
+    return SessionInfo(*row)
+
+
+async def append_transcript(
+    conn: asyncpg.Connection, session_id: str, session_key: str, entries: Sequence[HistoryEntry], now: float
+) -> None:
+    if entries:
+        await conn.executemany(
+            "INSERT INTO transcript (session_id, session_key, role, content, created_at)"
+            " VALUES ($1,$2,$3,$4,$5)",
+            [(session_id, session_key, e.role, e.content, now) for e in entries],
+        )
+
+
+async def history(conn: asyncpg.Connection, session_id: str, limit: int) -> list[HistoryEntry]:
+    rows = await conn.fetch(
+        "SELECT role, content FROM (SELECT id, role, content FROM transcript WHERE session_id = $1"
+        " ORDER BY id DESC LIMIT $2) t ORDER BY id",
+        session_id,
+        limit,
+    )
+    return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
+
+
+async def session_source(conn: asyncpg.Connection, key: str) -> Source | None:
+    found = await conn.fetchval("SELECT source_json FROM sessions WHERE key = $1", key)
+    return Source.from_dict(json.loads(found)) if found is not None else None
+
+
+async def session_info(conn: asyncpg.Connection, key: str) -> SessionInfo | None:
+    row = await conn.fetchrow(_SESSION_INFO + " WHERE s.key = $1", key)
+    return _info(row) if row else None
+
+
+async def list_sessions(conn: asyncpg.Connection, limit: int) -> list[SessionInfo]:
+    rows = await conn.fetch(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
+    return [_info(r) for r in rows]
+
+
+class PgTranscript(PgRole):
+    """``Transcript``: every method is a read."""
+
+    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
+        return await self._db.read(lambda c: history(c, session_id, limit))
+
+    async def session_source(self, session_key: str) -> Source | None:
+        return await self._db.read(lambda c: session_source(c, session_key))
+
+    async def session_info(self, session_key: str) -> SessionInfo | None:
+        return await self._db.read(lambda c: session_info(c, session_key))
+
+    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
+        return await self._db.read(lambda c: list_sessions(c, limit))

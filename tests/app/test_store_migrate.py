@@ -1,0 +1,88 @@
+"""``chatgate store migrate --to postgresql://…`` copies a real SQLite state into an empty schema:
+every role's state, in order, with what a dead process held handed back; and it refuses a
+database a gateway has open, or a schema that already holds data."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from chatgate.domain.outbox import OutboxSettlement
+from chatgate.domain.pairing import PairingLimits
+from chatgate.store.postgres import PostgresStore
+from chatgate.store.sqlite import SqliteStore
+from contract.kit import T0, approval, draft, put_outbox, req
+from support.postgres import DSN, pg_schema_fixture  # noqa: F401  (the pg_schema fixture)
+from support.store_values import outcome
+
+
+def migrate(state_dir: Path, schema: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "chatgate.app.cli", "store", "migrate", "--to", DSN, "--schema", schema]
+    return subprocess.run(
+        [*command, "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=120
+    )
+
+
+async def fill(path: Path) -> None:
+    store = SqliteStore(path)
+    await store.open()
+    for i in range(5):
+        await store.admit(req(f"d{i}", "k1", f"m{i}"))
+    await store.admit(req("e1", "k2", "other", chat_id="c2"))
+    (claim,) = await store.claim_sessions("old", 1, 30.0, 1)
+    nxt = await store.complete_turn("old", outcome(claim, draft("final:1"), reply="re m0"), 30.0, 1)
+    assert nxt is not None  # m1 is claimed by "old", which now "dies" with it
+    await put_outbox(store, draft("n:1", "c2", key="k2"))
+    rows = await store.claim_outbox(10)
+    await store.settle_outbox([OutboxSettlement(r.id, "sent") for r in rows if r.idem_key == "final:1"])
+    await store.set_cursor("telegram:offset", "42")
+    await store.create_approval(approval("p-1"))
+    await store.request_pairing("telegram", "u9", "Zed", "c9", T0, PairingLimits(), lambda r: draft("pair:1"))
+    await store.close()
+
+
+async def test_a_sqlite_state_moves_into_postgres_and_carries_on_there(tmp_path, pg_schema):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    await fill(state_dir / "chatgate.db")
+    done = await asyncio.to_thread(migrate, state_dir, pg_schema)
+    assert done.returncode == 0, done.stderr
+    assert "2 sessions, 7 messages" in done.stdout and f"schema {pg_schema}" in done.stdout
+    assert "outbox:" in done.stderr  # the progress, a line per table off a terminal
+
+    store = PostgresStore(DSN, schema=pg_schema)
+    await store.open()
+    try:
+        assert await store.queue_depth() == 5  # m1..m4 and "other"
+        assert await store.recover("new") == 0, "the old owner's lease was not carried over"
+        claims = {c.session_key: c for c in await store.claim_sessions("new", 10, 30.0, 5)}
+        assert [i.inbound.text for i in claims["k1"].items] == ["m1", "m2", "m3", "m4"]
+        assert claims["k1"].items[0].attempts == 2, "m1's turn died with the old process"
+        assert [e.content for e in await store.history(claims["k1"].session_id, 10)] == ["m0", "re m0"]
+        pending = await store.claim_outbox(10)
+        assert {r.idem_key: r.possibly_duplicate for r in pending} == {"n:1": True, "pair:1": False}
+        assert await store.outbox_status("final:1") == "sent"
+        assert await store.get_cursor("telegram:offset") == "42"
+        assert (await store.get_approval("p-1")) is not None
+        assert [p.user_id for p in await store.pending_pairings(T0)] == ["u9"]
+        later = await store.admit(req("after", "k3", "new one", chat_id="c3"))
+        assert later.new and later.seq > max(i.seq for c in claims.values() for i in c.items)
+    finally:
+        await store.close()
+
+    again = await asyncio.to_thread(migrate, state_dir, pg_schema)
+    assert again.returncode == 1 and "already holds chatgate data" in again.stderr
+
+
+async def test_a_database_a_gateway_has_open_is_not_migrated(tmp_path, pg_schema):
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    running = SqliteStore(state_dir / "chatgate.db")
+    await running.open()
+    try:
+        done = await asyncio.to_thread(migrate, state_dir, pg_schema)
+    finally:
+        await running.close()
+    assert done.returncode == 1 and "open in a running gateway" in done.stderr

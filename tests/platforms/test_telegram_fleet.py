@@ -1,0 +1,95 @@
+"""A Telegram bot served by a fleet of two gateways on one PostgreSQL schema (the Bot API double).
+
+Exactly one process polls (the bot token's advisory lock); the other stands by and only
+sends. SIGKILL the poller: the standby takes polling over within a few seconds, from the
+offset the fleet stored, so no update is lost and none is answered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, User, echo_of, private
+
+from support.postgres import DSN, pg_schema_fixture  # noqa: F401  (the pg_schema fixture)
+from support.procs import GatewayProcess, wait_until
+
+pytestmark = pytest.mark.slow
+MARKER = "(possible repeat) "
+STANDBY = "another process of the fleet polls; this one stands by"
+TOOK_OVER = "the process that polled is gone; this one polls now"
+
+
+def _config(double: BotApiDouble, schema: str, users: list[str]) -> dict[str, Any]:
+    return {
+        "store": {"url": DSN, "postgres": {"schema": schema}},
+        "agent": {"echo": {"chunk_delay_ms": 5}},
+        "platforms": {
+            "web": {"enabled": False},
+            "telegram": {
+                "enabled": True,
+                "token_env": TOKEN_ENV,
+                "allow_users": users,
+                "api_base": double.base,
+                "poll_timeout_seconds": 2,
+            },
+        },
+        "delivery": {"duplicate_marker": MARKER},
+        "shutdown": {"drain_seconds": 1},
+    }
+
+
+async def test_one_process_polls_and_another_takes_over_when_it_dies_losing_nothing(
+    double: BotApiDouble, tmp_path: Path, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    users = [User(4400 + n, f"Ivy{n}") for n in range(4)]
+    config = _config(double, pg_schema, [str(u.id) for u in users])
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    fleet = [GatewayProcess(tmp_path / name, config) for name in ("a", "b")]
+    await fleet[0].start()
+    await fleet[1].start()
+    pushed: list[tuple[int, int, str]] = []
+
+    async def push(round_: int) -> None:
+        for user in users:
+            text = f"r{round_}-{user.first_name}"
+            _, message_id = await double.push_message(private(user), user, text)
+            pushed.append((user.id, message_id, text))
+
+    def answered() -> bool:
+        return all(
+            any(m.reply_to == mid and m.text.endswith(echo_of(text)) for m in double.view(chat))
+            for chat, mid, text in pushed
+        )
+
+    try:
+        standing_by = [g for g in fleet if STANDBY in g.logs()]
+        assert len(standing_by) == 1, "exactly one process polls the bot, the other stands by"
+        poller = next(g for g in fleet if g is not standing_by[0])
+        await push(0)
+        await double.wait_for(answered, timeout=60, what="the first round answered")
+        await poller.kill()
+        await push(1)
+        await wait_until(lambda: TOOK_OVER in standing_by[0].logs(), 30, "the standby to take polling over")
+        await push(2)
+        await double.wait_for(answered, timeout=60, what="every round answered after the takeover")
+        await poller.start()  # back, it stands by: the survivor polls now
+        await wait_until(lambda: STANDBY in poller.logs(), 30, "the restarted process to stand by")
+        await push(3)
+        await double.wait_for(answered, timeout=60, what="the last round answered")
+    finally:
+        for gateway in fleet:
+            if gateway.proc is not None and gateway.proc.returncode is None:
+                await gateway.terminate()
+
+    for chat, mid, text in pushed:
+        answers = [m for m in double.view(chat) if m.reply_to == mid]
+        plain = [m for m in answers if m.text == echo_of(text)]
+        marked = [m for m in answers if m.text == MARKER + echo_of(text)]
+        assert len(plain) == 1 or (not plain and len(marked) == 1), f"{text!r} answered {answers}"
+    await asyncio.sleep(0)
