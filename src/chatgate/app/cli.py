@@ -19,14 +19,22 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import api_key_cli, init_wizard, ops_cli, pairing_cli, schedules_cli, service, store_cli
+from chatgate.app import (
+    api_key_cli,
+    init_wizard,
+    ops_cli,
+    pairing_cli,
+    schedules_cli,
+    service,
+    sessions_cli,
+    store_cli,
+)
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config_secrets import check_secrets
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import stop_gateway
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.sessions import SessionInfo
 
 EX_USAGE = 2
 EX_CONFIG = 78
@@ -201,41 +209,7 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 def cmd_sessions(args: argparse.Namespace) -> int:
     config = _load(args)
-    try:
-        if config.store.url is not None:
-            from chatgate.app.fleet_cli import postgres_sessions
-
-            sessions = postgres_sessions(config, args.limit)
-        else:
-            found = _sqlite_sessions(config, args)
-            if found is None:
-                return 0
-            sessions = found
-    except StoreUnavailable as exc:
-        print(f"chatgate: {exc}", file=sys.stderr)
-        return 1
-    if not sessions:
-        print("no sessions yet")
-        return 0
-    width = max(len("SESSION KEY"), *(len(s.session_key) for s in sessions))
-    print(f"{'SESSION KEY':<{width}}  {'LAST ACTIVITY':<19}  {'QUEUED':>6}  STATE")
-    for s in sessions:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_activity))
-        state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
-        print(f"{s.session_key:<{width}}  {when:<19}  {s.queued:>6}  {state}")
-    return 0
-
-
-def _sqlite_sessions(config: GatewayConfig, args: argparse.Namespace) -> list[SessionInfo] | None:
-    """The SQLite file's sessions, read-only; None (and a line saying so) when there is no file."""
-    from chatgate.store.sqlite import read_sessions
-
-    state_dir = resolve_state_dir(args.state_dir, config)
-    path = Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
-    if not path.exists():
-        print(f"no sessions yet (no database at {path})")
-        return None
-    return read_sessions(path, args.limit)
+    return sessions_cli.cmd_sessions(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def _status(args: argparse.Namespace, state_dir: Path) -> int:
