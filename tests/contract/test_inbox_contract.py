@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 
+from chatgate.domain.edits import EDIT_OF
 from chatgate.domain.errors import LeaseLost
-from chatgate.domain.inbox import QueueStats
+from chatgate.domain.inbox import AdmitRequest, QueueStats
 from chatgate.domain.store_roles import (
     Inbox,
     Leases,
@@ -196,3 +198,43 @@ async def test_queue_stats_report_the_depth_the_oldest_waiting_admission_and_the
     assert stats.oldest_admitted_at is not None and before <= stats.oldest_admitted_at <= between
     await store.admit(req("stop-1", "k1", "/stop", queued=False, cancel_queued=True))
     assert await store.queue_stats() == QueueStats(0, None, None)
+
+
+def _edit(delivery_id: str, of: str, text: str, key: str = "k1") -> AdmitRequest:
+    base = req(delivery_id, key, text)
+    return replace(base, inbound=replace(base.inbound, message_ref=of, payload={EDIT_OF: of}))
+
+
+@covers(Inbox.admit, Inbox.queue_depth)
+async def test_an_edit_of_a_message_still_waiting_replaces_its_text_and_is_done(store):
+    first = await store.admit(req("m1", "k1", "meet at 5"))
+    await store.admit(req("m2", "k1", "and bring cake"))
+    edit = await store.admit(_edit("m1:edit:1", "m1", "meet at 6"))
+    again = await store.admit(_edit("m1:edit:1", "m1", "meet at 6"))  # the transport redelivers it
+    assert edit.new and not again.new and again.seq == edit.seq
+    assert await store.queue_depth() == 2  # the edit is not a message of its own
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 10)
+    assert [(i.seq, i.inbound.text) for i in claim.items] == [
+        (first.seq, "meet at 6"),
+        (first.seq + 1, "and bring cake"),
+    ]
+
+
+@covers(Inbox.admit)
+async def test_an_edit_of_a_message_a_turn_has_taken_is_an_event_of_its_own(store):
+    await store.admit(req("m1", "k1", "meet at 5"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 10)
+    edit = await store.admit(_edit("m1:edit:1", "m1", "meet at 6"))
+    later = await store.complete_turn("w1", outcome(claim), 30.0, 10)  # takes the session's next batch
+    assert later is not None
+    assert [(i.seq, i.inbound.text) for i in later.items] == [(edit.seq, "meet at 6")]
+    assert later.items[0].inbound.payload == {EDIT_OF: "m1"}  # the turn's fold says it is an edit
+
+
+@covers(Inbox.admit)
+async def test_an_edit_never_reaches_into_another_session(store):
+    await store.admit(req("m1", "k1", "meet at 5"))
+    await store.admit(_edit("m1:edit:1", "m1", "meet at 6", key="k2"))
+    claims = {c.session_key: c for c in await store.claim_sessions("w1", 10, 30.0, 10)}
+    assert [i.inbound.text for i in claims["k1"].items] == ["meet at 5"]
+    assert [i.inbound.text for i in claims["k2"].items] == ["meet at 6"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from discord_fake.harness import (
 )
 from discord_fake.server import FakeDiscord
 from discord_fake.state import ANNOUNCEMENT_THREAD, PRIVATE_THREAD, PUBLIC_THREAD
+
+from chatgate.domain.outbound import PREVIEW_CURSOR
 
 __all__ = ["fake", "run", "world"]
 
@@ -148,3 +151,26 @@ async def test_a_later_edit_reaches_the_agent_as_an_edit_once(
     ]
     edit = inbox(tmp_path)[1]
     assert edit["message_ref"] == message.id and edit["payload"]["edit_of"] == message.id
+
+
+async def test_an_edit_of_a_message_still_waiting_is_answered_once_as_it_now_reads(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    # The first turn takes ~0.8 s (two chunks, 0.4 s each), so the second message waits in the
+    # inbox when its edit arrives: the edit replaces its text there (Inbox.admit).
+    await run(discord_config(fake, world, tmp_path, agent={"echo": {"chunk_delay_ms": 400}}))
+    await connected(fake)
+    await fake.post(world.free, ANN, "first")
+    await wait_for(lambda: len(inbox(tmp_path)) == 1, 30, "the first message admitted")
+    waiting = await fake.post(world.free, ANN, "meet at 5")
+    await fake.edit(waiting, "meet at 6")
+
+    def finals() -> list[str]:  # what the channel shows, once no reply is a preview any more
+        shown = [m.content for m in fake.view(world.free.id)]
+        return [] if any(c.endswith(PREVIEW_CURSOR) for c in shown) else shown
+
+    await wait_for(lambda: len(finals()) == 2, 30, "two final replies")
+    await wait_for(lambda: len(inbox(tmp_path)) == 3, 30, "the edit admitted")
+    assert [m.content for m in fake.view(world.free.id)] == [echo_of("first"), echo_of("meet at 6")]
+    await asyncio.sleep(2.0)  # an edit run as a turn of its own would answer by now
+    assert len(fake.view(world.free.id)) == 2

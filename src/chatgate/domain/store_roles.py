@@ -78,7 +78,10 @@ class Inbox(Rejections, Protocol):
     """The durable queue of admitted events: admission commits to it, with a command's effects."""
 
     async def admit(self, request: AdmitRequest) -> AdmitResult:
-        """Commit the event (once per transport and delivery id) and what admission decided about it."""
+        """Commit the event (once per transport and delivery id) and what admission decided about it.
+
+        An edit (``payload["edit_of"]``, ``domain/edits.py``) of this session's message that no
+        turn has taken yet replaces that message's text, and is itself done (outcome ``amended``)."""
         ...
 
     async def cancel_running(self, session_key: str, reason: str) -> int:

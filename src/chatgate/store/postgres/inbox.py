@@ -16,6 +16,7 @@ from dataclasses import replace
 import asyncpg
 
 from chatgate.domain.approvals import ApprovalResolution
+from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.source import Source
@@ -24,7 +25,7 @@ from chatgate.store.postgres.database import NOTIFY, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.sqlite.codec import dumps
-from chatgate.store.sqlite.inbox import new_session_id
+from chatgate.store.sqlite.inbox import amended, new_session_id
 
 
 async def _lock_session(
@@ -121,6 +122,28 @@ async def _record_reply(
     await insert_outbox(conn, reply, now)
 
 
+async def _amend_waiting(conn: asyncpg.Connection, req: AdmitRequest, seq: int, now: float) -> bool:
+    """As the SQLite backend's: an edit of a message no turn has taken yet replaces its text."""
+    target = edit_target(req.inbound)
+    if target is None or not req.queued:
+        return False
+    row = await conn.fetchrow(
+        "SELECT seq, inbound_json FROM inbox WHERE session_key = $1 AND status = 'queued'"
+        " AND claimed_by IS NULL AND seq < $2 AND (inbound_json::jsonb ->> 'message_ref') = $3"
+        " ORDER BY seq DESC LIMIT 1 FOR UPDATE",
+        req.session_key,
+        seq,
+        target,
+    )
+    if row is None:
+        return False
+    await conn.execute("UPDATE inbox SET inbound_json = $1 WHERE seq = $2", amended(row[1], req), row[0])
+    await conn.execute(
+        "UPDATE inbox SET status = 'done', finished_at = $1, outcome = 'amended' WHERE seq = $2", now, seq
+    )
+    return True
+
+
 async def _admitted_before(conn: asyncpg.Connection, req: AdmitRequest) -> AdmitResult | None:
     row = await conn.fetchrow(
         "SELECT seq, session_key FROM inbox WHERE transport = $1 AND delivery_id = $2",
@@ -149,6 +172,7 @@ async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder:
         return raced
     if source.chat_id and inbound.labels_observed():
         await observe_labels(conn, source, seq)
+    await _amend_waiting(conn, req, seq, now)
     cancelled, waiting = await _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
     if req.queued:
         await conn.execute(NOTIFY, "inbox")

@@ -8,12 +8,14 @@ functions of the database and their arguments (``now`` is taken before queueing)
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 import uuid
 from dataclasses import replace
 
 from chatgate.domain.approvals import ApprovalResolution
+from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.source import Source
@@ -47,6 +49,35 @@ def _insert_event(conn: sqlite3.Connection, req: AdmitRequest, inbound_json: str
         ),
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def _amend_waiting(conn: sqlite3.Connection, req: AdmitRequest, seq: int, now: float) -> bool:
+    """An edit of a message of this session that no turn has taken yet replaces that message's
+    text, and the edit (kept, so a redelivery is still a duplicate) is done: the agent reads the
+    message once, as it now reads. An edit of a message already answered stays an event."""
+    target = edit_target(req.inbound)
+    if target is None or not req.queued:
+        return False
+    row = conn.execute(
+        "SELECT seq, inbound_json FROM inbox WHERE session_key = ? AND status = 'queued'"
+        " AND claimed_by IS NULL AND seq < ? AND json_extract(inbound_json, '$.message_ref') = ?"
+        " ORDER BY seq DESC LIMIT 1",
+        (req.session_key, seq, target),
+    ).fetchone()
+    if row is None:
+        return False
+    conn.execute("UPDATE inbox SET inbound_json = ? WHERE seq = ?", (amended(row[1], req), row[0]))
+    conn.execute(
+        "UPDATE inbox SET status = 'done', finished_at = ?, outcome = 'amended' WHERE seq = ?", (now, seq)
+    )
+    return True
+
+
+def amended(original_json: str, edit: AdmitRequest) -> str:
+    """The waiting message's stored event with the edit's text (both backends store it so)."""
+    original = json.loads(original_json)
+    original["text"] = edit.inbound.text
+    return dumps(original)
 
 
 def _touch_session(conn: sqlite3.Connection, key: str, source: Source, source_json: str, now: float) -> None:
@@ -122,6 +153,7 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
     _touch_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now)
     if source.chat_id and inbound.labels_observed():
         observe_labels(conn, source, seq)
+    _amend_waiting(conn, req, seq, now)
     cancelled, waiting = _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
     if req.reset_session:
         conn.execute("UPDATE sessions SET session_id = ? WHERE key = ?", (new_session_id(), req.session_key))
