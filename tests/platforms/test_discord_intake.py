@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,26 @@ async def test_an_edit_of_a_message_still_waiting_is_answered_once_as_it_now_rea
     assert [m.content for m in fake.view(world.free.id)] == [echo_of("first"), echo_of("meet at 6")]
     await asyncio.sleep(2.0)  # an edit run as a turn of its own would answer by now
     assert len(fake.view(world.free.id)) == 2
+
+
+def _rejected(tmp_path: Path) -> list[tuple[str, str]]:
+    db = sqlite3.connect(tmp_path / "state" / "chatgate.db")
+    try:
+        return db.execute("SELECT delivery_id, reason FROM rejected_inbound ORDER BY id").fetchall()
+    finally:
+        db.close()
+
+
+async def test_a_deleted_message_is_recorded_and_the_agent_is_not_told(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    message = await fake.post(world.free, ANN, "oops, wrong channel")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the reply")
+    await fake.gateway.dispatch("MESSAGE_DELETE", {"id": message.id, "channel_id": world.free.id})
+    await wait_for(lambda: _rejected(tmp_path), 30, "the deletion recorded")
+    [(delivery_id, reason)] = _rejected(tmp_path)
+    assert delivery_id == f"{message.id}:delete" and "deleted" in reason
+    assert len(inbox(tmp_path)) == 1  # no event for the agent
+    assert len(fake.view(world.free.id)) == 1

@@ -113,6 +113,8 @@ class DiscordLane:
             await self._put(str(data.get("channel_id")), lambda: self._admit_message(data))
         elif event == "MESSAGE_UPDATE":
             await self._put(str(data.get("channel_id")), lambda: self._admit_message(data, edit=True))
+        elif event == "MESSAGE_DELETE":
+            await self._put(str(data.get("channel_id")), lambda: self._record_deletion(data))
         elif event == "INTERACTION_CREATE":
             await self._interaction_frame(data)
 
@@ -131,6 +133,17 @@ class DiscordLane:
                     self._backlog.pop(channel, None)
 
         await self.queues.put(channel, counted)
+
+    async def _record_deletion(self, data: dict[str, Any]) -> None:
+        """A deleted message is recorded with why (the rejected log, as on Slack): the agent is
+        not told, and a reply already sent stays. Nothing redelivers it, so it is best effort."""
+        message = str(data.get("id") or "")
+        if self._outbound.deleted_by_us(message):
+            return  # a preview this process took away
+        channel = data.get("channel_id")
+        reason = f"message {message} deleted in channel {channel} (recorded; the agent is not told)"
+        event = Undecodable(TRANSPORT, reason, f"{message}:delete" if message else None, platform=PLATFORM)
+        await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
 
     async def _interaction_frame(self, data: dict[str, Any]) -> None:
         """Queue the interaction in order; when its channel has work ahead (a catch-up after a

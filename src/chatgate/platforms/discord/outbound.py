@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from chatgate.domain.prompts import Prompt
 from chatgate.platforms.discord.rest import ApiRefused, DiscordCallError, DiscordRest, NotSent, RateLimited
 
 log = logging.getLogger(__name__)
+DELETED_KEPT = 1000
 MAX_BUTTONS_PER_ROW = 5
 NO_PINGS = {"parse": [], "replied_user": False}
 """The agent's text never pings @everyone, a role or the person it answers."""
@@ -63,6 +65,11 @@ class DiscordOutbound:
     def __init__(self, rest: DiscordRest, application_id: str | None = None) -> None:
         self._rest = rest
         self.application_id = application_id
+        self._deleted: OrderedDict[str, None] = OrderedDict()
+        """Message ids this process deleted (stranded previews), so their MESSAGE_DELETE is ours."""
+
+    def deleted_by_us(self, message_id: str) -> bool:
+        return message_id in self._deleted
 
     async def _run(self, method: str, path: str, body: Any, *, sending: bool) -> DeliveryResult:
         try:
@@ -105,6 +112,9 @@ class DiscordOutbound:
         return None
 
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        self._deleted[message_id] = None
+        while len(self._deleted) > DELETED_KEPT:
+            self._deleted.popitem(last=False)
         try:
             await self._rest.call("DELETE", f"/channels/{chat_id}/messages/{message_id}")
         except DiscordCallError as exc:
