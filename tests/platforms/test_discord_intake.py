@@ -198,3 +198,21 @@ async def test_a_deleted_message_is_recorded_and_the_agent_is_not_told(
     assert delivery_id == f"{message.id}:delete" and "deleted" in reason
     assert len(inbox(tmp_path)) == 1  # no event for the agent
     assert len(fake.view(world.free.id)) == 1
+
+
+async def test_status_reactions_show_while_a_message_waits_and_go_when_it_is_answered(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    slow = {"echo": {"chunk_delay_ms": 300}}
+    await run(discord_config(fake, world, tmp_path, agent=slow, discord={"status_reactions": True}))
+    await connected(fake)
+    message = await fake.post(world.free, ANN, "take your time")
+    await wait_for(lambda: fake.reactions.get(message.id) == {"👀"}, 30, "the working reaction")
+    await wait_for(
+        lambda: fake.view(world.free.id) and not fake.view(world.free.id)[0].content.endswith(PREVIEW_CURSOR),
+        30,
+        "the final reply",
+    )
+    await wait_for(lambda: fake.reactions.get(message.id) == set(), 30, "the reaction taken away")
+    puts = fake.of("PUT", f"/messages/{message.id}/reactions/")
+    assert len(puts) == 1  # once per message, not per chunk

@@ -151,6 +151,8 @@ class DiscordConfig(Section):
     command_guilds: list[str] = []
     """Guild ids to register the slash commands in (instant); empty: globally."""
     register_commands: bool = True
+    status_reactions: bool = False
+    """React 👀 to a person's message from admission until its answer is delivered."""
     api_base: str = "https://discord.com/api/v10"
     """Discord's REST base; tests point it at a fake Discord (the gateway URL comes from it)."""
 

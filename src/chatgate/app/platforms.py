@@ -196,6 +196,7 @@ def _build_discord(config: GatewayConfig, engine: Engine, store: Store) -> Platf
         command_guilds=tuple(cfg.command_guilds),
         register_commands=cfg.register_commands,
         duplicate_marker=config.delivery.duplicate_marker,
+        status_reactions=cfg.status_reactions,
     )
     adapter = DiscordAdapter(settings, store, engine.intake)
     return PlatformBuild(adapters=[adapter], credentials=[Credential("discord", token, "bot token")])

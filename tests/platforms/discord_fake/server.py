@@ -67,6 +67,8 @@ class FakeDiscord:
         self.channels: dict[str, Channel] = {}
         self.messages: dict[str, list[Message]] = {}
         self.calls: list[Call] = []
+        self.reactions: dict[str, set[str]] = {}
+        """The bot's reactions now showing, per message id."""
         self.gateway = Gateway(self)
         self.refuse_resume = False
         self.limits: dict[str, Limit] = {}
@@ -97,6 +99,8 @@ class FakeDiscord:
             ("PATCH", "/channels/{cid}/messages/{mid}", self._edit),
             ("DELETE", "/channels/{cid}/messages/{mid}", self._delete),
             ("POST", "/channels/{cid}/typing", self._typing),
+            ("PUT", "/channels/{cid}/messages/{mid}/reactions/{emoji}/@me", self._react),
+            ("DELETE", "/channels/{cid}/messages/{mid}/reactions/{emoji}/@me", self._react),
             ("POST", "/interactions/{iid}/{token}/callback", self._callback),
             ("POST", "/webhooks/{app}/{token}", self._follow_up),
             ("PATCH", "/webhooks/{app}/{token}/messages/{mid}", self._edit_follow_up),
@@ -344,6 +348,16 @@ class FakeDiscord:
 
     async def _typing(self, request: web.Request, body: Any) -> web.Response:
         return reply(204)
+
+    async def _react(self, request: web.Request, body: Any) -> web.Response:
+        """The bot's own reaction on any message it can see (a person's included)."""
+        for message in self.messages.get(request.match_info["cid"], []):
+            if message.id == request.match_info["mid"] and not message.deleted:
+                mine = self.reactions.setdefault(message.id, set())
+                emoji = request.match_info["emoji"]
+                (mine.add if request.method == "PUT" else mine.discard)(emoji)
+                return reply(204)
+        return reply(404, {"message": "Unknown Message", "code": 10008})
 
     async def _callback(self, request: web.Request, body: Any) -> web.Response:
         if request.match_info["token"] not in self.tokens:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, DeliveryResult, Rejected
+from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
@@ -52,6 +52,7 @@ class DiscordSettings:
     command_guilds: tuple[str, ...] = ()
     register_commands: bool = True
     duplicate_marker: str = ""
+    status_reactions: bool = False
 
 
 def _info(channel: Any) -> ChannelInfo | None:
@@ -93,7 +94,7 @@ class DiscordAdapter:
     def __init__(self, settings: DiscordSettings, cursors: Cursors, intake: Intake) -> None:
         self._settings = settings
         self._rest = DiscordRest(settings.token, settings.api_base, USER_AGENT)
-        self._outbound = DiscordOutbound(self._rest)
+        self._outbound = DiscordOutbound(self._rest, status_reactions=settings.status_reactions)
         self._client: Any = None
         self._book = ChannelBook(cursors, "discord:channels", settings.catch_up_hours)
         access = Access(settings.allow_all, settings.allow_users, settings.allow_roles)
@@ -230,7 +231,10 @@ class DiscordAdapter:
                 if not isinstance(sent, Rejected):
                     return sent
                 self.lane.tokens.forget(row.chat_id, row.target.get("user_id"))  # expired early: the channel
-        return await deliver_final(self, row, self._settings.duplicate_marker)
+        result = await deliver_final(self, row, self._settings.duplicate_marker)
+        if isinstance(result, Delivered) and row.kind == "final":
+            await self._outbound.mark_answered(row.chat_id, row.in_reply_to)
+        return result
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)

@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from chatgate.domain.inbound import Inbound
 from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
 from chatgate.platforms.discord.catchup import ChannelBook
 from chatgate.platforms.discord.decode import (
@@ -225,6 +226,8 @@ class DiscordLane:
                      extra={"platform": PLATFORM, "code": answer.code})  # fmt: skip
         if not edit:
             self.book.note(channel.id, str(data.get("id")))
+        if isinstance(answer, Admitted) and answer.new and not edit and isinstance(event, Inbound):
+            await self._outbound.mark_working(channel.id, str(data.get("id")))
 
     # ---------------------------------------------------------------- interactions
 

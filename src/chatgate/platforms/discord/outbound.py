@@ -15,6 +15,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt
@@ -22,6 +23,8 @@ from chatgate.platforms.discord.rest import ApiRefused, DiscordCallError, Discor
 
 log = logging.getLogger(__name__)
 DELETED_KEPT = 1000
+WORKING_REACTION = "👀"
+"""The reaction a person's message carries from admission until its answer is delivered."""
 MAX_BUTTONS_PER_ROW = 5
 NO_PINGS = {"parse": [], "replied_user": False}
 """The agent's text never pings @everyone, a role or the person it answers."""
@@ -62,9 +65,12 @@ def _message_id(answer: Any) -> str | None:
 
 
 class DiscordOutbound:
-    def __init__(self, rest: DiscordRest, application_id: str | None = None) -> None:
+    def __init__(
+        self, rest: DiscordRest, application_id: str | None = None, *, status_reactions: bool = False
+    ) -> None:
         self._rest = rest
         self.application_id = application_id
+        self._reactions = status_reactions
         self._deleted: OrderedDict[str, None] = OrderedDict()
         """Message ids this process deleted (stranded previews), so their MESSAGE_DELETE is ours."""
 
@@ -121,6 +127,24 @@ class DiscordOutbound:
             log.info("could not delete Discord message %s: %s", message_id, exc)
             return False
         return True
+
+    async def mark_working(self, chat_id: str, message_id: str) -> None:
+        """With ``status_reactions``: the person's message shows a reaction while it waits for its
+        answer (best effort: a status, not a message; never retried, never in the outbox)."""
+        await self._react("PUT", chat_id, message_id)
+
+    async def mark_answered(self, chat_id: str, message_id: str | None) -> None:
+        if message_id:
+            await self._react("DELETE", chat_id, message_id)
+
+    async def _react(self, method: str, chat_id: str, message_id: str) -> None:
+        if not self._reactions:
+            return
+        path = f"/channels/{chat_id}/messages/{message_id}/reactions/{quote(WORKING_REACTION)}/@me"
+        try:
+            await self._rest.call(method, path)
+        except DiscordCallError as exc:
+            log.debug("Discord status reaction %s on %s failed: %s", method, message_id, exc)
 
     async def follow_up(self, token: str, text: str, *, ephemeral: bool = False) -> DeliveryResult:
         """A message on an interaction's token; ``Rejected`` once the token has expired."""
