@@ -100,7 +100,20 @@ async def _end(conn: asyncpg.Connection, task: TaskRecord, status: str, note: st
     )
 
 
+async def _lock_children(conn: asyncpg.Connection, child_keys: list[str]) -> None:
+    """Lock the child sessions before their tasks, in the order ``complete_turn`` takes them
+    (session, then task): a turn of the child that is committing finishes first, and one that
+    commits after this sees its items cancelled (``LeaseLost``), as under SQLite's one writer."""
+    await conn.execute(
+        "SELECT 1 FROM sessions WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE", child_keys
+    )
+
+
 async def cancel_task(conn: asyncpg.Connection, task_id: str, note: str, now: float) -> TaskRecord | None:
+    seen = await get_task(conn, task_id)
+    if seen is None or seen.status != "running":
+        return seen
+    await _lock_children(conn, [seen.child_key])
     task = await get_task(conn, task_id, lock=True)
     if task is None or task.status != "running":
         return task
@@ -113,11 +126,10 @@ async def close_stale_tasks(
 ) -> list[TaskRecord]:
     """Running delegated tasks dispatched before the cutoff, and completions of such tasks still
     waiting in their parent's inbox: closed, so neither the child nor the parent runs them."""
-    rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM tasks WHERE kind = 'delegate' AND status = 'running' AND created_at < $1"
-        " ORDER BY id FOR UPDATE",
-        before,
-    )
+    stale = "FROM tasks WHERE kind = 'delegate' AND status = 'running' AND created_at < $1"
+    children = await conn.fetch(f"SELECT child_key {stale}", before)
+    await _lock_children(conn, [r[0] for r in children])
+    rows = await conn.fetch(f"SELECT {_COLUMNS} {stale} ORDER BY id FOR UPDATE", before)
     closed = []
     for task in (_row(r) for r in rows):
         await _end(conn, task, "closed", note, now)
