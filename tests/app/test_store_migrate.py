@@ -5,17 +5,29 @@ database a gateway has open, or a schema that already holds data."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from chatgate.domain.api_keys import ApiKeyRecord, hash_token
+from chatgate.domain.background import TaskRecord
 from chatgate.domain.outbox import OutboxSettlement
 from chatgate.domain.pairing import PairingLimits
+from chatgate.domain.schedules import Schedule, ScheduleTarget
+from chatgate.domain.source import Source
 from chatgate.store.postgres import PostgresStore
 from chatgate.store.sqlite import SqliteStore
 from contract.kit import T0, approval, draft, put_outbox, req
 from support.postgres import DSN, pg_schema_fixture  # noqa: F401  (the pg_schema fixture)
-from support.store_values import outcome
+from support.store_values import outcome, src
+
+SCHEDULE = Schedule(
+    "s1", "every", "60", "stand up", ScheduleTarget(Source("webchat", "c1"), "k1"), "chat", T0 + 60, T0,
+    deliver_only=True, paused=True, name="standup", meta={"by": "u1"},
+)  # fmt: skip
+TASK = TaskRecord("t1", "delegate", "k1", "sid-1", "k1/task:t1", src(), "do it", T0, "done", "42", T0 + 1)
 
 
 def migrate(state_dir: Path, schema: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +52,29 @@ async def fill(path: Path) -> None:
     await store.set_cursor("telegram:offset", "42")
     await store.create_approval(approval("p-1"))
     await store.request_pairing("telegram", "u9", "Zed", "c9", T0, PairingLimits(), lambda r: draft("pair:1"))
+    await store.create_api_key(ApiKeyRecord("a1", "ci", T0, revoked_at=T0 + 5), hash_token("cg-a1-x"))
+    await store.save_schedule(SCHEDULE)
     await store.close()
+    _put_task(path)
+
+
+def _put_task(path: Path) -> None:
+    """A finished task row as a gateway leaves it (``start_task`` would also queue its child's input)."""
+
+    def put(conn: sqlite3.Connection) -> None:
+        t = TASK
+        conn.execute(
+            "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (t.id, t.kind, t.parent_key, t.parent_session_id, t.child_key, json.dumps(t.origin.to_dict()),
+             t.prompt, t.created_at, t.status, t.result, t.finished_at, t.note),
+        )  # fmt: skip
+        conn.commit()
+
+    conn = sqlite3.connect(path)
+    try:
+        put(conn)
+    finally:
+        conn.close()
 
 
 async def test_a_sqlite_state_moves_into_postgres_and_carries_on_there(tmp_path, pg_schema):
@@ -67,6 +101,9 @@ async def test_a_sqlite_state_moves_into_postgres_and_carries_on_there(tmp_path,
         assert await store.get_cursor("telegram:offset") == "42"
         assert (await store.get_approval("p-1")) is not None
         assert [p.user_id for p in await store.pending_pairings(T0)] == ["u9"]
+        assert await store.api_key_by_hash(hash_token("cg-a1-x")) == ApiKeyRecord("a1", "ci", T0, T0 + 5)
+        assert await store.list_schedules() == [SCHEDULE]
+        assert await store.get_task("t1") == TASK
         later = await store.admit(req("after", "k3", "new one", chat_id="c3"))
         assert later.new and later.seq > max(i.seq for c in claims.values() for i in c.items)
     finally:

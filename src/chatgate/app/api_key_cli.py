@@ -1,8 +1,9 @@
 """``chatgate api-key create|list|revoke``: bearer keys of the OpenAI-compatible API.
 
 Like ``chatgate pairing`` it runs beside a running gateway, writing through a connection
-of its own; the gateway reads the key table on every request, so a new key works and a
-revoked one stops at once. Only a hash of each token is stored; ``create`` prints the
+of its own (to the SQLite file, or to the fleet's PostgreSQL schema when ``store.url`` is
+set); the gateway reads the key table on every request, so a new key works and a revoked
+one stops at once. Only a hash of each token is stored; ``create`` prints the
 token, once.
 """
 
@@ -38,6 +39,10 @@ def cmd_create(path: Path, name: str, config: GatewayConfig) -> int:
         asyncio.run(_create_database(path))
     key_id, token = new_api_key()
     offline(path, lambda c: sql.create_api_key(c, ApiKeyRecord(key_id, name, time.time()), hash_token(token)))
+    return say_created(key_id, name, token, config)
+
+
+def say_created(key_id: str, name: str, token: str, config: GatewayConfig) -> int:
     print(f"Created API key {key_id} ({name}). This is the only time it is shown; keep it secret:\n")
     print(f"  {token}\n")
     if not config.platforms.api.enabled:
@@ -51,7 +56,10 @@ def cmd_list(path: Path) -> int:
     from chatgate.store.sqlite import api as sql
     from chatgate.store.sqlite.pairing import offline
 
-    keys = offline(path, sql.list_api_keys) if path.exists() else []
+    return print_keys(offline(path, sql.list_api_keys) if path.exists() else [])
+
+
+def print_keys(keys: list[ApiKeyRecord]) -> int:
     if not keys:
         print("No API keys yet; create one with: chatgate api-key create --name NAME")
         return 0
@@ -76,13 +84,20 @@ def cmd_revoke(path: Path, key_id: str) -> int:
     from chatgate.store.sqlite import api as sql
     from chatgate.store.sqlite.pairing import offline
 
-    if not KEY_ID_RE.fullmatch(key_id):
-        print(
-            f"chatgate: {key_id!r} is not a key id (12 hex digits; see chatgate api-key list)",
-            file=sys.stderr,
-        )
+    if not key_id_ok(key_id):
         return 1
     revoked = path.exists() and offline(path, lambda c: sql.revoke_api_key(c, key_id, time.time()))
+    return say_revoked(revoked, key_id)
+
+
+def key_id_ok(key_id: str) -> bool:
+    if KEY_ID_RE.fullmatch(key_id):
+        return True
+    print(f"chatgate: {key_id!r} is not a key id (12 hex digits; see chatgate api-key list)", file=sys.stderr)
+    return False
+
+
+def say_revoked(revoked: bool, key_id: str) -> int:
     if not revoked:
         print(f"chatgate: no active API key {key_id} (see chatgate api-key list)", file=sys.stderr)
         return 1
@@ -92,11 +107,16 @@ def cmd_revoke(path: Path, key_id: str) -> int:
 
 def cmd_api_key(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
     path = database_path(config, state_dir)
-    commands: dict[str, Callable[[], int]] = {
-        "create": lambda: cmd_create(path, args.name, config),
-        "list": lambda: cmd_list(path),
-        "revoke": lambda: cmd_revoke(path, args.key_id),
-    }
+    if config.store.url is not None:  # the fleet's keys are in its PostgreSQL schema
+        from chatgate.app.fleet_cli import postgres_api_key
+
+        commands = {args.api_key_command: lambda: postgres_api_key(args, config)}
+    else:
+        commands = {
+            "create": lambda: cmd_create(path, args.name, config),
+            "list": lambda: cmd_list(path),
+            "revoke": lambda: cmd_revoke(path, args.key_id),
+        }
     try:
         return commands[args.api_key_command]()
     except StoreUnavailable as exc:

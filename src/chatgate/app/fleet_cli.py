@@ -1,4 +1,5 @@
-"""The CLI's view of a PostgreSQL store: sessions and the fleet, read beside running gateways.
+"""The CLI's view of a PostgreSQL store: sessions, the fleet, pairing, API keys and schedules,
+read and changed beside running gateways.
 
 A fleet shares one database, so a command opens a store of its own (a small pool) next
 to the gateways, asks, and closes it. Imported only when ``store.url`` is set: asyncpg is
@@ -86,6 +87,41 @@ async def _revoke(store: Store, user: str, platform: str | None) -> int:
         await store.revoke_pairing(name, user)
         print(f"Revoked {name} user {user}: their next message is refused (or offered a new code).")
     return 0
+
+
+def postgres_api_key(args: argparse.Namespace, config: GatewayConfig) -> int:
+    """``chatgate api-key create|list|revoke`` on the fleet's database (every gateway reads it)."""
+    from chatgate.app import api_key_cli as cli
+    from chatgate.domain.api_keys import ApiKeyRecord, hash_token, new_api_key
+
+    if args.api_key_command == "list":
+        return cli.print_keys(with_store(config, lambda s: s.list_api_keys()))
+    if args.api_key_command == "revoke":
+        key_id = args.key_id
+        if not cli.key_id_ok(key_id):
+            return 1
+        return cli.say_revoked(with_store(config, lambda s: s.revoke_api_key(key_id, time.time())), key_id)
+    key_id, token = new_api_key()
+    record = ApiKeyRecord(key_id, args.name, time.time())
+    with_store(config, lambda s: s.create_api_key(record, hash_token(token)))
+    return cli.say_created(key_id, args.name, token, config)
+
+
+def postgres_schedules(args: argparse.Namespace, config: GatewayConfig) -> int:
+    """``chatgate schedules list|pause|resume|delete`` on the fleet's database."""
+    from chatgate.app.schedules_cli import print_schedules, say_changed
+
+    verb = args.schedules_command
+    if verb == "list":
+        return print_schedules(with_store(config, lambda s: s.list_schedules()))
+    sid = args.id
+
+    async def change(store: Store) -> bool:
+        if verb == "delete":
+            return await store.delete_schedule(sid)
+        return await store.pause_schedule(sid, verb == "pause")
+
+    return say_changed(with_store(config, change), verb, sid)
 
 
 def cmd_store_migrate(args: argparse.Namespace, config: GatewayConfig, sqlite_path: Path) -> int:

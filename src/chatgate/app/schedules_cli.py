@@ -1,10 +1,11 @@
 """``chatgate schedules list|pause ID|resume ID|delete ID``: the operator's view of schedules.
 
 Like ``chatgate pairing`` it writes beside a running gateway through a connection of its own
-(``store.sqlite.pairing.offline``); the gateway's runner reads each schedule's row when it is
-due, so a pause or delete takes effect at the next firing, without a restart. A ``config:``
-schedule deleted here comes back at the next start while the config still names it: remove it
-from the config (or pause it) instead.
+(``store.sqlite.pairing.offline``, or the fleet's PostgreSQL schema when ``store.url`` is
+set); the gateway's runner reads each schedule's row when it is due, so a pause or delete
+takes effect at the next firing, without a restart. A ``config:`` schedule deleted here
+comes back at the next start while the config still names it: remove it from the config
+(or pause it) instead.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from pathlib import Path
 from chatgate.app.config import GatewayConfig
 from chatgate.app.pairing_cli import database_path
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.schedules import describe
+from chatgate.domain.schedules import Schedule, describe
 
 
 def cmd_list(path: Path) -> int:
     from chatgate.store.sqlite import schedules as sql
     from chatgate.store.sqlite.pairing import offline
 
-    rows = offline(path, lambda c: sql.list_schedules(c, None))
+    return print_schedules(offline(path, lambda c: sql.list_schedules(c, None)))
+
+
+def print_schedules(rows: list[Schedule]) -> int:
     if not rows:
         print("No schedules. Add one under schedules.jobs in the config, or with /remind or /every.")
         return 0
@@ -42,6 +46,10 @@ def cmd_change(path: Path, verb: str, schedule_id: str) -> int:
         changed = offline(path, lambda c: sql.delete_schedule(c, schedule_id))
     else:
         changed = offline(path, lambda c: sql.pause_schedule(c, schedule_id, verb == "pause"))
+    return say_changed(changed, verb, schedule_id)
+
+
+def say_changed(changed: bool, verb: str, schedule_id: str) -> int:
     if not changed:
         print(f"chatgate: no schedule {schedule_id!r}; `chatgate schedules list` shows them", file=sys.stderr)
         return 1
@@ -53,6 +61,14 @@ def cmd_change(path: Path, verb: str, schedule_id: str) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
+    if config.store.url is not None:  # the fleet's schedules are in its PostgreSQL schema
+        from chatgate.app.fleet_cli import postgres_schedules
+
+        try:
+            return postgres_schedules(args, config)
+        except StoreUnavailable as exc:
+            print(f"chatgate: {exc}", file=sys.stderr)
+            return 1
     path = database_path(config, state_dir)
     if not path.exists():
         print(f"No database at {path} yet: start the gateway (chatgate run) first.")

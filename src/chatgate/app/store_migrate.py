@@ -60,6 +60,10 @@ def _outbox(row: Row) -> Row:
     return (*row[:9], status, row[10], duplicate, *row[12:])
 
 
+def _schedule(row: Row) -> Row:
+    return (*row[:8], bool(row[8]), bool(row[9]), *row[10:])
+
+
 TABLES: tuple[Table, ...] = (
     Table(
         "sessions",
@@ -107,6 +111,18 @@ TABLES: tuple[Table, ...] = (
     ),
     Table("paired_users", ("platform", "user_id", "user_name", "code", "approved_at")),
     Table("pairing_guard", ("name", "failures", "locked_until")),
+    Table("api_keys", ("key_id", "name", "token_hash", "created_at", "revoked_at")),
+    Table(
+        "schedules",
+        ("id", "origin", "name", "kind", "spec", "text", "target_json", "session_key", "deliver_only",
+         "paused", "next_fire_at", "last_fired_at", "fired", "created_at", "meta_json"),
+        convert=_schedule,
+    ),
+    Table(
+        "tasks",
+        ("id", "kind", "parent_key", "parent_session_id", "child_key", "origin_json", "prompt", "created_at",
+         "status", "result", "finished_at", "note"),
+    ),
 )  # fmt: skip
 
 

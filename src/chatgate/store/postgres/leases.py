@@ -16,6 +16,7 @@ import time
 
 import asyncpg
 
+from chatgate.domain.background import TaskRecord
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
@@ -23,6 +24,7 @@ from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnO
 from chatgate.store.postgres.database import HOLDER_KEY, NOW, PgRole, rowcount
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
 from chatgate.store.postgres.outbox import insert_outbox
+from chatgate.store.postgres.tasks import finish_tasks, log_finished_tasks
 from chatgate.store.postgres.transcript import append_transcript
 
 
@@ -176,8 +178,17 @@ async def _held_session_id(conn: asyncpg.Connection, owner: str, out: TurnOutcom
 
 
 async def complete_turn(
-    conn: asyncpg.Connection, owner: str, out: TurnOutcome, lease_s: float, batch: int, now: float
+    conn: asyncpg.Connection,
+    owner: str,
+    out: TurnOutcome,
+    lease_s: float,
+    batch: int,
+    now: float,
+    holder: str,
+    finished: list[TaskRecord] | None = None,
 ) -> Claim | None:
+    """Commit a turn while ``owner`` holds it; a child turn ends its task here (``finish_tasks``),
+    and ``finished`` is refilled with the tasks it ended (a rerun after a rollback refills it)."""
     session_id = await _held_session_id(conn, owner, out)
     await conn.execute(
         "UPDATE inbox SET status = 'done', finished_at = $1, outcome = $2 WHERE seq = ANY($3::bigint[])",
@@ -186,6 +197,9 @@ async def complete_turn(
         list(out.item_seqs),
     )
     await append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
+    ended = await finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now, holder)
+    if finished is not None:
+        finished[:] = ended
     for draft in out.outbox:
         await insert_outbox(conn, draft, now)
     await conn.execute(
@@ -304,8 +318,13 @@ class PgLeases(PgRole):
     async def complete_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
     ) -> Claim | None:
-        now = time.time()
-        return await self._db.write(lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now))
+        now, holder = time.time(), self._db.holder
+        finished: list[TaskRecord] = []  # refilled by each run of the write (a rerun after a rollback too)
+        claim = await self._db.write(
+            lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now, holder, finished)
+        )
+        log_finished_tasks(finished)  # after the commit, once
+        return claim
 
     async def abandon_turn(
         self,

@@ -187,6 +187,54 @@ MIGRATIONS: tuple[str, ...] = (
         checked_at  DOUBLE PRECISION NOT NULL
     );
     """,
+    # 1 -> 2: the roles SQLite gained at its versions 9 and 10: the API's bearer keys (only a
+    # hash of each token, and an index of outbox keys in byte order for an exchange's reply parts);
+    # schedules (a row holds the next firing; a firing is an inbox event);
+    # background and delegated tasks with the origin their result is routed by.
+    """
+    CREATE TABLE api_keys (
+        key_id      TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        token_hash  TEXT NOT NULL UNIQUE,
+        created_at  DOUBLE PRECISION NOT NULL,
+        revoked_at  DOUBLE PRECISION
+    );
+    CREATE TABLE schedules (
+        id             TEXT PRIMARY KEY,
+        origin         TEXT NOT NULL,
+        name           TEXT,
+        kind           TEXT NOT NULL,
+        spec           TEXT NOT NULL,
+        text           TEXT NOT NULL,
+        target_json    TEXT NOT NULL,
+        session_key    TEXT,
+        deliver_only   BOOLEAN NOT NULL DEFAULT FALSE,
+        paused         BOOLEAN NOT NULL DEFAULT FALSE,
+        next_fire_at   DOUBLE PRECISION,
+        last_fired_at  DOUBLE PRECISION,
+        fired          INTEGER NOT NULL DEFAULT 0,
+        created_at     DOUBLE PRECISION NOT NULL,
+        meta_json      TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE NOT paused AND next_fire_at IS NOT NULL;
+    CREATE INDEX schedules_session ON schedules (session_key);
+    CREATE TABLE tasks (
+        id                 TEXT PRIMARY KEY,
+        kind               TEXT NOT NULL,
+        parent_key         TEXT NOT NULL,
+        parent_session_id  TEXT,
+        child_key          TEXT NOT NULL UNIQUE,
+        origin_json        TEXT NOT NULL,
+        prompt             TEXT NOT NULL,
+        created_at         DOUBLE PRECISION NOT NULL,
+        status             TEXT NOT NULL,
+        result             TEXT,
+        finished_at        DOUBLE PRECISION,
+        note               TEXT
+    );
+    CREATE INDEX tasks_parent ON tasks (parent_key, created_at);
+    CREATE INDEX outbox_idem_bytes ON outbox ((idem_key COLLATE "C"));
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from chatgate.store.postgres.api import PgApiKeys
 from chatgate.store.postgres.approvals import PgApprovals
 from chatgate.store.postgres.cursors import PgCursors
 from chatgate.store.postgres.database import PgDatabase
@@ -19,6 +20,8 @@ from chatgate.store.postgres.leases import PgLeases
 from chatgate.store.postgres.lifecycle import PgLifecycle
 from chatgate.store.postgres.outbox import PgOutbox
 from chatgate.store.postgres.pairing import PgPairing
+from chatgate.store.postgres.schedules import PgSchedules
+from chatgate.store.postgres.tasks import PgTasks
 from chatgate.store.postgres.transcript import PgTranscript
 
 
@@ -32,6 +35,9 @@ class PostgresStore(
     PgCursors,
     PgLabels,
     PgPairing,
+    PgApiKeys,
+    PgSchedules,
+    PgTasks,
 ):
     """The ``Store`` protocol over one PostgreSQL schema (``asyncpg``, pooled)."""
 
