@@ -124,6 +124,12 @@ class StreamConsumer:
         """The turn's tool calls as a live card, where the platform shows one; stopped by ``close``."""
 
     @property
+    def status_lines(self) -> bool:
+        """Whether a running tool may show as a status line in the preview: not in a native stream
+        (append-only: the line could never be taken back) and not where a task card shows it."""
+        return self._stream is None and not self.tasks.native
+
+    @property
     def _chat(self) -> str:
         return self._source.chat_id or ""
 

@@ -34,6 +34,11 @@ class TaskCard:
         self._tasks: OrderedDict[str, TaskProgress] = OrderedDict()
         self._shown = False
 
+    @property
+    def native(self) -> bool:
+        """The platform shows the turn's tool calls as a card of its own."""
+        return self._platform is not None
+
     async def started(self, call: ToolCall) -> None:
         self._tasks[call.call_id] = TaskProgress(call.call_id, call.name, "in_progress")
         while len(self._tasks) > MAX_TASKS:

@@ -358,12 +358,12 @@ class TurnRunner:
                 return f"Sorry, the agent failed: {event.message}", "agent_error"
             elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
                 await consumer.tasks.started(event.call)
-                if self.settings.tool_progress:
+                if self.settings.tool_progress and consumer.status_lines:
                     calls[event.call.call_id] = event.call
                     await consumer.update(with_status(so_far, started_line(event.call)), force=True)
             elif isinstance(event, ToolFinished):  # the result itself is in the final
                 await consumer.tasks.finished(event.result)
-                if self.settings.tool_progress:
+                if self.settings.tool_progress and consumer.status_lines:
                     status = finished_line(calls.pop(event.result.call_id, None), event.result)
                     await consumer.update(with_status(so_far, status), force=True)
         log.warning(
