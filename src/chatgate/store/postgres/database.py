@@ -50,6 +50,8 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 """What asyncpg and the socket raise when the server cannot serve us; becomes ``StoreUnavailable``."""
+GONE = "NOT EXISTS (SELECT 1 FROM processes p WHERE p.holder = {})"
+"""A holder with no ``processes`` row: reaped (run ``reap_dead`` first in the transaction)."""
 
 
 def unavailable(exc: BaseException, what: str) -> StoreUnavailable:

@@ -21,7 +21,7 @@ from chatgate.domain.errors import LeaseLost
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
-from chatgate.store.postgres.database import HOLDER_KEY, NOW, PgRole, rowcount
+from chatgate.store.postgres.database import GONE, NOW, PgRole, rowcount
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.tasks import finish_tasks, log_finished_tasks
@@ -273,11 +273,12 @@ async def release_dead_owners(conn: asyncpg.Connection, owner: str, holder: str)
 
     Dead: held by this very store instance under another owner name (one process runs one
     owner; ``recover`` is its start), expired by the database clock, or held by an instance
-    whose liveness lock is free. A live peer's lease is never touched."""
+    ``reap_dead`` has reaped (its liveness lock free *and* silent past the grace). A live peer
+    whose liveness connection is being re-made has a free lock for a moment: its lease stays."""
     released = await conn.fetch(
         "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL"
         " WHERE lease_owner IS NOT NULL AND lease_owner <> $1 AND (lease_holder = $2"
-        f" OR lease_expires < {NOW} OR pg_try_advisory_xact_lock({HOLDER_KEY.format('lease_holder')}))"
+        f" OR lease_expires < {NOW} OR {GONE.format('lease_holder')})"
         " RETURNING key",
         owner,
         holder,

@@ -22,7 +22,7 @@ from typing import Any, cast
 import asyncpg
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
-from chatgate.store.postgres.database import HOLDER_KEY, NOTIFY_CHANNEL, NOW, PgRole, rowcount
+from chatgate.store.postgres.database import GONE, NOTIFY_CHANNEL, NOW, PgRole, rowcount
 from chatgate.store.sqlite.codec import dumps
 
 _COLUMNS = (
@@ -75,13 +75,13 @@ async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
     """Rows a dead claimer left ``sending`` go back to ``pending`` as possible duplicates.
 
     Dead: this instance itself (``recover`` runs before it sends), a claimer whose expiry
-    passed, or one whose liveness lock is free."""
+    passed, or one ``reap_dead`` has reaped (never one whose lock is free only for a moment)."""
     return rowcount(
         await conn.execute(
             "UPDATE outbox SET status = 'pending', possibly_duplicate = TRUE, next_attempt_at = NULL,"
             " sending_holder = NULL, sending_expires = NULL WHERE status = 'sending'"
             f" AND (sending_holder = $1 OR sending_expires < {NOW}"
-            f" OR pg_try_advisory_xact_lock({HOLDER_KEY.format('sending_holder')}))",
+            f" OR {GONE.format('sending_holder')})",
             holder,
         )
     )
