@@ -14,7 +14,6 @@ import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import cast
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import (
@@ -30,7 +29,7 @@ from chatgate.domain.outbox import OutboxRow, OutboxSettlement
 from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, EditablePlatform
+from chatgate.engine.ports import Adapter, editable
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -233,12 +232,11 @@ class DeliveryWorker:
         self._typed[row.id] = None
         if len(self._typed) > MAX_TYPED_ROWS:
             self._typed.popitem(last=False)
-        caps = adapter.capabilities
-        if not caps.typing or not caps.edit or caps.drafts:
+        platform = editable(adapter)
+        if platform is None or not adapter.capabilities.typing:
             return
         target = {k: str(v) for k, v in row.target.items()}
-        editable = cast("EditablePlatform", adapter)
-        self._typist.announce(editable, row.platform, row.chat_id, target, patience=ahead)
+        self._typist.announce(platform, row.platform, row.chat_id, target, patience=ahead)
 
     def _rate_limited(self, row: OutboxRow, wait: float, reason: str) -> OutboxSettlement:
         """Back to ``pending`` until the wait is over; waiting for a rate limit is not an attempt."""

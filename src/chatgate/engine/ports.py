@@ -311,6 +311,13 @@ def group_classifier(adapter: Adapter) -> Callable[[str], bool] | None:
     return cast(Callable[[str], bool], method) if callable(method) else None
 
 
+def editable(adapter: Adapter | None) -> EditablePlatform | None:
+    """The adapter as a platform whose previews are edited messages, or None (drafts or none)."""
+    if adapter is None or not adapter.capabilities.edit or adapter.capabilities.drafts:
+        return None
+    return adapter  # type: ignore[return-value]
+
+
 def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
     """The adapter as a button platform, or None (then prompts are plain text)."""
     if adapter is None or not adapter.capabilities.buttons:

@@ -31,7 +31,7 @@ from chatgate.domain.outbound import PREVIEW_CURSOR, Delivered, DeliveryResult, 
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.engine.ports import Adapter, EditablePlatform, StreamingPlatform, native_streaming
+from chatgate.engine.ports import Adapter, EditablePlatform, StreamingPlatform, editable, native_streaming
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.task_cards import TaskCard
 from chatgate.engine.typing_indicators import TypingIndicators
@@ -99,9 +99,7 @@ class StreamConsumer:
         self._timeout = call_timeout
         caps = adapter.capabilities if adapter is not None else None
         self._drafts = bool(caps and caps.drafts) and previews
-        self._editable: EditablePlatform | None = (
-            adapter if caps is not None and caps.edit and not caps.drafts else None  # type: ignore[assignment]
-        )
+        self._editable: EditablePlatform | None = editable(adapter)
         self._stream: StreamingPlatform | None = native_streaming(adapter) if self._editable else None
         """The stream is the message: previews open and extend it, without a cursor."""
         self._cursor = "" if self._stream is not None else PREVIEW_CURSOR

@@ -27,8 +27,8 @@ from chatgate.domain.source import Source
 from chatgate.store.postgres.database import PgRole, rowcount
 from chatgate.store.postgres.inbox import admit
 from chatgate.store.sqlite.codec import dumps
-from chatgate.store.sqlite.tasks import _answer as answer_of
 from chatgate.store.sqlite.tasks import log_finished_tasks
+from chatgate.store.sqlite.tasks import task_answer as answer_of
 
 __all__ = ["PgTasks", "finish_tasks", "log_finished_tasks"]
 

@@ -125,7 +125,8 @@ def close_stale_tasks(conn: sqlite3.Connection, before: float, note: str, now: f
     return closed
 
 
-def _answer(transcript: tuple[HistoryEntry, ...], outcome: str) -> str:
+def task_answer(transcript: tuple[HistoryEntry, ...], outcome: str) -> str:
+    """A finished task's result text; the PostgreSQL backend uses it too, so the two never drift."""
     said = [e.content for e in transcript if e.role == "assistant"]
     text = said[-1] if said else f"(no answer: the task ended with {outcome})"
     return text if len(text) <= MAX_RESULT_CHARS else text[: MAX_RESULT_CHARS - 16] + " ... (cut)"
@@ -151,7 +152,7 @@ def finish_tasks(
         task = get_task(conn, str(delivery_id).removeprefix("task:"))
         if task is None or task.status != "running":
             continue
-        result = _answer(transcript, outcome)
+        result = task_answer(transcript, outcome)
         conn.execute(
             "UPDATE tasks SET status = 'done', result = ?, finished_at = ? WHERE id = ?",
             (result, now, task.id),
