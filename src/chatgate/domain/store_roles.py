@@ -32,6 +32,8 @@ from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, Out
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles_accounts import Accounts as Accounts
+from chatgate.domain.store_roles_accounts import WebChats as WebChats
 from chatgate.domain.store_roles_background import Schedules as Schedules
 from chatgate.domain.store_roles_background import Tasks as Tasks
 from chatgate.domain.turns import Claim, TurnOutcome
@@ -393,5 +395,7 @@ ROLES: tuple[type, ...] = (
     Exchanges,
     Schedules,
     Tasks,
+    Accounts,
+    WebChats,
 )
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""
