@@ -58,7 +58,9 @@ async def fill(path: Path) -> None:
     await store.save_schedule(SCHEDULE)
     await store.create_account(ANN, "scrypt$x")
     await store.add_sign_in_token(SignInToken("t00000000001", ANN.user_id, T0), hash_secret("cgu-token"))
-    await store.create_web_session(WebSession("s1", ANN.user_id, T0, T0 + 99, "t00000000001"), hash_secret("c"))
+    await store.create_web_session(
+        WebSession("s1", ANN.user_id, T0, T0 + 99, "t00000000001"), hash_secret("c")
+    )
     await store.claim_chat("web", "c1", ANN.user_id, T0)
     await store.set_chat_title("web", "c1", "first words", replace=False)
     await store.close()

@@ -21,9 +21,13 @@ ANN = Account("a00000000001", "ann", "user", T0)
 BOB = Account("b00000000002", "bob", "admin", T0 + 1)
 
 
-async def _session(store, account: Account, *, via: str | None = None, expires: float = T0 + 100) -> tuple[str, str]:
+async def _session(
+    store, account: Account, *, via: str | None = None, expires: float = T0 + 100
+) -> tuple[str, str]:
     session_id, cookie = new_session_cookie()
-    await store.create_web_session(WebSession(session_id, account.user_id, T0, expires, via), hash_secret(cookie))
+    await store.create_web_session(
+        WebSession(session_id, account.user_id, T0, expires, via), hash_secret(cookie)
+    )
     return session_id, cookie
 
 
@@ -43,7 +47,10 @@ async def test_a_sign_in_token_is_found_by_its_hash_only_with_its_user(store):
     await store.create_account(ANN, None)
     token_id, token = new_sign_in_token()
     await store.add_sign_in_token(SignInToken(token_id, ANN.user_id, T0), hash_secret(token))
-    assert await store.sign_in_token_by_hash(hash_secret(token)) == (SignInToken(token_id, ANN.user_id, T0), ANN)
+    assert await store.sign_in_token_by_hash(hash_secret(token)) == (
+        SignInToken(token_id, ANN.user_id, T0),
+        ANN,
+    )
     assert await store.sign_in_token_by_hash(hash_secret(token + "x")) is None
     assert await store.sign_in_token_by_hash(token) is None  # the token itself is not what is kept
     assert [t.token_id for t in await store.list_sign_in_tokens()] == [token_id]
@@ -138,10 +145,19 @@ async def test_titles_are_set_once_unless_replaced_and_each_user_lists_only_thei
 
 
 async def _answered(store, chat_id: str, delivery_id: str, text: str, reply: str, **target: object) -> None:
-    await store.admit(req(delivery_id, f"k-{chat_id}", text, transport="web", platform="web", chat_id=chat_id))
+    await store.admit(
+        req(delivery_id, f"k-{chat_id}", text, transport="web", platform="web", chat_id=chat_id)
+    )
     (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
     final = OutboxDraft(
-        f"final:{claim.items[0].seq}", "web", chat_id, f"k-{chat_id}", "final", reply, delivery_id, dict(target)
+        f"final:{claim.items[0].seq}",
+        "web",
+        chat_id,
+        f"k-{chat_id}",
+        "final",
+        reply,
+        delivery_id,
+        dict(target),
     )
     assert await store.complete_turn("w1", outcome(claim, final, reply=reply), 30.0, 1) is None
 

@@ -149,7 +149,13 @@ def password_matches(password: str, stored: str | None) -> bool:
 
 def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
     return hashlib.scrypt(
-        password[:MAX_PASSWORD_CHARS].encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=_SCRYPT_MAXMEM, dklen=32
+        password[:MAX_PASSWORD_CHARS].encode("utf-8"),
+        salt=salt,
+        n=n,
+        r=r,
+        p=p,
+        maxmem=_SCRYPT_MAXMEM,
+        dklen=32,
     )
 
 

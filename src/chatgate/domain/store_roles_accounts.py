@@ -79,7 +79,9 @@ class WebChats(Protocol):
         """Title a chat (``replace=False``: only one that has none); True when it changed."""
         ...
 
-    async def list_chats(self, platform: str, user_id: str, query: str | None, limit: int) -> list[ChatSummary]:
+    async def list_chats(
+        self, platform: str, user_id: str, query: str | None, limit: int
+    ) -> list[ChatSummary]:
         """The user's chats, most recently active first; ``query`` matches titles and message
         text (case-insensitive substring)."""
         ...

@@ -53,7 +53,9 @@ async def add_sign_in_token(conn: asyncpg.Connection, token: SignInToken, token_
     )
 
 
-async def sign_in_token_by_hash(conn: asyncpg.Connection, token_hash: str) -> tuple[SignInToken, Account] | None:
+async def sign_in_token_by_hash(
+    conn: asyncpg.Connection, token_hash: str
+) -> tuple[SignInToken, Account] | None:
     row = await conn.fetchrow(
         f"SELECT {_TOKEN}, {_ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
         " WHERE t.token_hash = $1",
@@ -84,7 +86,9 @@ async def revoke_sign_in_token(conn: asyncpg.Connection, token_id: str, now: flo
     status = await conn.execute(
         "UPDATE sign_in_tokens SET revoked_at = $1 WHERE token_id = $2 AND revoked_at IS NULL", now, token_id
     )
-    await conn.execute("UPDATE web_sessions SET ended_at = $1 WHERE via = $2 AND ended_at IS NULL", now, token_id)
+    await conn.execute(
+        "UPDATE web_sessions SET ended_at = $1 WHERE via = $2 AND ended_at IS NULL", now, token_id
+    )
     return rowcount(status) > 0
 
 
@@ -114,7 +118,8 @@ async def signed_in(conn: asyncpg.Connection, cookie_hash: str, now: float) -> S
 
 async def end_web_session(conn: asyncpg.Connection, session_id: str, now: float) -> bool:
     status = await conn.execute(
-        "UPDATE web_sessions SET ended_at = $1 WHERE session_id = $2 AND ended_at IS NULL AND expires_at > $1",
+        "UPDATE web_sessions SET ended_at = $1"
+        " WHERE session_id = $2 AND ended_at IS NULL AND expires_at > $1",
         now,
         session_id,
     )

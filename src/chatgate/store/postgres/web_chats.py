@@ -43,10 +43,15 @@ async def chat_owner(conn: asyncpg.Connection, platform: str, chat_id: str) -> s
     return None if owner is None else str(owner)
 
 
-async def set_chat_title(conn: asyncpg.Connection, platform: str, chat_id: str, title: str, replace: bool) -> bool:
+async def set_chat_title(
+    conn: asyncpg.Connection, platform: str, chat_id: str, title: str, replace: bool
+) -> bool:
     unset = "" if replace else " AND title IS NULL"
     status = await conn.execute(
-        f"UPDATE web_chats SET title = $1 WHERE platform = $2 AND chat_id = $3{unset}", title, platform, chat_id
+        f"UPDATE web_chats SET title = $1 WHERE platform = $2 AND chat_id = $3{unset}",
+        title,
+        platform,
+        chat_id,
     )
     return rowcount(status) > 0
 
@@ -76,7 +81,9 @@ async def list_chats(
         rows = await conn.fetch(sql, user_id, platform, limit, like_pattern(query))
     else:
         rows = await conn.fetch(_LIST.format(match="", limit="$3"), user_id, platform, limit)
-    return [ChatSummary(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]), float(r[3])) for r in rows]
+    return [
+        ChatSummary(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]), float(r[3])) for r in rows
+    ]
 
 
 async def chat_history(
@@ -131,7 +138,9 @@ class PgWebChats(PgRole):
     async def set_chat_title(self, platform: str, chat_id: str, title: str, *, replace: bool) -> bool:
         return await self._db.write(lambda c: set_chat_title(c, platform, chat_id, title, replace))
 
-    async def list_chats(self, platform: str, user_id: str, query: str | None, limit: int) -> list[ChatSummary]:
+    async def list_chats(
+        self, platform: str, user_id: str, query: str | None, limit: int
+    ) -> list[ChatSummary]:
         return await self._db.read(lambda c: list_chats(c, platform, user_id, query, limit))
 
     async def chat_history(

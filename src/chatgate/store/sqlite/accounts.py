@@ -22,7 +22,9 @@ def _opt(value: Any) -> float | None:
 
 
 def account_of(row: Any) -> Account:
-    return Account(str(row[0]), str(row[1]), "admin" if row[2] == "admin" else "user", float(row[3]), _opt(row[4]))
+    return Account(
+        str(row[0]), str(row[1]), "admin" if row[2] == "admin" else "user", float(row[3]), _opt(row[4])
+    )
 
 
 def token_of(row: Any) -> SignInToken:
@@ -44,7 +46,9 @@ def create_account(conn: sqlite3.Connection, account: Account, password_hash: st
 
 
 def account_by_name(conn: sqlite3.Connection, name: str) -> tuple[Account, str | None] | None:
-    row = conn.execute(f"SELECT {_ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = ?", (name,)).fetchone()
+    row = conn.execute(
+        f"SELECT {_ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = ?", (name,)
+    ).fetchone()
     return None if row is None else (account_of(row), None if row[5] is None else str(row[5]))
 
 
@@ -55,7 +59,8 @@ def list_accounts(conn: sqlite3.Connection) -> list[Account]:
 
 def add_sign_in_token(conn: sqlite3.Connection, token: SignInToken, token_hash: str) -> None:
     conn.execute(
-        "INSERT INTO sign_in_tokens (token_id, user_id, token_hash, created_at, revoked_at) VALUES (?,?,?,?,?)",
+        "INSERT INTO sign_in_tokens (token_id, user_id, token_hash, created_at, revoked_at)"
+        " VALUES (?,?,?,?,?)",
         (token.token_id, token.user_id, token_hash, token.created_at, token.revoked_at),
     )
 
@@ -81,7 +86,9 @@ def revoke_account(conn: sqlite3.Connection, user_id: str, now: float) -> bool:
     conn.execute(
         "UPDATE sign_in_tokens SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL", (now, user_id)
     )
-    conn.execute("UPDATE web_sessions SET ended_at = ? WHERE user_id = ? AND ended_at IS NULL", (now, user_id))
+    conn.execute(
+        "UPDATE web_sessions SET ended_at = ? WHERE user_id = ? AND ended_at IS NULL", (now, user_id)
+    )
     return cur.rowcount > 0
 
 
@@ -132,7 +139,8 @@ def live_sessions(conn: sqlite3.Connection, session_ids: list[str], now: float) 
     marks = ",".join("?" * len(session_ids))
     rows = conn.execute(
         f"SELECT s.session_id FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
-        f" WHERE s.session_id IN ({marks}) AND s.ended_at IS NULL AND s.expires_at > ? AND a.revoked_at IS NULL",
+        f" WHERE s.session_id IN ({marks}) AND s.ended_at IS NULL AND s.expires_at > ?"
+        " AND a.revoked_at IS NULL",
         (*session_ids, now),
     ).fetchall()
     return {str(r[0]) for r in rows}

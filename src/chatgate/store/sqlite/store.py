@@ -2,8 +2,8 @@
 
 Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
 ``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``api``, ``schedules``,
-``tasks``, ``accounts``, ``web_chats``, ``lifecycle``); this class only composes them over one ``Database`` (the writer
-thread, the reader pool, the file lock).
+``tasks``, ``accounts``, ``web_chats``, ``lifecycle``); this class only composes them over
+one ``Database`` (the writer thread, the reader pool, the file lock).
 """
 
 from __future__ import annotations

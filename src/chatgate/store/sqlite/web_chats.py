@@ -23,7 +23,8 @@ _NEWEST = float("inf")
 
 def claim_chat(conn: sqlite3.Connection, platform: str, chat_id: str, user_id: str, now: float) -> str:
     conn.execute(
-        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
+        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) VALUES (?,?,?,?)"
+        " ON CONFLICT DO NOTHING",
         (platform, chat_id, user_id, now),
     )
     row = conn.execute(
@@ -42,7 +43,8 @@ def chat_owner(conn: sqlite3.Connection, platform: str, chat_id: str) -> str | N
 def set_chat_title(conn: sqlite3.Connection, platform: str, chat_id: str, title: str, replace: bool) -> bool:
     unset = "" if replace else " AND title IS NULL"
     cur = conn.execute(
-        f"UPDATE web_chats SET title = ? WHERE platform = ? AND chat_id = ?{unset}", (title, platform, chat_id)
+        f"UPDATE web_chats SET title = ? WHERE platform = ? AND chat_id = ?{unset}",
+        (title, platform, chat_id),
     )
     return cur.rowcount > 0
 
@@ -74,7 +76,9 @@ def list_chats(
         ).fetchall()
     else:
         rows = conn.execute(_LIST.format(match=""), (user_id, platform, limit)).fetchall()
-    return [ChatSummary(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]), float(r[3])) for r in rows]
+    return [
+        ChatSummary(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]), float(r[3])) for r in rows
+    ]
 
 
 def chat_history(
@@ -102,7 +106,9 @@ def chat_history(
     return newest_first(items, limit)
 
 
-def _prompts(conn: sqlite3.Connection, platform: str, chat_id: str, until: float, limit: int) -> list[HistoryItem]:
+def _prompts(
+    conn: sqlite3.Connection, platform: str, chat_id: str, until: float, limit: int
+) -> list[HistoryItem]:
     rows: list[Any] = conn.execute(
         "SELECT prompt_id, prompt_text, state, requested_at FROM approvals"
         " WHERE platform = ? AND chat_id = ? AND prompt_via = 'buttons' AND requested_at < ?"
@@ -124,7 +130,9 @@ class SqliteWebChats(SqliteRole):
     async def set_chat_title(self, platform: str, chat_id: str, title: str, *, replace: bool) -> bool:
         return await self._db.write(lambda c: set_chat_title(c, platform, chat_id, title, replace))
 
-    async def list_chats(self, platform: str, user_id: str, query: str | None, limit: int) -> list[ChatSummary]:
+    async def list_chats(
+        self, platform: str, user_id: str, query: str | None, limit: int
+    ) -> list[ChatSummary]:
         return await self._db.read(lambda c: list_chats(c, platform, user_id, query, limit))
 
     async def chat_history(
