@@ -1,11 +1,10 @@
 """The store's roles: one typing Protocol per kind of durable state, and nothing else.
 
-Each engine stage and adapter is typed with the narrow role (or the part of a role) it
-actually uses, so it cannot reach state that is not its business, and a reader sees in
-its constructor which state it touches. They live in the domain, not in
-``chatgate.store``, because adapters may use a role but must never import the store
-package; only the composition root (``app``) holds a concrete backend, and
-``chatgate.store.base.Store`` is every role at once.
+Each engine stage and adapter is typed with the narrow role (or the part of a role) it actually
+uses, so it cannot reach state that is not its business, and a reader sees in its constructor
+which state it touches. They live in the domain, not in ``chatgate.store``, because adapters may
+use a role but must never import the store package; only the composition root (``app``) holds a
+concrete backend, and ``chatgate.store.base.Store`` is every role at once.
 
 The roles are the unit of the contract suite (``tests/contract/``: every method of
 every role has a contract test, checked by introspecting ``ROLES``) and of the backends
