@@ -132,6 +132,8 @@ async def test_titles_are_set_once_unless_replaced_and_each_user_lists_only_thei
     await store.claim_chat("web", "c1", "ann", T0)
     await store.claim_chat("web", "c2", "ann", T0 + 1)
     await store.claim_chat("web", "c3", "bob", T0 + 2)
+    await store.claim_chat("web", "c4", "bob", T0 + 3)  # never written to nor named: not listed
+    await store.set_chat_title("web", "c3", "bob's", replace=True)
     assert await store.set_chat_title("web", "c1", "first words", replace=False) is True
     assert await store.set_chat_title("web", "c1", "second words", replace=False) is False
     assert await store.set_chat_title("web", "c2", "Renamed", replace=True) is True

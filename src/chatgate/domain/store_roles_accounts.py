@@ -82,8 +82,8 @@ class WebChats(Protocol):
     async def list_chats(
         self, platform: str, user_id: str, query: str | None, limit: int
     ) -> list[ChatSummary]:
-        """The user's chats, most recently active first; ``query`` matches titles and message
-        text (case-insensitive substring)."""
+        """The user's chats that have a message or a title, most recently active first;
+        ``query`` matches titles and message text (case-insensitive substring)."""
         ...
 
     async def chat_history(

@@ -62,6 +62,8 @@ SELECT w.chat_id, w.title, w.created_at,
                  WHERE s.platform = w.platform AND s.chat_id = w.chat_id), w.created_at) AS active
 FROM web_chats w
 WHERE w.owner_id = $1 AND w.platform = $2 {match}
+  AND (w.title IS NOT NULL OR EXISTS (SELECT 1 FROM sessions s
+                                      WHERE s.platform = w.platform AND s.chat_id = w.chat_id))
 ORDER BY active DESC, w.chat_id
 LIMIT {limit}
 """

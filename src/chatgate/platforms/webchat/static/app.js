@@ -289,7 +289,10 @@ async function switchTo(chatId) {
 async function startSignedIn() {
   const me = await account.start();
   if (!me) return false;
-  state.scope(me.name);
+  if (state.scope(me.name)) { // a browser new to this user opens their latest conversation
+    const [latest] = await account.conversations("");
+    if (latest) state.use(latest.id);
+  }
   const who = document.getElementById("who");
   who.textContent = me.name;
   who.hidden = false;

@@ -31,7 +31,9 @@ export class ChatState {
   /** Signed in (accounts): each account keeps its own current conversation in this browser. */
   scope(name) {
     this.chatKey = "chatgate.chat." + name;
-    this.use(stableId(this.chatKey, "web-"));
+    const known = local.getItem(this.chatKey);
+    this.use(known || "web-" + crypto.randomUUID());
+    return !known;
   }
 
   /** Switch to a conversation: its own history, unacknowledged messages and shown ids. */
