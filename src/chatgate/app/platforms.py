@@ -337,5 +337,6 @@ def build_platforms(config: GatewayConfig, engine: Engine, store: Store) -> Plat
         built.adapters.extend(part.adapters)
         built.credentials.extend(part.credentials)
         built.routes.extend(part.routes)
+        built.preflight.extend(part.preflight)
         built.web_chat = built.web_chat or part.web_chat
     return built
