@@ -49,8 +49,10 @@ async def test_users_are_added_listed_and_revoked_beside_a_running_gateway(tmp_p
         bad = cli("add", "Not A Name")
         assert bad.returncode == 2 and "is not a user name" in bad.stderr
         listing = cli("list").stdout
-        assert re.search(rf"ann\s+user\s.*active\s+{first_id}, {second_id}", listing), listing
-        assert re.search(r"root\s+admin\s", listing) and first not in listing
+        assert re.search(rf"ann\s+[0-9a-f]{{12}}\s+user\s.*active\s+{first_id}, {second_id}", listing), (
+            listing
+        )
+        assert re.search(r"root\s+[0-9a-f]{12}\s+admin\s", listing) and first not in listing
 
         base = f"http://127.0.0.1:{gateway.port}"
         async with httpx.AsyncClient(base_url=base, timeout=30, headers={"Origin": base}) as http:
@@ -67,7 +69,7 @@ async def test_users_are_added_listed_and_revoked_beside_a_running_gateway(tmp_p
             assert (await http.post("/api/signin", json={"token": root_token})).status_code == 200
         again = cli("revoke", "ann")
         assert again.returncode == 1 and "no active user or token" in again.stderr
-        assert re.search(r"ann\s+user\s.*revoked", cli("list").stdout)
+        assert re.search(r"ann\s+[0-9a-f]{12}\s+user\s.*revoked", cli("list").stdout)
     finally:
         await gateway.terminate()
     stored = b"".join(p.read_bytes() for p in gateway.state_dir.glob("chatgate.db*"))
@@ -95,7 +97,7 @@ async def test_users_on_a_postgres_config_are_in_the_fleets_schema(tmp_path: Pat
         found = await store.sign_in_token_by_hash(hash_secret(token))
         assert found is not None and found[1].name == "ann" and found[1].role == "admin"
         listing = await asyncio.to_thread(user, config, state, "list")
-        assert re.search(rf"ann\s+admin\s.*{token_id}", listing.stdout)
+        assert re.search(rf"ann\s+[0-9a-f]{{12}}\s+admin\s.*{token_id}", listing.stdout)
         revoked = await asyncio.to_thread(user, config, state, "revoke", "ann")
         assert revoked.returncode == 0
         (account, _) = await store.account_by_name("ann") or (None, None)

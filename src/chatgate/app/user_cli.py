@@ -153,8 +153,8 @@ async def listing(accounts: Any) -> int:
         mine = [t for t in tokens if t.user_id == user.user_id]
         active = ", ".join(t.token_id for t in mine if t.active) or "-"
         state = "active" if user.active else "revoked " + _when(user.revoked_at)
-        rows.append((user.name, user.role, _when(user.created_at), state, active))
-    header = ("NAME", "ROLE", "CREATED", "STATE", "ACTIVE TOKENS")
+        rows.append((user.name, user.user_id, user.role, _when(user.created_at), state, active))
+    header = ("NAME", "ID", "ROLE", "CREATED", "STATE", "ACTIVE TOKENS")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for row in (header, *rows):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
