@@ -151,7 +151,9 @@ async def test_the_socket_needs_the_session_cookie_and_this_gateways_origin(
     await good.close()
 
 
-async def test_two_users_cannot_see_or_open_each_others_chats(db: Path, start_gateway: StartGateway) -> None:
+async def test_two_users_cannot_see_or_open_each_others_chats(
+    db: Path, start_gateway: StartGateway, caplog: pytest.LogCaptureFixture
+) -> None:
     users = await seed(db, ("ann", "user"), ("bob", "user"))
     gateway = await start_gateway(accounts_config(), store=SqliteStore(db))
     ann = await sign_in(gateway.port, {"token": users["ann"].token})
@@ -181,6 +183,8 @@ async def test_two_users_cannot_see_or_open_each_others_chats(db: Path, start_ga
         await bob_ws.send({"type": "hello", "chat_id": "c-ann", "user_id": users["ann"].account.user_id})
         refusal = await bob_ws.recv()
         assert refusal["type"] == "error" and refusal["code"] == "forbidden"
+        assert "bob tried to open chat c-ann of another user" in caplog.text
+        assert "bob asked for conversation c-ann of another user" in caplog.text
         await bob_ws.message("m2", "let me in")
         assert (await bob_ws.recv())["code"] == "not_ready"  # nothing was admitted into ann's chat
         own = (await ann.http.get("/api/conversations/c-ann/messages")).json()["items"]
