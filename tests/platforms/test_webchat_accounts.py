@@ -330,3 +330,21 @@ async def test_a_revocation_by_the_cli_closes_the_open_socket(
     assert done.returncode == 0, done.stderr
     assert "Revoked user ann" in done.stdout
     assert await _closed_code(ws) == 4401
+
+
+async def test_the_cookie_is_secure_when_configured_or_when_a_proxy_says_https(
+    db: Path, start_gateway: StartGateway
+) -> None:
+    users = await seed(db, ("ann", "user"))
+    plain = await start_gateway(accounts_config(), store=SqliteStore(db))
+    async with httpx.AsyncClient(base_url=origin(plain.port)) as http:
+        headers = {"Origin": f"https://127.0.0.1:{plain.port}", "X-Forwarded-Proto": "https"}
+        res = await http.post("/api/signin", json={"token": users["ann"].token}, headers=headers)
+        assert res.status_code == 200 and "secure" in res.headers["set-cookie"].lower()
+    await plain.stop()
+    forced = await start_gateway(accounts_config(secure_cookies=True), store=SqliteStore(db))
+    async with httpx.AsyncClient(base_url=origin(forced.port)) as http:
+        res = await http.post(
+            "/api/signin", json={"token": users["ann"].token}, headers={"Origin": origin(forced.port)}
+        )
+        assert res.status_code == 200 and "secure" in res.headers["set-cookie"].lower()
