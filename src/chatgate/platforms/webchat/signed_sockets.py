@@ -13,9 +13,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.store_roles import Accounts, WebChats
 from chatgate.domain.web_chats import title_of
 from chatgate.platforms.webchat.connection import SIGNED_OUT, Connection
 
@@ -23,8 +24,12 @@ log = logging.getLogger(__name__)
 CHECK_BATCH = 500
 
 
+class SignedStore(Accounts, WebChats, Protocol):
+    """Sessions to re-check, and the chats their sockets open."""
+
+
 class SignedSockets:
-    def __init__(self, store: Any, platform: str, check_seconds: float) -> None:
+    def __init__(self, store: SignedStore, platform: str, check_seconds: float) -> None:
         self._store = store
         self._platform = platform
         self._check_seconds = check_seconds
