@@ -20,6 +20,7 @@ const composer = document.getElementById("text");
 const tokenScreen = document.getElementById("token-screen");
 let ws = null;
 let ready = false;
+let switching = false; // a hello for another conversation is on its way: drop the old one's frames
 let backoff = 500;
 let retryTimer = null;
 let retryDelay = 1000;
@@ -91,6 +92,7 @@ function markStopped() {
 
 function onReady() {
   ready = true;
+  switching = false;
   statusEl.textContent = "connected";
   tokenScreen.hidden = true;
   drafts.discardAll(); // a reply still running streams again; a finished one arrives as a final
@@ -201,6 +203,8 @@ function connect() {
   ws.onmessage = (ev) => {
     let frame;
     try { frame = JSON.parse(ev.data); } catch { return; }
+    // Frames of the conversation left behind stay unconfirmed and come again on its next hello.
+    if (switching && frame.type !== "ready" && frame.type !== "error") return;
     HANDLERS[frame.type]?.(frame);
   };
 }
@@ -275,6 +279,7 @@ async function loadServerHistory() {
 
 /** Show another conversation (null: a new, empty one) and say hello for it on the open socket. */
 async function switchTo(chatId) {
+  switching = true;
   drafts.discardAll();
   typing.reset();
   if (chatId) state.use(chatId); else state.fresh();
