@@ -28,6 +28,7 @@ from chatgate.app import (
     service,
     sessions_cli,
     store_cli,
+    user_cli,
 )
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config_secrets import check_secrets
@@ -255,6 +256,11 @@ def cmd_api_key(args: argparse.Namespace) -> int:
     return api_key_cli.cmd_api_key(args, config, resolve_state_dir(args.state_dir, config))
 
 
+def cmd_user(args: argparse.Namespace) -> int:
+    config = _load(args)
+    return user_cli.cmd_user(args, config, resolve_state_dir(args.state_dir, config))
+
+
 def cmd_pairing(args: argparse.Namespace) -> int:
     config = _load(args)
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
@@ -277,6 +283,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
   chatgate api-key create      a bearer key for the OpenAI-compatible API (platforms.api, docs/api.md)
+  chatgate user add NAME       a web chat account and its sign-in token (platforms.web.auth: accounts)
   chatgate schedules list      schedules and their next firing (pause|resume|delete ID)
   chatgate --help              every command; chatgate COMMAND --help for its options
 
@@ -350,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
     api_key_cli.add_parser(sub, common, cmd_api_key)
+    user_cli.add_parser(sub, common, cmd_user)
     schedules_cli.add_parser(sub, common, cmd_schedules)
     store_cli.add_parser(sub, common, _with_state, _load, _database_path)
     service.add_parser(sub, common, _with_state)

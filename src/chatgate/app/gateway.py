@@ -104,6 +104,7 @@ class Gateway:
         built = build_platforms(config, self.engine, self.store)
         self.web = built.web_chat
         self._routes = built.routes
+        self._preflight = built.preflight
         self._credentials = built.credentials
         self._credential_locks: list[FileLock] = []
         for adapter in built.adapters:
@@ -268,6 +269,9 @@ class Gateway:
             raise StartupError(str(exc)) from None
         await asyncio.to_thread(self._lock_credentials)
         expired_prompts = await self.engine.open()
+        for check in self._preflight:
+            if (problem := await check()) is not None:
+                raise ConfigError(problem)  # the caller stops what was started
         standby = await self._take_fleet_credentials()
         if self.engine.tools is not None:
             await asyncio.to_thread(self.workdir.mkdir, parents=True, exist_ok=True)
