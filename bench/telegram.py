@@ -11,6 +11,15 @@ private chats at R messages/s, chat ``i % C`` for message ``i``.
   fake_openai_server.py``, in this process; ``--agent echo`` for the echo agent instead).
 - ``bare``: ``bench/telegram_echo_bot.py``, an echo bot on the gateway's own Bot API
   client (``chatgate.platforms.telegram.botapi``) that stores nothing.
+- ``durable``: ``bench/telegram_durable_bot.py``, the least a durable gateway does: the
+  same client, one call to the same fake model through the gateway agent's SDK path, and
+  one SQLite commit at ``synchronous=FULL`` per message before it answers (only with the
+  ``openai`` agent).
+
+Before the runs every tree the subjects import from (this one's ``src/``, and
+``--gateway-src``) is byte-compiled (``compileall``), as an installed wheel is: with
+``PYTHONDONTWRITEBYTECODE`` set, an editable checkout would otherwise compile every module
+at every start (``--no-compile`` keeps that).
 
 Per run: first reply latency (the double holding a message to its first ``sendMessage``
 into that chat), the subject's CPU (``/proc/<pid>/stat`` utime+stime, so other load on
@@ -30,6 +39,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +58,7 @@ from telegram_double import TOKEN, BotApiDouble, User, private  # noqa: E402
 TOKEN_ENV = "BENCH_TELEGRAM_TOKEN"
 MODEL_KEY_ENV = "BENCH_OPENAI_KEY"
 MODEL_REPLY = "Sure: here is a short answer from the model."
-SUBJECTS = ("gateway", "bare")
+SUBJECTS = ("gateway", "bare", "durable")
 
 
 def log(msg: str) -> None:
@@ -126,6 +136,15 @@ class Watch:
 def command(subject: str, args: argparse.Namespace, tmp: Path, base: str, model: str | None) -> list[str]:
     if subject == "bare":
         return [args.python, str(ROOT / "bench" / "telegram_echo_bot.py"), base]
+    if subject == "durable":
+        assert model is not None
+        return [
+            args.python,
+            str(ROOT / "bench" / "telegram_durable_bot.py"),
+            base,
+            model,
+            str(tmp / "floor.db"),
+        ]
     config = tmp / "chatgate.yaml"
     config.write_text(json.dumps(gateway_config(args, tmp, base, model)), encoding="utf-8")  # JSON is YAML
     state = str(tmp / "state")
@@ -228,28 +247,40 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a is not None and b else None
 
 
+def byte_compile(args: argparse.Namespace) -> list[str]:
+    """Compile the trees the subjects import from, as pip does when it installs a wheel."""
+    trees = [str(ROOT / "src"), *([args.gateway_src] if args.gateway_src else [])]
+    if not args.no_compile:
+        for tree in trees:
+            subprocess.run(
+                [args.python, "-m", "compileall", "-q", tree], check=True, stdout=subprocess.DEVNULL
+            )
+    return [] if args.no_compile else trees
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    compiled = byte_compile(args)
+    subjects = [s for s in SUBJECTS if s != "durable" or args.agent == "openai"]
     model: FakeOpenAIServer | None = None
     if args.agent == "openai":
         model = FakeOpenAIServer(behaviours=[Reply(MODEL_REPLY)])
         model.start()
     load_before = os.getloadavg()
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SUBJECTS}
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in subjects}
     try:
         for rep in range(args.runs):
-            for subject in SUBJECTS:
+            for subject in subjects:
                 log(f"[telegram] run {rep + 1}/{args.runs}: {subject}")
                 runs[subject].append(await one_run(subject, args, model.base_url if model else None))
     finally:
         if model is not None:
             model.stop()
-    gateway, bare = summarize(runs["gateway"]), summarize(runs["bare"])
-    ratios = {
-        key: ratio(gateway[key], bare[key])
-        for key in (
-            "cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb", "start_cpu_s"
-        )
-    }  # fmt: skip
+    summary = {s: summarize(rs) for s, rs in runs.items()}
+    gateway, bare = summary["gateway"], summary["bare"]
+    keys = ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb", "start_cpu_s")
+    ratios = {key: ratio(gateway[key], bare[key]) for key in keys}
+    durable = summary.get("durable")
+    to_durable = {key: ratio(gateway[key], durable[key]) for key in keys} if durable else None
     return {
         "workload": {
             "messages": args.messages,
@@ -258,11 +289,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "runs": args.runs,
             "agent": args.agent,
             "gateway_src": args.gateway_src,
+            "byte_compiled": compiled,
         },
         "load_average": {"before": [round(x, 2) for x in load_before], "after": list(os.getloadavg())},
-        "gateway": gateway,
-        "bare": bare,
+        **summary,
         "ratios": ratios,
+        "ratios_to_durable": to_durable,
         "targets": {
             "cpu_per_message_le_1_5x": ratios["cpu_ms_per_message"] is not None
             and ratios["cpu_ms_per_message"] <= 1.5,
@@ -287,6 +319,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--python", default=sys.executable, help="the interpreter of both subjects")
     p.add_argument("--gateway-src", default=None, help="put this checkout's src/ first for the gateway")
     p.add_argument("--dir", default=None, help="where the gateway's state goes (default: system temp)")
+    p.add_argument("--no-compile", action="store_true", help="do not byte-compile the trees first")
     p.add_argument("--quick", action="store_true", help="a small smoke run")
     args = p.parse_args(argv)
     if args.quick:
