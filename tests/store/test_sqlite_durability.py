@@ -4,7 +4,7 @@ at the configured level (FULL by default), observed on the store's real writer c
 In WAL mode a NORMAL commit is in the OS's page cache once it returns and reaches the disk
 with the next fsync of the WAL, which a later FULL commit does for every frame before it:
 a SIGKILL loses none of them (shown below with a child killed mid-flight), and a power cut
-only a tail of claims that recovery redoes (docs/architecture.md, departure ab).
+only a tail of claims that recovery redoes (docs/architecture.md, "Which commits fsync").
 """
 
 from __future__ import annotations
@@ -68,9 +68,7 @@ async def test_claims_and_cursors_commit_at_normal_everything_acknowledged_or_se
     await store.complete_turn("w", make.outcome(claim, make.draft("r1")), 30.0, 10)
     assert levels.take() == ["FULL"], "turn commit: transcript, inbox done, the reply's row"
     (row,) = await store.claim_outbox(10)
-    assert levels.take() == ["FULL"], (
-        "row claim: a send follows it (a resend of a 'sending' row is marked)"
-    )
+    assert levels.take() == ["FULL"], "row claim: a send follows it (a resend of a 'sending' row is marked)"
     await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p1")])
     assert levels.take() == ["FULL"], "settlement"
 
