@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from starlette.routing import BaseRoute, Route
-
 from chatgate.app.config import ConfigError, GatewayConfig, secret
 from chatgate.app.netaddr import is_loopback
 from chatgate.domain.commands import CONTROL_COMMANDS
@@ -186,6 +184,8 @@ def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
         duplicate_marker=config.delivery.duplicate_marker,
     )
     adapter = SlackAdapter(settings, engine.intake)
+    from starlette.routing import Route  # only here: a Telegram-only start never imports starlette
+
     routes: list[BaseRoute] = (
         [] if socket else [Route(SLACK_EVENTS_PATH, adapter.http_endpoint, methods=["POST"])]
     )
