@@ -24,6 +24,7 @@ CLI_ONLY = (
     "chatgate.app.schedules_cli",
     "chatgate.app.sessions_cli",
     "chatgate.app.store_cli",
+    "chatgate.app.user_cli",
     "chatgate.app.service",
 )
 HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http", "chatgate.platforms.webchat.adapter")
