@@ -158,6 +158,7 @@ const GRAMMARS = {
       + "import from use package module namespace export public private protected new try catch finally "
       + "throw raise async await yield go defer select where in"),
     literals: words("true false null nil none None True False undefined"),
+    titleAfter: words("fn func function def class struct enum trait interface"),
   },
 };
 
