@@ -53,7 +53,8 @@ CASES = [
     (
         "python",
         'import os\n@cache\ndef area(r: float) -> float:\n    """Area."""\n    return 3.14 * r  # pi\n',
-        '[keyword|import] os\n[meta|@cache]\n[keyword|def] [title|area](r: [builtin|float]) -> [builtin|float]:\n'
+        "[keyword|import] os\n[meta|@cache]\n"
+        "[keyword|def] [title|area](r: [builtin|float]) -> [builtin|float]:\n"
         '    [string|"""Area."""]\n    [keyword|return] [number|3.14] * r  [comment|# pi]\n',
     ),
     ("py", "x = f'{a}' if b else None", "x = [string|f'{a}'] [keyword|if] b [keyword|else] [literal|None]"),
@@ -117,9 +118,8 @@ async def _page(start_gateway: StartGateway, browser: BrowserSession) -> Any:
 async def test_each_language_classes_its_tokens(start_gateway: StartGateway, browser: BrowserSession) -> None:
     page = await _page(start_gateway, browser)
     got: list[str] = await page.evaluate(CODE_HTML, [[lang, code] for lang, code, _ in CASES])
-    mismatches = [
-        (lang, spans(want), have) for (lang, _, want), have in zip(CASES, got, strict=True) if have != spans(want)
-    ]
+    wanted = [(lang, spans(marked)) for lang, _, marked in CASES]
+    mismatches = [(lang, want, have) for (lang, want), have in zip(wanted, got, strict=True) if have != want]
     assert not mismatches, "\n".join(f"{lang}\n  want {w}\n  got  {g}" for lang, w, g in mismatches)
 
 
@@ -155,7 +155,7 @@ HOSTILE_CODE = [
 def _random_code(seed: int, count: int) -> list[str]:
     """Fragments of every delimiter the grammars know, in random order (the same every run)."""
     rng = random.Random(seed)
-    alphabet = list("\"'`\\/#*-+:$@{}[]()&|!<>=;.,_~ \t\n") + ["def", "fn", "0x1F", "3.5e2", "--", "'''"]
+    alphabet = [*"\"'`\\/#*-+:$@{}[]()&|!<>=;.,_~ \t\n", "def", "fn", "0x1F", "3.5e2", "--", "'''"]
     alphabet += ["\u00e9", "\U0001f600", "ab", "if", "SELECT", "true"]
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 120))) for _ in range(count)]
 
@@ -268,11 +268,15 @@ CONTRAST = """async (theme) => {
   msg.append(md.render('```diff\\n@@ x\\n+a\\n-b\\n```\\n```yaml\\nk: &a yes # c\\n```\\n'
     + '```python\\n@d\\ndef f(): return print("s", 1, None)\\n```'));
   const rgb = (css) => css.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const linear = (v) => (v /= 255, v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
   const lum = (css) => {
-    const [r, g, b] = rgb(css).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+    const [r, g, b] = rgb(css).map(linear);
     return 0.2126 * r + 0.7152 * g + 0.0722 * b;
   };
-  const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+  const ratio = (a, b) => {
+    const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05);
+  };
   const out = {};
   for (const span of msg.querySelectorAll('code span')) {
     const bg = getComputedStyle(span.closest('.codeblock')).backgroundColor;

@@ -41,7 +41,7 @@ CASES = [
     # Nested and mixed lists: an item holds what is indented at least two columns past its marker.
     ("- a\n  - b\n    - c\n- d", "<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li><li>d</li></ul>"),
     ("1. one\n   - x\n   - y\n2. two", "<ol><li>one<ul><li>x</li><li>y</li></ul></li><li>two</li></ol>"),
-    ("1. one\n  - two spaces under a number", "<ol><li>one<ul><li>two spaces under a number</li></ul></li></ol>"),
+    ("1. one\n  - two spaces", "<ol><li>one<ul><li>two spaces</li></ul></li></ol>"),
     ("- a\n    1. four\n    2. deep", "<ul><li>a<ol><li>four</li><li>deep</li></ol></li></ul>"),
     ("* star\n+ plus\n- dash", "<ul><li>star</li><li>plus</li><li>dash</li></ul>"),
     ("- bullets\n1. then numbers", "<ul><li>bullets</li></ul><ol><li>then numbers</li></ol>"),
@@ -52,7 +52,10 @@ CASES = [
     ("- a\nnot indented", "<ul><li>a</li></ul><p>not indented</p>"),
     ("2) x\n   3) y", '<ol start="2"><li>x<ol start="3"><li>y</li></ol></li></ol>'),
     ("-\ta tab", "<ul><li>a tab</li></ul>"),
-    ("- **bold** item\n  - `code` child", "<ul><li><strong>bold</strong> item<ul><li><code>code</code> child</li></ul></li></ul>"),
+    (
+        "- **bold** item\n  - `code` child",
+        "<ul><li><strong>bold</strong> item<ul><li><code>code</code> child</li></ul></li></ul>",
+    ),
     (
         "1. run:\n   ```\n   make\n\n     indented\n   ```\n2. done",
         '<ol><li>run:<div class="codeblock"><div class="codebar"><span class="lang">text</span>'
@@ -66,7 +69,7 @@ CASES = [
         '<div class="codeblock"><div class="codebar"><span class="lang">python</span>'
         '<button class="copy" type="button" aria-label="Copy code">Copy</button></div>'
         '<pre><code data-lang="python"><span class="tok-builtin">print</span>('
-        "<span class=\"tok-string\">'&lt;b&gt;'</span>)\n\n  x = <span class=\"tok-number\">1</span>"
+        '<span class="tok-string">\'&lt;b&gt;\'</span>)\n\n  x = <span class="tok-number">1</span>'
         "</code></pre></div>",
     ),
     (
