@@ -150,3 +150,33 @@ async def test_renderer_never_makes_markup_or_script_links_from_hostile_text(
     assert result["bad"] == []
     assert set(result["links"]) <= {"https:"}, result["links"]
     assert result["pwned"] is None
+
+
+DEEP = """async (cases) => {
+  const md = await import('/static/markdown.js');
+  const letters = (text) => text.replace(/[^a-z]/g, '');
+  return cases.map((text) => {
+    const box = document.createElement('div');
+    box.append(md.render(text));
+    let depth = 0;
+    const nested = 'ul, ol, blockquote';
+    for (let node = box.querySelector(nested); node; node = node.querySelector(nested)) depth += 1;
+    return {depth, sameLetters: letters(box.textContent) === letters(text)};
+  });
+}"""
+
+
+async def test_hostile_nesting_is_cut_at_a_bounded_depth_and_keeps_its_text(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    """A line of 100k '>' (or of '- ') used to recurse once per level, past the stack's end."""
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    cases = [
+        ">" * 100_000 + " deep",
+        "\n".join("  " * n + "- level" for n in range(1_000)),  # 1 MB of indentation
+        "- " * 50_000 + "x",
+    ]
+    results = await page.evaluate(DEEP, cases)
+    # nested at most 8 deep; what is no longer nested is shown as text, every letter still there
+    assert results == [{"depth": 8, "sameLetters": True}] * 3
