@@ -77,6 +77,16 @@ class PostgresStore(
         process holds it, and the server drops it when that process dies."""
         return await self._db.hold_credential(key)
 
+    async def credential_held(self, key: str) -> bool:
+        """Whether this process still holds ``key``'s lock: a round trip on the connection that
+        holds it (False when it fails or is slow: a poller asks this before every poll)."""
+        return await self._db.credential_held(key)
+
+    def add_credential_listener(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(key)`` as soon as this process loses the lock of credential ``key`` (its
+        connection to the server was cut): whatever the lock guards must stop at once."""
+        self._db.add_credential_listener(fn)
+
     async def announce_adapters(self, adapters: dict[str, str]) -> None:
         """What this process serves (platform -> state), for the fleet listing of ``chatgate status``."""
         holder, text = self._db.holder, json.dumps(adapters, sort_keys=True)
