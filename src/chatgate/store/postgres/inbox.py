@@ -19,7 +19,6 @@ from chatgate.domain.approvals import ApprovalResolution
 from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
-from chatgate.domain.source import Source
 from chatgate.store.postgres import approvals
 from chatgate.store.postgres.database import NOTIFY, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
@@ -29,12 +28,15 @@ from chatgate.store.sqlite.inbox import amended, new_session_id
 
 
 async def _lock_session(
-    conn: asyncpg.Connection, key: str, source: Source, source_json: str, now: float, holder: str
+    conn: asyncpg.Connection, req: AdmitRequest, source_json: str, now: float, holder: str
 ) -> None:
     """Lock the session row (creating it), so this admission's seq is the session's next.
 
-    A session keeps the scope of its first message: another scope's event for the same
-    key raises ``ScopeConflict`` (and the transaction rolls back)."""
+    A client's event moves the session's route to ``holder``; the gateway's own (a schedule
+    firing, a task's events) gives ``holder`` only to a session without one. A session keeps
+    the scope of its first message: another scope's event for the same key raises
+    ``ScopeConflict`` (and the transaction rolls back)."""
+    source = req.inbound.source
     scope = source.scope_id or ""
     # One statement: create the row, or update (and so lock) it while its scope matches.
     # A conflicting row of another scope is locked too but not updated: nothing comes back.
@@ -42,8 +44,10 @@ async def _lock_session(
         "INSERT INTO sessions AS s (key, session_id, platform, chat_id, source_json, scope, created_at,"
         " last_activity, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$7,$8) ON CONFLICT (key) DO UPDATE"
         " SET source_json = excluded.source_json, last_activity = excluded.last_activity,"
-        " route_holder = excluded.route_holder WHERE s.scope = excluded.scope RETURNING s.scope",
-        key,
+        " route_holder = CASE WHEN $9 THEN excluded.route_holder"
+        " ELSE COALESCE(s.route_holder, excluded.route_holder) END"
+        " WHERE s.scope = excluded.scope RETURNING s.scope",
+        req.session_key,
         new_session_id(),
         source.platform,
         source.chat_id,
@@ -51,9 +55,10 @@ async def _lock_session(
         scope,
         now,
         holder,
+        req.from_a_client,
     )
     if bound is None:
-        raise ScopeConflict(key)
+        raise ScopeConflict(req.session_key)
 
 
 async def _insert_event(
@@ -154,17 +159,21 @@ async def _admitted_before(conn: asyncpg.Connection, req: AdmitRequest) -> Admit
 
 
 async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str) -> AdmitResult:
-    """The admission; the session's chat is reachable through ``holder`` (it received the event),
-    so the chat's replies are delivered by it while it lives (``outbox.claim_outbox``)."""
+    """The admission; a client's event says the session's chat is reachable through ``holder``
+    (it received the event), so the chat's replies are delivered by it while it lives
+    (``outbox.claim_outbox``). The gateway's own events (``AdmitRequest.from_a_client`` false)
+    leave an existing route alone."""
     before = await _admitted_before(conn, req)
     if before is not None:
-        # A redelivery arrives where the client is now (it reconnected): its replies follow it.
-        await conn.execute("UPDATE sessions SET route_holder = $1 WHERE key = $2", holder, before.session_key)
+        if req.from_a_client:  # a redelivery arrives where the client is now (it reconnected)
+            await conn.execute(
+                "UPDATE sessions SET route_holder = $1 WHERE key = $2", holder, before.session_key
+            )
         return before
     inbound = req.inbound
     inbound_dict = inbound.to_dict()
     source = inbound.source
-    await _lock_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now, holder)
+    await _lock_session(conn, req, dumps(inbound_dict["source"]), now, holder)
     seq = await _insert_event(conn, req, dumps(inbound_dict), now)
     if seq is None:  # a concurrent admission of this delivery committed first
         raced = await _admitted_before(conn, req)
