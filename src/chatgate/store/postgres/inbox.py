@@ -20,7 +20,7 @@ from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.store.postgres import approvals
-from chatgate.store.postgres.database import NOTIFY, PgRole, rowcount
+from chatgate.store.postgres.database import NOTIFY, NOW, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.sqlite.codec import dumps
@@ -101,10 +101,27 @@ async def _cancel_queued(conn: asyncpg.Connection, req: AdmitRequest, now: float
     return rowcount(cancelled), int(waiting)
 
 
-async def _answer(conn: asyncpg.Connection, req: AdmitRequest, now: float) -> ApprovalResolution | None:
+async def _waiting_elsewhere(conn: asyncpg.Connection, prompt_id: str, holder: str) -> bool:
+    """Whether a live peer leases the prompt's session: its turn there waits for the answer
+    (it is woken by the ``approval:<id>`` notice)."""
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM approvals a JOIN sessions s ON s.key = a.session_key"
+            " JOIN processes p ON p.holder = s.lease_holder WHERE a.prompt_id = $1"
+            f" AND s.lease_owner IS NOT NULL AND s.lease_holder <> $2 AND s.lease_expires >= {NOW})",
+            prompt_id,
+            holder,
+        )
+    )
+
+
+async def _answer(
+    conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str
+) -> ApprovalResolution | None:
     if req.answer is None:
         return None
     a = req.answer
+    a = a.recorded(not a.waiting_here and await _waiting_elsewhere(conn, a.prompt_id, holder))
     return await approvals.resolve(
         conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
     )
@@ -191,7 +208,7 @@ async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder:
         await conn.execute(
             "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
         )
-    resolution = await _answer(conn, req, now)
+    resolution = await _answer(conn, req, now, holder)
     await _record_reply(conn, req, waiting, resolution, now)
     return AdmitResult(
         new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
