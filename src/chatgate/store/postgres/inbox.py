@@ -20,7 +20,8 @@ from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.store.postgres import approvals
-from chatgate.store.postgres.database import NOTIFY, NOW, PgRole, rowcount
+from chatgate.store.postgres.admission import AdmissionQueue
+from chatgate.store.postgres.database import NOTIFY, NOW, PgDatabase, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.sqlite.codec import dumps
@@ -175,7 +176,17 @@ async def _admitted_before(conn: asyncpg.Connection, req: AdmitRequest) -> Admit
     return None if row is None else AdmitResult(new=False, seq=row[0], session_key=row[1])
 
 
-async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str) -> AdmitResult:
+async def _notify(conn: asyncpg.Connection, notices: set[str] | None, payload: str) -> None:
+    """Send ``payload`` to the fleet at commit; a batch (``notices``) sends each payload once."""
+    if notices is None:
+        await conn.execute(NOTIFY, payload)
+    else:
+        notices.add(payload)
+
+
+async def admit(
+    conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str, notices: set[str] | None = None
+) -> AdmitResult:
     """The admission; a client's event says the session's chat is reachable through ``holder``
     (it received the event), so the chat's replies are delivered by it while it lives
     (``outbox.claim_outbox``). The gateway's own events (``AdmitRequest.from_a_client`` false)
@@ -201,9 +212,9 @@ async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder:
     await _amend_waiting(conn, req, seq, now)
     cancelled, waiting = await _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
     if req.queued:
-        await conn.execute(NOTIFY, "inbox")
+        await _notify(conn, notices, "inbox")
     if cancelled > waiting:  # a turn is running on some process: it stops, wherever it runs
-        await conn.execute(NOTIFY, f"stop:{req.session_key}")
+        await _notify(conn, notices, f"stop:{req.session_key}")
     if req.reset_session:
         await conn.execute(
             "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
@@ -271,11 +282,15 @@ async def queue_stats(conn: asyncpg.Connection) -> QueueStats:
 
 
 class PgInbox(PgRole):
-    """``Inbox``, with its ``Rejections``."""
+    """``Inbox``, with its ``Rejections``. Admissions that queue up commit together
+    (``admission.AdmissionQueue``)."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db)
+        self._admissions = AdmissionQueue(db, admit)
 
     async def admit(self, request: AdmitRequest) -> AdmitResult:
-        now, holder = time.time(), self._db.holder
-        return await self._db.write(lambda c: admit(c, request, now, holder))
+        return await self._admissions.admit(request)
 
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()

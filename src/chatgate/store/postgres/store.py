@@ -66,6 +66,10 @@ class PostgresStore(
         self.dsn = dsn
         self.password = password
 
+    async def close(self) -> None:
+        await self._admissions.aclose()  # what waits to be admitted commits first
+        await super().close()
+
     def add_listener(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(notice)`` for the fleet's notices: ``inbox`` (a message was queued),
         ``outbox`` (a reply was recorded), ``stop:<session key>`` (its running turn was
