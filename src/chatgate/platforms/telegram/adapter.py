@@ -159,6 +159,7 @@ class TelegramAdapter:
         """A fleet's standby: send replies and edit previews, but leave polling to the process
         that holds the bot's lock (only one may call getUpdates); ``start`` begins polling."""
         self._open_api()
+        self.poller.skip_drop()  # drop_pending_updates is for start-up, not for a takeover
         self._set_state(True, "standby: another process of the fleet polls")
 
     def stop_polling(self) -> None:

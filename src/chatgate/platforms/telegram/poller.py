@@ -107,6 +107,11 @@ class Poller:
         self._fetching = False
         self._task: asyncio.Task[None] | None = None
 
+    def skip_drop(self) -> None:
+        """Never drop pending updates: this poller starts after the gateway's start-up (a fleet
+        standby taking over), and what Telegram holds arrived while the fleet ran."""
+        self._dropped = True
+
     def start(self) -> None:
         self._loaded = False  # another process of the fleet may have moved the offset meanwhile
         self._stopping = False
