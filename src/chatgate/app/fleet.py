@@ -218,6 +218,8 @@ class FleetCredentials:
             self.start()
 
     async def _watch(self) -> None:
+        if self._adapters:  # a poller stood by: the fleet listing says so
+            await self.announce(self._adapters)
         while self._standby:
             await asyncio.sleep(self._retry)
             for kind, (key, adapter) in list(self._standby.items()):
