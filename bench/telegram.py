@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The Telegram path against its floor: the gateway and a bare echo bot on the same Bot API double.
 
-Two subjects, each a subprocess polling the project's Bot API double
+Subjects, each a subprocess polling the project's Bot API double
 (``tests/platforms/telegram_double.py``, in this process on 127.0.0.1), run interleaved
 (gateway, bare, gateway, bare, … ``--runs`` each) under the same load: N messages over C
 private chats at R messages/s, chat ``i % C`` for message ``i``.
@@ -11,6 +11,17 @@ private chats at R messages/s, chat ``i % C`` for message ``i``.
   fake_openai_server.py``, in this process; ``--agent echo`` for the echo agent instead).
 - ``bare``: ``bench/telegram_echo_bot.py``, an echo bot on the gateway's own Bot API
   client (``chatgate.platforms.telegram.botapi``) that stores nothing.
+- ``durable``: ``bench/telegram_durable_bot.py``, the least a durable gateway does: the
+  same client, one call to the same fake model through the gateway agent's SDK path, and
+  one SQLite commit at ``synchronous=FULL`` per message before it answers (only with the
+  ``openai`` agent).
+- ``baseline`` (with ``--baseline-src DIR``): the gateway again, importing chatgate from
+  another checkout's ``src/`` (e.g. main's), so old and new run interleaved in one run.
+
+Before the runs every tree the subjects import from (this one's ``src/``, and
+``--gateway-src``) is byte-compiled (``compileall``), as an installed wheel is: with
+``PYTHONDONTWRITEBYTECODE`` set, an editable checkout would otherwise compile every module
+at every start (``--no-compile`` keeps that).
 
 Per run: first reply latency (the double holding a message to its first ``sendMessage``
 into that chat), the subject's CPU (``/proc/<pid>/stat`` utime+stime, so other load on
@@ -30,6 +41,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +60,7 @@ from telegram_double import TOKEN, BotApiDouble, User, private  # noqa: E402
 TOKEN_ENV = "BENCH_TELEGRAM_TOKEN"
 MODEL_KEY_ENV = "BENCH_OPENAI_KEY"
 MODEL_REPLY = "Sure: here is a short answer from the model."
-SUBJECTS = ("gateway", "bare")
+SUBJECTS = ("gateway", "bare", "durable")
 
 
 def log(msg: str) -> None:
@@ -126,6 +138,15 @@ class Watch:
 def command(subject: str, args: argparse.Namespace, tmp: Path, base: str, model: str | None) -> list[str]:
     if subject == "bare":
         return [args.python, str(ROOT / "bench" / "telegram_echo_bot.py"), base]
+    if subject == "durable":
+        assert model is not None
+        return [
+            args.python,
+            str(ROOT / "bench" / "telegram_durable_bot.py"),
+            base,
+            model,
+            str(tmp / "floor.db"),
+        ]
     config = tmp / "chatgate.yaml"
     config.write_text(json.dumps(gateway_config(args, tmp, base, model)), encoding="utf-8")  # JSON is YAML
     state = str(tmp / "state")
@@ -154,8 +175,9 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-tg-{subject}-", dir=args.dir))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
     env |= {TOKEN_ENV: TOKEN, MODEL_KEY_ENV: "sk-bench"}
-    if subject == "gateway" and args.gateway_src:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (args.gateway_src, env.get("PYTHONPATH")) if p)
+    src = {"gateway": args.gateway_src, "baseline": args.baseline_src}.get(subject)
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     err = (tmp / "subject.log").open("wb")
     execed = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
@@ -185,7 +207,7 @@ async def one_run(subject: str, args: argparse.Namespace, model: str | None) -> 
         shutdown = await stop_gateway(proc, 30)
         await drainer
         await double.stop()
-        problems = log_problems(tmp / "subject.log") if subject == "gateway" else None
+        problems = log_problems(tmp / "subject.log") if subject in ("gateway", "baseline") else None
         shutil.rmtree(tmp, ignore_errors=True)
     ordered = sorted(watch.latencies)
     assert watch.first_poll is not None
@@ -228,28 +250,51 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a is not None and b else None
 
 
+def byte_compile(args: argparse.Namespace) -> list[str]:
+    """Compile the trees the subjects import from, as pip does when it installs a wheel."""
+    trees = [str(ROOT / "src"), *(t for t in (args.gateway_src, args.baseline_src) if t)]
+    if not args.no_compile:
+        for tree in trees:
+            subprocess.run(
+                [args.python, "-m", "compileall", "-q", tree], check=True, stdout=subprocess.DEVNULL
+            )
+    return [] if args.no_compile else trees
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    compiled = byte_compile(args)
+    subjects = [s for s in SUBJECTS if s != "durable" or args.agent == "openai"]
+    if args.baseline_src:
+        subjects.insert(0, "baseline")
     model: FakeOpenAIServer | None = None
     if args.agent == "openai":
         model = FakeOpenAIServer(behaviours=[Reply(MODEL_REPLY)])
         model.start()
     load_before = os.getloadavg()
-    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in SUBJECTS}
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in subjects}
     try:
         for rep in range(args.runs):
-            for subject in SUBJECTS:
+            for subject in subjects:
                 log(f"[telegram] run {rep + 1}/{args.runs}: {subject}")
                 runs[subject].append(await one_run(subject, args, model.base_url if model else None))
     finally:
         if model is not None:
             model.stop()
-    gateway, bare = summarize(runs["gateway"]), summarize(runs["bare"])
-    ratios = {
-        key: ratio(gateway[key], bare[key])
-        for key in (
-            "cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb", "start_cpu_s"
-        )
-    }  # fmt: skip
+    summary = {s: summarize(rs) for s, rs in runs.items()}
+    gateway, bare = summary["gateway"], summary["bare"]
+    keys = ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb", "start_cpu_s")
+    ratios = {key: ratio(gateway[key], bare[key]) for key in keys}
+    durable, baseline = summary.get("durable"), summary.get("baseline")
+    to_durable = {key: ratio(gateway[key], durable[key]) for key in keys} if durable else None
+    against_baseline = None
+    if baseline is not None:
+        against_baseline = {
+            "gateway_to_baseline": {key: ratio(gateway[key], baseline[key]) for key in keys},
+            "baseline_to_bare": {key: ratio(baseline[key], bare[key]) for key in keys},
+            "baseline_to_durable": {key: ratio(baseline[key], durable[key]) for key in keys}
+            if durable
+            else None,
+        }
     return {
         "workload": {
             "messages": args.messages,
@@ -258,11 +303,14 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "runs": args.runs,
             "agent": args.agent,
             "gateway_src": args.gateway_src,
+            "baseline_src": args.baseline_src,
+            "byte_compiled": compiled,
         },
         "load_average": {"before": [round(x, 2) for x in load_before], "after": list(os.getloadavg())},
-        "gateway": gateway,
-        "bare": bare,
+        **summary,
         "ratios": ratios,
+        "ratios_to_durable": to_durable,
+        "ratios_baseline": against_baseline,
         "targets": {
             "cpu_per_message_le_1_5x": ratios["cpu_ms_per_message"] is not None
             and ratios["cpu_ms_per_message"] <= 1.5,
@@ -286,7 +334,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last reply")
     p.add_argument("--python", default=sys.executable, help="the interpreter of both subjects")
     p.add_argument("--gateway-src", default=None, help="put this checkout's src/ first for the gateway")
+    p.add_argument("--baseline-src", default=None, help="also run a gateway from this checkout's src/")
     p.add_argument("--dir", default=None, help="where the gateway's state goes (default: system temp)")
+    p.add_argument("--no-compile", action="store_true", help="do not byte-compile the trees first")
     p.add_argument("--quick", action="store_true", help="a small smoke run")
     args = p.parse_args(argv)
     if args.quick:

@@ -142,7 +142,7 @@ async def test_replace_stops_the_old_gateway_reaps_its_orphaned_child_and_loses_
     client = ChatClient(url, "replace-chat", [(f"r{i}", t) for i, t in enumerate(texts)], window=5)
     stop = asyncio.Event()
     running = asyncio.create_task(client.run(stop))
-    await _until(lambda: len(client.acked) == 5, 30)
+    await wait_until(lambda: len(client.acked) == 5, 60, "the five messages acknowledged")
 
     new = GatewayProcess(tmp_path, FAST, port=old.port)
     new.state_dir = old.state_dir
@@ -150,7 +150,7 @@ async def test_replace_stops_the_old_gateway_reaps_its_orphaned_child_and_loses_
     try:
         assert await asyncio.wait_for(old.proc.wait(), 60) == 0, "the old gateway stopped cleanly"
         await new.wait_ready()
-        await _until(lambda: not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, 10)
+        await wait_until(lambda: _gone(child), 30, "the old gateway's orphaned child reaped")
         await asyncio.wait_for(running, 60)
         for mid, text in client.messages:
             assert set(client.finals[mid]) == {(client.finals[mid][0][0], f"echo: {text}")}
@@ -169,7 +169,7 @@ async def test_sigterm_during_twenty_slow_turns_exits_within_budget_and_loses_no
     clients = [ChatClient(url, f"slow{i}", [(f"s{i}", f"slow turn {i}")]) for i in range(20)]
     stop = asyncio.Event()
     tasks = [asyncio.create_task(c.run(stop)) for c in clients]
-    await _until(lambda: all(c.acked for c in clients), 30)
+    await wait_until(lambda: all(c.acked for c in clients), 60, "all twenty messages acknowledged")
     await asyncio.sleep(1.5)  # every turn has started streaming and none can have finished
 
     assert gateway.proc is not None
@@ -233,12 +233,11 @@ def _as_dict(record: LockRecord) -> dict[str, object]:
     return asdict(record)
 
 
-async def _until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 async def test_a_start_logs_one_line_naming_version_state_store_agent_and_platforms(tmp_path: Path) -> None:

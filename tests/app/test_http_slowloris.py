@@ -20,8 +20,9 @@ import psutil
 import pytest
 
 from chatgate.app.config import GatewayConfig
+from chatgate.app.descriptors import DESCRIPTOR_RESERVE
 from chatgate.app.gateway import Gateway
-from chatgate.app.http_guard import DESCRIPTOR_RESERVE, AcceptErrorThrottle
+from chatgate.app.http_guard import AcceptErrorThrottle
 from chatgate.app.startup import StartupError
 from support.procs import GatewayProcess
 from support.web_harness import WebClient

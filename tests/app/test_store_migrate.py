@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from chatgate.domain.accounts import Account, SignInToken, WebSession, hash_secret
 from chatgate.domain.api_keys import ApiKeyRecord, hash_token
 from chatgate.domain.background import TaskRecord
 from chatgate.domain.outbox import OutboxSettlement
@@ -27,6 +28,7 @@ SCHEDULE = Schedule(
     "s1", "every", "60", "stand up", ScheduleTarget(Source("webchat", "c1"), "k1"), "chat", T0 + 60, T0,
     deliver_only=True, paused=True, name="standup", meta={"by": "u1"},
 )  # fmt: skip
+ANN = Account("a00000000001", "ann", "admin", T0)
 TASK = TaskRecord("t1", "delegate", "k1", "sid-1", "k1/task:t1", src(), "do it", T0, "done", "42", T0 + 1)
 
 
@@ -54,6 +56,13 @@ async def fill(path: Path) -> None:
     await store.request_pairing("telegram", "u9", "Zed", "c9", T0, PairingLimits(), lambda r: draft("pair:1"))
     await store.create_api_key(ApiKeyRecord("a1", "ci", T0, revoked_at=T0 + 5), hash_token("cg-a1-x"))
     await store.save_schedule(SCHEDULE)
+    await store.create_account(ANN, "scrypt$x")
+    await store.add_sign_in_token(SignInToken("t00000000001", ANN.user_id, T0), hash_secret("cgu-token"))
+    await store.create_web_session(
+        WebSession("s1", ANN.user_id, T0, T0 + 99, "t00000000001"), hash_secret("c")
+    )
+    await store.claim_chat("web", "c1", ANN.user_id, T0)
+    await store.set_chat_title("web", "c1", "first words", replace=False)
     await store.close()
     _put_task(path)
 
@@ -104,6 +113,14 @@ async def test_a_sqlite_state_moves_into_postgres_and_carries_on_there(tmp_path,
         assert await store.api_key_by_hash(hash_token("cg-a1-x")) == ApiKeyRecord("a1", "ci", T0, T0 + 5)
         assert await store.list_schedules() == [SCHEDULE]
         assert await store.get_task("t1") == TASK
+        assert await store.account_by_name("ann") == (ANN, "scrypt$x")
+        token = await store.sign_in_token_by_hash(hash_secret("cgu-token"))
+        assert token is not None and token[0].token_id == "t00000000001"
+        session = await store.signed_in(hash_secret("c"), T0 + 1)
+        assert session is not None and session.session.via == "t00000000001"
+        assert [(c.chat_id, c.title) for c in await store.list_chats("web", ANN.user_id, None, 5)] == [
+            ("c1", "first words")
+        ]
         later = await store.admit(req("after", "k3", "new one", chat_id="c3"))
         assert later.new and later.seq > max(i.seq for c in claims.values() for i in c.items)
     finally:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from chatgate.domain.accounts import Account, SignInToken, WebSession
 from chatgate.domain.api_keys import ApiKeyRecord
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxSettlement
@@ -117,6 +118,23 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "list_tasks": lambda s: s.list_tasks("k1"),
     "cancel_task": lambda s: s.cancel_task("t1", "x"),
     "close_stale_tasks": lambda s: s.close_stale_tasks(T0, "x"),
+    "create_account": lambda s: s.create_account(Account("0123456789ab", "ann", "user", T0), None),
+    "account_by_name": lambda s: s.account_by_name("ann"),
+    "list_accounts": lambda s: s.list_accounts(),
+    "add_sign_in_token": lambda s: s.add_sign_in_token(SignInToken("0123456789ab", "u1", T0), "h" * 64),
+    "sign_in_token_by_hash": lambda s: s.sign_in_token_by_hash("h" * 64),
+    "list_sign_in_tokens": lambda s: s.list_sign_in_tokens(),
+    "revoke_account": lambda s: s.revoke_account("u1", T0),
+    "revoke_sign_in_token": lambda s: s.revoke_sign_in_token("0123456789ab", T0),
+    "create_web_session": lambda s: s.create_web_session(WebSession("s1", "u1", T0, T0 + 9), "h" * 64),
+    "signed_in": lambda s: s.signed_in("h" * 64, T0),
+    "end_web_session": lambda s: s.end_web_session("s1", T0),
+    "live_sessions": lambda s: s.live_sessions(["s1"], T0),
+    "claim_chat": lambda s: s.claim_chat("web", "c1", "u1", T0),
+    "chat_owner": lambda s: s.chat_owner("web", "c1"),
+    "set_chat_title": lambda s: s.set_chat_title("web", "c1", "t", replace=False),
+    "list_chats": lambda s: s.list_chats("web", "u1", None, 10),
+    "chat_history": lambda s: s.chat_history("web", "c1", None, 10),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import websockets
 
 from support.poison_agent import POISON
 from support.procs import ChatClient, FrameClient, GatewayProcess, wait_until
@@ -28,14 +29,17 @@ GAVE_UP = "so I gave up instead of trying forever"
 
 
 async def _restart_until(gateway: GatewayProcess, done: object, deaths: int, timeout: float) -> int:
-    """Play systemd: start the gateway again each time it dies, until ``done()``; count deaths."""
+    """Play systemd: start the gateway again each time it dies, until ``done()``; count deaths.
+
+    Like systemd, it does not wait for a start to be ready: a resumed poisoned turn may kill
+    the process before its HTTP server serves (it starts after the platforms, issue 13)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not done():  # type: ignore[operator]
         assert gateway.proc is not None
         if gateway.proc.returncode is not None:
             deaths += 1
-            await gateway.start(launcher=LAUNCHER)
+            await gateway.start(launcher=LAUNCHER, wait=False)
         assert loop.time() < deadline, f"not done after {deaths} deaths: {gateway.logs()}"
         await asyncio.sleep(0.05)
     return deaths
@@ -62,7 +66,8 @@ async def test_a_message_that_brings_the_process_down_is_given_up_and_the_user_t
                 await victim.close()
                 try:
                     await victim.connect(timeout=5)
-                except (OSError, AssertionError):
+                except (OSError, AssertionError, websockets.WebSocketException):
+                    # A start dies on the poison before or during its HTTP handshake.
                     await asyncio.sleep(0.1)
             await asyncio.sleep(0.05)
 

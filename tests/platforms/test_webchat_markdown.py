@@ -38,12 +38,39 @@ CASES = [
     ("> quoted **text**", "<blockquote><p>quoted <strong>text</strong></p></blockquote>"),
     ("- a\n- **b**", "<ul><li>a</li><li><strong>b</strong></li></ul>"),
     ("3. x\n4. y", '<ol start="3"><li>x</li><li>y</li></ol>'),
+    # Nested and mixed lists: an item holds what is indented at least two columns past its marker.
+    ("- a\n  - b\n    - c\n- d", "<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li><li>d</li></ul>"),
+    ("1. one\n   - x\n   - y\n2. two", "<ol><li>one<ul><li>x</li><li>y</li></ul></li><li>two</li></ol>"),
+    ("1. one\n  - two spaces", "<ol><li>one<ul><li>two spaces</li></ul></li></ol>"),
+    ("- a\n    1. four\n    2. deep", "<ul><li>a<ol><li>four</li><li>deep</li></ol></li></ul>"),
+    ("* star\n+ plus\n- dash", "<ul><li>star</li><li>plus</li><li>dash</li></ul>"),
+    ("- bullets\n1. then numbers", "<ul><li>bullets</li></ul><ol><li>then numbers</li></ol>"),
+    ("- a\n  continued\n- b", "<ul><li>a<br>continued</li><li>b</li></ul>"),
+    ("- a\n\n- b after a blank", "<ul><li>a</li><li>b after a blank</li></ul>"),
+    ("- a\n\n  second paragraph", "<ul><li>a<p>second paragraph</p></li></ul>"),
+    ("- a\n\nnot in the list", "<ul><li>a</li></ul><p>not in the list</p>"),
+    ("- a\nnot indented", "<ul><li>a</li></ul><p>not indented</p>"),
+    ("2) x\n   3) y", '<ol start="2"><li>x<ol start="3"><li>y</li></ol></li></ol>'),
+    ("-\ta tab", "<ul><li>a tab</li></ul>"),
+    (
+        "- **bold** item\n  - `code` child",
+        "<ul><li><strong>bold</strong> item<ul><li><code>code</code> child</li></ul></li></ul>",
+    ),
+    (
+        "1. run:\n   ```\n   make\n\n     indented\n   ```\n2. done",
+        '<ol><li>run:<div class="codeblock"><div class="codebar"><span class="lang">text</span>'
+        '<button class="copy" type="button" aria-label="Copy code">Copy</button></div>'
+        "<pre><code>make\n\n  indented</code></pre></div></li><li>done</li></ol>",
+    ),
+    ("> - quoted\n>   - nested", "<blockquote><ul><li>quoted<ul><li>nested</li></ul></li></ul></blockquote>"),
     ("---", "<hr>"),
     (
         "```python\nprint('<b>')\n\n  x = 1\n```",
         '<div class="codeblock"><div class="codebar"><span class="lang">python</span>'
         '<button class="copy" type="button" aria-label="Copy code">Copy</button></div>'
-        "<pre><code data-lang=\"python\">print('&lt;b&gt;')\n\n  x = 1</code></pre></div>",
+        '<pre><code data-lang="python"><span class="tok-builtin">print</span>('
+        '<span class="tok-string">\'&lt;b&gt;\'</span>)\n\n  x = <span class="tok-number">1</span>'
+        "</code></pre></div>",
     ),
     (
         "```\nunclosed fence of a draft",
@@ -123,3 +150,33 @@ async def test_renderer_never_makes_markup_or_script_links_from_hostile_text(
     assert result["bad"] == []
     assert set(result["links"]) <= {"https:"}, result["links"]
     assert result["pwned"] is None
+
+
+DEEP = """async (cases) => {
+  const md = await import('/static/markdown.js');
+  const letters = (text) => text.replace(/[^a-z]/g, '');
+  return cases.map((text) => {
+    const box = document.createElement('div');
+    box.append(md.render(text));
+    let depth = 0;
+    const nested = 'ul, ol, blockquote';
+    for (let node = box.querySelector(nested); node; node = node.querySelector(nested)) depth += 1;
+    return {depth, sameLetters: letters(box.textContent) === letters(text)};
+  });
+}"""
+
+
+async def test_hostile_nesting_is_cut_at_a_bounded_depth_and_keeps_its_text(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    """A line of 100k '>' (or of '- ') used to recurse once per level, past the stack's end."""
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    cases = [
+        ">" * 100_000 + " deep",
+        "\n".join("  " * n + "- level" for n in range(1_000)),  # 1 MB of indentation
+        "- " * 50_000 + "x",
+    ]
+    results = await page.evaluate(DEEP, cases)
+    # nested at most 8 deep; what is no longer nested is shown as text, every letter still there
+    assert results == [{"depth": 8, "sameLetters": True}] * 3

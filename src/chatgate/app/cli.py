@@ -12,28 +12,17 @@ import shlex
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app import (
-    api_key_cli,
-    init_wizard,
-    ops_cli,
-    pairing_cli,
-    schedules_cli,
-    service,
-    sessions_cli,
-    store_cli,
-)
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config_secrets import check_secrets
-from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
+from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable
 from chatgate.app.logs import setup_logging
-from chatgate.app.replace import stop_gateway
+from chatgate.app.replace import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
 EX_USAGE = 2
@@ -95,44 +84,6 @@ def _force_exit(reason: str) -> None:
     os._exit(EX_FORCED)
 
 
-def _acquire_runtime_lock(state_dir: Path, replace: bool, replace_timeout: float) -> FileLock:
-    lock = runtime_lock(state_dir)
-    record = LockRecord.for_this_process(state_dir=str(state_dir))
-    try:
-        lock.acquire(record)
-    except LockHeld as held:
-        if not replace:
-            raise
-        if held.record is None:
-            raise LockUnavailable(
-                f"{held.path} is locked by a process that left no record; stop it by hand"
-            ) from held
-        report = stop_gateway(held.record, timeout=replace_timeout)
-        log.info(
-            "replaced gateway pid %d in %.1fs (forced: %s, orphans reaped: %s, skipped: %s)",
-            report.pid,
-            report.seconds,
-            report.forced,
-            report.reaped,
-            report.skipped,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                lock.acquire(record)
-                break
-            except LockHeld:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-    if lock.previous is not None and lock.previous.process() is None:
-        log.warning(
-            "the previous gateway (pid %d) did not shut down cleanly; resuming its unfinished work",
-            lock.previous.pid,
-        )
-    return lock
-
-
 def _database_path(config: GatewayConfig, state_dir: Path) -> Path:
     return Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
 
@@ -165,7 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     state_dir = resolve_state_dir(args.state_dir, config)
     state_dir.mkdir(parents=True, exist_ok=True)
     try:
-        lock = _acquire_runtime_lock(state_dir, args.replace, args.replace_timeout)
+        lock = acquire_runtime_lock(state_dir, args.replace, args.replace_timeout)
     except LockHeld as held:
         who = f"pid {held.record.pid}" if held.record else "another process"
         print(
@@ -208,11 +159,15 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from chatgate.app import sessions_cli
+
     config = _load(args)
     return sessions_cli.cmd_sessions(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def _status(args: argparse.Namespace, state_dir: Path) -> int:
+    from chatgate.app import ops_cli
+
     config = _load(args)
     if config.store.url is None:
         return ops_cli.cmd_status(args, state_dir)
@@ -251,16 +206,29 @@ def _with_state(
 
 
 def cmd_api_key(args: argparse.Namespace) -> int:
+    from chatgate.app import api_key_cli
+
     config = _load(args)
     return api_key_cli.cmd_api_key(args, config, resolve_state_dir(args.state_dir, config))
 
 
+def cmd_user(args: argparse.Namespace) -> int:
+    from chatgate.app import user_cli
+
+    config = _load(args)
+    return user_cli.cmd_user(args, config, resolve_state_dir(args.state_dir, config))
+
+
 def cmd_pairing(args: argparse.Namespace) -> int:
+    from chatgate.app import pairing_cli
+
     config = _load(args)
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
+    from chatgate.app import schedules_cli
+
     config = _load(args)
     return schedules_cli.cmd_schedules(args, config, resolve_state_dir(args.state_dir, config))
 
@@ -277,6 +245,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
   chatgate api-key create      a bearer key for the OpenAI-compatible API (platforms.api, docs/api.md)
+  chatgate user add NAME       a web chat account and its sign-in token (platforms.web.auth: accounts)
   chatgate schedules list      schedules and their next firing (pause|resume|delete ID)
   chatgate --help              every command; chatgate COMMAND --help for its options
 
@@ -318,7 +287,8 @@ def _add_run_parser(
     run.set_defaults(func=cmd_run)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
+    """Every command's parser; ``run_only``: just ``run``'s, whose start need not import the others."""
     parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
     parser.add_argument("--version", action="version", version=f"chatgate {__version__}")
     sub = parser.add_subparsers(dest="command")
@@ -327,8 +297,24 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", help="YAML config file (default: built-in defaults)")
         p.add_argument("--state-dir", help="where the database lives (env CHATGATE_STATE_DIR)")
 
+    if run_only:
+        _add_run_parser(sub, common)
+        return parser
+    from chatgate.app import init_wizard
+
     init_wizard.add_parser(sub, init_wizard.cmd_init)
     _add_run_parser(sub, common)
+    _add_tool_parsers(sub, common)
+    return parser
+
+
+def _add_tool_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    common: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """The commands besides ``init`` and ``run``: each imports its module only here."""
+    from chatgate.app import api_key_cli, ops_cli, pairing_cli, schedules_cli, service, store_cli, user_cli
+
     sessions = sub.add_parser("sessions", help="list sessions with their last activity")
     common(sessions)
     sessions.add_argument("--limit", type=int, default=100, help="how many, most recent first")
@@ -350,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
     api_key_cli.add_parser(sub, common, cmd_api_key)
+    user_cli.add_parser(sub, common, cmd_user)
     schedules_cli.add_parser(sub, common, cmd_schedules)
     store_cli.add_parser(sub, common, _with_state, _load, _database_path)
     service.add_parser(sub, common, _with_state)
@@ -359,11 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     relay_sim.set_defaults(func=cmd_relay_sim_moved)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(func=cmd_version)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    # `chatgate run ...` (what a service manager runs at every restart) builds only its own parser.
+    parser = build_parser(run_only=words[:1] == ["run"])
     # parse_args, except that `relay-sim` keeps whatever options it was given, for its hint.
     args, extra = parser.parse_known_args(argv)
     if args.command is None:

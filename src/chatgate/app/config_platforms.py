@@ -17,6 +17,20 @@ class WebChatConfig(Section):
     pairing: bool = False
     """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
     access_token_env: EnvName | None = None
+    auth: Literal["none", "token", "accounts"] | None = None
+    """``accounts``: people sign in (``chatgate user add``) and see only their own chats;
+    ``token``: one shared access token (``access_token_env``); ``none``: loopback only.
+    Unset: ``token`` when ``access_token_env`` is set, else ``none``."""
+    session_hours: float = Field(168.0, gt=0, le=24 * 366)
+    """How long a sign-in lasts in a browser (accounts)."""
+    secure_cookies: bool | None = None
+    """Mark the session cookie ``Secure``; unset: when the page was requested over https
+    (or a proxy said so with ``X-Forwarded-Proto: https``)."""
+    sign_in_attempts_per_minute: int = Field(10, ge=1, le=10_000)
+    """Sign-in attempts one client address may make per minute (accounts)."""
+    session_check_seconds: float = Field(5.0, gt=0, le=3600)
+    """How often open sockets re-check their session, so a revocation elsewhere (the CLI,
+    another process of a fleet) closes them (accounts)."""
     max_text_chars: int = Field(16_000, ge=1)
     draft_interval_ms: float = Field(50.0, ge=0)
     allowed_origins: list[str] = []
@@ -24,6 +38,11 @@ class WebChatConfig(Section):
     max_queued_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
     """What one socket may have waiting to be written before a client that does not read is
     closed (and resyncs on reconnect); at least one reply's frame (``max_text_chars``)."""
+
+    def auth_mode(self) -> Literal["none", "token", "accounts"]:
+        if self.auth is not None:
+            return self.auth
+        return "token" if self.access_token_env else "none"
 
 
 class TelegramConfig(Section):

@@ -51,10 +51,28 @@ def check_secrets(config: GatewayConfig, environ: Any) -> None:
         )
     if (problem := hook_secret_problem(config.hooks, environ)) is not None:
         raise ConfigError(problem)
-    if web.enabled and not is_loopback(config.http.host) and not web.access_token_env:
+    check_web_auth(config)
+
+
+def check_web_auth(config: GatewayConfig) -> None:
+    """Beyond loopback the web chat needs a sign-in: anyone could claim any user id."""
+    web = config.platforms.web
+    mode = web.auth_mode()
+    if mode == "token" and not web.access_token_env:
         raise ConfigError(
-            f"platforms.web.access_token_env: the web chat is bound to {config.http.host}, which is not"
-            " loopback; set an access token env var (or bind http.host to 127.0.0.1)"
+            "platforms.web.auth: token needs platforms.web.access_token_env (the variable that holds"
+            " the shared token); or use auth: accounts"
+        )
+    if mode == "accounts" and web.access_token_env:
+        raise ConfigError(
+            "platforms.web.access_token_env: with platforms.web.auth: accounts people sign in with"
+            " their own tokens (chatgate user add); remove access_token_env"
+        )
+    if web.enabled and mode == "none" and not is_loopback(config.http.host):
+        raise ConfigError(
+            f"platforms.web.auth: the web chat is bound to {config.http.host}, which is not loopback,"
+            " and asks nobody to sign in; set platforms.web.auth: accounts (then chatgate user add NAME),"
+            " or a shared token in platforms.web.access_token_env, or bind http.host to 127.0.0.1"
         )
 
 

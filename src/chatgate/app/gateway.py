@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import importlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import uvicorn
+from typing import TYPE_CHECKING, Any
 
 from chatgate import __version__
 from chatgate.agents.base import Agent
@@ -22,15 +19,8 @@ from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.config_background import task_settings, webhooks_for
+from chatgate.app.descriptors import DescriptorBudgetError, ensure_descriptors
 from chatgate.app.fleet import CredentialHeld, FleetCredentials, FleetNotices, StandbyAdapter
-from chatgate.app.http import build_app
-from chatgate.app.http_guard import (
-    AcceptErrorThrottle,
-    ConnectionLimits,
-    DescriptorBudgetError,
-    ensure_descriptors,
-    guarded_http,
-)
 from chatgate.app.locks import (
     FileLock,
     LockHeld,
@@ -59,15 +49,10 @@ from chatgate.engine.turn import TurnSettings
 from chatgate.engine.webhooks import Webhooks
 from chatgate.store.base import Store
 
+if TYPE_CHECKING:
+    from chatgate.app.http_server import HttpServer
+
 log = logging.getLogger(__name__)
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the gateway owns shutdown."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -104,6 +89,7 @@ class Gateway:
         built = build_platforms(config, self.engine, self.store)
         self.web = built.web_chat
         self._routes = built.routes
+        self._preflight = built.preflight
         self._credentials = built.credentials
         self._credential_locks: list[FileLock] = []
         for adapter in built.adapters:
@@ -120,7 +106,7 @@ class Gateway:
         self.fleet_credentials = FleetCredentials(self.store)
         self._started = time.monotonic()
         self._stopping = False
-        self._server: _Server | None = None
+        self._server: HttpServer | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
         self._loop_handler: Any = None
@@ -268,6 +254,9 @@ class Gateway:
             raise StartupError(str(exc)) from None
         await asyncio.to_thread(self._lock_credentials)
         expired_prompts = await self.engine.open()
+        for check in self._preflight:
+            if (problem := await check()) is not None:
+                raise ConfigError(problem)  # the caller stops what was started
         standby = await self._take_fleet_credentials()
         if self.engine.tools is not None:
             await asyncio.to_thread(self.workdir.mkdir, parents=True, exist_ok=True)
@@ -275,13 +264,14 @@ class Gateway:
             log.info("the shell tool runs commands in %s", self.workdir)
         self.lag.start()
         self.engine.start()
-        await self._start_http()
+        self._bind()
         for adapter in self.adapters.values():
             # after the store is open: intake commits every event before its ack
             if adapter.platform in standby and isinstance(adapter, StandbyAdapter):
                 await adapter.start_sending()  # another process of the fleet polls
             else:
                 await adapter.start()
+        await self._start_http()  # its imports run in a thread while the platforms make their first calls
         self.fleet_credentials.start()
         await self.fleet_credentials.announce(self.adapters)
         if isinstance(self.agent, DeferredAgent):
@@ -309,13 +299,23 @@ class Gateway:
             "the shell tool runs commands inside bubblewrap (network: %s)", self.config.tools.sandbox_network
         )
 
+    def _bind(self) -> None:
+        """The HTTP socket, before any platform starts: a port in use fails the start at once."""
+        self._sock = bind_socket(self.config.http.host, self.config.http.port)
+        self.port = self._sock.getsockname()[1]
+
     async def _start_http(self) -> None:
+        # uvicorn, starlette and the web chat: imported off the loop, so a poll already
+        # started goes on meanwhile (the modules are then cached for the imports below).
+        await asyncio.to_thread(importlib.import_module, "chatgate.app.http_server")
+        from chatgate.app.http import build_app
+        from chatgate.app.http_guard import AcceptErrorThrottle
+        from chatgate.app.http_server import http_server
+
         http = self.config.http
         loop = asyncio.get_running_loop()
         self._loop_handler = loop.get_exception_handler()
         loop.set_exception_handler(AcceptErrorThrottle())
-        self._sock = bind_socket(http.host, http.port)
-        self.port = self._sock.getsockname()[1]
         app = build_app(
             self.store,
             self.metrics,
@@ -328,16 +328,8 @@ class Gateway:
             routes=self._routes,
             hooks=self.hooks,
         )
-        uv_config = uvicorn.Config(
-            app,
-            log_config=None,
-            lifespan="off",
-            ws_max_size=4 * 1024 * 1024,
-            ws_ping_interval=20.0,
-            http=guarded_http(ConnectionLimits(http.max_connections, http.header_timeout_seconds)),
-            timeout_keep_alive=http.keep_alive_seconds,
-        )
-        self._server = _Server(uv_config)
+        assert self._sock is not None
+        self._server = http_server(app, http)
         self._server_task = asyncio.create_task(
             self._server.serve(sockets=[self._sock]), name="chatgate-http"
         )
@@ -379,6 +371,8 @@ class Gateway:
 
     async def _stop_http(self, timeout: float) -> None:
         if self._server is None or self._server_task is None:
+            if self._sock is not None:
+                self._sock.close()  # bound, but a start that failed before serving never used it
             return
         self._server.should_exit = True
         done, _ = await asyncio.wait({self._server_task}, timeout=timeout)

@@ -6,7 +6,6 @@ import contextlib
 import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,24 +24,10 @@ from chatgate.domain.store_roles import Inbox
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.webhooks import Webhooks
 from chatgate.platforms.webchat.adapter import WebChatAdapter
+from chatgate.platforms.webchat.pages import PAGE_HEADERS, chat_page
+from chatgate.platforms.webchat.session_gate import Refusal
 
 log = logging.getLogger(__name__)
-
-
-def _page() -> str:
-    return resources.files("chatgate.platforms.webchat").joinpath("static/index.html").read_text("utf-8")
-
-
-# The page loads only its own assets and talks only to its own socket, so a model reply that
-# slipped past the renderer still could not run script or reach another host.
-PAGE_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
 
 
 ReadyCheck = Callable[[], Awaitable[list[str]]]
@@ -97,11 +82,13 @@ def _web_chat_routes(
     web: WebChatAdapter | None, allowed_origins: frozenset[str], loopback_bind: bool
 ) -> list[BaseRoute]:
     """The page at ``/`` and its socket at ``/ws`` (both say so when the web chat is disabled)."""
-    page = _page()
+    page = chat_page(web.auth if web is not None else "none")
 
     async def index(request: Request) -> Response:
         if web is None:
             return Response("the web chat is disabled (platforms.web.enabled: false)\n", status_code=404)
+        if web.gate is not None and isinstance(await web.gate.signed_in(request), Refusal):
+            return RedirectResponse("/signin", status_code=303)
         return HTMLResponse(page, headers=PAGE_HEADERS)
 
     async def favicon(request: Request) -> Response:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import resource
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +28,6 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 log = logging.getLogger(__name__)
 
-DESCRIPTOR_RESERVE = 128
-"""Descriptors kept beyond ``max_connections`` for the database, logs, outbound clients."""
 _REFUSED = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\ncontent-length: 12\r\n\r\nserver busy\n"
 _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
 
@@ -39,34 +36,6 @@ _TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-leng
 class ConnectionLimits:
     max_connections: int
     header_timeout: float
-
-
-class DescriptorBudgetError(Exception):
-    """The process may open fewer descriptors than the connection cap needs."""
-
-
-def ensure_descriptors(max_connections: int) -> int:
-    """Raise the soft ``RLIMIT_NOFILE`` toward the hard one if the cap needs it; return the limit.
-
-    Past the limit, ``accept()`` fails and nothing new is served, not even ``/readyz``,
-    so a cap the process cannot hold is refused at start-up, naming what to change.
-    """
-    need = max_connections + DESCRIPTOR_RESERVE
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < need:
-        raised = need if hard == resource.RLIM_INFINITY else min(hard, need)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-            soft = raised
-        except (ValueError, OSError):
-            pass  # the kernel's own ceiling (fs.nr_open); the check below says what to do
-    if soft != resource.RLIM_INFINITY and soft < need:
-        raise DescriptorBudgetError(
-            f"http.max_connections is {max_connections} but this process may open only {soft} files"
-            f" (it needs {need}: the connections plus {DESCRIPTOR_RESERVE}); lower http.max_connections"
-            f" or raise the limit (systemd: LimitNOFILE=, shell: ulimit -n)"
-        )
-    return int(soft)
 
 
 class _Guard:

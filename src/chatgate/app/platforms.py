@@ -9,11 +9,9 @@ platform is one folder under ``platforms/`` and one entry here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from starlette.routing import BaseRoute, Route
+from typing import TYPE_CHECKING, Any
 
 from chatgate.app.config import ConfigError, GatewayConfig, secret
 from chatgate.app.netaddr import is_loopback
@@ -48,6 +46,9 @@ class PlatformBuild:
     routes: list[BaseRoute] = field(default_factory=list)
     """More routes of the gateway's HTTP app: the OpenAI-compatible API's ``/v1/...``, the
     HTTP endpoints a platform receives its events on (Slack's ``/slack/events``)."""
+    preflight: list[Callable[[], Awaitable[str | None]]] = field(default_factory=list)
+    """Checks run once the store is open, before anything is served: a problem refuses the
+    start-up with its message (accounts with no users)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,23 +64,55 @@ class PlatformEntry:
 
 def _web_access(config: GatewayConfig) -> dict[str, PlatformAccess]:
     web = config.platforms.web
-    allow_all = web.allow_all if web.allow_all is not None else is_loopback(config.http.host)
+    # With accounts, signing in is the allowlist: the gateway set the user id, not the browser.
+    default = web.auth_mode() == "accounts" or is_loopback(config.http.host)
+    allow_all = web.allow_all if web.allow_all is not None else default
     users = frozenset(web.allow_users)
     return {"web": PlatformAccess(allow_all=allow_all, allow_users=users, pairing=web.pairing)}
 
 
 def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformBuild:
     from chatgate.platforms.webchat.adapter import WebChatAdapter
+    from chatgate.platforms.webchat.session_gate import SessionGate
 
     web = config.platforms.web
+    accounts = web.auth_mode() == "accounts"
+    origins = frozenset(o.rstrip("/").lower() for o in web.allowed_origins)
+    gate = SessionGate(store, origins, web.secure_cookies) if accounts else None
     adapter = WebChatAdapter(
         store,
         engine.intake,
         max_text_chars=web.max_text_chars,
         access_token=secret(os.environ, web.access_token_env),
         max_queued_bytes=web.max_queued_bytes,
+        gate=gate,
+        session_check_seconds=web.session_check_seconds,
     )
-    return PlatformBuild(adapters=[adapter], web_chat=adapter)
+    built = PlatformBuild(adapters=[adapter], web_chat=adapter)
+    if gate is not None:
+        built.routes.extend(_account_routes(config, store, gate, adapter))
+        built.preflight.append(lambda: _someone_can_sign_in(store))
+    return built
+
+
+def _account_routes(config: GatewayConfig, store: Store, gate: Any, adapter: Any) -> list[BaseRoute]:
+    from chatgate.platforms.webchat.account_routes import AccountDesk, account_routes
+    from chatgate.platforms.webchat.attempts import SignInAttempts
+    from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes
+
+    web = config.platforms.web
+    attempts = SignInAttempts(web.sign_in_attempts_per_minute)
+    desk = AccountDesk(store, gate, attempts, web.session_hours * 3600, adapter)
+    return [*account_routes(desk), *history_routes(HistoryDesk(store, gate))]
+
+
+async def _someone_can_sign_in(store: Store) -> str | None:
+    if any(a.active for a in await store.list_accounts()):
+        return None
+    return (
+        "platforms.web.auth: accounts, but there are no users yet; add one with"
+        " `chatgate user add NAME --admin` (it prints a sign-in token), then start again"
+    )
 
 
 # ---------------------------------------------------------------- telegram
@@ -151,6 +184,8 @@ def _build_slack(config: GatewayConfig, engine: Engine, store: Store) -> Platfor
         duplicate_marker=config.delivery.duplicate_marker,
     )
     adapter = SlackAdapter(settings, engine.intake)
+    from starlette.routing import Route  # only here: a Telegram-only start never imports starlette
+
     routes: list[BaseRoute] = (
         [] if socket else [Route(SLACK_EVENTS_PATH, adapter.http_endpoint, methods=["POST"])]
     )
@@ -302,5 +337,6 @@ def build_platforms(config: GatewayConfig, engine: Engine, store: Store) -> Plat
         built.adapters.extend(part.adapters)
         built.credentials.extend(part.credentials)
         built.routes.extend(part.routes)
+        built.preflight.extend(part.preflight)
         built.web_chat = built.web_chat or part.web_chat
     return built

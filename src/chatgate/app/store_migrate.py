@@ -123,6 +123,13 @@ TABLES: tuple[Table, ...] = (
         ("id", "kind", "parent_key", "parent_session_id", "child_key", "origin_json", "prompt", "created_at",
          "status", "result", "finished_at", "note"),
     ),
+    Table("accounts", ("user_id", "name", "role", "password_hash", "created_at", "revoked_at")),
+    Table("sign_in_tokens", ("token_id", "user_id", "token_hash", "created_at", "revoked_at")),
+    Table(
+        "web_sessions",
+        ("session_id", "user_id", "cookie_hash", "via", "created_at", "expires_at", "ended_at"),
+    ),
+    Table("web_chats", ("platform", "chat_id", "owner_id", "title", "created_at")),
 )  # fmt: skip
 
 

@@ -1,11 +1,10 @@
 """The store's roles: one typing Protocol per kind of durable state, and nothing else.
 
-Each engine stage and adapter is typed with the narrow role (or the part of a role) it
-actually uses, so it cannot reach state that is not its business, and a reader sees in
-its constructor which state it touches. They live in the domain, not in
-``chatgate.store``, because adapters may use a role but must never import the store
-package; only the composition root (``app``) holds a concrete backend, and
-``chatgate.store.base.Store`` is every role at once.
+Each engine stage and adapter is typed with the narrow role (or the part of a role) it actually
+uses, so it cannot reach state that is not its business, and a reader sees in its constructor
+which state it touches. They live in the domain, not in ``chatgate.store``, because adapters may
+use a role but must never import the store package; only the composition root (``app``) holds a
+concrete backend, and ``chatgate.store.base.Store`` is every role at once.
 
 The roles are the unit of the contract suite (``tests/contract/``: every method of
 every role has a contract test, checked by introspecting ``ROLES``) and of the backends
@@ -32,6 +31,8 @@ from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, Out
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles_accounts import Accounts as Accounts
+from chatgate.domain.store_roles_accounts import WebChats as WebChats
 from chatgate.domain.store_roles_background import Schedules as Schedules
 from chatgate.domain.store_roles_background import Tasks as Tasks
 from chatgate.domain.turns import Claim, TurnOutcome
@@ -393,5 +394,7 @@ ROLES: tuple[type, ...] = (
     Exchanges,
     Schedules,
     Tasks,
+    Accounts,
+    WebChats,
 )
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from chatgate.domain.store_roles import (
+    Accounts,
     ApiKeys,
     Approvals,
     Cursors,
@@ -22,6 +23,7 @@ from chatgate.domain.store_roles import (
     Schedules,
     Tasks,
     Transcript,
+    WebChats,
 )
 
 
@@ -39,6 +41,8 @@ class Store(
     Exchanges,
     Schedules,
     Tasks,
+    Accounts,
+    WebChats,
     Protocol,
 ):
     """The whole durable state of a gateway."""

@@ -13,17 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
-from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.engine.ports import AdapterState, Intake, deliver_final, marked_text, resolve_prompt_by_edit
+from chatgate.engine.ports import AdapterState, Intake, deliver_final, marked_text
 from chatgate.platforms.discord.catchup import ChannelBook
 from chatgate.platforms.discord.commands import register_commands
 from chatgate.platforms.discord.decode import Addressing, ChannelInfo
@@ -31,6 +29,7 @@ from chatgate.platforms.discord.endpoint import DEFAULT_API_BASE, point_gateway,
 from chatgate.platforms.discord.lane import PLATFORM, Access, DiscordLane
 from chatgate.platforms.discord.outbound import DiscordOutbound
 from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest
+from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 
 log = logging.getLogger(__name__)
 USER_AGENT = "DiscordBot (https://github.com/chatgate/chatgate, 1) chatgate"
@@ -74,7 +73,7 @@ def _info(channel: Any) -> ChannelInfo | None:
     )
 
 
-class DiscordAdapter:
+class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
     platform = PLATFORM
     capabilities = Capabilities(
         edit=True,
@@ -238,27 +237,3 @@ class DiscordAdapter:
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)
-
-    async def send_message(
-        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
-    ) -> DeliveryResult:
-        return await self._outbound.send_message(chat_id, text, target, reply_to)
-
-    async def edit_message(
-        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
-    ) -> DeliveryResult:
-        return await self._outbound.edit_message(chat_id, message_id, text, target)
-
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
-        return await self._outbound.send_typing(chat_id, target)
-
-    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
-        return await self._outbound.delete_message(chat_id, message_id, target)
-
-    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
-        return await self._outbound.send_prompt(chat_id, prompt, target)
-
-    async def resolve_prompt(
-        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
-    ) -> DeliveryResult:
-        return await resolve_prompt_by_edit(self._outbound, chat_id, prompt, resolution, target)

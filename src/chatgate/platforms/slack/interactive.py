@@ -40,22 +40,13 @@ def decode_interactive(payload: dict[str, Any]) -> Decoded:
         return undecodable(f"unsupported interactive payload {kind!r}", trigger and f"ix:{trigger}", payload)
     actions = payload.get("actions")
     channel = str_or_none(dict_of(payload.get("channel")).get("id"))
-    user = dict_of(payload.get("user"))
     if trigger is None or not isinstance(actions, list) or len(actions) != 1 or channel is None:
         return undecodable("block_actions without one action, a trigger or a channel", trigger, payload)
     action = dict_of(actions[0])
     message = dict_of(payload.get("message"))
     value, values = _action_values(action)
     item_kind: InboundKind = "button" if action.get("type") == "button" else "select"
-    source = Source(
-        platform=PLATFORM,
-        chat_id=channel,
-        chat_type=chat_type_of(channel),
-        user_id=str_or_none(user.get("id")),
-        user_name=str_or_none(user.get("username")) or str_or_none(user.get("name")),
-        thread_id=str_or_none(message.get("thread_ts")),
-        scope_id=str_or_none(dict_of(payload.get("team")).get("id")),
-    )
+    source = _source(payload, channel, str_or_none(message.get("thread_ts")))
     body: dict[str, Any] = {"action_id": action.get("action_id"), "block_id": action.get("block_id"),
                             "value": value, "values": values}  # fmt: skip
     parsed = parse_prompt_token(value) if item_kind == "button" else None
@@ -73,6 +64,20 @@ def decode_interactive(payload: dict[str, Any]) -> Decoded:
         received_at=time.time(),
         payload=body,
         observes_labels=False,
+    )
+
+
+def _source(payload: dict[str, Any], channel: str, thread_id: str | None) -> Source:
+    """Who acted, and where the answer goes: the same for every interactive payload."""
+    user = dict_of(payload.get("user"))
+    return Source(
+        platform=PLATFORM,
+        chat_id=channel,
+        chat_type=chat_type_of(channel),
+        user_id=str_or_none(user.get("id")),
+        user_name=str_or_none(user.get("username")) or str_or_none(user.get("name")),
+        thread_id=thread_id,
+        scope_id=str_or_none(dict_of(payload.get("team")).get("id")),
     )
 
 
@@ -95,7 +100,7 @@ def decode_message_shortcut(payload: dict[str, Any]) -> Decoded:
     """A message shortcut: the command's name and the target message, quoted in full."""
     trigger = str_or_none(payload.get("trigger_id"))
     channel = str_or_none(dict_of(payload.get("channel")).get("id"))
-    message, user = dict_of(payload.get("message")), dict_of(payload.get("user"))
+    message = dict_of(payload.get("message"))
     callback = str_or_none(payload.get("callback_id"))
     target_ts = str_or_none(message.get("ts"))
     if trigger is None or channel is None or callback is None or target_ts is None:
@@ -110,15 +115,7 @@ def decode_message_shortcut(payload: dict[str, Any]) -> Decoded:
     return Inbound(
         transport=TRANSPORT,
         delivery_id=f"ix:{trigger}",
-        source=Source(
-            platform=PLATFORM,
-            chat_id=channel,
-            chat_type=chat_type_of(channel),
-            user_id=str_or_none(user.get("id")),
-            user_name=str_or_none(user.get("username")) or str_or_none(user.get("name")),
-            thread_id=str_or_none(message.get("thread_ts")),
-            scope_id=str_or_none(dict_of(payload.get("team")).get("id")),
-        ),
+        source=_source(payload, channel, str_or_none(message.get("thread_ts"))),
         text=text[:MAX_TEXT_CHARS],
         kind="context_menu",
         action_id=trigger,
@@ -147,21 +144,12 @@ def decode_view_submission(payload: dict[str, Any]) -> Decoded:
         if isinstance(b, dict)
     }
     fields = _view_fields(dict_of(dict_of(view.get("state")).get("values")), labels)
-    user = dict_of(payload.get("user"))
     callback = str_or_none(view.get("callback_id")) or "modal"
     lines = [f"{f['label'] or f['block_id'] + '.' + f['action_id']}: {f['value']}" for f in fields]
     return Inbound(
         transport=TRANSPORT,
         delivery_id=f"ix:{trigger}",
-        source=Source(
-            platform=PLATFORM,
-            chat_id=channel,
-            chat_type=chat_type_of(channel),
-            user_id=str_or_none(user.get("id")),
-            user_name=str_or_none(user.get("username")) or str_or_none(user.get("name")),
-            thread_id=str_or_none(meta.get("thread_ts")),
-            scope_id=str_or_none(dict_of(payload.get("team")).get("id")),
-        ),
+        source=_source(payload, channel, str_or_none(meta.get("thread_ts"))),
         text="\n".join([f"/{callback} submitted:", *lines])[:MAX_TEXT_CHARS],
         kind="modal",
         action_id=str_or_none(view.get("id")),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,6 @@ from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
-from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
 from chatgate.domain.tasks import cancel_and_wait
@@ -39,8 +38,8 @@ from chatgate.engine.ports import (
     Unavailable,
     Undecodable,
     deliver_final,
-    resolve_prompt_by_edit,
 )
+from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 from chatgate.platforms.telegram.decode import (
     ALLOWED_UPDATES,
     PLATFORM,
@@ -89,7 +88,7 @@ def _chat_of(raw: Raw) -> str:
     return ""
 
 
-class TelegramAdapter:
+class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
     platform = PLATFORM
     capabilities = Capabilities(
         edit=True,
@@ -279,27 +278,3 @@ class TelegramAdapter:
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # Telegram previews are edits of a sent message (capabilities.drafts is False)
-
-    async def send_message(
-        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
-    ) -> DeliveryResult:
-        return await self._outbound.send_message(chat_id, text, target, reply_to)
-
-    async def edit_message(
-        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
-    ) -> DeliveryResult:
-        return await self._outbound.edit_message(chat_id, message_id, text, target)
-
-    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
-        return await self._outbound.send_typing(chat_id, target)
-
-    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
-        return await self._outbound.delete_message(chat_id, message_id, target)
-
-    async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
-        return await self._outbound.send_prompt(chat_id, prompt, target)
-
-    async def resolve_prompt(
-        self, chat_id: str, prompt: Prompt, resolution: PromptResolution, target: Mapping[str, str]
-    ) -> DeliveryResult:
-        return await resolve_prompt_by_edit(self._outbound, chat_id, prompt, resolution, target)

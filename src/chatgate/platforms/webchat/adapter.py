@@ -13,14 +13,17 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import FAILURE_KEY, Capabilities, Deferred, Delivered, DeliveryResult
+from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
-from chatgate.domain.store_roles import ApprovalReads, OutboxConfirmations
+from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
-from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
+from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, SIGNED_OUT, Connection
+from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
+from chatgate.platforms.webchat.session_gate import Refusal, SessionGate, refused
+from chatgate.platforms.webchat.signed_sockets import SignedSockets
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -38,38 +41,10 @@ def web_button_delivery_id(chat_id: str, button_id: str) -> str:
     return f"{len(chat_id)}:{chat_id}#{button_id}"
 
 
-def row_frame(row: OutboxRow) -> dict[str, Any]:
-    kind = "notice" if row.kind == "notice" else "final"
-    frame = {"type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text}
-    if kind == "final" and row.target.get(FAILURE_KEY):
-        frame["failure"] = str(row.target[FAILURE_KEY])  # the gateway's apology: show it as an error
-    return frame
-
-
-def prompt_frame(prompt: Prompt) -> dict[str, Any]:
-    return {
-        "type": "prompt",
-        "prompt_id": prompt.prompt_id,
-        "text": prompt.text,
-        "options": [{"id": o.id, "label": o.label} for o in prompt.options],
-    }
-
-
-def resolved_frame(prompt_id: str, outcome: str, text: str) -> dict[str, Any]:
-    return {"type": "prompt_resolved", "prompt_id": prompt_id, "outcome": outcome, "text": text}
-
-
-def _held_key(frame: dict[str, Any]) -> str | None:
-    """What a frame held during a hello duplicates, if the hello's own sync sent it too."""
-    if frame["type"] == "prompt":
-        return f"prompt:{frame['prompt_id']}"
-    message_id = frame.get("message_id")
-    return str(message_id) if message_id is not None else None
-
-
-class WebChatStore(OutboxConfirmations, ApprovalReads, Protocol):
+class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Protocol):
     """What the web chat reads and writes itself: a chat's unconfirmed rows and open prompts
-    (re-sent on every hello), and the client's confirmations."""
+    (re-sent on every hello), and the client's confirmations; with accounts, sessions and
+    the chats each account owns."""
 
 
 class WebChatAdapter:
@@ -86,8 +61,13 @@ class WebChatAdapter:
         max_text_chars: int = 16_000,
         access_token: str | None = None,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        gate: SessionGate | None = None,
+        session_check_seconds: float = 5.0,
     ) -> None:
         self._store = store
+        self.gate = gate
+        """The session cookie check of ``auth: accounts`` (None: hellos say who they are)."""
+        self._signed = SignedSockets(store, PLATFORM, session_check_seconds) if gate is not None else None
         self._intake = intake
         self._max_text = max_text_chars
         self._token = access_token
@@ -95,14 +75,26 @@ class WebChatAdapter:
         self._chats: dict[str, set[Connection]] = {}
         self._intake_open = True
 
+    @property
+    def auth(self) -> str:
+        """How browsers sign in: ``accounts``, ``token`` (one shared token) or ``none``."""
+        return "accounts" if self.gate is not None else "token" if self._token is not None else "none"
+
     async def start(self) -> None:
-        return None  # the gateway's HTTP server accepts the sockets (``serve``)
+        if self._signed is not None:  # the gateway's HTTP server accepts the sockets (``serve``)
+            self._signed.start()
 
     def stop_intake(self) -> None:
         self._intake_open = False
 
     async def aclose(self, budget: float) -> None:
-        return None  # the sockets close with the HTTP server
+        if self._signed is not None:  # the sockets close with the HTTP server
+            await self._signed.aclose()
+
+    def end_sessions(self, session_ids: set[str] | None) -> None:
+        """Close the sockets of ended sessions now (None: re-check them all now)."""
+        if self._signed is not None:
+            self._signed.end_sessions(session_ids)
 
     # ------------------------------------------------------------ outbound
 
@@ -154,8 +146,18 @@ class WebChatAdapter:
     # ------------------------------------------------------------ inbound
 
     async def serve(self, ws: WebSocket) -> None:
+        signed = None
+        if self.gate is not None:
+            found = await self.gate.for_socket(ws)
+            if isinstance(found, Refusal):
+                await self._refuse(ws, found)
+                return
+            signed = found
         await ws.accept()
         conn = Connection(ws, self._max_queued_bytes)
+        conn.signed = signed
+        if self._signed is not None:
+            self._signed.add(conn)
         conn.start()
         try:
             while True:
@@ -172,7 +174,19 @@ class WebChatAdapter:
             return
         finally:
             self._unregister(conn)
+            if self._signed is not None:
+                self._signed.discard(conn)
             await conn.close()
+
+    async def _refuse(self, ws: WebSocket, refusal: Refusal) -> None:
+        """A foreign Origin is refused at the handshake; a missing or ended session is told
+        with a close code the page acts on (4401: go to the sign-in page)."""
+        refused(ws, refusal, "socket")
+        if refusal.status == 403:
+            await ws.close(code=1008, reason=refusal.message)
+            return
+        await ws.accept()
+        await ws.close(code=SIGNED_OUT if refusal.status == 401 else 1011, reason=refusal.message[:120])
 
     def _unregister(self, conn: Connection) -> None:
         if conn.chat_id is not None:
@@ -212,8 +226,18 @@ class WebChatAdapter:
         if self._token is not None and not hmac.compare_digest(hello.token or "", self._token):
             self._error(conn, "unauthorized", "this web chat needs an access token in the hello frame")
             return
+        if conn.signed is not None and self._signed is not None:
+            problem = await self._signed.owner_problem(conn, hello.chat_id)
+            if problem is not None:
+                self._unregister(conn)
+                conn.chat_id = None
+                self._error(conn, *problem)
+                return
         self._unregister(conn)
         conn.chat_id, conn.user_id, conn.user_name = hello.chat_id, hello.user_id, hello.user_name
+        conn.titled = False
+        if conn.signed is not None:  # the cookie says who this is; the hello's ids are not trusted
+            conn.user_id, conn.user_name = conn.signed.account.user_id, conn.signed.account.name
         conn.syncing = True
         conn.held = []
         self._chats.setdefault(hello.chat_id, set()).add(conn)
@@ -238,7 +262,7 @@ class WebChatAdapter:
                 seen.add("prompt:" + record.prompt_id)
                 conn.send(prompt_frame(record.prompt()))
         for frame in conn.held:
-            if _held_key(frame) not in seen:
+            if held_key(frame) not in seen:
                 conn.send(frame)
         conn.held = []
         conn.syncing = False
@@ -300,6 +324,8 @@ class WebChatAdapter:
             self._error(conn, "storage_unavailable", f"{answer.reason}; please resend", msg.id)
         else:
             conn.send({"type": "ack", "id": msg.id, "duplicate": not answer.new})
+            if self._signed is not None and conn.signed is not None:
+                await self._signed.title(conn, msg.text)
 
     async def _button(self, conn: Connection, tap: Button) -> None:
         """Admitted like a message (committed, deduped by ``id``, then acked); an answer that

@@ -19,6 +19,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from chatgate.domain.accounts import SignedIn
 from chatgate.platforms.webchat.protocol import encode
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_QUEUED_BYTES = 4 * 1024 * 1024
 TOO_SLOW = 4008
 """Close code for a client over the byte bound (4000-4999: the application's own codes)."""
+SIGNED_OUT = 4401
+"""Close code for a socket whose session ended (signed out, revoked, expired) or never was."""
 
 
 class _Draft:
@@ -49,6 +52,9 @@ class Connection:
         self.chat_id: str | None = None
         self.user_id: str | None = None
         self.user_name: str | None = None
+        self.signed: SignedIn | None = None
+        """The account this socket signed in as (``auth: accounts``), decided by its cookie."""
+        self.titled = False
         self.syncing = False
         self.held: list[dict[str, Any]] = []
         self.awaiting_receipt: set[str] = set()
@@ -61,6 +67,7 @@ class Connection:
         self._writer: asyncio.Task[None] | None = None
         self.closed = False
         self._close_reason: str | None = None
+        self._close_code = TOO_SLOW
 
     def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="chatgate-web-writer")
@@ -145,11 +152,15 @@ class Connection:
             self.max_queued_bytes,
             extra={"code": "too_slow"},
         )
+        self.close_with(TOO_SLOW, "too_slow: over the send bound; reconnect to resync")
+
+    def close_with(self, code: int, reason: str) -> None:
+        """Drop what is queued and let the writer send a close frame with ``code``."""
         self.closed = True
         self._queue.clear()
         self._drafts.clear()
         self.queued_bytes = 0
-        self._close_reason = "too_slow: over the send bound; reconnect to resync"
+        self._close_code, self._close_reason = code, reason
         self._changed.set()
 
     async def _next(self) -> str | None:
@@ -177,7 +188,7 @@ class Connection:
             if text is None:
                 if self._close_reason is not None:
                     with contextlib.suppress(Exception):
-                        await self.ws.close(code=TOO_SLOW, reason=self._close_reason)
+                        await self.ws.close(code=self._close_code, reason=self._close_reason)
                 return
             if not text:
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from chatgate.store.postgres.accounts import PgAccounts
 from chatgate.store.postgres.api import PgApiKeys
 from chatgate.store.postgres.approvals import PgApprovals
 from chatgate.store.postgres.cursors import PgCursors
@@ -23,6 +24,7 @@ from chatgate.store.postgres.pairing import PgPairing
 from chatgate.store.postgres.schedules import PgSchedules
 from chatgate.store.postgres.tasks import PgTasks
 from chatgate.store.postgres.transcript import PgTranscript
+from chatgate.store.postgres.web_chats import PgWebChats
 
 
 class PostgresStore(
@@ -38,6 +40,8 @@ class PostgresStore(
     PgApiKeys,
     PgSchedules,
     PgTasks,
+    PgAccounts,
+    PgWebChats,
 ):
     """The ``Store`` protocol over one PostgreSQL schema (``asyncpg``, pooled)."""
 

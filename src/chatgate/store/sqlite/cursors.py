@@ -29,4 +29,6 @@ class SqliteCursors(SqliteRole):
 
     async def set_cursor(self, name: str, value: str) -> None:
         now = time.time()
-        await self._db.write(lambda c: set_cursor(c, name, value, now))
+        # Redoable: a cursor lost to a power cut refetches from the one before, and admission
+        # recognizes every redelivered event by its delivery id.
+        await self._db.write(lambda c: set_cursor(c, name, value, now), redoable=True)

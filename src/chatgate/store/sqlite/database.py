@@ -30,6 +30,11 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 Connect = Callable[[str], sqlite3.Connection]
 
 
+def relaxed_level(synchronous: Synchronous) -> Synchronous:
+    """The level of a commit recovery can redo: NORMAL in WAL (never above the configured one)."""
+    return "NORMAL" if synchronous in ("FULL", "EXTRA") else synchronous
+
+
 def default_connect(path: str) -> sqlite3.Connection:
     return sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
 
@@ -57,6 +62,8 @@ class Database:
             max_batch=max_batch if group_commit else 1,
             on_commit=on_commit,
             space=self._space,
+            durable=synchronous,
+            relaxed=relaxed_level(synchronous),
         )
         self._health = DatabaseHealth(self.path, connect, self._writer.run, self._space.reserve)
         self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="chatgate-read")
@@ -76,7 +83,8 @@ class Database:
 
     def _open_writer(self) -> sqlite3.Connection:
         conn = self._connect(self.path)
-        conn.execute("PRAGMA journal_mode = WAL")
+        if str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower() != "wal":
+            self._writer.relaxed = self._synchronous  # a rollback journal: every commit at the set level
         conn.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute(f"PRAGMA wal_autocheckpoint = {autocheckpoint_pages(self.path, page_size)}")
@@ -179,12 +187,17 @@ class Database:
         except RuntimeError as exc:  # executor shut down
             raise StoreUnavailable(f"store is closed: {exc}") from exc
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Queue ``fn`` to the writer; returns its result once its transaction committed."""
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, redoable: bool = False) -> T:
+        """Queue ``fn`` to the writer; returns its result once its transaction committed.
+
+        ``redoable``: a claim whose loss after a power cut recovery redoes (a session claim,
+        a lease renewal, an upstream cursor); it may commit without an fsync of its own
+        (``GroupCommitWriter``). Nothing the gateway acknowledged or sent may depend on it.
+        """
         if not self._opened:
             raise StoreUnavailable("store is not open")
         try:
-            return await self._writer.run(fn)
+            return await self._writer.run(fn, redoable=redoable)
         except StoreUnavailable as exc:
             self._health.saw(exc.__cause__)
             raise

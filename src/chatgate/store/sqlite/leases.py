@@ -235,7 +235,8 @@ class SqliteLeases(SqliteRole):
                 self._db.forget_deferred(taken.session_key)
             return claims
 
-        return await self._db.write(claim)
+        # Redoable: after a power cut the session is unclaimed again and recovery claims it anew.
+        return await self._db.write(claim, redoable=True)
 
     async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
         return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
@@ -246,7 +247,9 @@ class SqliteLeases(SqliteRole):
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
         now = time.time()
-        return await self._db.write(lambda c: renew_lease(c, session_key, owner, lease_seconds, now))
+        return await self._db.write(
+            lambda c: renew_lease(c, session_key, owner, lease_seconds, now), redoable=True
+        )
 
     async def complete_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int

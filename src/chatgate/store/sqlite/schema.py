@@ -232,6 +232,44 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX tasks_parent ON tasks (parent_key, created_at);
     """,
+    # 10 -> 11: web chat accounts (issue 17): users, sign-in tokens and browser sessions (hashes
+    # only), and the account that owns each web chat with its title.
+    """
+    CREATE TABLE accounts (
+        user_id        TEXT PRIMARY KEY,
+        name           TEXT NOT NULL UNIQUE,
+        role           TEXT NOT NULL,
+        password_hash  TEXT,
+        created_at     REAL NOT NULL,
+        revoked_at     REAL
+    );
+    CREATE TABLE sign_in_tokens (
+        token_id    TEXT PRIMARY KEY,
+        user_id     TEXT NOT NULL,
+        token_hash  TEXT NOT NULL UNIQUE,
+        created_at  REAL NOT NULL,
+        revoked_at  REAL
+    );
+    CREATE TABLE web_sessions (
+        session_id   TEXT PRIMARY KEY,
+        user_id      TEXT NOT NULL,
+        cookie_hash  TEXT NOT NULL UNIQUE,
+        via          TEXT,
+        created_at   REAL NOT NULL,
+        expires_at   REAL NOT NULL,
+        ended_at     REAL
+    );
+    CREATE INDEX web_sessions_user ON web_sessions (user_id);
+    CREATE TABLE web_chats (
+        platform    TEXT NOT NULL,
+        chat_id     TEXT NOT NULL,
+        owner_id    TEXT NOT NULL,
+        title       TEXT,
+        created_at  REAL NOT NULL,
+        PRIMARY KEY (platform, chat_id)
+    );
+    CREATE INDEX web_chats_owner ON web_chats (owner_id, platform);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -2,8 +2,8 @@
 
 Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
 ``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``api``, ``schedules``,
-``tasks``, ``lifecycle``); this class only composes them over one ``Database`` (the writer
-thread, the reader pool, the file lock).
+``tasks``, ``accounts``, ``web_chats``, ``lifecycle``); this class only composes them over
+one ``Database`` (the writer thread, the reader pool, the file lock).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from chatgate.store.sqlite.accounts import SqliteAccounts
 from chatgate.store.sqlite.api import SqliteApiKeys
 from chatgate.store.sqlite.approvals import SqliteApprovals
 from chatgate.store.sqlite.cursors import SqliteCursors
@@ -24,6 +25,7 @@ from chatgate.store.sqlite.pairing import SqlitePairing
 from chatgate.store.sqlite.schedules import SqliteSchedules
 from chatgate.store.sqlite.tasks import SqliteTasks
 from chatgate.store.sqlite.transcript import SqliteTranscript
+from chatgate.store.sqlite.web_chats import SqliteWebChats
 
 
 class SqliteStore(
@@ -39,6 +41,8 @@ class SqliteStore(
     SqliteApiKeys,
     SqliteSchedules,
     SqliteTasks,
+    SqliteAccounts,
+    SqliteWebChats,
 ):
     """The ``Store`` protocol over one SQLite file in WAL mode."""
 

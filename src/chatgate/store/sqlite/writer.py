@@ -6,6 +6,13 @@ admissions cost one fsync instead of N. A write that raises is isolated: the
 batch is rolled back and re-run one write per transaction, so one bad write
 never fails its neighbours. Results are handed back to the event loop only
 after the commit returned: a caller never sees "written" for an uncommitted row.
+
+A write queued as ``redoable`` (a claim whose loss after a power cut recovery redoes)
+lets its batch commit at ``relaxed`` durability (``synchronous=NORMAL``: no fsync of
+the WAL) when every write of the batch is redoable; any other write makes the batch
+commit at the configured level. In WAL mode a later fsync of the WAL covers every frame
+before it, so a power cut can lose only a tail of redoable commits, never one before a
+durable commit, and a process crash loses none (the OS has the pages).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ class _Write:
     fn: WriteFn
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    redoable: bool = False
 
 
 _STOP = object()
@@ -77,8 +85,15 @@ class GroupCommitWriter:
         max_batch: int = 512,
         on_commit: Callable[[int, float], None] | None = None,
         space: SpareSpace | None = None,
+        durable: str = "FULL",
+        relaxed: str = "FULL",
     ) -> None:
         self._connect = connect
+        self._durable = durable
+        self.relaxed = relaxed
+        """The level of an all-redoable batch; only WAL makes a later fsync cover earlier commits."""
+        self._synchronous = durable
+        """The connection's ``synchronous`` now (the connect function sets ``durable``)."""
         self._space = space
         self._relieved_at = -RELIEVE_EVERY
         self._max_batch = max(1, max_batch)
@@ -126,6 +141,7 @@ class GroupCommitWriter:
         if not pending:
             return
         try:
+            self._sync(conn, redoable=False)
             self._transaction(conn, list(pending.values()))
         except Exception as exc:
             log.debug("%d deferred writes still cannot commit: %s", len(pending), exc)
@@ -136,13 +152,21 @@ class GroupCommitWriter:
                 if self._deferred.get(key) is fn:
                     del self._deferred[key]
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, fn: Callable[[sqlite3.Connection], T], *, redoable: bool = False) -> T:
+        """Commit ``fn``; ``redoable``: its loss after a power cut is harmless (see the module)."""
         if self._closed:
             raise StoreUnavailable("store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Write(fn, future, loop))
+        self._queue.put(_Write(fn, future, loop, redoable))
         return await future
+
+    def _sync(self, conn: sqlite3.Connection, redoable: bool) -> None:
+        """Set the connection's durability for the next transaction (before its BEGIN)."""
+        level = self.relaxed if redoable else self._durable
+        if level != self._synchronous:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._synchronous = level
 
     def _run(self) -> None:
         try:
@@ -184,6 +208,7 @@ class GroupCommitWriter:
         started = time.perf_counter()
         outcomes: list[tuple[_Write, Any, BaseException | None]]
         try:
+            self._sync(conn, redoable=all(w.redoable for w in batch))
             results = self._transaction(conn, [w.fn for w in batch])
             outcomes = [(w, r, None) for w, r in zip(batch, results, strict=True)]
         except BaseException as exc:
@@ -204,6 +229,7 @@ class GroupCommitWriter:
 
     def _isolated(self, conn: sqlite3.Connection, write: _Write) -> tuple[_Write, Any, BaseException | None]:
         try:
+            self._sync(conn, write.redoable)
             (result,) = self._transaction(conn, [write.fn])
             return write, result, None
         except BaseException as exc:

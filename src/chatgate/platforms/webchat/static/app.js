@@ -1,5 +1,6 @@
 // The web chat page: a client of the /ws protocol (docs/webchat-protocol.md), no build step.
 
+import { Account, AdminView, Sidebar } from "./accounts.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
 import { Drafts, Prompts, Typing, bubble, clearLog, mineEl } from "./view.js";
@@ -8,6 +9,7 @@ import { Drafts, Prompts, Typing, bubble, clearLog, mineEl } from "./view.js";
 const RETRYABLE = new Set(["storage_unavailable", "not_ready", "shutting_down"]);
 const AWAY = "Closed while you were away (shown again if still open).";
 
+const ACCOUNTS = document.body.dataset.auth === "accounts";
 const state = new ChatState();
 const drafts = new Drafts();
 const typing = new Typing();
@@ -18,6 +20,7 @@ const composer = document.getElementById("text");
 const tokenScreen = document.getElementById("token-screen");
 let ws = null;
 let ready = false;
+let switching = false; // a hello for another conversation is on its way: drop the old one's frames
 let backoff = 500;
 let retryTimer = null;
 let retryDelay = 1000;
@@ -89,6 +92,7 @@ function markStopped() {
 
 function onReady() {
   ready = true;
+  switching = false;
   statusEl.textContent = "connected";
   tokenScreen.hidden = true;
   drafts.discardAll(); // a reply still running streams again; a finished one arrives as a final
@@ -101,6 +105,7 @@ function onReady() {
 
 function onAck(frame) {
   if (taps.has(frame.id)) { taps.delete(frame.id); return; } // prompt_resolved says the outcome
+  if (sidebar) sidebar.refresh(); // a first message titles the conversation
   state.unacked.delete(frame.id);
   state.save();
   retryDelay = 1000;
@@ -154,6 +159,7 @@ function onError(frame) {
     return;
   }
   if (frame.code === "unauthorized" && !frame.id) { askForToken(Boolean(state.token)); return; }
+  if (frame.code === "forbidden" && !frame.id && ACCOUNTS) { switchTo(null); return; } // another user's chat
   const entry = { kind: "error", text: frame.message + (frame.code ? " (" + frame.code + ")" : "") };
   bubble(entry);
   if (frame.id && state.unacked.has(frame.id)) {
@@ -187,8 +193,9 @@ function connect() {
   const proto = location.protocol === "https:" ? "wss:" : "ws:";
   ws = new WebSocket(proto + "//" + location.host + "/ws");
   ws.onopen = () => { backoff = 500; hello(); };
-  ws.onclose = () => {
+  ws.onclose = (ev) => {
     ready = false;
+    if (ev.code === 4401) { statusEl.textContent = "signed out"; location.assign("/signin"); return; }
     if (tokenScreen.hidden) statusEl.textContent = "disconnected, retrying…";
     setTimeout(connect, backoff);
     backoff = Math.min(backoff * 2, 10000);
@@ -196,6 +203,8 @@ function connect() {
   ws.onmessage = (ev) => {
     let frame;
     try { frame = JSON.parse(ev.data); } catch { return; }
+    // Frames of the conversation left behind stay unconfirmed and come again on its next hello.
+    if (switching && frame.type !== "ready" && frame.type !== "error") return;
     HANDLERS[frame.type]?.(frame);
   };
 }
@@ -210,8 +219,10 @@ function sendComposer() {
   else submit(text);
 }
 
-/** New (the button, or a typed /new or /reset): the screen starts an empty conversation. */
+/** New (the button, or a typed /new or /reset): the screen starts an empty conversation.
+ * Signed in, that is another conversation of the list; the old one stays as it was. */
 function startOver(command) {
+  if (ACCOUNTS) { switchTo(null); composer.focus(); return; }
   drafts.discardAll();
   state.clear();
   clearLog();
@@ -248,7 +259,65 @@ function wireControls() {
   enableCopy(document.getElementById("log"));
 }
 
-wireControls();
-renderHistory();
-for (const id of state.unacked.keys()) typing.wait(id); // sent before a reload, not answered yet
-connect();
+// ---------------------------------------------------------------- signed in (accounts)
+
+const account = ACCOUNTS ? new Account() : null;
+const sidebar = ACCOUNTS ? new Sidebar(account, (id) => switchTo(id)) : null;
+
+/** The server's history of the current conversation, with what this tab sent and is not yet
+ * acknowledged kept at the end. Null when the conversation is another user's. */
+async function loadServerHistory() {
+  const items = await account.history(state.chatId);
+  if (items === null) return false;
+  const known = new Set(items.map((i) => i.id));
+  const pending = state.history.filter((h) => h.kind === "me" && state.unacked.has(h.id) && !known.has(h.id));
+  state.history = [...items, ...pending];
+  for (const item of items) if (item.kind !== "me") state.shown.add(item.id);
+  state.save();
+  return true;
+}
+
+/** Show another conversation (null: a new, empty one) and say hello for it on the open socket. */
+async function switchTo(chatId) {
+  switching = true;
+  drafts.discardAll();
+  typing.reset();
+  if (chatId) state.use(chatId); else state.fresh();
+  if (chatId && !(await loadServerHistory())) state.fresh();
+  renderHistory();
+  sidebar.mark(state.chatId);
+  ready = false;
+  hello();
+  sidebar.refresh();
+}
+
+async function startSignedIn() {
+  const me = await account.start();
+  if (!me) return false;
+  if (state.scope(me.name)) { // a browser new to this user opens their latest conversation
+    const [latest] = await account.conversations("");
+    if (latest) state.use(latest.id);
+  }
+  const who = document.getElementById("who");
+  who.textContent = me.name;
+  who.hidden = false;
+  const signout = document.getElementById("signout");
+  signout.hidden = false;
+  signout.addEventListener("click", () => account.signOut());
+  if (me.role === "admin") { new AdminView(account); document.getElementById("admin-open").hidden = false; }
+  sidebar.show();
+  if (!(await loadServerHistory())) state.fresh();
+  sidebar.mark(state.chatId);
+  sidebar.refresh();
+  return true;
+}
+
+async function boot() {
+  wireControls();
+  if (ACCOUNTS && !(await startSignedIn())) return;
+  renderHistory();
+  for (const id of state.unacked.keys()) typing.wait(id); // sent before a reload, not answered yet
+  connect();
+}
+
+boot();

@@ -2,15 +2,20 @@
 //
 // Why our own: the page must work offline with no build step, and model output is untrusted.
 // Nothing here assigns innerHTML; a link is made only for http:, https: and mailto: URLs.
-// Supported: code fences (with a copy button), inline code, **bold**, *italic*/_italic_,
-// ~~strike~~, headings, bullet and numbered lists, block quotes, tables, rules, links.
+// Supported: code fences (highlighted by highlight.js, with a copy button), inline code,
+// **bold**, *italic*/_italic_, ~~strike~~, headings, bullet and numbered lists (nested, mixed),
+// block quotes, tables, rules, links. Lists and quotes nest at most MAX_DEPTH deep (deeper ones
+// are shown as text), so hostile nesting cannot exhaust the stack.
+
+import { HIGHLIGHT_LIMIT, highlight } from "./highlight.js";
 
 const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
 const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)\s*$/;
 const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
 const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
-const BULLET = /^(\s*)[-*+]\s+(.*)$/;
-const ORDERED = /^(\s*)(\d{1,9})[.)]\s+(.*)$/;
+const BULLET = /^(\s*)([-*+])(\s+)(.*)$/;
+const ORDERED = /^(\s*)(\d{1,9})[.)](\s+)(.*)$/;
+const MAX_DEPTH = 8;
 const QUOTE = /^ {0,3}>\s?(.*)$/;
 const TABLE_RULE = /^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$/;
 
@@ -98,7 +103,7 @@ export function inline(text, links = true) {
   return out;
 }
 
-function codeBlock(lang, lines) {
+function codeBlock(lang, lines, ctx) {
   const box = el("div", "codeblock");
   const bar = el("div", "codebar");
   const label = el("span", "lang");
@@ -109,7 +114,7 @@ function codeBlock(lang, lines) {
   copy.setAttribute("aria-label", "Copy code");
   const pre = el("pre");
   const code = el("code");
-  code.textContent = lines.join("\n");
+  code.append(...highlight(lang, lines.join("\n"), ctx.budget));
   if (lang) code.dataset.lang = lang;
   pre.append(code);
   bar.append(label, copy);
@@ -156,37 +161,90 @@ function alignments(line) {
   return splitRow(line).map((c) => (c.startsWith(":") && c.endsWith(":") ? "center" : c.endsWith(":") ? "right" : c.startsWith(":") ? "left" : ""));
 }
 
-function list(lines, start) {
-  const ordered = ORDERED.test(lines[start]);
-  const pattern = ordered ? ORDERED : BULLET;
-  const node = el(ordered ? "ol" : "ul");
-  if (ordered) {
-    const first = Number(ORDERED.exec(lines[start])[2]);
-    if (first !== 1) node.start = first;
+/** Columns of leading white space (a tab to the next multiple of 4). */
+function indentOf(line) {
+  let cols = 0;
+  for (const ch of line) {
+    if (ch === " ") cols += 1;
+    else if (ch === "\t") cols += 4 - (cols % 4);
+    else break;
   }
-  let i = start;
-  let item = null;
-  while (i < lines.length) {
-    const m = pattern.exec(lines[i]);
-    if (m) {
-      item = el("li");
-      item.append(...inline(ordered ? m[3] : m[2]));
-      node.append(item);
-    } else if (item && /^\s{2,}\S/.test(lines[i])) {
-      item.append(document.createElement("br"), ...inline(lines[i].trim()));
-    } else {
-      break;
-    }
+  return cols;
+}
+
+/** The line without its first ``cols`` columns of leading white space. */
+function dedent(line, cols) {
+  let i = 0;
+  let at = 0;
+  while (i < line.length && at < cols && (line[i] === " " || line[i] === "\t")) {
+    at += line[i] === "\t" ? 4 - (at % 4) : 1;
     i += 1;
   }
+  return line.slice(i);
+}
+
+/** A list item's marker line: its kind, marker indent, content column, number and text. */
+function marker(line) {
+  const numbered = ORDERED.exec(line);
+  const m = numbered || BULLET.exec(line);
+  if (!m) return null;
+  const ordered = Boolean(numbered);
+  const indent = indentOf(m[1]);
+  const width = ordered ? m[2].length + 1 : 1;
+  const gap = m[3].length > 4 ? 1 : m[3].length; // CommonMark: a wide gap starts indented code
+  return { ordered, indent, content: indent + width + gap, number: Number(m[2]), text: m[4] };
+}
+
+/** Lines from ``i`` that belong to an item whose marker is at column ``indent``: those indented
+ * at least two columns more (nested lists, continuations, code), and blank lines between them. */
+function itemLines(lines, i, indent) {
+  let j = i;
+  let end = i;
+  while (j < lines.length) {
+    if (!lines[j].trim()) { j += 1; continue; }
+    if (indentOf(lines[j]) < indent + 2) break;
+    end = j + 1;
+    j += 1;
+  }
+  return end;
+}
+
+/** A list (nested lists inside its items); an item's first paragraph goes straight into the <li>. */
+function list(lines, start, ctx) {
+  const first = marker(lines[start]);
+  const node = el(first.ordered ? "ol" : "ul");
+  if (first.ordered && first.number !== 1) node.start = first.number;
+  let i = start;
+  while (i < lines.length) {
+    const m = marker(lines[i]);
+    if (!m || m.ordered !== first.ordered || m.indent >= first.indent + 2) break;
+    const end = itemLines(lines, i + 1, m.indent);
+    const body = [m.text, ...lines.slice(i + 1, end).map((line) => dedent(line, m.content))];
+    node.append(listItem(body, ctx));
+    i = end;
+    let next = i;
+    while (next < lines.length && !lines[next].trim()) next += 1;
+    const sibling = next < lines.length ? marker(lines[next]) : null;
+    if (!sibling || sibling.ordered !== first.ordered || sibling.indent >= first.indent + 2) break;
+    i = next;
+  }
   return [node, i];
+}
+
+function listItem(body, ctx) {
+  const item = el("li");
+  const content = renderLines(body, { ...ctx, depth: ctx.depth + 1 });
+  const lead = content.firstChild;
+  if (lead && lead.tagName === "P") lead.replaceWith(...lead.childNodes);
+  item.append(content);
+  return item;
 }
 
 function paragraph(lines) {
   const p = el("p");
   lines.forEach((line, n) => {
     if (n) p.append(document.createElement("br"));
-    p.append(...inline(line));
+    p.append(...inline(line.trimStart())); // an indented continuation line, as in CommonMark
   });
   return p;
 }
@@ -198,14 +256,14 @@ function startsBlock(lines, i) {
 }
 
 /** One block starting at line i: [node, index of the next line]. */
-function block(lines, i) {
+function block(lines, i, ctx) {
   const line = lines[i];
   const fence = FENCE.exec(line);
   if (fence) {
     const body = [];
     let j = i + 1;
     while (j < lines.length && !lines[j].trim().startsWith(fence[1])) body.push(lines[j++]);
-    return [codeBlock(fence[2], body), j + 1];  // an unclosed fence (a draft) runs to the end
+    return [codeBlock(fence[2], body, ctx), j + 1];  // an unclosed fence (a draft) runs to the end
   }
   const heading = HEADING.exec(line);
   if (heading) {
@@ -214,13 +272,14 @@ function block(lines, i) {
     return [h, i + 1];
   }
   if (RULE.test(line)) return [el("hr"), i + 1];
-  if (BULLET.test(line) || ORDERED.test(line)) return list(lines, i);
-  if (QUOTE.test(line)) {
+  const nests = ctx.depth < MAX_DEPTH;
+  if (nests && (BULLET.test(line) || ORDERED.test(line))) return list(lines, i, ctx);
+  if (nests && QUOTE.test(line)) {
     const inner = [];
     let j = i;
     while (j < lines.length && QUOTE.test(lines[j])) inner.push(QUOTE.exec(lines[j++])[1]);
     const q = el("blockquote");
-    q.append(render(inner.join("\n")));
+    q.append(renderLines(inner, { ...ctx, depth: ctx.depth + 1 }));
     return [q, j];
   }
   if (line.includes("|") && i + 1 < lines.length && TABLE_RULE.test(lines[i + 1])) {
@@ -237,12 +296,17 @@ function block(lines, i) {
 
 /** Markdown text as a DocumentFragment of safe nodes. */
 export function render(text) {
-  const out = document.createDocumentFragment();
   const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
+  return renderLines(lines, { depth: 0, budget: { left: HIGHLIGHT_LIMIT } });
+}
+
+/** Blocks of ``lines``; ``ctx`` holds the nesting depth and what is left to highlight. */
+function renderLines(lines, ctx) {
+  const out = document.createDocumentFragment();
   let i = 0;
   while (i < lines.length) {
     if (!lines[i].trim()) { i += 1; continue; }
-    const [node, next] = block(lines, i);
+    const [node, next] = block(lines, i, ctx);
     out.append(node);
     i = next;
   }

@@ -23,8 +23,23 @@ function stableId(key, prefix) {
 
 export class ChatState {
   constructor() {
-    this.chatId = stableId("chatgate.chat", "web-");
+    this.chatKey = "chatgate.chat";
     this.userId = stableId("chatgate.user", "user-");
+    this.use(stableId(this.chatKey, "web-"));
+  }
+
+  /** Signed in (accounts): each account keeps its own current conversation in this browser. */
+  scope(name) {
+    this.chatKey = "chatgate.chat." + name;
+    const known = local.getItem(this.chatKey);
+    this.use(known || "web-" + crypto.randomUUID());
+    return !known;
+  }
+
+  /** Switch to a conversation: its own history, unacknowledged messages and shown ids. */
+  use(chatId) {
+    this.chatId = chatId;
+    local.setItem(this.chatKey, chatId);
     this.historyKey = "chatgate.history." + this.chatId;
     this.unackedKey = "chatgate.unacked." + this.chatId;
     this.shownKey = "chatgate.shown." + this.chatId;
@@ -32,6 +47,11 @@ export class ChatState {
     this.history = load(this.historyKey, []);
     this.unacked = new Map(load(this.unackedKey, []));
     this.shown = new Set(load(this.shownKey, this.history.filter((h) => h.kind !== "me").map((h) => h.id)));
+  }
+
+  /** A new, empty conversation (accounts: "New" is another chat, listed beside the others). */
+  fresh() {
+    this.use("web-" + crypto.randomUUID());
   }
 
   save() {

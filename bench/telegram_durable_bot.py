@@ -1,0 +1,109 @@
+#!/usr/bin/env python
+"""The durable floor for bench/telegram.py: the least a durable gateway does per message.
+
+Like ``telegram_echo_bot.py`` (the gateway's own Bot API client, long polling, a batch's
+updates answered concurrently), but each text message also costs what durability and an
+agent cannot do without: one call to the same OpenAI-compatible model through the same SDK
+path as the gateway's agent (the low-level ``post`` on its aiohttp transport, streamed),
+then one SQLite commit at ``synchronous=FULL`` in WAL mode (the message and its answer, on
+a thread of its own) before ``sendMessage``; the offset advances after the batch's answers.
+No sessions, history, outbox or retries.
+
+Usage: ``telegram_durable_bot.py API_BASE MODEL_BASE DB_PATH`` with the token in
+``BENCH_TELEGRAM_TOKEN`` and the model's key in ``BENCH_OPENAI_KEY``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
+
+from chatgate.platforms.telegram.botapi import BotApi
+
+
+class Journal:
+    """One connection on one thread: each ``commit`` is its own FULL transaction."""
+
+    def __init__(self, path: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = FULL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS messages (update_id INTEGER PRIMARY KEY, chat_id INTEGER, text TEXT,"
+            " answer TEXT)"
+        )
+
+    def _commit(self, update_id: int, chat_id: int, text: str, answer: str) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.execute(
+            "INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?)", (update_id, chat_id, text, answer)
+        )
+        self._conn.execute("COMMIT")
+
+    async def commit(self, update_id: int, chat_id: int, text: str, answer: str) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self._commit, update_id, chat_id, text, answer)
+
+    def close(self) -> None:
+        self._pool.shutdown()
+        self._conn.close()
+
+
+async def ask(model: AsyncOpenAI, text: str) -> str:
+    body = {"model": "bench", "messages": [{"role": "user", "content": text}], "stream": True}
+    chunks = await model.post(
+        "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=AsyncStream[object]
+    )
+    parts: list[str] = []
+    async for chunk in chunks:
+        if isinstance(chunk, dict):
+            parts.extend((c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or [])
+    return "".join(parts)
+
+
+async def answer(api: BotApi, model: AsyncOpenAI, journal: Journal, update: dict[str, Any]) -> None:
+    message = update.get("message") or {}
+    if "text" not in message:
+        return
+    reply = await ask(model, message["text"])
+    chat_id = message["chat"]["id"]
+    await journal.commit(update["update_id"], chat_id, message["text"], reply)
+    await api.call("sendMessage", 20, chat_id=chat_id, text=reply)
+
+
+async def main(base: str, model_base: str, db_path: str) -> None:
+    api = BotApi(os.environ["BENCH_TELEGRAM_TOKEN"], base)
+    model = AsyncOpenAI(
+        base_url=model_base, api_key=os.environ["BENCH_OPENAI_KEY"], http_client=DefaultAioHttpClient()
+    )
+    journal = Journal(db_path)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    offset = None
+
+    async def poll() -> None:
+        nonlocal offset
+        while True:
+            updates = await api.call("getUpdates", 40, offset=offset, timeout=25)
+            await asyncio.gather(*(answer(api, model, journal, u) for u in updates))
+            if updates:
+                offset = updates[-1]["update_id"] + 1
+
+    task = asyncio.create_task(poll())
+    await asyncio.wait({task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    task.cancel()
+    await api.aclose()
+    await model.close()
+    journal.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))

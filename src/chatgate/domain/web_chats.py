@@ -1,0 +1,75 @@
+"""A signed-in user's web chats: who owns each, its title, and its history as the page shows it.
+
+With accounts, a chat id is no longer a credential: the store records the account that
+opened each chat, and only that account may open it again, list it or read its history.
+The history is read back from what the pipeline already stores (the inbox for the user's
+messages, the outbox for replies and notices, approvals for prompt cards), so nothing is
+written twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TITLE_CHARS = 80
+MAX_LIST = 100
+MAX_HISTORY_PAGE = 200
+MAX_QUERY_CHARS = 200
+
+HistoryKind = Literal["me", "bot", "notice", "failure", "prompt"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSummary:
+    chat_id: str
+    title: str | None
+    created_at: float
+    last_activity: float
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryItem:
+    """One bubble or card, with the ids the page's protocol frames carry (so it dedupes)."""
+
+    kind: HistoryKind
+    id: str
+    text: str
+    at: float
+    in_reply_to: str | None = None
+    outcome: str | None = None
+    """A prompt's state (``pending``, ``approved``, ``denied``, ``expired``)."""
+
+
+def title_of(text: str) -> str:
+    """A conversation's title: its first message on one line, trimmed to ``TITLE_CHARS``."""
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def like_pattern(query: str) -> str:
+    """A case-insensitive substring pattern for ``LIKE … ESCAPE '\\'`` (wildcards taken literally)."""
+    escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def message_item(inbound: dict[str, object], at: float) -> HistoryItem | None:
+    """A user's message as the page shows it (taps and other kinds are not bubbles)."""
+    if inbound.get("kind", "text") != "text" or not isinstance(inbound.get("text"), str):
+        return None
+    ident = inbound.get("message_ref")
+    return HistoryItem("me", str(ident or ""), str(inbound["text"]), at)
+
+
+def reply_item(
+    row_id: int, kind: str, text: str, in_reply_to: str | None, failure: object, at: float
+) -> HistoryItem:
+    """An outbox row as the page shows it, with the ``o<id>`` its live frame carries."""
+    shown: HistoryKind = "notice" if kind == "notice" else "failure" if failure else "bot"
+    return HistoryItem(shown, f"o{row_id}", text, at, in_reply_to=in_reply_to)
+
+
+def newest_first(items: list[HistoryItem], limit: int) -> list[HistoryItem]:
+    """The newest ``limit`` of several sources' items, returned oldest first."""
+    items.sort(key=lambda i: i.at, reverse=True)
+    return list(reversed(items[:limit]))

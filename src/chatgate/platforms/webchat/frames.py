@@ -1,0 +1,38 @@
+"""The frames the gateway sends a browser for outbox rows and approval prompts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chatgate.domain.outbound import FAILURE_KEY
+from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.prompts import Prompt
+
+
+def row_frame(row: OutboxRow) -> dict[str, Any]:
+    kind = "notice" if row.kind == "notice" else "final"
+    frame = {"type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text}
+    if kind == "final" and row.target.get(FAILURE_KEY):
+        frame["failure"] = str(row.target[FAILURE_KEY])  # the gateway's apology: show it as an error
+    return frame
+
+
+def prompt_frame(prompt: Prompt) -> dict[str, Any]:
+    return {
+        "type": "prompt",
+        "prompt_id": prompt.prompt_id,
+        "text": prompt.text,
+        "options": [{"id": o.id, "label": o.label} for o in prompt.options],
+    }
+
+
+def resolved_frame(prompt_id: str, outcome: str, text: str) -> dict[str, Any]:
+    return {"type": "prompt_resolved", "prompt_id": prompt_id, "outcome": outcome, "text": text}
+
+
+def held_key(frame: dict[str, Any]) -> str | None:
+    """What a frame held during a hello duplicates, if the hello's own sync sent it too."""
+    if frame["type"] == "prompt":
+        return f"prompt:{frame['prompt_id']}"
+    message_id = frame.get("message_id")
+    return str(message_id) if message_id is not None else None

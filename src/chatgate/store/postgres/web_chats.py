@@ -1,0 +1,151 @@
+"""The ``WebChats`` role over PostgreSQL: chat owners and titles (``web_chats``), and a chat's
+history read from the inbox, the outbox and the approvals it already has (as on SQLite)."""
+
+from __future__ import annotations
+
+import json
+
+import asyncpg
+
+from chatgate.domain.outbound import FAILURE_KEY
+from chatgate.domain.web_chats import (
+    ChatSummary,
+    HistoryItem,
+    like_pattern,
+    message_item,
+    newest_first,
+    reply_item,
+)
+from chatgate.store.postgres.database import PgRole, rowcount
+
+_NEWEST = float("inf")
+
+
+async def claim_chat(conn: asyncpg.Connection, platform: str, chat_id: str, user_id: str, now: float) -> str:
+    await conn.execute(
+        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) VALUES ($1,$2,$3,$4)"
+        " ON CONFLICT DO NOTHING",
+        platform,
+        chat_id,
+        user_id,
+        now,
+    )
+    owner = await conn.fetchval(
+        "SELECT owner_id FROM web_chats WHERE platform = $1 AND chat_id = $2", platform, chat_id
+    )
+    return str(owner)
+
+
+async def chat_owner(conn: asyncpg.Connection, platform: str, chat_id: str) -> str | None:
+    owner = await conn.fetchval(
+        "SELECT owner_id FROM web_chats WHERE platform = $1 AND chat_id = $2", platform, chat_id
+    )
+    return None if owner is None else str(owner)
+
+
+async def set_chat_title(
+    conn: asyncpg.Connection, platform: str, chat_id: str, title: str, replace: bool
+) -> bool:
+    unset = "" if replace else " AND title IS NULL"
+    status = await conn.execute(
+        f"UPDATE web_chats SET title = $1 WHERE platform = $2 AND chat_id = $3{unset}",
+        title,
+        platform,
+        chat_id,
+    )
+    return rowcount(status) > 0
+
+
+_LIST = """
+SELECT w.chat_id, w.title, w.created_at,
+       COALESCE((SELECT MAX(s.last_activity) FROM sessions s
+                 WHERE s.platform = w.platform AND s.chat_id = w.chat_id), w.created_at) AS active
+FROM web_chats w
+WHERE w.owner_id = $1 AND w.platform = $2 {match}
+  AND (w.title IS NOT NULL OR EXISTS (SELECT 1 FROM sessions s
+                                      WHERE s.platform = w.platform AND s.chat_id = w.chat_id))
+ORDER BY active DESC, w.chat_id
+LIMIT {limit}
+"""
+_MATCH = """AND (lower(COALESCE(w.title, '')) LIKE $4 ESCAPE '\\'
+     OR EXISTS (SELECT 1 FROM outbox o WHERE o.platform = w.platform AND o.chat_id = w.chat_id
+                AND lower(o.text) LIKE $4 ESCAPE '\\')
+     OR EXISTS (SELECT 1 FROM sessions s JOIN transcript t ON t.session_key = s.key
+                WHERE s.platform = w.platform AND s.chat_id = w.chat_id AND t.role = 'user'
+                AND lower(t.content) LIKE $4 ESCAPE '\\'))"""
+
+
+async def list_chats(
+    conn: asyncpg.Connection, platform: str, user_id: str, query: str | None, limit: int
+) -> list[ChatSummary]:
+    if query:
+        sql = _LIST.format(match=_MATCH, limit="$3")
+        rows = await conn.fetch(sql, user_id, platform, limit, like_pattern(query))
+    else:
+        rows = await conn.fetch(_LIST.format(match="", limit="$3"), user_id, platform, limit)
+    return [
+        ChatSummary(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]), float(r[3])) for r in rows
+    ]
+
+
+async def chat_history(
+    conn: asyncpg.Connection, platform: str, chat_id: str, before: float | None, limit: int
+) -> list[HistoryItem]:
+    until = _NEWEST if before is None else before
+    items: list[HistoryItem] = []
+    for row in await conn.fetch(
+        "SELECT i.inbound_json, i.admitted_at FROM inbox i JOIN sessions s ON s.key = i.session_key"
+        " WHERE s.platform = $1 AND s.chat_id = $2 AND i.transport = $1 AND i.admitted_at < $3"
+        " ORDER BY i.admitted_at DESC LIMIT $4",
+        platform,
+        chat_id,
+        until,
+        limit,
+    ):
+        item = message_item(json.loads(row[0]), float(row[1]))
+        if item is not None:
+            items.append(item)
+    for row in await conn.fetch(
+        "SELECT id, kind, text, in_reply_to, target_json, created_at FROM outbox"
+        " WHERE platform = $1 AND chat_id = $2 AND created_at < $3 ORDER BY created_at DESC LIMIT $4",
+        platform,
+        chat_id,
+        until,
+        limit,
+    ):
+        failure = json.loads(row[4]).get(FAILURE_KEY)
+        items.append(reply_item(int(row[0]), str(row[1]), str(row[2]), row[3], failure, float(row[5])))
+    for row in await conn.fetch(
+        "SELECT prompt_id, prompt_text, state, requested_at FROM approvals"
+        " WHERE platform = $1 AND chat_id = $2 AND prompt_via = 'buttons' AND requested_at < $3"
+        " ORDER BY requested_at DESC LIMIT $4",
+        platform,
+        chat_id,
+        until,
+        limit,
+    ):
+        items.append(HistoryItem("prompt", str(row[0]), str(row[1]), float(row[3]), outcome=str(row[2])))
+    return newest_first(items, limit)
+
+
+class PgWebChats(PgRole):
+    """``WebChats``."""
+
+    async def claim_chat(self, platform: str, chat_id: str, user_id: str, now: float) -> str:
+        return await self._db.write(lambda c: claim_chat(c, platform, chat_id, user_id, now))
+
+    async def chat_owner(self, platform: str, chat_id: str) -> str | None:
+        return await self._db.read(lambda c: chat_owner(c, platform, chat_id))
+
+    async def set_chat_title(self, platform: str, chat_id: str, title: str, *, replace: bool) -> bool:
+        return await self._db.write(lambda c: set_chat_title(c, platform, chat_id, title, replace))
+
+    async def list_chats(
+        self, platform: str, user_id: str, query: str | None, limit: int
+    ) -> list[ChatSummary]:
+        return await self._db.read(lambda c: list_chats(c, platform, user_id, query, limit))
+
+    async def chat_history(
+        self, platform: str, chat_id: str, before: float | None, limit: int
+    ) -> list[HistoryItem]:
+        return await self._db.read(lambda c: chat_history(c, platform, chat_id, before, limit))

@@ -1,0 +1,143 @@
+"""The ``WebChats`` role over SQLite: chat owners and titles (``web_chats``), and a chat's
+history read from the inbox, the outbox and the approvals it already has."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from chatgate.domain.outbound import FAILURE_KEY
+from chatgate.domain.web_chats import (
+    ChatSummary,
+    HistoryItem,
+    like_pattern,
+    message_item,
+    newest_first,
+    reply_item,
+)
+from chatgate.store.sqlite.database import SqliteRole
+
+_NEWEST = float("inf")
+
+
+def claim_chat(conn: sqlite3.Connection, platform: str, chat_id: str, user_id: str, now: float) -> str:
+    conn.execute(
+        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) VALUES (?,?,?,?)"
+        " ON CONFLICT DO NOTHING",
+        (platform, chat_id, user_id, now),
+    )
+    row = conn.execute(
+        "SELECT owner_id FROM web_chats WHERE platform = ? AND chat_id = ?", (platform, chat_id)
+    ).fetchone()
+    return str(row[0])
+
+
+def chat_owner(conn: sqlite3.Connection, platform: str, chat_id: str) -> str | None:
+    row = conn.execute(
+        "SELECT owner_id FROM web_chats WHERE platform = ? AND chat_id = ?", (platform, chat_id)
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def set_chat_title(conn: sqlite3.Connection, platform: str, chat_id: str, title: str, replace: bool) -> bool:
+    unset = "" if replace else " AND title IS NULL"
+    cur = conn.execute(
+        f"UPDATE web_chats SET title = ? WHERE platform = ? AND chat_id = ?{unset}",
+        (title, platform, chat_id),
+    )
+    return cur.rowcount > 0
+
+
+_LIST = """
+SELECT w.chat_id, w.title, w.created_at,
+       COALESCE((SELECT MAX(s.last_activity) FROM sessions s
+                 WHERE s.platform = w.platform AND s.chat_id = w.chat_id), w.created_at) AS active
+FROM web_chats w
+WHERE w.owner_id = ? AND w.platform = ? {match}
+  AND (w.title IS NOT NULL OR EXISTS (SELECT 1 FROM sessions s
+                                      WHERE s.platform = w.platform AND s.chat_id = w.chat_id))
+ORDER BY active DESC, w.chat_id
+LIMIT ?
+"""
+_MATCH = """AND (lower(COALESCE(w.title, '')) LIKE ? ESCAPE '\\'
+     OR EXISTS (SELECT 1 FROM outbox o WHERE o.platform = w.platform AND o.chat_id = w.chat_id
+                AND lower(o.text) LIKE ? ESCAPE '\\')
+     OR EXISTS (SELECT 1 FROM sessions s JOIN transcript t ON t.session_key = s.key
+                WHERE s.platform = w.platform AND s.chat_id = w.chat_id AND t.role = 'user'
+                AND lower(t.content) LIKE ? ESCAPE '\\'))"""
+
+
+def list_chats(
+    conn: sqlite3.Connection, platform: str, user_id: str, query: str | None, limit: int
+) -> list[ChatSummary]:
+    if query:
+        pattern = like_pattern(query)
+        rows = conn.execute(
+            _LIST.format(match=_MATCH), (user_id, platform, pattern, pattern, pattern, limit)
+        ).fetchall()
+    else:
+        rows = conn.execute(_LIST.format(match=""), (user_id, platform, limit)).fetchall()
+    return [
+        ChatSummary(str(r[0]), None if r[1] is None else str(r[1]), float(r[2]), float(r[3])) for r in rows
+    ]
+
+
+def chat_history(
+    conn: sqlite3.Connection, platform: str, chat_id: str, before: float | None, limit: int
+) -> list[HistoryItem]:
+    until = _NEWEST if before is None else before
+    items: list[HistoryItem] = []
+    for seq_json, at in conn.execute(
+        "SELECT i.inbound_json, i.admitted_at FROM inbox i JOIN sessions s ON s.key = i.session_key"
+        " WHERE s.platform = ? AND s.chat_id = ? AND i.transport = ? AND i.admitted_at < ?"
+        " ORDER BY i.admitted_at DESC LIMIT ?",
+        (platform, chat_id, platform, until, limit),
+    ):
+        item = message_item(json.loads(seq_json), float(at))
+        if item is not None:
+            items.append(item)
+    for row in conn.execute(
+        "SELECT id, kind, text, in_reply_to, target_json, created_at FROM outbox"
+        " WHERE platform = ? AND chat_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
+        (platform, chat_id, until, limit),
+    ):
+        failure = json.loads(row[4]).get(FAILURE_KEY)
+        items.append(reply_item(int(row[0]), str(row[1]), str(row[2]), row[3], failure, float(row[5])))
+    items.extend(_prompts(conn, platform, chat_id, until, limit))
+    return newest_first(items, limit)
+
+
+def _prompts(
+    conn: sqlite3.Connection, platform: str, chat_id: str, until: float, limit: int
+) -> list[HistoryItem]:
+    rows: list[Any] = conn.execute(
+        "SELECT prompt_id, prompt_text, state, requested_at FROM approvals"
+        " WHERE platform = ? AND chat_id = ? AND prompt_via = 'buttons' AND requested_at < ?"
+        " ORDER BY requested_at DESC LIMIT ?",
+        (platform, chat_id, until, limit),
+    ).fetchall()
+    return [HistoryItem("prompt", str(r[0]), str(r[1]), float(r[3]), outcome=str(r[2])) for r in rows]
+
+
+class SqliteWebChats(SqliteRole):
+    """``WebChats``."""
+
+    async def claim_chat(self, platform: str, chat_id: str, user_id: str, now: float) -> str:
+        return await self._db.write(lambda c: claim_chat(c, platform, chat_id, user_id, now))
+
+    async def chat_owner(self, platform: str, chat_id: str) -> str | None:
+        return await self._db.read(lambda c: chat_owner(c, platform, chat_id))
+
+    async def set_chat_title(self, platform: str, chat_id: str, title: str, *, replace: bool) -> bool:
+        return await self._db.write(lambda c: set_chat_title(c, platform, chat_id, title, replace))
+
+    async def list_chats(
+        self, platform: str, user_id: str, query: str | None, limit: int
+    ) -> list[ChatSummary]:
+        return await self._db.read(lambda c: list_chats(c, platform, user_id, query, limit))
+
+    async def chat_history(
+        self, platform: str, chat_id: str, before: float | None, limit: int
+    ) -> list[HistoryItem]:
+        return await self._db.read(lambda c: chat_history(c, platform, chat_id, before, limit))

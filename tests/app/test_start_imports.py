@@ -1,0 +1,53 @@
+"""What ``chatgate run`` imports before its first poll (issue 13: the first getUpdates of a
+restart, not the HTTP stack or the other commands, sets its downtime).
+
+``first_poll_probe.py`` runs the gateway (Telegram only) in a fresh interpreter and
+snapshots ``sys.modules`` at the Bot API double's first ``getUpdates``, holding any import
+of uvicorn or starlette back until then. These are facts about imports, not timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PROBE = Path(__file__).with_name("first_poll_probe.py")
+CLI_ONLY = (
+    "chatgate.app.init_wizard",
+    "chatgate.app.ops_cli",
+    "chatgate.app.api_key_cli",
+    "chatgate.app.pairing_cli",
+    "chatgate.app.schedules_cli",
+    "chatgate.app.sessions_cli",
+    "chatgate.app.store_cli",
+    "chatgate.app.user_cli",
+    "chatgate.app.service",
+)
+HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http", "chatgate.platforms.webchat.adapter")
+
+
+def _probe(tmp_path: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    done = subprocess.run(
+        [sys.executable, str(PROBE), str(tmp_path)], capture_output=True, text=True, timeout=100, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads((tmp_path / "modules.json").read_text(encoding="utf-8"))
+    assert result["at_first_poll"] is not None, "the gateway never polled"
+    return result
+
+
+def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(tmp_path: Path) -> None:
+    result = _probe(tmp_path)
+    at_poll, after = set(result["at_first_poll"]), set(result["after_start"])
+    # Nothing on the loop's thread waited for uvicorn or starlette: the start imports them in
+    # a thread once the platforms poll (a MainThread entry here would be a start that blocked).
+    assert all(h["thread"] != "MainThread" and h["released"] for h in result["held"]), result["held"]
+    assert not at_poll & set(HTTP_STACK), sorted(at_poll & set(HTTP_STACK))
+    assert set(HTTP_STACK) <= after, "the HTTP server still starts, after the poll"
+    assert not (at_poll | after) & set(CLI_ONLY), sorted((at_poll | after) & set(CLI_ONLY))
+    assert "chatgate.platforms.telegram.botapi" in at_poll

@@ -1,0 +1,299 @@
+"""Syntax highlighting of code blocks (static/highlight.js), loaded as a module in a real Chromium.
+
+Code from a model is untrusted: its tokens must become text nodes inside plain class spans, the
+code's text must survive exactly (the copy button copies it), the work must stay bounded on
+hostile input, and the colours must stay readable in both themes.
+"""
+
+from __future__ import annotations
+
+import html
+import random
+import re
+from typing import Any
+
+import pytest
+
+from support.browser import BrowserSession, browser, open_chat
+from support.web_harness import StartGateway
+
+pytestmark = pytest.mark.browser
+__all__ = ["browser"]
+
+LANGS = ["python", "js", "ts", "json", "bash", "yaml", "sql", "diff", "rust"]
+TOKEN_CLASSES = {
+    "keyword", "string", "comment", "number", "literal", "builtin", "title",
+    "property", "variable", "meta", "inserted", "deleted",
+}  # fmt: skip
+
+CODE_HTML = """async (cases) => {
+  const md = await import('/static/markdown.js');
+  return cases.map(([lang, code]) => {
+    const box = document.createElement('div');
+    box.append(md.render('```' + lang + '\\n' + code + '\\n```'));
+    return box.querySelector('code').innerHTML;
+  });
+}"""
+
+
+def spans(marked: str) -> str:
+    """``[keyword|def] x`` as the HTML the highlighter builds: a span per bracketed token."""
+    parts = re.split(r"\[(\w+)\|((?:[^\]\\]|\\.)*)\]", marked)
+    out = []
+    for n, part in enumerate(parts):
+        if n % 3 == 0:
+            out.append(html.escape(part, quote=False))
+        elif n % 3 == 1:
+            text = parts[n + 1].replace("\\]", "]")
+            out.append(f'<span class="tok-{part}">{html.escape(text, quote=False)}</span>')
+    return "".join(out)
+
+
+CASES = [
+    (
+        "python",
+        'import os\n@cache\ndef area(r: float) -> float:\n    """Area."""\n    return 3.14 * r  # pi\n',
+        "[keyword|import] os\n[meta|@cache]\n"
+        "[keyword|def] [title|area](r: [builtin|float]) -> [builtin|float]:\n"
+        '    [string|"""Area."""]\n    [keyword|return] [number|3.14] * r  [comment|# pi]\n',
+    ),
+    ("py", "x = f'{a}' if b else None", "x = [string|f'{a}'] [keyword|if] b [keyword|else] [literal|None]"),
+    (
+        "js",
+        "const x = await fetch(`/api/${id}`); // go\nfunction f(a) { return a ?? null; }",
+        "[keyword|const] x = [keyword|await] fetch([string|`/api/${id}`]); [comment|// go]\n"
+        "[keyword|function] [title|f](a) { [keyword|return] a ?? [literal|null]; }",
+    ),
+    (
+        "ts",
+        "interface User { name: string; age?: number }\nexport type Id = string | 42;",
+        "[keyword|interface] [title|User] { name: [builtin|string]; age?: [builtin|number] }\n"
+        "[keyword|export] [keyword|type] [title|Id] = [builtin|string] | [number|42];",
+    ),
+    (
+        "json",
+        '{"name": "chatgate", "ok": true, "n": [1, 2.5e3, null]}',
+        '{[property|"name"]: [string|"chatgate"], [property|"ok"]: [literal|true], '
+        '[property|"n"]: [[number|1], [number|2.5e3], [literal|null]]}',
+    ),
+    (
+        "bash",
+        "#!/usr/bin/env bash\nfor f in *.txt; do echo \"$f\" 'raw' ${HOME}; done # end\napt-get a#b",
+        "[comment|#!/usr/bin/env bash]\n[keyword|for] f [keyword|in] *.txt; [keyword|do] [builtin|echo] "
+        "[string|\"$f\"] [string|'raw'] [variable|${HOME}]; [keyword|done] [comment|# end]\napt-get a#b",
+    ),
+    (
+        "yaml",
+        '---\nserver:\n  port: 8765  # default\n- name: "x"\n  enabled: yes\nref: &base *other',
+        "[meta|---]\n[property|server]:\n  [property|port]: [number|8765]  [comment|# default]\n"
+        '- [property|name]: [string|"x"]\n  [property|enabled]: [literal|yes]\n'
+        "[property|ref]: [variable|&base] [variable|*other]",
+    ),
+    (
+        "sql",
+        "SELECT id FROM users WHERE note = 'it''s' -- c\norder by id desc;",
+        "[keyword|SELECT] id [keyword|FROM] users [keyword|WHERE] note = [string|'it''s'] [comment|-- c]\n"
+        "[keyword|order] [keyword|by] id [keyword|desc];",
+    ),
+    (
+        "diff",
+        "@@ -1 +1 @@\n-old line\n+new line\n same - x",
+        "[meta|@@ -1 +1 @@]\n[deleted|-old line]\n[inserted|+new line]\n same - x",
+    ),
+    (
+        "rust",
+        'fn main() { let s = "hi"; /* c */ return 0; } // end',
+        '[keyword|fn] [title|main]() { [keyword|let] s = [string|"hi"]; [comment|/* c */] '
+        "[keyword|return] [number|0]; } [comment|// end]",
+    ),
+    ("text", "def not_highlighted(): pass", "def not_highlighted(): pass"),
+]
+
+
+async def _page(start_gateway: StartGateway, browser: BrowserSession) -> Any:
+    gateway = await start_gateway()
+    return await open_chat(browser.page, gateway.port)
+
+
+async def test_each_language_classes_its_tokens(start_gateway: StartGateway, browser: BrowserSession) -> None:
+    page = await _page(start_gateway, browser)
+    got: list[str] = await page.evaluate(CODE_HTML, [[lang, code] for lang, code, _ in CASES])
+    wanted = [(lang, spans(marked)) for lang, _, marked in CASES]
+    mismatches = [(lang, want, have) for (lang, want), have in zip(wanted, got, strict=True) if have != want]
+    assert not mismatches, "\n".join(f"{lang}\n  want {w}\n  got  {g}" for lang, w, g in mismatches)
+
+
+CHECK_TOKENS = """async ([langs, codes]) => {
+  const md = await import('/static/markdown.js');
+  const problems = [];
+  for (const lang of langs) for (const code of codes) {
+    const box = document.createElement('div');
+    box.append(md.render('````' + lang + '\\n' + code + '\\n````'));
+    const node = box.querySelector('code');
+    if (node.textContent !== code) problems.push(['changed text', lang, code]);
+    for (const el of node.querySelectorAll('*')) {
+      const attrs = [...el.attributes].map((a) => a.name);
+      if (el.tagName !== 'SPAN' || attrs.join() !== 'class' || el.children.length)
+        problems.push(['bad element', lang, el.outerHTML]);
+      else if (!el.className.startsWith('tok-')) problems.push(['bad class', lang, el.className]);
+    }
+  }
+  return problems;
+}"""
+
+HOSTILE_CODE = [
+    "</code></pre><script>window.__pwned = 1</script>",
+    "'<img src=x onerror=\"window.__pwned = 2\">'",
+    '"unclosed string\n# and <b>tags</b>',
+    "/* unclosed comment <iframe src=x>",
+    '"""unclosed triple\n\n<svg onload=window.__pwned=3>',
+    "key: <a href='javascript:x'>",
+    "`template ${'<script>'}`",
+]
+
+
+def _random_code(seed: int, count: int) -> list[str]:
+    """Fragments of every delimiter the grammars know, in random order (the same every run)."""
+    rng = random.Random(seed)
+    alphabet = [*"\"'`\\/#*-+:$@{}[]()&|!<>=;.,_~ \t\n", "def", "fn", "0x1F", "3.5e2", "--", "'''"]
+    alphabet += ["\u00e9", "\U0001f600", "ab", "if", "SELECT", "true"]
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 120))) for _ in range(count)]
+
+
+async def test_highlighting_keeps_the_code_exactly_and_makes_only_token_spans(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    page = await _page(start_gateway, browser)
+    codes = HOSTILE_CODE + _random_code(seed=17, count=150)
+    problems = await page.evaluate(CHECK_TOKENS, [LANGS, codes])
+    assert problems == []
+    assert await page.evaluate("window.__pwned ?? null") is None
+
+
+LIMITED = """async ([lang, code, twice]) => {
+  const md = await import('/static/markdown.js');
+  const hl = await import('/static/highlight.js');
+  const fence = '```' + lang + '\\n' + code + '\\n```\\n';
+  const box = document.createElement('div');
+  box.append(md.render(twice ? fence + fence : fence));
+  return {
+    limit: hl.HIGHLIGHT_LIMIT,
+    blocks: [...box.querySelectorAll('code')].map((node) => {
+      const spans = [...node.querySelectorAll('span')];
+      const last = spans[spans.length - 1];
+      let end = 0;  // where the last span ends in the code's text
+      for (const child of node.childNodes) { end += child.textContent.length; if (child === last) break; }
+      return {same: node.textContent === code, spans: spans.length, highlightedTo: end,
+              tail: node.lastChild.nodeType === Node.TEXT_NODE ? node.lastChild.textContent.length : 0};
+    }),
+  };
+}"""
+
+
+async def test_a_megabyte_code_block_is_highlighted_up_to_the_limit_and_shown_plain_after(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    page = await _page(start_gateway, browser)
+    line = "total = compute(x, 'label', 42)  # note\n"
+    code = line * (1_000_000 // len(line))
+    result = await page.evaluate(LIMITED, ["python", code, False])
+    limit = result["limit"]
+    [block] = result["blocks"]
+    assert block["same"] is True
+    assert 0 < block["highlightedTo"] <= limit
+    assert block["tail"] >= len(code) - limit  # the rest is one plain text node
+    assert block["spans"] <= limit
+
+
+async def test_the_highlight_limit_is_shared_by_the_code_blocks_of_one_message(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    page = await _page(start_gateway, browser)
+    line = "let x = 1; // c\n"
+    limit = await page.evaluate("import('/static/highlight.js').then((m) => m.HIGHLIGHT_LIMIT)")
+    code = line * (limit * 3 // 4 // len(line))  # each block is 3/4 of the limit
+    first, second = (await page.evaluate(LIMITED, ["js", code, True]))["blocks"]
+    assert first["same"] and second["same"]
+    assert first["highlightedTo"] > len(code) - len(line)  # all of the first
+    assert 0 < second["highlightedTo"] <= limit - len(code)
+
+
+TOKENIZE_ALL = """async ([langs, inputs]) => {
+  const hl = await import('/static/highlight.js');
+  const lossy = [];
+  for (const lang of langs) for (const [name, code] of Object.entries(inputs)) {
+    const text = hl.tokenize(hl.grammarName(lang), code).map(([, t]) => t).join('');
+    if (text !== code) lossy.push([lang, name]);
+  }
+  return lossy;
+}"""
+
+# A rule that scans to the end of the line and then fails makes the scan quadratic: measured in
+# Chromium's engine, over a minute for one 300 kB input, so the test's 120 s limit catches it
+# (exponential backtracking never finishes); the linear scan takes a few seconds for all of them.
+SIZE = 300_000
+
+
+def _pathological() -> dict[str, str]:
+    return {
+        "backslashes after a quote": '"' + "\\" * SIZE,
+        "unclosed block comments": "/*" * (SIZE // 2),
+        "quotes": "'" * SIZE,
+        "triple quotes": '"""' * (SIZE // 3),
+        "one long word": "a" * SIZE,
+        "words without a colon": "a " * (SIZE // 2),
+        "a long key-like line": "a" * SIZE + ":",
+        "keys": "a:\n" * (SIZE // 3),
+        "dollars": "$" * SIZE,
+        "digits": "1" * SIZE,
+        "list markers": "- " * (SIZE // 2),
+        "hashes after spaces": " #" * (SIZE // 2),
+    }
+
+
+async def test_pathological_input_is_tokenized_without_the_limit_and_stays_lossless(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    """No catastrophic backtracking: inputs built to make a regex scan far and fail, in every
+    grammar, straight through ``tokenize`` (without the highlight limit)."""
+    page = await _page(start_gateway, browser)
+    assert await page.evaluate(TOKENIZE_ALL, [LANGS, _pathological()]) == []
+
+
+CONTRAST = """async (theme) => {
+  const md = await import('/static/markdown.js');
+  const msg = document.createElement('div');
+  msg.className = 'msg bot';
+  document.getElementById('log').append(msg);
+  msg.append(md.render('```diff\\n@@ x\\n+a\\n-b\\n```\\n```yaml\\nk: &a yes # c\\n```\\n'
+    + '```python\\n@d\\ndef f(): return print("s", 1, None)\\n```'));
+  const rgb = (css) => css.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const linear = (v) => (v /= 255, v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
+  const lum = (css) => {
+    const [r, g, b] = rgb(css).map(linear);
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const ratio = (a, b) => {
+    const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+    return (x + 0.05) / (y + 0.05);
+  };
+  const out = {};
+  for (const span of msg.querySelectorAll('code span')) {
+    const bg = getComputedStyle(span.closest('.codeblock')).backgroundColor;
+    out[span.className] = Math.round(ratio(getComputedStyle(span).color, bg) * 100) / 100;
+  }
+  msg.remove();
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+async def test_token_colours_keep_a_readable_contrast_in_both_themes(
+    theme: str, start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    page = await _page(start_gateway, browser)
+    await page.emulate_media(color_scheme=theme)
+    ratios: dict[str, float] = await page.evaluate(CONTRAST, theme)
+    assert {name.removeprefix("tok-") for name in ratios} == TOKEN_CLASSES
+    low = {name: ratio for name, ratio in ratios.items() if ratio < 4.5}  # WCAG AA for normal text
+    assert not low, f"{theme}: token colours below 4.5:1 against the code background: {low}"
