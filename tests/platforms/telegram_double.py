@@ -146,6 +146,22 @@ class Call:
     status: int
 
 
+@dataclass(frozen=True)
+class Poll:
+    """One getUpdates as the double served it: from its arrival until it answered or its
+    client went away (with ``cancel_abandoned``; otherwise until the long poll ran out)."""
+
+    start: float
+    end: float
+    answered: bool
+
+
+def overlapping(polls: Sequence[Poll]) -> list[tuple[Poll, Poll]]:
+    """Every pair of getUpdates windows that overlap in time (two pollers at once)."""
+    ordered = sorted(polls, key=lambda p: p.start)
+    return [(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :] if b.start < a.end]
+
+
 def busiest(times: Sequence[float], width: float) -> int:
     """The most calls in any half-open window ``[t, t + width)`` (a sliding window over ``times``)."""
     ordered = sorted(times)
@@ -200,8 +216,15 @@ def private(user: User) -> Chat:
 
 
 class BotApiDouble:
-    def __init__(self, token: str = TOKEN, parse_fail_marker: str | None = None) -> None:
+    def __init__(
+        self, token: str = TOKEN, parse_fail_marker: str | None = None, cancel_abandoned: bool = False
+    ) -> None:
         self.token = token
+        self.cancel_abandoned = cancel_abandoned
+        """End a call's handling when its client disconnects (aiohttp's handler cancellation), as a
+        server frees a long poll whose client left; off, a handler runs on as if nobody left."""
+        self.polls: list[Poll] = []
+        """Every getUpdates window, for checks that no two processes polled at once (``overlapping``)."""
         self.parse_fail_marker = parse_fail_marker
         self.pending: list[dict[str, Any]] = []
         self.next_update_id = 5000
@@ -237,7 +260,9 @@ class BotApiDouble:
     async def start(self, port: int = 0) -> None:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(
+            app, access_log=None, shutdown_timeout=1.0, handler_cancellation=self.cancel_abandoned
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
@@ -386,6 +411,8 @@ class BotApiDouble:
                     self._accepted.append(now)
         finally:
             self.log.append(Call(method, chat, now, response.status if response is not None else 500))
+            if method == "getUpdates":
+                self.polls.append(Poll(now, asyncio.get_running_loop().time(), response is not None))
             await self._notify()
         return response
 

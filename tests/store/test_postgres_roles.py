@@ -175,15 +175,12 @@ async def test_a_cancel_racing_the_childs_commit_on_another_process_ends_the_tas
             assert await a.complete_turn("proc-a", answered(claim, "seen"), 30.0, 5) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Inbox.admit moves route_holder to the admitting process for every transport: a schedule"
-    " firing admitted by another process's runner moves the chat's replies there (a web client"
-    " connected to the first process then waits for its reply until it writes again); see"
-    " docs/architecture.md Known issues",
-)
 async def test_a_schedule_firing_admitted_by_another_process_keeps_the_chats_route(make_store, pg_schema):
     a, b = await _pair(make_store)
     await _parent_with_route(a)
     await b.admit(req("schedule:s1:1", "k1", "stand up", transport="schedule"))  # b's runner fired it
     assert await _route_of(pg_schema, "k1") == a.holder
+    await b.admit(req("schedule:s1:1", "k1", "stand up", transport="schedule"))  # b saw it due again
+    assert await _route_of(pg_schema, "k1") == a.holder, "a firing seen twice does not move it either"
+    await b.admit(req("m2", "k1", "hi", queued=False))  # the person writes through b now
+    assert await _route_of(pg_schema, "k1") == b.holder, "a client's message still moves the route"

@@ -11,6 +11,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -166,6 +167,8 @@ class ChatClient:
     messages: list[tuple[str, str]]
     window: int = 3
     acked: set[str] = field(default_factory=set)
+    acked_at: dict[str, float] = field(default_factory=dict)
+    """message id -> ``time.monotonic()`` of its first ack."""
     duplicate_acks: set[str] = field(default_factory=set)
     finals: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """in_reply_to -> every (message_id, text) final frame received for it."""
@@ -211,6 +214,7 @@ class ChatClient:
                     ready = True
                 elif kind == "ack":
                     self.acked.add(frame["id"])
+                    self.acked_at.setdefault(frame["id"], time.monotonic())
                     if frame["duplicate"]:
                         self.duplicate_acks.add(frame["id"])
                 elif kind in ("final", "notice"):

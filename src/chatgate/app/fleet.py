@@ -10,6 +10,7 @@ turn waiting here. A store without notices (SQLite: one process) needs none of t
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -84,7 +85,14 @@ class FleetNotices:
 class FleetCredentialStore(Protocol):
     async def hold_credential(self, key: str) -> bool: ...
 
+    async def credential_held(self, key: str) -> bool: ...
+
+    def add_credential_listener(self, fn: Callable[[str], None]) -> None: ...
+
     async def announce_adapters(self, adapters: dict[str, str]) -> None: ...
+
+
+PollGuard = Callable[[], Awaitable[bool]]
 
 
 @runtime_checkable
@@ -96,6 +104,10 @@ class StandbyAdapter(Protocol):
     async def start(self) -> None: ...
 
     async def start_sending(self) -> None: ...
+
+    def stop_polling(self) -> None: ...
+
+    def set_poll_guard(self, guard: PollGuard) -> None: ...
 
 
 def credential_key(kind: str, value: str) -> str:
@@ -109,17 +121,26 @@ class FleetCredentials:
     A polling bot's adapter in a process that did not get its lock stands by: it sends
     (replies of turns run here) but does not poll; every ``retry_seconds`` it tries the
     lock again, and takes polling over once the holder is gone (the server dropped the
-    dead holder's connection, and its lock with it). A credential whose adapter cannot
-    stand by (the relay) held by another process refuses the start, as the file lock does
-    for one host.
+    dead holder's connection, and its lock with it). A poller asks before every poll
+    whether its lock still holds, and is stopped the moment the store says it was lost
+    (its connection was cut): it stands by again, and a standby anywhere, itself included,
+    may take the lock. A taker waits ``handover_seconds`` before its first poll, so a cut-off
+    holder has abandoned its last poll. A credential whose adapter cannot stand by (the
+    relay) held by another process refuses the start, as the file lock does for one host.
     """
 
-    def __init__(self, store: object, retry_seconds: float = 1.0) -> None:
+    def __init__(self, store: object, retry_seconds: float = 1.0, handover_seconds: float = 0.5) -> None:
         self._store = store if isinstance(store, FleetCredentialStore) else None
         self._retry = retry_seconds
+        self._handover = handover_seconds
         self._standby: dict[str, tuple[str, StandbyAdapter]] = {}
+        self._polling: dict[str, tuple[str, StandbyAdapter]] = {}
         self._adapters: Mapping[str, Adapter] = {}
         self._task: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+        if self._store is not None:
+            self._store.add_credential_listener(self._lost)
 
     @property
     def enabled(self) -> bool:
@@ -132,9 +153,13 @@ class FleetCredentials:
             return set()
         for kind, value, what in credentials:
             key = credential_key(kind, value)
-            if await self._store.hold_credential(key):
-                continue
             adapter = adapters.get(kind)
+            if isinstance(adapter, StandbyAdapter):
+                adapter.set_poll_guard(functools.partial(self._may_poll, kind))
+            if await self._store.hold_credential(key):
+                if isinstance(adapter, StandbyAdapter):
+                    self._polling[kind] = (key, adapter)
+                continue
             if not isinstance(adapter, StandbyAdapter):
                 raise CredentialHeld(
                     f"{kind}: this {what} is in use by another process of the fleet; one process per"
@@ -159,10 +184,42 @@ class FleetCredentials:
             log.info("could not tell the fleet this process's adapters: %s", exc)
 
     def start(self) -> None:
-        if self._standby and self._task is None:
+        self._started = True
+        if self._standby and (self._task is None or self._task.done()) and not self._closed:
             self._task = asyncio.get_running_loop().create_task(self._watch(), name="chatgate-credentials")
 
+    async def _may_poll(self, kind: str) -> bool:
+        """The poll guard: True while this process holds ``kind``'s lock (a round trip says so)."""
+        held = self._polling.get(kind)
+        if held is None or self._store is None or self._closed:
+            return False
+        try:
+            if await self._store.credential_held(held[0]):
+                return True
+        except StoreUnavailable as exc:
+            log.warning("%s: could not check the polling lock: %s", kind, exc)
+        self._stand_by(kind)
+        return False
+
+    def _lost(self, key: str) -> None:
+        """The store lost ``key``'s lock (its connection was cut): stop that poller now."""
+        for kind, (held, _) in list(self._polling.items()):
+            if held == key:
+                self._stand_by(kind)
+
+    def _stand_by(self, kind: str) -> None:
+        entry = self._polling.pop(kind, None)
+        if entry is None or self._closed:
+            return
+        entry[1].stop_polling()
+        self._standby[kind] = entry
+        log.warning("%s: this process lost the polling lock; it stopped polling and stands by", kind)
+        if self._started:
+            self.start()
+
     async def _watch(self) -> None:
+        if self._adapters:  # a poller stood by: the fleet listing says so
+            await self.announce(self._adapters)
         while self._standby:
             await asyncio.sleep(self._retry)
             for kind, (key, adapter) in list(self._standby.items()):
@@ -171,13 +228,19 @@ class FleetCredentials:
                     taken = await self._store.hold_credential(key)
                 except StoreUnavailable:
                     continue
-                if taken:
-                    del self._standby[kind]
-                    log.warning("%s: the process that polled is gone; this one polls now", kind)
-                    await adapter.start()
-                    await self.announce(self._adapters)
+                if not taken:
+                    continue
+                del self._standby[kind]
+                self._polling[kind] = (key, adapter)
+                await asyncio.sleep(self._handover)  # a cut-off holder abandons its last poll meanwhile
+                if kind not in self._polling:
+                    continue  # lost again during the handover
+                log.warning("%s: the process that polled is gone; this one polls now", kind)
+                await adapter.start()
+                await self.announce(self._adapters)
 
     async def close(self) -> None:
+        self._closed = True
         if self._task is not None:
             await cancel_and_wait([self._task])
             self._task = None

@@ -7,7 +7,7 @@ admission resolve them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from chatgate.domain.prompts import Prompt, options_for
@@ -85,3 +85,14 @@ class ApprovalAnswer:
     render: Callable[[ApprovalResolution], str] | None = None
     reason: str | None = None
     """For ``expired``: why (an answer reaching a prompt whose turn no longer waits closes it)."""
+    waiting_here: bool = True
+    """Whether the answering process has the prompt's turn waiting for it. When it has not,
+    the store records the answer only if a turn on another process of the fleet still
+    waits (its session is leased by a live peer): see ``recorded``."""
+
+    def recorded(self, waiting_elsewhere: bool) -> ApprovalAnswer:
+        """What to record: this answer while some process's turn waits for it; otherwise the
+        prompt's end (its turn was stopped between the tap and now), never an approval."""
+        if self.waiting_here or waiting_elsewhere:
+            return self
+        return replace(self, outcome="expired", tier=None, by_id=None, by_name=None, reason="stopped")

@@ -9,8 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chatgate.domain.approvals import ApprovalAnswer, ApprovalResolution
+from chatgate.domain.background import TASK_TRANSPORT
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.schedules import SCHEDULE_TRANSPORT
+
+INTERNAL_TRANSPORTS = frozenset({SCHEDULE_TRANSPORT, TASK_TRANSPORT})
+"""Transports the gateway feeds itself (a schedule firing, a task's events): no client sent
+them, so they say nothing about where the chat's people are connected."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +39,12 @@ class AdmitRequest:
     cancel_queued: bool = False
     reset_session: bool = False
     answer: ApprovalAnswer | None = None
+
+    @property
+    def from_a_client(self) -> bool:
+        """Whether a client sent it (a platform, the web chat), not the gateway itself: only then
+        does the admitting process become the one the chat is reachable through."""
+        return self.inbound.transport not in INTERNAL_TRANSPORTS
 
 
 @dataclass(frozen=True, slots=True)

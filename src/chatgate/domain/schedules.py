@@ -16,6 +16,9 @@ from typing import Any, Literal
 
 from chatgate.domain.source import Source
 
+SCHEDULE_TRANSPORT = "schedule"
+"""The transport of a schedule's firings (delivery id ``schedule:<id>:<due time>``)."""
+
 ScheduleKind = Literal["once", "every", "cron"]
 ScheduleOrigin = Literal["config", "chat"]
 

@@ -19,6 +19,7 @@ from typing import Protocol
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.schedules import (
+    SCHEDULE_TRANSPORT,
     Schedule,
     ScheduleError,
     ScheduleTarget,
@@ -36,8 +37,6 @@ from chatgate.engine.replies import reply_draft
 from chatgate.engine.schedule_commands import ChatScheduleLimits
 
 log = logging.getLogger(__name__)
-
-SCHEDULE_TRANSPORT = "schedule"
 
 
 class ScheduleStore(Schedules, Transcript, OutboxNotices, Protocol):

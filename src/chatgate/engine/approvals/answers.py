@@ -77,11 +77,6 @@ class ApprovalDesk:
         def render(resolution: ApprovalResolution) -> str:
             return reply_text(resolution.record, resolution.won, timeout)
 
-        if not self._broker.is_waiting(prompt_id):
-            # Its turn was stopped between the tap and now: record the end, not an approval.
-            return ApprovalAnswer(
-                prompt_id, "expired", None, None, None, render if replied else None, reason="stopped"
-            )
         deny = option_id == "deny"
         return ApprovalAnswer(
             prompt_id,
@@ -90,6 +85,9 @@ class ApprovalDesk:
             who.user_id,
             who.name,
             render if replied else None,
+            # Not waiting here: its turn was stopped between the tap and now, or (a fleet) it
+            # waits on another process; the store tells which, and records the end if stopped.
+            waiting_here=self._broker.is_waiting(prompt_id),
         )
 
     def _settle(self, result: AdmitResult, prompt_id: str, replied: bool) -> AnswerFeedback | None:

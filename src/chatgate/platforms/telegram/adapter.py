@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -150,13 +151,25 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
     async def start(self) -> None:
         self._open_api()
         self._detail = "connecting"
+        await self.poller.wait_stopped(REQUEST_TIMEOUT)  # a poll stopped by a lost lock ended
         self.poller.start()
 
     async def start_sending(self) -> None:
         """A fleet's standby: send replies and edit previews, but leave polling to the process
         that holds the bot's lock (only one may call getUpdates); ``start`` begins polling."""
         self._open_api()
+        self.poller.skip_drop()  # drop_pending_updates is for start-up, not for a takeover
         self._set_state(True, "standby: another process of the fleet polls")
+
+    def stop_polling(self) -> None:
+        """Back to standby (the fleet lock was lost): the poll in flight is abandoned, the
+        batch being admitted finishes; sending goes on."""
+        self.poller.stop()
+        self._set_state(True, "standby: another process of the fleet polls")
+
+    def set_poll_guard(self, guard: Callable[[], Awaitable[bool]]) -> None:
+        """Ask ``guard`` before every getUpdates; False stops polling (the fleet's lock is gone)."""
+        self.poller.guard = guard
 
     def _open_api(self) -> None:
         from chatgate.platforms.telegram.botapi import BotApi  # aiohttp

@@ -68,6 +68,10 @@ def split_raw(result: Any) -> list[Raw]:
     return items
 
 
+class PollingRevoked(Exception):
+    """The guard refused the next getUpdates: another process of the fleet may poll now."""
+
+
 class Poller:
     def __init__(
         self,
@@ -95,12 +99,21 @@ class Poller:
         self._redact = redact
         self.offset: int | None = None
         self._loaded = False
+        self._dropped = False
+        self.guard: Callable[[], Awaitable[bool]] | None = None
+        """Asked before every getUpdates (a fleet's lock): False stops the loop instead."""
         self._stopping = False
         self._stop_event = asyncio.Event()
         self._fetching = False
         self._task: asyncio.Task[None] | None = None
 
+    def skip_drop(self) -> None:
+        """Never drop pending updates: this poller starts after the gateway's start-up (a fleet
+        standby taking over), and what Telegram holds arrived while the fleet ran."""
+        self._dropped = True
+
     def start(self) -> None:
+        self._loaded = False  # another process of the fleet may have moved the offset meanwhile
         self._stopping = False
         self._stop_event.clear()
         self._task = asyncio.create_task(self._run(), name="chatgate-telegram-poll")
@@ -142,6 +155,10 @@ class Poller:
                 if self._stopping:
                     return
                 raise
+            except PollingRevoked:
+                log.warning("telegram polling stopped: this process no longer holds the bot's fleet lock")
+                self._stopping = True
+                return
             except ApiError as exc:
                 if exc.code != 429:
                     await self._failed(exc, backoff)
@@ -176,13 +193,20 @@ class Poller:
         if not self._loaded:
             stored = await self._store.get_cursor(self.cursor_name)
             self.offset = int(stored) if stored else None
-            if self._drop_pending:
+            if self._drop_pending and not self._dropped:
                 await self._drop()
-            self._loaded = True
+            self._dropped = self._loaded = True
+
+    async def _may_poll(self) -> None:
+        """Raise ``PollingRevoked`` unless the guard allows a getUpdates now (inside ``_fetching``:
+        a stop during the check cancels it)."""
+        if self.guard is not None and not await self.guard():
+            raise PollingRevoked()
 
     async def _drop(self) -> None:
         self._fetching = True
         try:
+            await self._may_poll()
             last = split_raw(
                 await self._call(
                     "getUpdates", REQUEST_TIMEOUT, offset=-1, timeout=0, allowed_updates=self._allowed
@@ -198,6 +222,7 @@ class Poller:
     async def _fetch(self) -> list[Raw]:
         self._fetching = True
         try:
+            await self._may_poll()
             result = await self._call(
                 "getUpdates",
                 self._timeout + 15,

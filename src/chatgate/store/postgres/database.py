@@ -50,6 +50,8 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 """What asyncpg and the socket raise when the server cannot serve us; becomes ``StoreUnavailable``."""
+CHECK_SECONDS = 2.0
+"""How long a held credential lock's check may take before it counts as lost."""
 GONE = "NOT EXISTS (SELECT 1 FROM processes p WHERE p.holder = {})"
 """A holder with no ``processes`` row: reaped (run ``reap_dead`` first in the transaction)."""
 
@@ -97,6 +99,7 @@ class PgDatabase:
         self._liveness_lock = asyncio.Lock()
         self._listeners: list[Callable[[str], None]] = []
         self._credentials: set[str] = set()
+        self._credential_listeners: list[Callable[[str], None]] = []
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -191,6 +194,8 @@ class PgDatabase:
         async with self._liveness_lock:
             if self._liveness is not None and not self._liveness.is_closed():
                 return
+            if self._liveness is not None:
+                self._liveness_ended(self._liveness)  # its locks went with it, listener or not
             conn = await self._connect()
             try:
                 await conn.execute(f"SELECT pg_advisory_lock({HOLDER_KEY.format('$1::text')})", self.holder)
@@ -202,19 +207,35 @@ class PgDatabase:
                     os.getpid(),
                 )
                 await conn.add_listener(self.channel, self._notified)
-                lost = {key for key in self._credentials if not await self._try_credential(conn, key)}
             except BaseException:
                 await conn.close()
                 raise
             if self._liveness is not None:
                 log.warning("the postgresql liveness connection was lost and is held again")
-            if lost:
-                log.error(
-                    "while this process was cut off from postgresql another one took %d credential(s) over",
-                    len(lost),
-                )
-                self._credentials -= lost
+            conn.add_termination_listener(self._liveness_ended)
             self._liveness = conn
+
+    def _liveness_ended(self, conn: object) -> None:
+        """The liveness connection closed: the server dropped every credential lock on it.
+
+        Said at once, not at the next reconnect: a poller must stop before its next call, as
+        another process may hold the lock a moment from now. The locks are taken again only
+        through ``hold_credential``, by whoever wins them."""
+        if conn is not self._liveness or not self._credentials:
+            return
+        lost, self._credentials = self._credentials, set()
+        if not self._closed:
+            log.error("the postgresql connection holding %d credential lock(s) was lost", len(lost))
+        for key in lost:
+            for fn in list(self._credential_listeners):
+                try:
+                    fn(key)
+                except Exception:  # one listener's bug must not keep the others polling
+                    log.exception("a credential-loss listener failed")
+
+    def add_credential_listener(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(key)`` on the event loop when the lock of credential ``key`` is lost."""
+        self._credential_listeners.append(fn)
 
     @staticmethod
     async def _try_credential(conn: asyncpg.Connection, key: str) -> bool:
@@ -225,10 +246,13 @@ class PgDatabase:
 
     async def hold_credential(self, key: str) -> bool:
         """Take the fleet-wide lock of a credential (``key``: a digest of it, never the secret) for
-        as long as this instance lives; False while another live process holds it."""
+        as long as this instance lives; False while another live process holds it.
+
+        For a lock this instance holds, it is a check: a round trip on the connection that
+        holds it (the lock lives as long as that session). A check that fails or does not
+        answer within ``CHECK_SECONDS`` ends the connection and says False (fail closed)."""
         if key in self._credentials:
-            await self.hold_liveness()
-            return key in self._credentials
+            return await self._confirm_credential(key)
         await self.hold_liveness()
         async with self._liveness_lock:
             assert self._liveness is not None
@@ -236,9 +260,28 @@ class PgDatabase:
                 taken = await self._try_credential(self._liveness, key)
             except UNREACHABLE as exc:
                 raise unavailable(exc, "credential lock") from exc
-        if taken:
-            self._credentials.add(key)
+            if taken:
+                self._credentials.add(key)
         return taken
+
+    async def credential_held(self, key: str) -> bool:
+        """Whether this instance still holds credential ``key``'s lock; never takes it."""
+        return key in self._credentials and await self._confirm_credential(key)
+
+    async def _confirm_credential(self, key: str) -> bool:
+        async with self._liveness_lock:
+            conn = self._liveness
+            if conn is None:
+                return False
+            if not conn.is_closed():
+                try:
+                    await conn.fetchval("SELECT 1", timeout=CHECK_SECONDS)
+                    return key in self._credentials
+                except UNREACHABLE as exc:
+                    log.error("the postgresql connection holding credential locks failed a check: %s", exc)
+                    conn.terminate()  # the server frees its locks when it notices
+            self._liveness_ended(conn)  # now, whenever asyncpg calls the termination listener
+            return False
 
     @property
     def channel(self) -> str:

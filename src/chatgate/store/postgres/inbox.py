@@ -19,9 +19,9 @@ from chatgate.domain.approvals import ApprovalResolution
 from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
-from chatgate.domain.source import Source
 from chatgate.store.postgres import approvals
-from chatgate.store.postgres.database import NOTIFY, PgRole, rowcount
+from chatgate.store.postgres.admission import AdmissionQueue
+from chatgate.store.postgres.database import NOTIFY, NOW, PgDatabase, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.sqlite.codec import dumps
@@ -29,12 +29,15 @@ from chatgate.store.sqlite.inbox import amended, new_session_id
 
 
 async def _lock_session(
-    conn: asyncpg.Connection, key: str, source: Source, source_json: str, now: float, holder: str
+    conn: asyncpg.Connection, req: AdmitRequest, source_json: str, now: float, holder: str
 ) -> None:
     """Lock the session row (creating it), so this admission's seq is the session's next.
 
-    A session keeps the scope of its first message: another scope's event for the same
-    key raises ``ScopeConflict`` (and the transaction rolls back)."""
+    A client's event moves the session's route to ``holder``; the gateway's own (a schedule
+    firing, a task's events) gives ``holder`` only to a session without one. A session keeps
+    the scope of its first message: another scope's event for the same key raises
+    ``ScopeConflict`` (and the transaction rolls back)."""
+    source = req.inbound.source
     scope = source.scope_id or ""
     # One statement: create the row, or update (and so lock) it while its scope matches.
     # A conflicting row of another scope is locked too but not updated: nothing comes back.
@@ -42,8 +45,10 @@ async def _lock_session(
         "INSERT INTO sessions AS s (key, session_id, platform, chat_id, source_json, scope, created_at,"
         " last_activity, route_holder) VALUES ($1,$2,$3,$4,$5,$6,$7,$7,$8) ON CONFLICT (key) DO UPDATE"
         " SET source_json = excluded.source_json, last_activity = excluded.last_activity,"
-        " route_holder = excluded.route_holder WHERE s.scope = excluded.scope RETURNING s.scope",
-        key,
+        " route_holder = CASE WHEN $9 THEN excluded.route_holder"
+        " ELSE COALESCE(s.route_holder, excluded.route_holder) END"
+        " WHERE s.scope = excluded.scope RETURNING s.scope",
+        req.session_key,
         new_session_id(),
         source.platform,
         source.chat_id,
@@ -51,9 +56,10 @@ async def _lock_session(
         scope,
         now,
         holder,
+        req.from_a_client,
     )
     if bound is None:
-        raise ScopeConflict(key)
+        raise ScopeConflict(req.session_key)
 
 
 async def _insert_event(
@@ -96,10 +102,27 @@ async def _cancel_queued(conn: asyncpg.Connection, req: AdmitRequest, now: float
     return rowcount(cancelled), int(waiting)
 
 
-async def _answer(conn: asyncpg.Connection, req: AdmitRequest, now: float) -> ApprovalResolution | None:
+async def _waiting_elsewhere(conn: asyncpg.Connection, prompt_id: str, holder: str) -> bool:
+    """Whether a live peer leases the prompt's session: its turn there waits for the answer
+    (it is woken by the ``approval:<id>`` notice)."""
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM approvals a JOIN sessions s ON s.key = a.session_key"
+            " JOIN processes p ON p.holder = s.lease_holder WHERE a.prompt_id = $1"
+            f" AND s.lease_owner IS NOT NULL AND s.lease_holder <> $2 AND s.lease_expires >= {NOW})",
+            prompt_id,
+            holder,
+        )
+    )
+
+
+async def _answer(
+    conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str
+) -> ApprovalResolution | None:
     if req.answer is None:
         return None
     a = req.answer
+    a = a.recorded(not a.waiting_here and await _waiting_elsewhere(conn, a.prompt_id, holder))
     return await approvals.resolve(
         conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
     )
@@ -153,18 +176,32 @@ async def _admitted_before(conn: asyncpg.Connection, req: AdmitRequest) -> Admit
     return None if row is None else AdmitResult(new=False, seq=row[0], session_key=row[1])
 
 
-async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str) -> AdmitResult:
-    """The admission; the session's chat is reachable through ``holder`` (it received the event),
-    so the chat's replies are delivered by it while it lives (``outbox.claim_outbox``)."""
+async def _notify(conn: asyncpg.Connection, notices: set[str] | None, payload: str) -> None:
+    """Send ``payload`` to the fleet at commit; a batch (``notices``) sends each payload once."""
+    if notices is None:
+        await conn.execute(NOTIFY, payload)
+    else:
+        notices.add(payload)
+
+
+async def admit(
+    conn: asyncpg.Connection, req: AdmitRequest, now: float, holder: str, notices: set[str] | None = None
+) -> AdmitResult:
+    """The admission; a client's event says the session's chat is reachable through ``holder``
+    (it received the event), so the chat's replies are delivered by it while it lives
+    (``outbox.claim_outbox``). The gateway's own events (``AdmitRequest.from_a_client`` false)
+    leave an existing route alone."""
     before = await _admitted_before(conn, req)
     if before is not None:
-        # A redelivery arrives where the client is now (it reconnected): its replies follow it.
-        await conn.execute("UPDATE sessions SET route_holder = $1 WHERE key = $2", holder, before.session_key)
+        if req.from_a_client:  # a redelivery arrives where the client is now (it reconnected)
+            await conn.execute(
+                "UPDATE sessions SET route_holder = $1 WHERE key = $2", holder, before.session_key
+            )
         return before
     inbound = req.inbound
     inbound_dict = inbound.to_dict()
     source = inbound.source
-    await _lock_session(conn, req.session_key, source, dumps(inbound_dict["source"]), now, holder)
+    await _lock_session(conn, req, dumps(inbound_dict["source"]), now, holder)
     seq = await _insert_event(conn, req, dumps(inbound_dict), now)
     if seq is None:  # a concurrent admission of this delivery committed first
         raced = await _admitted_before(conn, req)
@@ -175,14 +212,14 @@ async def admit(conn: asyncpg.Connection, req: AdmitRequest, now: float, holder:
     await _amend_waiting(conn, req, seq, now)
     cancelled, waiting = await _cancel_queued(conn, req, now) if req.cancel_queued else (0, 0)
     if req.queued:
-        await conn.execute(NOTIFY, "inbox")
+        await _notify(conn, notices, "inbox")
     if cancelled > waiting:  # a turn is running on some process: it stops, wherever it runs
-        await conn.execute(NOTIFY, f"stop:{req.session_key}")
+        await _notify(conn, notices, f"stop:{req.session_key}")
     if req.reset_session:
         await conn.execute(
             "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
         )
-    resolution = await _answer(conn, req, now)
+    resolution = await _answer(conn, req, now, holder)
     await _record_reply(conn, req, waiting, resolution, now)
     return AdmitResult(
         new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
@@ -245,11 +282,15 @@ async def queue_stats(conn: asyncpg.Connection) -> QueueStats:
 
 
 class PgInbox(PgRole):
-    """``Inbox``, with its ``Rejections``."""
+    """``Inbox``, with its ``Rejections``. Admissions that queue up commit together
+    (``admission.AdmissionQueue``)."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db)
+        self._admissions = AdmissionQueue(db, admit)
 
     async def admit(self, request: AdmitRequest) -> AdmitResult:
-        now, holder = time.time(), self._db.holder
-        return await self._db.write(lambda c: admit(c, request, now, holder))
+        return await self._admissions.admit(request)
 
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()

@@ -70,6 +70,10 @@ class PostgresStore(
         self.dsn = dsn
         self.password = password
 
+    async def close(self) -> None:
+        await self._admissions.aclose()  # what waits to be admitted commits first
+        await super().close()
+
     def add_listener(self, fn: Callable[[str], None]) -> None:
         """Call ``fn(notice)`` for the fleet's notices: ``inbox`` (a message was queued),
         ``outbox`` (a reply was recorded), ``stop:<session key>`` (its running turn was
@@ -80,6 +84,16 @@ class PostgresStore(
         """The fleet-wide lock of one platform credential (a bot token's digest): exactly one
         process holds it, and the server drops it when that process dies."""
         return await self._db.hold_credential(key)
+
+    async def credential_held(self, key: str) -> bool:
+        """Whether this process still holds ``key``'s lock: a round trip on the connection that
+        holds it (False when it fails or is slow: a poller asks this before every poll)."""
+        return await self._db.credential_held(key)
+
+    def add_credential_listener(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(key)`` as soon as this process loses the lock of credential ``key`` (its
+        connection to the server was cut): whatever the lock guards must stop at once."""
+        self._db.add_credential_listener(fn)
 
     async def announce_adapters(self, adapters: dict[str, str]) -> None:
         """What this process serves (platform -> state), for the fleet listing of ``chatgate status``."""

@@ -118,7 +118,7 @@ def _answer(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> Approval
     """An approval answer commits with the event that carried it, so a redelivery resolves nothing."""
     if req.answer is None:
         return None
-    a = req.answer
+    a = req.answer.recorded(waiting_elsewhere=False)  # one process per SQLite store: no elsewhere
     return approvals.resolve(conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason)
 
 
