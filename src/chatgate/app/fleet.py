@@ -13,7 +13,7 @@ import asyncio
 import functools
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Protocol, runtime_checkable
 
 from chatgate.domain.errors import StoreUnavailable
@@ -68,11 +68,8 @@ class FleetNotices:
         if record is not None and record.state != "pending":
             self._engine.approvals.wake(record)
 
-    def _spawn(self, work: Awaitable[None]) -> None:
-        async def run() -> None:
-            await work
-
-        task = asyncio.get_running_loop().create_task(run())
+    def _spawn(self, work: Coroutine[object, object, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
