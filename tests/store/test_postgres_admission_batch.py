@@ -67,3 +67,35 @@ async def test_a_redelivery_in_the_same_batch_is_a_duplicate_and_one_bad_event_r
     assert not isinstance(other, BaseException) and other.new
     delivered = [d for d, *_ in await _rows(pg_schema)]
     assert delivered == ["first", "a", "b"]
+
+
+async def test_a_batch_whose_commit_answer_is_lost_is_refused_and_its_redelivery_is_the_duplicate(
+    pg_schema,
+) -> None:
+    """In doubt, each caller hears what a lone admission would: unavailable, so nothing is
+    acknowledged as new or as a duplicate on a guess. The redelivery finds the rows."""
+    from chatgate.domain.errors import StoreUnavailable
+    from chatgate.store.postgres import PostgresStore
+    from support.pg_proxy import CommitDroppingProxy
+    from support.postgres import DSN
+
+    proxy = CommitDroppingProxy(DSN)
+    store = PostgresStore(await proxy.start(), schema=pg_schema)
+    try:
+        await store.open()
+        requests = [req(f"m{i}", f"k{i % 3}", f"m{i}") for i in range(9)]
+        proxy.drop_after_commit()
+        answers = await asyncio.gather(*(store.admit(r) for r in requests), return_exceptions=True)
+        assert proxy.dropped == 1
+        assert all(isinstance(a, StoreUnavailable) for a in answers), answers
+        rows = await _rows(pg_schema)
+        assert sorted(d for d, *_ in rows) == sorted(r.inbound.delivery_id for r in requests)
+        assert len({tx for *_, tx in rows}) == 1, "the batch committed, though no caller heard so"
+        again = await asyncio.gather(*(store.admit(r) for r in requests))
+        assert [a.new for a in again] == [False] * len(requests)
+        assert [a.seq for a in again] == [
+            next(seq for d, _, seq, _ in rows if d == r.inbound.delivery_id) for r in requests
+        ]
+    finally:
+        await store.close()
+        await proxy.aclose()

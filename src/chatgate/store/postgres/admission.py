@@ -10,9 +10,13 @@ Order and idempotency are the single admission's: a batch admits in arrival orde
 each session (the session row is locked before each event's insert, so its ``seq`` follows
 commit order), and two deliveries of one event in one batch are one admission and a
 duplicate. Across sessions a batch goes in session-key order, so two processes' batches
-lock session rows in one order and cannot deadlock each other. A batch that fails is
-rolled back whole and its admissions are run again one by one: each caller gets its own
-answer (a ``ScopeConflict`` for one event does not refuse its neighbours).
+lock session rows in one order and cannot deadlock each other. A batch that fails before
+its commit is rolled back whole and its admissions are run again one by one: each caller
+gets its own answer (a ``ScopeConflict`` for one event does not refuse its neighbours). A
+batch whose connection is lost at the commit is in doubt: it may have committed, so running
+it again would answer "duplicate" for events this very batch admitted. Each caller gets the
+``StoreUnavailable`` a lone admission would (nothing acknowledged; the platform's
+redelivery finds out which it was).
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ def unreachable(exc: BaseException) -> bool:
         return False
     cause = exc.__cause__
     return cause is None or not isinstance(cause, asyncpg.PostgresError) or isinstance(cause, _SERVER_GONE)
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """The connection failed, so no answer came: a commit it carried may or may not have run.
+    (An error the server sent is an answer: the transaction was rolled back.)"""
+    if not isinstance(exc, StoreUnavailable):
+        return False
+    cause = exc.__cause__
+    return not isinstance(cause, asyncpg.PostgresError) or isinstance(cause, asyncpg.PostgresConnectionError)
 
 
 _SERVER_GONE = (
@@ -83,9 +96,21 @@ class AdmissionQueue:
             if len(batch) == 1:
                 await self._one(batch[0])
                 continue
+            committing: list[bool] = []
             try:
-                results = await self._db.write(functools.partial(self._batch, batch=batch))
-            except Exception as exc:  # one event's fault must not refuse the others: each alone
+                results = await self._db.write(
+                    functools.partial(self._batch, batch=batch, committing=committing)
+                )
+            except Exception as exc:
+                if committing and lost_connection(exc):  # in doubt: answered as a lone admission is
+                    log.info(
+                        "a batch of %d admissions lost its connection at the commit: %s", len(batch), exc
+                    )
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                # one event's fault must not refuse the others: each alone
                 log.info("a batch of %d admissions failed (%s); admitting them one by one", len(batch), exc)
                 await self._each(batch)
                 continue
@@ -94,7 +119,11 @@ class AdmissionQueue:
                 if not future.done():
                     future.set_result(result)
 
-    async def _batch(self, conn: asyncpg.Connection, *, batch: list[Waiting]) -> list[AdmitResult]:
+    async def _batch(
+        self, conn: asyncpg.Connection, *, batch: list[Waiting], committing: list[bool]
+    ) -> list[AdmitResult]:
+        """``committing`` is marked once every statement ran: a failure after that is the commit's."""
+        committing.clear()  # a write run again (a rolled-back transaction) starts over
         holder = self._db.holder
         notices: set[str] = set()
         order = sorted(range(len(batch)), key=lambda i: batch[i][0].session_key)  # stable: FIFO per session
@@ -104,6 +133,7 @@ class AdmissionQueue:
             results[i] = await self._admit(conn, request, now, holder, notices)
         for notice in sorted(notices):  # delivered at commit, once per payload anyway
             await conn.execute(NOTIFY, notice)
+        committing.append(True)
         return [results[i] for i in range(len(batch))]
 
     async def _each(self, batch: list[Waiting]) -> None:
