@@ -323,9 +323,10 @@ class WebChatAdapter:
         elif isinstance(answer, Unavailable):
             self._error(conn, "storage_unavailable", f"{answer.reason}; please resend", msg.id)
         else:
-            conn.send({"type": "ack", "id": msg.id, "duplicate": not answer.new})
             if self._signed is not None and conn.signed is not None:
+                # before the ack: the page reloads its conversation list on an ack
                 await self._signed.title(conn, msg.text)
+            conn.send({"type": "ack", "id": msg.id, "duplicate": not answer.new})
 
     async def _button(self, conn: Connection, tap: Button) -> None:
         """Admitted like a message (committed, deduped by ``id``, then acked); an answer that
