@@ -35,7 +35,7 @@ from chatgate.domain.store_roles_accounts import Accounts as Accounts
 from chatgate.domain.store_roles_accounts import WebChats as WebChats
 from chatgate.domain.store_roles_background import Schedules as Schedules
 from chatgate.domain.store_roles_background import Tasks as Tasks
-from chatgate.domain.turns import Claim, TurnOutcome
+from chatgate.domain.turns import Claim, TurnCommit, TurnOutcome
 
 # ---------------------------------------------------------------- lifecycle
 
@@ -135,6 +135,19 @@ class Leases(TurnJournal, Protocol):
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
     ) -> Claim | None:
         """Commit a turn and claim the session's next batch (or release the lease)."""
+        ...
+
+    async def commit_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
+    ) -> TurnCommit:
+        """``complete_turn``, and in the same transaction up to ``send_room`` of the rows it records
+        claimed for delivery exactly as ``OutboxClaims.claim_outbox`` would claim them: a row is
+        claimed only when it is the head of its chat (the chat has no other row ``pending``,
+        ``sending`` or ``ambiguous``) and, on a shared store, a chat this process may deliver to.
+        The claimed rows come back ``sending`` with their first attempt counted, and the caller
+        must deliver and settle them like any claimed row (a process that dies first leaves them
+        to ``recover``, which resends them as possible duplicates). The other rows are recorded
+        ``pending``, as ``complete_turn`` records them. ``send_room`` 0 is ``complete_turn``."""
         ...
 
     async def abandon_turn(
