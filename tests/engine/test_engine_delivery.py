@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -337,3 +338,59 @@ async def test_a_reply_claimed_by_its_commit_that_must_wait_long_for_its_rate_sl
     await wait(lambda: deliveries(h, "rate_limited") >= 1, message="a2 waited for its slot")
     second = await h.delivered("echo: a2", timeout=10.0)
     assert second.attempts == 1, "waiting for the rate limit spent no attempt"
+
+
+class WriterGate(ClaimTrace):
+    """``ClaimTrace`` that can also hold the writer (the first connection) at the BEGIN of its
+    next transaction, so that writes issued meanwhile wait behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._first = True
+        self.armed = threading.Event()
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def __call__(self, path: str) -> sqlite3.Connection:
+        if not self._first:
+            return super().__call__(path)
+        self._first = False
+        # No statement cache: the authorizer sees every BEGIN (a cached statement is not re-authorized).
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=30.0, cached_statements=0
+        )
+        conn.set_trace_callback(self._trace)
+        conn.set_authorizer(self._authorize)
+        return conn
+
+    def _authorize(self, action: int, arg1: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == "BEGIN" and self.armed.is_set():
+            self.armed.clear()
+            self.paused.set()
+            self.resume.wait(30)
+        return sqlite3.SQLITE_OK
+
+
+async def test_a_reply_claimed_by_a_commit_that_outlived_its_cancelled_turn_is_still_sent(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    """The scheduler stops while a turn's commit waits in the writer's queue: the commit still
+    commits (it cannot be taken back) and the reply it claimed goes to delivery, not to a restart."""
+    gate = WriterGate()
+    h = await make_harness(connect=gate)
+    turn = h.agent.hold("m1")
+    await h.send("m1", chat_id="X")
+    await wait(lambda: h.agent.running("m1"), message="the turn runs")
+    gate.armed.set()
+    plug = asyncio.ensure_future(h.store.renew_lease("plug", "plug", 1.0))
+    assert await asyncio.to_thread(gate.paused.wait, 30), "the writer never reached BEGIN"
+    turn.set()
+    await wait(lambda: h.agent.turns_with("m1")[0].state == "done", message="the turn ended")
+    for _ in range(20):  # its commit is queued behind the held writer
+        await asyncio.sleep(0.01)
+    stopping = asyncio.ensure_future(h.scheduler.stop())  # it cancels the worker again and again
+    await wait(stopping.done, message="the scheduler stopped while the commit still waits")
+    gate.resume.set()
+    await plug
+    row = await h.delivered("echo: m1")
+    assert row.attempts == 1 and gate.claimed == [], "handed over by the commit, not claimed again"

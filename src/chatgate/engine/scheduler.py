@@ -273,9 +273,13 @@ class Scheduler:
         return commit
 
     async def _settle_interrupted_commit(self, key: str, commit: asyncio.Future[TurnCommit]) -> None:
-        """The commit was already handed to the store: see it through, give back what it claimed."""
+        """The commit was already handed to the store: see it through, give back what it claimed.
+
+        Shielded: a further cancellation of this worker (``cancel_and_wait`` repeats it) must not
+        cancel the commit's own task, whose done-callback hands the rows it claimed to delivery
+        (the write itself commits in the store either way)."""
         try:
-            committed = await commit
+            committed = await asyncio.shield(commit)
         except (StoreError, asyncio.CancelledError):
             return
         if committed.next is not None:
