@@ -22,7 +22,7 @@ from chatgate.domain.store_roles import (
 )
 from chatgate.domain.turns import Claim
 from chatgate.store.base import Store
-from contract.kit import covers, draft, eventually, req, texts
+from contract.kit import covers, draft, eventually, put_outbox, req, texts
 from support.store_values import outcome
 
 
@@ -404,3 +404,152 @@ async def test_record_resume_commits_the_notice_now_and_hands_it_the_preview(sto
     await store.recover("later")  # the preview belongs to the notice now, not to the session
     (after,) = await store.claim_sessions("later", 10, 30.0, 1)
     assert after.stale_preview is None and resumed.stale_preview == "pm-7"
+
+
+# ---------------------------------------------------------------- commit_turn: rows claimed in the commit
+
+
+async def _running(store: Store, key: str = "k1", chat_id: str = "c1") -> Claim:
+    await store.admit(req(f"d-{key}", key, chat_id=chat_id))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    return claim
+
+
+@covers(Leases.commit_turn, Outbox.claim_outbox, Outbox.settle_outbox)
+async def test_commit_turn_records_a_final_that_heads_its_chat_claimed_as_claim_outbox_would(store):
+    claim = await _running(store)
+    committed = await store.commit_turn("w1", outcome(claim, draft("final:1"), reply="re"), 30.0, 1, 1)
+    assert committed.next is None
+    (row,) = committed.sending
+    assert (row.idem_key, row.status, row.attempts, row.possibly_duplicate) == (
+        "final:1",
+        "sending",
+        1,
+        False,
+    )
+    assert (row.kind, row.text, row.in_reply_to, row.target) == (
+        "final",
+        "text of final:1",
+        "m1",
+        {"chat_id": "c1", "n": 1},
+    )
+    (stored,) = await store.unconfirmed_for_chat("webchat", "c1")
+    assert (stored.id, stored.status, stored.attempts, stored.message_id) == (
+        row.id,
+        "sending",
+        1,
+        row.message_id,
+    )
+    assert stored.created_at == row.created_at
+    assert await store.claim_outbox(10) == [], "a row claimed in the commit is not handed out again"
+    assert await store.undelivered_in_chat("webchat", "c1") == 1
+    await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="pm-1")])
+    (sent,) = await store.unconfirmed_for_chat("webchat", "c1")
+    assert (sent.status, sent.platform_message_id, sent.attempts) == ("sent", "pm-1", 1)
+
+
+@covers(Leases.commit_turn, Outbox.claim_outbox)
+async def test_commit_turn_leaves_a_final_pending_behind_an_earlier_open_row_of_its_chat(store):
+    claim = await _running(store)
+    await put_outbox(store, draft("cmd:earlier", "c1", kind="command"))
+    committed = await store.commit_turn("w1", outcome(claim, draft("final:1")), 30.0, 1, 1)
+    assert committed.sending == ()
+    statuses = [(r.idem_key, r.status, r.attempts) for r in await store.unconfirmed_for_chat("webchat", "c1")]
+    assert statuses == [("cmd:earlier", "pending", 0), ("final:1", "pending", 0)]
+    (head,) = await store.claim_outbox(10)
+    assert head.idem_key == "cmd:earlier"
+    await store.settle_outbox([OutboxSettlement(head.id, "sent")])
+    (nxt,) = await store.claim_outbox(10)
+    assert (nxt.idem_key, nxt.attempts) == ("final:1", 1)
+
+
+@covers(Leases.commit_turn, Outbox.claim_outbox, Outbox.settle_outbox)
+async def test_commit_turn_holds_back_an_earlier_row_being_sent_or_left_ambiguous(store):
+    for status in ("sending", "ambiguous"):
+        key = f"k-{status}"
+        await put_outbox(store, draft(f"cmd:{status}", f"chat-{status}", key=key))
+        (earlier,) = await store.claim_outbox(10)
+        if status == "ambiguous":
+            await store.settle_outbox([OutboxSettlement(earlier.id, "ambiguous", retry_at=time.time() + 60)])
+        claim = await _running(store, key, f"chat-{status}")
+        turn = outcome(claim, draft(f"final:{status}", f"chat-{status}", key=key))
+        assert (await store.commit_turn("w1", turn, 30.0, 1, 1)).sending == ()
+        rows = await store.unconfirmed_for_chat("webchat", f"chat-{status}")
+        assert [(r.idem_key, r.status) for r in rows] == [
+            (f"cmd:{status}", status),
+            (f"final:{status}", "pending"),
+        ]
+
+
+@covers(Leases.commit_turn, Outbox.claim_outbox, Outbox.settle_outbox)
+async def test_commit_turn_claims_only_the_first_part_of_a_split_final(store):
+    claim = await _running(store)
+    parts = (draft("final:1"), draft("final:1:1"), draft("final:1:2"))
+    committed = await store.commit_turn("w1", outcome(claim, *parts), 30.0, 1, 4)
+    assert [r.idem_key for r in committed.sending] == ["final:1"]
+    assert await store.claim_outbox(10) == []
+    await store.settle_outbox([OutboxSettlement(committed.sending[0].id, "sent")])
+    (second,) = await store.claim_outbox(10)
+    assert second.idem_key == "final:1:1"
+
+
+@covers(Leases.commit_turn, Outbox.claim_outbox)
+async def test_commit_turn_claims_at_most_send_room_rows_and_none_with_no_room(store):
+    await store.admit(req("d1", "k1"))
+    await store.admit(req("d2", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    two_chats = outcome(claim, draft("final:a", "ca"), draft("final:b", "cb"))
+    committed = await store.commit_turn("w1", two_chats, 30.0, 1, 1)
+    assert [r.idem_key for r in committed.sending] == ["final:a"]
+    assert texts(committed.next) == ["hello"]  # the next batch is handed over as by complete_turn
+    assert [r.idem_key for r in await store.claim_outbox(10)] == ["final:b"]
+    assert committed.next is not None
+    none = await store.commit_turn("w1", outcome(committed.next, draft("final:c", "cc")), 30.0, 1, 0)
+    assert none.sending == () and none.next is None
+    (pending,) = await store.claim_outbox(10)
+    assert (pending.idem_key, pending.attempts) == ("final:c", 1)
+
+
+@covers(Leases.commit_turn)
+async def test_commit_turn_claims_no_row_whose_idem_key_was_recorded_already(store):
+    await put_outbox(store, draft("final:1", "c1", text="first"))
+    (earlier,) = await store.claim_outbox(10)
+    await store.settle_outbox([OutboxSettlement(earlier.id, "sent")])
+    claim = await _running(store)
+    committed = await store.commit_turn("w1", outcome(claim, draft("final:1", text="again")), 30.0, 1, 1)
+    assert committed.sending == ()
+    (row,) = await store.unconfirmed_for_chat("webchat", "c1")
+    assert (row.id, row.text, row.status) == (earlier.id, "first", "sent")
+
+
+@covers(Leases.commit_turn)
+async def test_commit_turn_by_a_non_owner_raises_lease_lost_and_claims_nothing(store):
+    claim = await _running(store)
+    with pytest.raises(LeaseLost):
+        await store.commit_turn("w2", outcome(claim, draft("final:x")), 30.0, 1, 1)
+    assert await store.unconfirmed_for_chat("webchat", "c1") == []
+    assert (await store.commit_turn("w1", outcome(claim), 30.0, 1, 1)).sending == ()
+
+
+@covers(Leases.commit_turn, Lifecycle.recover, Outbox.claim_outbox)
+async def test_a_row_claimed_in_the_commit_and_never_sent_is_resent_once_after_a_restart(open_store):
+    """The process dies between the turn's commit and the send: the row is ``sending`` on disk,
+    so the next start resends it once, marked as a possible duplicate (it may have gone out)."""
+    store = await open_store()
+    claim = await _running(store)
+    (row,) = (await store.commit_turn("w1", outcome(claim, draft("final:1")), 30.0, 1, 1)).sending
+    await store.close()  # no settlement: what a death before the send leaves
+    again = await open_store()
+    await again.recover("w2")
+    (resent,) = await again.claim_outbox(10)
+    assert (resent.id, resent.idem_key, resent.possibly_duplicate, resent.attempts) == (
+        row.id,
+        "final:1",
+        True,
+        2,
+    )
+    assert resent.message_id == row.message_id
+    assert await again.claim_outbox(10) == []
+    await again.settle_outbox([OutboxSettlement(resent.id, "sent")])
+    await again.recover("w3")
+    assert await again.claim_outbox(10) == [], "a settled row is never resent"

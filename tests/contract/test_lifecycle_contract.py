@@ -74,6 +74,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "settle_outbox": lambda s: s.settle_outbox([OutboxSettlement(id=1, status="sent")]),
     "confirm_outbox": lambda s: s.confirm_outbox("webchat", "c1", 1),
     "complete_turn": lambda s: s.complete_turn("w1", TurnOutcome("k1", "sid", (1,), (), (), "ok"), 30.0, 1),
+    "commit_turn": lambda s: s.commit_turn("w1", TurnOutcome("k1", "sid", (1,), (), (), "ok"), 30.0, 1, 1),
     "queue_stats": lambda s: s.queue_stats(),
     "cancel_running": lambda s: s.cancel_running("k1", "stop"),
     "record_rejected": lambda s: s.record_rejected("relay", "d1", "bad", "{}"),

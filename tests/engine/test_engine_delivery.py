@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import sqlite3
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from chatgate.domain.outbound import Deferred, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outbound import Capabilities, Deferred, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outbox import OutboxRow
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.store.sqlite import SqliteStore
-from support.engine_harness import wait_until
+from chatgate.store.sqlite.database import default_connect
+from support.engine_harness import RecordingAdapter, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -261,3 +265,132 @@ async def test_rows_older_than_max_age_are_abandoned_unless_the_client_pulls_the
     pulling.adapter.capabilities = Capabilities(confirms_receipt=True)
     await pulling.send("worth the wait")
     assert await pulling.finals("c1", 1) == ["echo: worth the wait"]
+
+
+class ClaimTrace:
+    """``connect`` for ``SqliteStore``: the real connections, each traced; ``claimed`` lists the
+    ids of outbox rows the delivery worker's own claims (``claim_outbox``'s UPDATE) took."""
+
+    def __init__(self) -> None:
+        self.claimed: list[int] = []
+
+    def __call__(self, path: str) -> sqlite3.Connection:
+        conn = default_connect(path)
+        conn.set_trace_callback(self._trace)
+        return conn
+
+    def _trace(self, statement: str) -> None:
+        found = re.match(r"UPDATE outbox SET possibly_duplicate = MAX.* WHERE id = (\d+)", statement.strip())
+        if found:
+            self.claimed.append(int(found[1]))
+
+
+async def test_a_reply_heading_its_chat_is_claimed_by_the_turns_commit_and_sent_with_no_claim_of_its_own(
+    make_harness: MakeHarness,
+) -> None:
+    trace = ClaimTrace()
+    h = await make_harness(connect=trace)
+    for i in range(3):
+        await h.send(f"m{i}", chat_id=f"C{i}")
+    for i in range(3):
+        row = await h.delivered(f"echo: m{i}")
+        assert (row.status, row.attempts, row.possibly_duplicate) == ("sending", 1, False)
+    await h.delivery.flush(5)
+    assert h.query("SELECT status, attempts FROM outbox") == [("sent", 1)] * 3
+    assert trace.claimed == [], "every reply went from its turn's commit to the send"
+
+
+async def test_with_no_room_in_delivery_a_reply_is_recorded_pending_and_claimed_by_delivery_as_before(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    trace = ClaimTrace()
+    h = await make_harness(connect=trace, delivery={"batch": 1, "send_timeout": 30.0})
+    release = asyncio.Event()
+
+    async def script(row: OutboxRow) -> DeliveryResult | None:
+        if row.chat_id == "X":
+            await release.wait()  # holds the worker's only slot
+        return None
+
+    h.adapter.script = script
+    await h.send("x1", chat_id="X")
+    await wait(lambda: h.adapter.calls_for("echo: x1"), message="x1 in flight")
+    await h.send("y1", chat_id="Y")
+    await wait(lambda: h.outbox("echo: y1") == [("pending", 0, "final")], message="y1 recorded, unclaimed")
+    assert h.adapter.calls_for("echo: y1") == []
+    release.set()
+    row = await h.delivered("echo: y1")
+    assert row.attempts == 1 and row.id in trace.claimed, "claimed by the worker once it had room"
+
+
+async def test_a_reply_claimed_by_its_commit_that_must_wait_long_for_its_rate_slot_goes_back_to_pending(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    """Over ``max_inline_wait`` a claimed reply is rescheduled, its attempt given back, as any
+    claimed row: the commit's claim changes nothing about pacing."""
+    paced = RecordingAdapter()
+    paced.capabilities = Capabilities(drafts=True, chat_min_interval=0.6)
+    h = await make_harness(adapter=paced, delivery={"max_inline_wait": 0.0})
+    await h.send("a1", chat_id="X")
+    first = await h.delivered("echo: a1")
+    assert first.attempts == 1
+    await h.send("a2", chat_id="X")
+    await wait(lambda: deliveries(h, "rate_limited") >= 1, message="a2 waited for its slot")
+    second = await h.delivered("echo: a2", timeout=10.0)
+    assert second.attempts == 1, "waiting for the rate limit spent no attempt"
+
+
+class WriterGate(ClaimTrace):
+    """``ClaimTrace`` that can also hold the writer (the first connection) at the BEGIN of its
+    next transaction, so that writes issued meanwhile wait behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._first = True
+        self.armed = threading.Event()
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def __call__(self, path: str) -> sqlite3.Connection:
+        if not self._first:
+            return super().__call__(path)
+        self._first = False
+        # No statement cache: the authorizer sees every BEGIN (a cached statement is not re-authorized).
+        conn = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=30.0, cached_statements=0
+        )
+        conn.set_trace_callback(self._trace)
+        conn.set_authorizer(self._authorize)
+        return conn
+
+    def _authorize(self, action: int, arg1: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == "BEGIN" and self.armed.is_set():
+            self.armed.clear()
+            self.paused.set()
+            self.resume.wait(30)
+        return sqlite3.SQLITE_OK
+
+
+async def test_a_reply_claimed_by_a_commit_that_outlived_its_cancelled_turn_is_still_sent(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    """The scheduler stops while a turn's commit waits in the writer's queue: the commit still
+    commits (it cannot be taken back) and the reply it claimed goes to delivery, not to a restart."""
+    gate = WriterGate()
+    h = await make_harness(connect=gate)
+    turn = h.agent.hold("m1")
+    await h.send("m1", chat_id="X")
+    await wait(lambda: h.agent.running("m1"), message="the turn runs")
+    gate.armed.set()
+    plug = asyncio.ensure_future(h.store.renew_lease("plug", "plug", 1.0))
+    assert await asyncio.to_thread(gate.paused.wait, 30), "the writer never reached BEGIN"
+    turn.set()
+    await wait(lambda: h.agent.turns_with("m1")[0].state == "done", message="the turn ended")
+    for _ in range(20):  # its commit is queued behind the held writer
+        await asyncio.sleep(0.01)
+    stopping = asyncio.ensure_future(h.scheduler.stop())  # it cancels the worker again and again
+    await wait(stopping.done, message="the scheduler stopped while the commit still waits")
+    gate.resume.set()
+    await plug
+    row = await h.delivered("echo: m1")
+    assert row.attempts == 1 and gate.claimed == [], "handed over by the commit, not claimed again"

@@ -220,3 +220,39 @@ async def test_the_other_processes_hear_of_new_work_stops_and_answers_at_commit(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_a_turn_commit_claims_its_reply_only_for_the_process_its_chat_is_reached_through(make_store):
+    """``commit_turn`` claims a row only where ``claim_outbox`` would hand it out: b ran the turn
+    of a session whose client is connected to a, so the reply stays pending for a to send."""
+    a, b = await _pair(make_store)
+    await a.admit(req("d1", "ka", chat_id="chat-a"))
+    (claim,) = await b.claim_sessions("proc-b", 10, 30.0, 1)
+    turn = outcome(claim, draft("final:a", "chat-a", key="ka"))
+    assert (await b.commit_turn("proc-b", turn, 30.0, 1, 1)).sending == ()
+    assert await b.claim_outbox(10) == []
+    assert [r.idem_key for r in await a.claim_outbox(10)] == ["final:a"]
+    await b.admit(req("d2", "kb", chat_id="chat-b"))
+    (mine,) = await b.claim_sessions("proc-b", 10, 30.0, 1)
+    (row,) = (
+        await b.commit_turn("proc-b", outcome(mine, draft("final:b", "chat-b", key="kb")), 30.0, 1, 1)
+    ).sending
+    assert row.idem_key == "final:b"
+    assert await a.claim_outbox(10) == [], "claimed by b in its commit: never handed out to a"
+
+
+async def test_a_reply_a_dead_process_claimed_in_its_turn_commit_is_resent_by_a_peer_once(make_store):
+    a, b = await _pair(make_store)
+    await a.admit(req("d1", "ka"))
+    (claim,) = await a.claim_sessions("proc-a", 10, 30.0, 1)
+    (row,) = (await a.commit_turn("proc-a", outcome(claim, draft("final:1", key="ka")), 30.0, 1, 1)).sending
+    assert await b.claim_outbox(10) == [], "a live peer's claimed row stays its own"
+    await die(a)
+
+    async def taken_back() -> list[OutboxRow]:
+        await b.recover("proc-b")
+        return await b.claim_outbox(10)
+
+    (back,) = await _eventually(taken_back)
+    assert (back.id, back.possibly_duplicate, back.attempts) == (row.id, True, 2)
+    assert await b.claim_outbox(10) == []

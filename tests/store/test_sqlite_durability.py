@@ -73,6 +73,20 @@ async def test_claims_and_cursors_commit_at_normal_everything_acknowledged_or_se
     assert levels.take() == ["FULL"], "settlement"
 
 
+async def test_a_turn_commit_that_claims_its_reply_is_one_full_commit_and_the_send_needs_no_other(
+    open_store, make, connect_seam
+):
+    store = await open_store(connect=connect_seam)
+    await store.admit(make.request("d1", "k1"))
+    (claim,) = await store.claim_sessions("w", 4, 30.0, 10)
+    levels = CommitLevels(connect_seam.writer)
+    committed = await store.commit_turn("w", make.outcome(claim, make.draft("r1")), 30.0, 10, 1)
+    assert levels.take() == ["FULL"], "the turn and its row's claim, durable before the send"
+    (row,) = committed.sending
+    await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p1")])
+    assert levels.take() == ["FULL"], "settlement: the only other commit of the reply"
+
+
 async def test_a_batch_with_any_durable_write_commits_at_full(open_store, make, connect_seam):
     store = await open_store(connect=connect_seam)
     await store.admit(make.request("d0", "k0"))
@@ -141,3 +155,54 @@ async def test_a_sigkill_loses_no_normal_commit(open_store, db_path, query):
     store = await open_store()  # recovers the WAL the killed writer left
     stored = await store.get_cursor("poll")
     assert stored is not None and int(stored) >= last, f"acknowledged {last}, the file holds {stored}"
+
+
+_DIE_AFTER_THE_COMMIT = textwrap.dedent(
+    r"""
+    import asyncio, os, signal, sys
+    from chatgate.domain.history import HistoryEntry
+    from chatgate.domain.inbound import Inbound
+    from chatgate.domain.inbox import AdmitRequest
+    from chatgate.domain.outbox import OutboxDraft
+    from chatgate.domain.source import Source
+    from chatgate.domain.turns import TurnOutcome
+    from chatgate.store.sqlite import SqliteStore
+
+    async def main(path):
+        store = SqliteStore(path)
+        await store.open()
+        source = Source(platform="telegram", chat_id="42", chat_type="dm", user_id="u1")
+        inbound = Inbound(transport="telegram", delivery_id="u1", source=source, text="hi", message_ref="m1")
+        await store.admit(AdmitRequest(inbound=inbound, session_key="k1"))
+        (claim,) = await store.claim_sessions("dead", 1, 30.0, 1)
+        final = OutboxDraft("final:1", "telegram", "42", "k1", "final", "hello", "m1", {"chat_id": "42"})
+        said = (HistoryEntry("assistant", "hello"),)
+        outcome = TurnOutcome("k1", claim.session_id, (claim.items[0].seq,), said, (final,), "ok")
+        (row,) = (await store.commit_turn("dead", outcome, 30.0, 1, 1)).sending
+        sys.stdout.write(f"{row.id}\n")
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)  # after the commit, before any send or settlement
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+async def test_a_process_killed_between_the_commit_that_claimed_its_reply_and_the_send_resends_it_once(
+    open_store, db_path
+):
+    db_path.parent.mkdir(parents=True)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _DIE_AFTER_THE_COMMIT, str(db_path), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == -signal.SIGKILL
+    row_id = int(out.decode())
+    store = await open_store()
+    await store.recover("next")
+    (resent,) = await store.claim_outbox(10)
+    assert (resent.id, resent.text, resent.possibly_duplicate, resent.attempts) == (row_id, "hello", True, 2)
+    assert await store.claim_outbox(10) == []
+    await store.settle_outbox([OutboxSettlement(resent.id, "sent", platform_message_id="p1")])
+    await store.recover("after")
+    assert await store.claim_outbox(10) == [], "resent once"

@@ -35,7 +35,8 @@ from chatgate.domain.store_roles_accounts import Accounts as Accounts
 from chatgate.domain.store_roles_accounts import WebChats as WebChats
 from chatgate.domain.store_roles_background import Schedules as Schedules
 from chatgate.domain.store_roles_background import Tasks as Tasks
-from chatgate.domain.turns import Claim, TurnOutcome
+from chatgate.domain.store_roles_leases import Leases as Leases
+from chatgate.domain.store_roles_leases import TurnJournal as TurnJournal
 
 # ---------------------------------------------------------------- lifecycle
 
@@ -94,59 +95,6 @@ class Inbox(Rejections, Protocol):
         ...
 
     async def queue_stats(self) -> QueueStats: ...
-
-
-# ---------------------------------------------------------------- leases
-
-
-class TurnJournal(Protocol):
-    """What a running turn records before its commit, guarded by its lease (False: not held)."""
-
-    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
-        """Remember the platform message the running turn streams its preview in (None: forget
-        it), so that a process dying mid-stream leaves its successor the message to take over.
-        The commit or abandon of the turn forgets it."""
-        ...
-
-    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
-        """A resumed turn's notice, recorded as it starts (so it precedes the turn's output in
-        the chat's order), and the session's recorded preview forgotten in the same commit:
-        the notice carries that message now and takes it over."""
-        ...
-
-
-class Leases(TurnJournal, Protocol):
-    """Who works on which session: claims in admission order, renewals, the turn's commit or abandon."""
-
-    async def claim_sessions(
-        self, owner: str, limit: int, lease_seconds: float, batch: int, isolated: int = 1
-    ) -> list[Claim]:
-        """Lease up to ``limit`` sessions by their oldest queued item and take their next batch.
-
-        At most ``isolated`` of them may be suspects (a head item in flight at
-        ``SUSPECT_AFTER_DEATHS`` process deaths); those are claimed ``isolated`` and
-        ``recover`` blames a death during their turn on them (``QueuedItem.crashes``).
-        ``Claim.stale_preview`` is the preview a dead process recorded for the session."""
-        ...
-
-    async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool: ...
-
-    async def complete_turn(
-        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
-    ) -> Claim | None:
-        """Commit a turn and claim the session's next batch (or release the lease)."""
-        ...
-
-    async def abandon_turn(
-        self,
-        owner: str,
-        session_key: str,
-        item_seqs: tuple[int, ...],
-        retry_at: float | None,
-        error: str | None,
-    ) -> None:
-        """Give a turn's items back to the queue without counting the attempt."""
-        ...
 
 
 # ---------------------------------------------------------------- transcript

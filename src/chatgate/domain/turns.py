@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.outbox import OutboxDraft, OutboxRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +50,12 @@ class TurnOutcome:
     transcript: tuple[HistoryEntry, ...]
     outbox: tuple[OutboxDraft, ...]
     outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCommit:
+    """What ``Leases.commit_turn`` hands back: the session's next batch, and the rows of the turn
+    it claimed for delivery in the same transaction (``sending``, their first attempt counted)."""
+
+    next: Claim | None
+    sending: tuple[OutboxRow, ...] = ()

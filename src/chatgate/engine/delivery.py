@@ -3,6 +3,11 @@
 Rows are claimed head-of-chat only (the store never hands out a row while an
 earlier one of the same chat is still open), so each chat's messages arrive in
 order while different chats are delivered concurrently.
+
+Rows reach the worker two ways: its own claims (``claim_outbox``), and the rows a
+turn's commit claimed in its own transaction (``Leases.commit_turn``), which the
+scheduler hands over (``reserve`` before the commit, ``hand_over`` after it) so
+that a reply needs no claim commit of its own. Both are delivered alike.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chatgate.domain.errors import StoreUnavailable
@@ -83,6 +89,8 @@ class DeliveryWorker:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
+        self._reserved = 0
+        """Room promised to turn commits that may hand rows over (``reserve``)."""
         self._stopping = False
         self._timer: asyncio.TimerHandle | None = None
 
@@ -92,6 +100,28 @@ class DeliveryWorker:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def reserve(self, wanted: int) -> int:
+        """Promise room for up to ``wanted`` rows a turn's commit is about to claim; returns how
+        many (0 when the worker is full or stopping). The worker's own claims leave that room
+        free until the commit's ``hand_over``, so a row claimed in the commit always has a task."""
+        if self._stopping or wanted <= 0:
+            return 0
+        room = self.settings.batch - len(self._inflight) - self._reserved
+        granted = max(0, min(wanted, room))
+        self._reserved += granted
+        return granted
+
+    def hand_over(self, reserved: int, rows: Sequence[OutboxRow]) -> None:
+        """The commit that ``reserve``d ``reserved`` is over: deliver the ``rows`` it claimed (at
+        most ``reserved``; none if it failed), as if this worker had claimed them."""
+        self._reserved = max(0, self._reserved - reserved)
+        if self._stopping:
+            if rows:  # stop() cancels sends anyway: these are resent after a restart, like theirs
+                log.info("delivery stopping; %d claimed row(s) are resent after a restart", len(rows))
+            return
+        for row in rows:
+            self._start(row)
 
     async def stop(self) -> None:
         """Stop claiming and cancel in-flight sends (their rows are resent after a restart)."""
@@ -130,15 +160,18 @@ class DeliveryWorker:
                 log.warning("delivery paused: %s", exc)
 
     async def _claim(self) -> int:
-        room = self.settings.batch - len(self._inflight)
+        room = self.settings.batch - len(self._inflight) - self._reserved
         if room <= 0:
             return 0
         rows = await self._store.claim_outbox(room)
         for row in rows:
-            task = asyncio.create_task(self._deliver_and_settle(row), name=f"chatgate-deliver:{row.id}")
-            self._inflight.add(task)
-            task.add_done_callback(self._inflight.discard)
+            self._start(row)
         return len(rows)
+
+    def _start(self, row: OutboxRow) -> None:
+        task = asyncio.create_task(self._deliver_and_settle(row), name=f"chatgate-deliver:{row.id}")
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
 
     async def _deliver_and_settle(self, row: OutboxRow) -> None:
         settlement = await self._deliver(row)

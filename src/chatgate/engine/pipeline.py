@@ -131,7 +131,13 @@ class Engine:
             typist=self.typist,
         )
         self.scheduler = Scheduler(
-            store, self.runner, metrics, settings.owner, settings.scheduler, on_committed=self.outbox_changed
+            store,
+            self.runner,
+            metrics,
+            settings.owner,
+            settings.scheduler,
+            on_committed=self.outbox_changed,
+            sends=self.delivery,
         )
         self.schedules = self._build_schedules(settings.schedules)
 

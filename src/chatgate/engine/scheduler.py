@@ -19,14 +19,15 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from chatgate.domain.errors import LeaseLost, StoreError, StoreUnavailable
+from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.store_roles import Leases
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.domain.turns import Claim
+from chatgate.domain.turns import Claim, TurnCommit, TurnOutcome
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.turn import TurnRunner
 
@@ -49,6 +50,18 @@ class SchedulerSettings:
     (a burst of kills, a restart loop) lands on whatever runs first, so nothing is blamed then."""
 
 
+class Sends(Protocol):
+    """Where a turn's commit hands the rows it claimed for delivery (``DeliveryWorker``)."""
+
+    def reserve(self, wanted: int) -> int:
+        """Room for up to ``wanted`` rows, promised until ``hand_over``; how many."""
+        ...
+
+    def hand_over(self, reserved: int, rows: Sequence[OutboxRow]) -> None:
+        """The commit is over: deliver ``rows`` (none if it failed) and free the rest of the room."""
+        ...
+
+
 class Scheduler:
     def __init__(
         self,
@@ -58,6 +71,7 @@ class Scheduler:
         owner: str,
         settings: SchedulerSettings = SchedulerSettings(),
         on_committed: Callable[[], None] = lambda: None,
+        sends: Sends | None = None,
     ) -> None:
         self._store = store
         self._runner = runner
@@ -65,6 +79,8 @@ class Scheduler:
         self.owner = owner
         self.settings = settings
         self._on_committed = on_committed
+        """A commit recorded rows that delivery must claim itself (it wakes delivery)."""
+        self._sends = sends
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -214,13 +230,9 @@ class Scheduler:
             log.exception("turn failed", extra={"session_key": key})
             await self._abandon(key, seqs, self._backoff(key), f"turn failed: {exc}")
             return None
-        commit = asyncio.ensure_future(
-            self._store.complete_turn(
-                self.owner, outcome, self.settings.lease_seconds, self.batch if take_next else 0
-            )
-        )
+        commit = self._commit(outcome, self.batch if take_next else 0)
         try:
-            nxt = await asyncio.shield(commit)
+            committed = await asyncio.shield(commit)
         except asyncio.CancelledError:
             await self._settle_interrupted_commit(key, commit)
             raise
@@ -236,17 +248,42 @@ class Scheduler:
         self._failures.pop(key, None)
         self._metrics.turns.labels(outcome.outcome).inc()
         self._metrics.turn_seconds.observe(time.perf_counter() - started)
-        self._on_committed()
-        return nxt
+        if not outcome.outbox or len(committed.sending) < len(outcome.outbox):
+            self._on_committed()  # rows delivery must claim itself (a later part, a busy chat)
+        return committed.next
 
-    async def _settle_interrupted_commit(self, key: str, commit: asyncio.Future[Claim | None]) -> None:
-        """The commit was already handed to the store: see it through, give back what it claimed."""
+    def _commit(self, outcome: TurnOutcome, batch: int) -> asyncio.Future[TurnCommit]:
+        """The turn's commit, claiming for delivery what room delivery promised for it.
+
+        Whoever waits for it (or none, if it is cancelled meanwhile), the rows it claimed are
+        handed to delivery as soon as it is done: a claimed row never waits for a restart."""
+        chats = len({(d.platform, d.chat_id) for d in outcome.outbox})
+        sends = self._sends
+        room = sends.reserve(chats) if sends is not None else 0
+        commit = asyncio.ensure_future(
+            self._store.commit_turn(self.owner, outcome, self.settings.lease_seconds, batch, room)
+        )
+        if sends is not None and room > 0:
+
+            def hand_over(done: asyncio.Future[TurnCommit]) -> None:
+                failed = done.cancelled() or done.exception() is not None
+                sends.hand_over(room, () if failed else done.result().sending)
+
+            commit.add_done_callback(hand_over)
+        return commit
+
+    async def _settle_interrupted_commit(self, key: str, commit: asyncio.Future[TurnCommit]) -> None:
+        """The commit was already handed to the store: see it through, give back what it claimed.
+
+        Shielded: a further cancellation of this worker (``cancel_and_wait`` repeats it) must not
+        cancel the commit's own task, whose done-callback hands the rows it claimed to delivery
+        (the write itself commits in the store either way)."""
         try:
-            nxt = await commit
+            committed = await asyncio.shield(commit)
         except (StoreError, asyncio.CancelledError):
             return
-        if nxt is not None:
-            await self._abandon(key, tuple(i.seq for i in nxt.items), None, None)
+        if committed.next is not None:
+            await self._abandon(key, tuple(i.seq for i in committed.next.items), None, None)
 
     def _backoff(self, key: str) -> float:
         n = self._failures.get(key, 0) + 1

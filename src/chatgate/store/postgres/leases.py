@@ -19,11 +19,11 @@ import asyncpg
 from chatgate.domain.background import TaskRecord
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbox import OutboxDraft
-from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
+from chatgate.domain.outbox import OutboxDraft, OutboxRow
+from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
 from chatgate.store.postgres.database import GONE, NOW, PgRole, rowcount
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
-from chatgate.store.postgres.outbox import insert_outbox
+from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed, insert_outbox
 from chatgate.store.postgres.tasks import finish_tasks, log_finished_tasks
 from chatgate.store.postgres.transcript import append_transcript
 
@@ -186,9 +186,12 @@ async def complete_turn(
     now: float,
     holder: str,
     finished: list[TaskRecord] | None = None,
-) -> Claim | None:
+    send_room: int = 0,
+    send_lease_s: float = OUTBOX_LEASE_SECONDS,
+) -> TurnCommit:
     """Commit a turn while ``owner`` holds it; a child turn ends its task here (``finish_tasks``),
-    and ``finished`` is refilled with the tasks it ended (a rerun after a rollback refills it)."""
+    and ``finished`` is refilled with the tasks it ended (a rerun after a rollback refills it).
+    Up to ``send_room`` of its rows are recorded claimed by ``holder`` (``insert_claimed``)."""
     session_id = await _held_session_id(conn, owner, out)
     await conn.execute(
         "UPDATE inbox SET status = 'done', finished_at = $1, outcome = $2 WHERE seq = ANY($3::bigint[])",
@@ -200,8 +203,14 @@ async def complete_turn(
     ended = await finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now, holder)
     if finished is not None:
         finished[:] = ended
+    sending: list[OutboxRow] = []
     for draft in out.outbox:
-        await insert_outbox(conn, draft, now)
+        if len(sending) < send_room:
+            row = await insert_claimed(conn, draft, now, holder, send_lease_s)
+            if row is not None:
+                sending.append(row)
+        else:
+            await insert_outbox(conn, draft, now)
     await conn.execute(
         "UPDATE sessions SET last_activity = $1, retry_at = NULL, last_error = NULL,"
         f" preview_message_id = NULL, lease_expires = {NOW} + $2 WHERE key = $3",
@@ -216,7 +225,7 @@ async def complete_turn(
             " WHERE key = $1",
             out.session_key,
         )
-    return claim
+    return TurnCommit(claim, tuple(sending))
 
 
 async def abandon_turn(
@@ -297,6 +306,9 @@ class PgLeases(PgRole):
     """``Leases``: every method is one transaction; a claim first makes sure this instance
     is seen alive (its liveness lock), so a peer never mistakes its fresh lease for a dead one."""
 
+    outbox_lease_seconds: float = OUTBOX_LEASE_SECONDS
+    """How long a row ``commit_turn`` claims stays ``sending`` (the store sets it, as for ``PgOutbox``)."""
+
     async def claim_sessions(
         self, owner: str, limit: int, lease_seconds: float, batch: int, isolated: int = 1
     ) -> list[Claim]:
@@ -319,13 +331,22 @@ class PgLeases(PgRole):
     async def complete_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
     ) -> Claim | None:
-        now, holder = time.time(), self._db.holder
+        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next
+
+    async def commit_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
+    ) -> TurnCommit:
+        now, holder, send_lease = time.time(), self._db.holder, self.outbox_lease_seconds
+        if send_room > 0:  # rows claimed under this instance: peers must see it alive, as for a claim
+            await self._db.hold_liveness()
         finished: list[TaskRecord] = []  # refilled by each run of the write (a rerun after a rollback too)
-        claim = await self._db.write(
-            lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now, holder, finished)
+        committed = await self._db.write(
+            lambda c: complete_turn(
+                c, owner, outcome, lease_seconds, batch, now, holder, finished, send_room, send_lease
+            )
         )
         log_finished_tasks(finished)  # after the commit, once
-        return claim
+        return committed
 
     async def abandon_turn(
         self,

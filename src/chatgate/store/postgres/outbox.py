@@ -71,6 +71,69 @@ async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float
     )
 
 
+OUTBOX_LEASE_SECONDS = 300.0
+"""How long a claimed row stays ``sending`` before another process may resend it (default)."""
+
+_INSERT_CLAIMED = (
+    "WITH decide AS (SELECT r.holder AS route_holder, NOT EXISTS (SELECT 1 FROM outbox p"
+    f" WHERE p.platform = $2 AND p.chat_id = $3 AND p.status IN {_OPEN}) AND (r.holder IS NULL"
+    " OR r.holder = $10::text OR NOT EXISTS (SELECT 1 FROM processes x WHERE x.holder = r.holder)) AS mine"
+    " FROM (SELECT (SELECT route_holder FROM sessions WHERE key = $4) AS holder) r),"
+    " added AS (INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
+    " target_json, status, attempts, created_at, route_holder, sending_holder, sending_expires)"
+    " SELECT $1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN mine THEN 'sending' ELSE 'pending' END,"
+    " CASE WHEN mine THEN 1 ELSE 0 END, $9, route_holder, CASE WHEN mine THEN $10::text END,"
+    f" CASE WHEN mine THEN {NOW} + $11::float8 END FROM decide"
+    " ON CONFLICT (idem_key) DO NOTHING RETURNING id, status),"
+    f" told AS (SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox') FROM added WHERE status = 'pending')"
+    " SELECT id, status, (SELECT COUNT(*) FROM told) FROM added"
+)
+
+
+async def insert_claimed(
+    conn: asyncpg.Connection, draft: OutboxDraft, now: float, holder: str, lease_s: float
+) -> OutboxRow | None:
+    """Record ``draft`` already claimed by ``holder`` if ``claim_outbox`` would hand it to this
+    process now (its chat has no open row, and its route is this process, none, or a gone one):
+    ``sending`` under ``holder`` with its first attempt counted. Otherwise record it ``pending``
+    (and notify the fleet), as ``insert_outbox`` does. One statement either way.
+
+    Returns the claimed row, or None when it was recorded pending or its ``idem_key`` existed."""
+    target = dumps(draft.target)
+    added = await conn.fetchrow(
+        _INSERT_CLAIMED,
+        draft.idem_key,
+        draft.platform,
+        draft.chat_id,
+        draft.session_key,
+        draft.kind,
+        draft.text,
+        draft.in_reply_to,
+        target,
+        now,
+        holder,
+        lease_s,
+    )
+    if added is None or added[1] != "sending":
+        return None
+    return OutboxRow(
+        id=added[0],
+        idem_key=draft.idem_key,
+        platform=draft.platform,
+        chat_id=draft.chat_id,
+        session_key=draft.session_key,
+        kind=draft.kind,
+        text=draft.text,
+        in_reply_to=draft.in_reply_to,
+        status="sending",
+        attempts=1,
+        possibly_duplicate=False,
+        platform_message_id=None,
+        created_at=now,
+        target=json.loads(target),
+    )
+
+
 async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
     """Rows a dead claimer left ``sending`` go back to ``pending`` as possible duplicates.
 
@@ -181,7 +244,7 @@ async def undelivered_in_chat(conn: asyncpg.Connection, platform: str, chat_id: 
 class PgOutbox(PgRole):
     """``Outbox``: claims and settlements (delivery), confirmations (web chat), notices."""
 
-    outbox_lease_seconds: float = 300.0
+    outbox_lease_seconds: float = OUTBOX_LEASE_SECONDS
     """How long a claimed row stays ``sending`` before another process may resend it."""
 
     async def claim_outbox(self, limit: int) -> list[OutboxRow]:

@@ -2,8 +2,9 @@
 
 A session is worked on only by the owner of its lease (``sessions.lease_owner``).
 ``complete_turn`` is one transaction: the items' outcome, the transcript, the outbox
-rows, and the claim of the session's next batch, so the session passes from one turn to
-the next without ever being free. Write functions are pure functions of the database and
+rows (with ``send_room``, those that head their chat already claimed for delivery), and
+the claim of the session's next batch, so the session passes from one turn to the next
+without ever being free. Write functions are pure functions of the database and
 their arguments (``now`` is taken before queueing).
 """
 
@@ -16,10 +17,10 @@ import time
 from chatgate.domain.background import TaskRecord
 from chatgate.domain.errors import LeaseLost, StoreUnavailable
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbox import OutboxDraft
-from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnOutcome
+from chatgate.domain.outbox import OutboxDraft, OutboxRow
+from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
 from chatgate.store.sqlite.database import SqliteRole
-from chatgate.store.sqlite.outbox import insert_outbox
+from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
 from chatgate.store.sqlite.tasks import finish_tasks, log_finished_tasks
 from chatgate.store.sqlite.transcript import append_transcript
 
@@ -129,7 +130,9 @@ def complete_turn(
     batch: int,
     now: float,
     finished: list[TaskRecord] | None = None,
-) -> Claim | None:
+    send_room: int = 0,
+) -> TurnCommit:
+    """Commit the turn; up to ``send_room`` of its rows that head their chat are recorded claimed."""
     session_id = _held_session_id(conn, owner, out)
     conn.executemany(
         "UPDATE inbox SET status = 'done', finished_at = ?, outcome = ? WHERE seq = ?",
@@ -139,8 +142,14 @@ def complete_turn(
     ended = finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now)
     if finished is not None:
         finished[:] = ended
+    sending: list[OutboxRow] = []
     for draft in out.outbox:
-        insert_outbox(conn, draft, now)
+        if len(sending) < send_room:
+            row = insert_claimed(conn, draft, now)
+            if row is not None:
+                sending.append(row)
+        else:
+            insert_outbox(conn, draft, now)
     conn.execute(
         "UPDATE sessions SET last_activity = ?, retry_at = NULL, last_error = NULL,"
         " preview_message_id = NULL, lease_expires = ? WHERE key = ?",
@@ -152,7 +161,7 @@ def complete_turn(
             "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?",
             (out.session_key,),
         )
-    return claim
+    return TurnCommit(claim, tuple(sending))
 
 
 def abandon_turn(
@@ -254,13 +263,19 @@ class SqliteLeases(SqliteRole):
     async def complete_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
     ) -> Claim | None:
+        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next
+
+    async def commit_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
+    ) -> TurnCommit:
         now = time.time()
         finished: list[TaskRecord] = []  # refilled by each run of the write (a batch rerun too)
-        claim = await self._db.write(
-            lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now, finished)
+        # The rows it claims are durable before they are sent: a turn's commit is never redoable.
+        committed = await self._db.write(
+            lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now, finished, send_room)
         )
         log_finished_tasks(finished)  # after the commit, once
-        return claim
+        return committed
 
     async def abandon_turn(
         self,

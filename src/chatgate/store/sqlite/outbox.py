@@ -65,6 +65,58 @@ def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> N
     )
 
 
+def insert_claimed(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> OutboxRow | None:
+    """Record ``draft`` already claimed if its chat has no open row, as ``claim_outbox`` would
+    claim it (``sending``, its first attempt counted); otherwise record it ``pending``.
+
+    Returns the claimed row, or None when it was recorded pending or its ``idem_key`` existed.
+    A new row's id is above every existing one, so "no open row in the chat" is exactly
+    ``claim_outbox``'s head-of-chat rule."""
+    open_row = conn.execute(
+        "SELECT 1 FROM outbox WHERE platform = ? AND chat_id = ?"
+        " AND status IN ('pending', 'sending', 'ambiguous') LIMIT 1",
+        (draft.platform, draft.chat_id),
+    ).fetchone()
+    if open_row is not None:
+        insert_outbox(conn, draft, now)
+        return None
+    target = dumps(draft.target)
+    added = conn.execute(
+        "INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
+        " target_json, status, attempts, created_at) VALUES (?,?,?,?,?,?,?,?, 'sending', 1, ?)"
+        " ON CONFLICT (idem_key) DO NOTHING RETURNING id",
+        (
+            draft.idem_key,
+            draft.platform,
+            draft.chat_id,
+            draft.session_key,
+            draft.kind,
+            draft.text,
+            draft.in_reply_to,
+            target,
+            now,
+        ),
+    ).fetchone()
+    if added is None:
+        return None
+    return OutboxRow(
+        id=added[0],
+        idem_key=draft.idem_key,
+        platform=draft.platform,
+        chat_id=draft.chat_id,
+        session_key=draft.session_key,
+        kind=draft.kind,
+        text=draft.text,
+        in_reply_to=draft.in_reply_to,
+        status="sending",
+        attempts=1,
+        possibly_duplicate=False,
+        platform_message_id=None,
+        created_at=now,
+        target=json.loads(target),
+    )
+
+
 def requeue_mid_send(conn: sqlite3.Connection) -> None:
     """Rows a dead process left ``sending`` go back to ``pending`` as possible duplicates."""
     conn.execute(

@@ -1,0 +1,29 @@
+"""``bench/commits.py --quick`` runs end to end and reports what it claims (no thresholds)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.slow]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_commits_benchmark_counts_the_writes_of_every_message() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "commits.py"), "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["correct"] is True and result["messages"] == 20
+    figures = result["chatgate"]
+    assert figures["writes_per_message"] >= figures["commits_per_message"] > 0
+    assert figures["chatgate"] == str(ROOT / "src" / "chatgate")
