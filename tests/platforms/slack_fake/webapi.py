@@ -112,8 +112,17 @@ class FakeSlack:
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what or predicate}")
+                raise AssertionError(f"timed out waiting for {what or predicate}; {self._story()}")
             await asyncio.sleep(0.01)
+
+    def _story(self, last: int = 20) -> str:
+        """What the fake saw, for a timeout's message: the calls so far and unacked envelopes."""
+        calls = ", ".join(
+            f"{c.method}({c.params.get('channel', '')} {c.params.get('ts', '')}) {c.status}"
+            for c in self.calls[-last:]
+        )
+        unacked = [e.envelope_id for e in self.socket.unacked()]
+        return f"{len(self.calls)} calls, the last: [{calls}]; unacked envelopes: {unacked}"
 
     # ------------------------------------------------------------ the Web API
 
