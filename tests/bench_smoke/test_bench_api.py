@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from test_bench_smoke import run_bench
 
 pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.slow]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_api_benchmark_prints_its_figures() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "api.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = run_bench("api.py")
     assert result["sequential"]["n"] == 20 and result["concurrent"]["n"] == 20
     assert result["stream"]["done"]["n"] == 10
     assert result["concurrent"]["requests_per_second"] > 0

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from test_bench_smoke import run_bench
 
 pytestmark = pytest.mark.xdist_group("bench")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_background_bench_reports_webhook_and_schedule_figures() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "background.py"), "--quick"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = run_bench("background.py")
     assert result["deliveries"] == 30
     for key in ("webhook_sequential_ms", "webhook_concurrent_ms", "webhook_duplicate_ms"):
         assert result[key]["p50"] > 0 and result[key]["p99"] >= result[key]["p50"]

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_bench_smoke import run_bench
 
 pytestmark = [pytest.mark.xdist_group("bench"), pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_commits_benchmark_counts_the_writes_of_every_message() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "commits.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = run_bench("commits.py")
     assert result["correct"] is True and result["messages"] == 20
     figures = result["chatgate"]
     assert figures["writes_per_message"] >= figures["commits_per_message"] > 0

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_bench_smoke import run_bench
 
 from support.browser import CHROMIUM
 
@@ -17,15 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing")
 def test_the_highlight_benchmark_prints_its_figures() -> None:
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "webchat_highlight.py"), "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, proc.stderr
-    ours = json.loads(proc.stdout)["ours"]
+    ours = run_bench("webchat_highlight.py")["ours"]
     assert (
         ours["size"]["bytes"] == (ROOT / "src/chatgate/platforms/webchat/static/highlight.js").stat().st_size
     )

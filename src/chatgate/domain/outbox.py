@@ -22,6 +22,26 @@ class OutboxDraft:
     in_reply_to: str | None = None
     target: dict[str, Any] = field(default_factory=dict)
 
+    def claimed(self, row_id: int, now: float, target: dict[str, Any]) -> OutboxRow:
+        """The row this draft is once recorded already claimed: ``sending``, its first attempt
+        counted, as ``claim_outbox`` hands a new row out. ``target`` is the stored copy."""
+        return OutboxRow(
+            id=row_id,
+            idem_key=self.idem_key,
+            platform=self.platform,
+            chat_id=self.chat_id,
+            session_key=self.session_key,
+            kind=self.kind,
+            text=self.text,
+            in_reply_to=self.in_reply_to,
+            status="sending",
+            attempts=1,
+            possibly_duplicate=False,
+            platform_message_id=None,
+            created_at=now,
+            target=target,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:

@@ -23,7 +23,7 @@ import asyncpg
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.postgres.database import GONE, NOTIFY_CHANNEL, NOW, PgRole, rowcount
-from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.codec import draft_columns, dumps
 
 _COLUMNS = (
     "id, idem_key, platform, chat_id, session_key, kind, text, in_reply_to, status, "
@@ -59,15 +59,7 @@ async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float
         " 'pending', $9, (SELECT route_holder FROM sessions WHERE key = $4))"
         " ON CONFLICT (idem_key) DO NOTHING RETURNING 1)"
         f" SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox') FROM added",
-        draft.idem_key,
-        draft.platform,
-        draft.chat_id,
-        draft.session_key,
-        draft.kind,
-        draft.text,
-        draft.in_reply_to,
-        dumps(draft.target),
-        now,
+        *draft_columns(draft, dumps(draft.target), now),
     )
 
 
@@ -102,36 +94,13 @@ async def insert_claimed(
     target = dumps(draft.target)
     added = await conn.fetchrow(
         _INSERT_CLAIMED,
-        draft.idem_key,
-        draft.platform,
-        draft.chat_id,
-        draft.session_key,
-        draft.kind,
-        draft.text,
-        draft.in_reply_to,
-        target,
-        now,
+        *draft_columns(draft, target, now),
         holder,
         lease_s,
     )
     if added is None or added[1] != "sending":
         return None
-    return OutboxRow(
-        id=added[0],
-        idem_key=draft.idem_key,
-        platform=draft.platform,
-        chat_id=draft.chat_id,
-        session_key=draft.session_key,
-        kind=draft.kind,
-        text=draft.text,
-        in_reply_to=draft.in_reply_to,
-        status="sending",
-        attempts=1,
-        possibly_duplicate=False,
-        platform_message_id=None,
-        created_at=now,
-        target=json.loads(target),
-    )
+    return draft.claimed(added[0], now, json.loads(target))
 
 
 async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
-from chatgate.store.sqlite.codec import dumps
+from chatgate.store.sqlite.codec import draft_columns, dumps
 from chatgate.store.sqlite.database import SqliteRole
 
 _COLUMNS = (
@@ -51,17 +51,7 @@ def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> N
         "INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
         " target_json, status, created_at) VALUES (?,?,?,?,?,?,?,?, 'pending', ?)"
         " ON CONFLICT (idem_key) DO NOTHING",
-        (
-            draft.idem_key,
-            draft.platform,
-            draft.chat_id,
-            draft.session_key,
-            draft.kind,
-            draft.text,
-            draft.in_reply_to,
-            dumps(draft.target),
-            now,
-        ),
+        draft_columns(draft, dumps(draft.target), now),
     )
 
 
@@ -85,36 +75,11 @@ def insert_claimed(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> 
         "INSERT INTO outbox (idem_key, platform, chat_id, session_key, kind, text, in_reply_to,"
         " target_json, status, attempts, created_at) VALUES (?,?,?,?,?,?,?,?, 'sending', 1, ?)"
         " ON CONFLICT (idem_key) DO NOTHING RETURNING id",
-        (
-            draft.idem_key,
-            draft.platform,
-            draft.chat_id,
-            draft.session_key,
-            draft.kind,
-            draft.text,
-            draft.in_reply_to,
-            target,
-            now,
-        ),
+        draft_columns(draft, target, now),
     ).fetchone()
     if added is None:
         return None
-    return OutboxRow(
-        id=added[0],
-        idem_key=draft.idem_key,
-        platform=draft.platform,
-        chat_id=draft.chat_id,
-        session_key=draft.session_key,
-        kind=draft.kind,
-        text=draft.text,
-        in_reply_to=draft.in_reply_to,
-        status="sending",
-        attempts=1,
-        possibly_duplicate=False,
-        platform_message_id=None,
-        created_at=now,
-        target=json.loads(target),
-    )
+    return draft.claimed(added[0], now, json.loads(target))
 
 
 def requeue_mid_send(conn: sqlite3.Connection) -> None:
