@@ -78,7 +78,7 @@ class DoubleThread(threading.Thread):
 
 
 def main(out: Path) -> int:
-    from chatgate.app.cli import main as chatgate
+    from chatgate.app.cli.main import main as chatgate
 
     double = DoubleThread()
     double.start()

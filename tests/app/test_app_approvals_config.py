@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from chatgate.app.config import ConfigError, load_config
-from chatgate.domain.danger import assess, load_rules
+from chatgate.domain.shell.danger import assess, load_rules
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "chatgate.example.yaml"
 

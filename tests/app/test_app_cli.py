@@ -133,7 +133,7 @@ def test_chatgate_never_imports_the_relay_simulator() -> None:
                 continue
             offenders += [f"{path.relative_to(src)}: {n}" for n in names if n.split(".")[0] == "relaysim"]
     assert offenders == []
-    code = "import sys, chatgate.app.cli, chatgate.app.gateway; print('relaysim' in sys.modules)"
+    code = "import sys, chatgate.app.cli.main, chatgate.app.gateway; print('relaysim' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from chatgate.app.config import ConfigError, load_config
-from chatgate.app.config_background import task_settings, webhooks_for
+from chatgate.app.config.background import task_settings, webhooks_for
 
 
 def _load(tmp_path: Path, text: str) -> str:

@@ -17,7 +17,7 @@ import yaml
 BLOCK = """
 import sys
 sys.modules[{module!r}] = None  # the import system's own "absent": import raises, find_spec is None
-from chatgate.app.cli import main
+from chatgate.app.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -22,7 +22,7 @@ import pytest
 from chatgate.app.config import GatewayConfig
 from chatgate.app.descriptors import DESCRIPTOR_RESERVE
 from chatgate.app.gateway import Gateway
-from chatgate.app.http_guard import AcceptErrorThrottle
+from chatgate.app.http.guard import AcceptErrorThrottle
 from chatgate.app.startup import StartupError
 from support.procs import GatewayProcess
 from support.web_harness import WebClient
@@ -143,13 +143,13 @@ async def test_accept_errors_at_the_descriptor_limit_are_logged_once_a_period(
     throttle = AcceptErrorThrottle(period=3600)
     loop.set_exception_handler(throttle)
     try:
-        with caplog.at_level(logging.ERROR, logger="chatgate.app.http_guard"):
+        with caplog.at_level(logging.ERROR, logger="chatgate.app.http.guard"):
             for _ in range(15_000):
                 loop.call_exception_handler(
                     {"message": AcceptErrorThrottle.MESSAGE, "exception": OSError(24, "Too many open files")}
                 )
     finally:
         loop.set_exception_handler(previous)
-    lines = [r for r in caplog.records if r.name == "chatgate.app.http_guard"]
+    lines = [r for r in caplog.records if r.name == "chatgate.app.http.guard"]
     assert len(lines) == 1 and "out of file descriptors" in lines[0].getMessage()
     assert throttle.suppressed == 14_999

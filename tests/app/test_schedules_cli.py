@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from chatgate.app.cli import main
+from chatgate.app.cli.main import main
 from chatgate.domain.schedules import Schedule, ScheduleTarget
 from chatgate.domain.source import Source
 from chatgate.store.sqlite import SqliteStore

@@ -17,17 +17,17 @@ from typing import Any
 
 PROBE = Path(__file__).with_name("first_poll_probe.py")
 CLI_ONLY = (
-    "chatgate.app.init_wizard",
-    "chatgate.app.ops_cli",
-    "chatgate.app.api_key_cli",
-    "chatgate.app.pairing_cli",
-    "chatgate.app.schedules_cli",
-    "chatgate.app.sessions_cli",
-    "chatgate.app.store_cli",
-    "chatgate.app.user_cli",
-    "chatgate.app.service",
+    "chatgate.app.cli.init",
+    "chatgate.app.cli.ops",
+    "chatgate.app.cli.api_keys",
+    "chatgate.app.cli.pairing",
+    "chatgate.app.cli.schedules",
+    "chatgate.app.cli.sessions",
+    "chatgate.app.cli.store",
+    "chatgate.app.cli.users",
+    "chatgate.app.cli.service",
 )
-HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http", "chatgate.platforms.webchat.adapter")
+HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http.app", "chatgate.platforms.webchat.adapter")
 
 
 def _probe(tmp_path: Path) -> dict[str, Any]:

@@ -33,7 +33,17 @@ TASK = TaskRecord("t1", "delegate", "k1", "sid-1", "k1/task:t1", src(), "do it",
 
 
 def migrate(state_dir: Path, schema: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "chatgate.app.cli", "store", "migrate", "--to", DSN, "--schema", schema]
+    command = [
+        sys.executable,
+        "-m",
+        "chatgate.app.cli",
+        "store",
+        "migrate",
+        "--to",
+        DSN,
+        "--schema",
+        schema,
+    ]
     return subprocess.run(
         [*command, "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=120
     )

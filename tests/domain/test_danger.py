@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chatgate.domain.danger import (
+from chatgate.domain.shell.danger import (
     ALL_TIERS,
     BUILTIN_RULES,
     SESSION_TIERS,

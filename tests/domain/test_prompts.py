@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chatgate.domain.danger import assess
 from chatgate.domain.prompts import (
     MAX_TOKEN_BYTES,
     OPTION_IDS,
@@ -19,6 +18,7 @@ from chatgate.domain.prompts import (
     prompt_token,
     shown_command,
 )
+from chatgate.domain.shell.danger import assess
 
 
 def test_tokens_round_trip_and_stay_within_64_bytes() -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from chatgate.domain.danger import ALL_TIERS, assess
-from chatgate.domain.shell_allow import load_allow
-from chatgate.domain.shell_proof import prove
+from chatgate.domain.shell.allow import load_allow
+from chatgate.domain.shell.danger import ALL_TIERS, assess
+from chatgate.domain.shell.proof import prove
 
 W = "/home/agent/project"
 

@@ -10,7 +10,7 @@ from discord_fake.server import FakeDiscord
 from discord_fake.state import TOKEN, TOKEN_ENV
 
 from chatgate.app.config import ConfigError, GatewayConfig
-from chatgate.app.config_secrets import check_secrets
+from chatgate.app.config.secrets import check_secrets
 from support.procs import GatewayProcess
 
 __all__ = ["fake", "world"]

@@ -33,7 +33,15 @@ def _http_status(port: int) -> dict[str, Any]:
 
 def _cli_status(state_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
-    command = [sys.executable, "-m", "chatgate.app.cli", "status", "--json", "--state-dir", str(state_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "chatgate.app.cli",
+        "status",
+        "--json",
+        "--state-dir",
+        str(state_dir),
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
 
 

@@ -18,7 +18,7 @@ from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
-from chatgate.app.config_background import task_settings, webhooks_for
+from chatgate.app.config.background import task_settings, webhooks_for
 from chatgate.app.descriptors import DescriptorBudgetError, ensure_descriptors
 from chatgate.app.fleet import CredentialHeld, FleetCredentials, FleetNotices, StandbyAdapter
 from chatgate.app.locks import (
@@ -35,10 +35,10 @@ from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.app.platforms import Credential, build_platforms, platform_access
 from chatgate.app.startup import CredentialInUse, StartupError, build_agent, build_store
 from chatgate.app.startup_line import startup_line
-from chatgate.domain.danger import load_rules
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
-from chatgate.domain.shell_allow import load_allow
+from chatgate.domain.shell.allow import load_allow
+from chatgate.domain.shell.danger import load_rules
 from chatgate.engine.approvals import ApprovalSettings
 from chatgate.engine.delivery import DeliverySettings
 from chatgate.engine.looplag import LoopLagMonitor
@@ -50,7 +50,7 @@ from chatgate.engine.webhooks import Webhooks
 from chatgate.store.base import Store
 
 if TYPE_CHECKING:
-    from chatgate.app.http_server import HttpServer
+    from chatgate.app.http.server import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -307,10 +307,10 @@ class Gateway:
     async def _start_http(self) -> None:
         # uvicorn, starlette and the web chat: imported off the loop, so a poll already
         # started goes on meanwhile (the modules are then cached for the imports below).
-        await asyncio.to_thread(importlib.import_module, "chatgate.app.http_server")
-        from chatgate.app.http import build_app
-        from chatgate.app.http_guard import AcceptErrorThrottle
-        from chatgate.app.http_server import http_server
+        await asyncio.to_thread(importlib.import_module, "chatgate.app.http.server")
+        from chatgate.app.http.app import build_app
+        from chatgate.app.http.guard import AcceptErrorThrottle
+        from chatgate.app.http.server import http_server
 
         http = self.config.http
         loop = asyncio.get_running_loop()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from chatgate.domain.danger import DangerRule, Tier
+from chatgate.domain.shell.danger import DangerRule, Tier
 
 PromptOutcome = Literal["approved", "denied", "expired"]
 ExpiryReason = Literal["timeout", "restart", "stopped"]

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from chatgate.domain.approvals import ApprovalRecord
-from chatgate.domain.danger import Assessment, assess
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import ExpiryReason, prompt_text
+from chatgate.domain.shell.danger import Assessment, assess
 from chatgate.domain.store_roles import Approvals, OutboxNotices
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.approvals.policy import (

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from chatgate.domain.approvals import ApprovalRecord
-from chatgate.domain.danger import DangerRule
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import (
     OPTION_IDS,
@@ -21,7 +20,8 @@ from chatgate.domain.prompts import (
     outcome_text,
     shown_command,
 )
-from chatgate.domain.shell_allow import DEFAULT_ALLOW, AllowList
+from chatgate.domain.shell.allow import DEFAULT_ALLOW, AllowList
+from chatgate.domain.shell.danger import DangerRule
 from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
 

@@ -1,7 +1,7 @@
 """The ``Accounts`` role over PostgreSQL: users, sign-in tokens and browser sessions (hashes only).
 
 Functions take a connection, so ``chatgate user`` writes to a fleet's schema as
-``chatgate api-key`` does (``app/fleet_cli.py``).
+``chatgate api-key`` does (``app/cli/fleet.py``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from chatgate.app.http_hooks import hook_routes
+from chatgate.app.http.hooks import hook_routes
 from chatgate.app.netaddr import hostname, is_loopback
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Inbox

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from chatgate.app.config_section import EnvName, Section
+from chatgate.app.config.section import EnvName, Section
 
 
 class WebChatConfig(Section):

@@ -18,27 +18,15 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app.config import ConfigError, GatewayConfig, load_config
-from chatgate.app.config_secrets import check_secrets
+from chatgate.app.cli.common import EX_CONFIG, EX_FORCED, EX_USAGE, load_from_args, resolve_state_dir
+from chatgate.app.config import ConfigError, GatewayConfig
+from chatgate.app.config.secrets import check_secrets
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable
 from chatgate.app.logs import setup_logging
 from chatgate.app.replace import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
-EX_USAGE = 2
-EX_CONFIG = 78
-EX_FORCED = 70
 log = logging.getLogger("chatgate")
-
-
-def resolve_state_dir(cli_value: str | None, config: GatewayConfig) -> Path:
-    """--state-dir, then CHATGATE_STATE_DIR / state_dir in the config, then the platform default."""
-    chosen = cli_value or config.state_dir or platformdirs.user_state_dir("chatgate")
-    return Path(chosen).expanduser().resolve()
-
-
-def _load(args: argparse.Namespace) -> GatewayConfig:
-    return load_config(Path(args.config) if args.config else None)
 
 
 async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
@@ -106,7 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from chatgate.app.startup import CredentialInUse, StartupError
     from chatgate.store.sqlite.identity import StateDamaged
 
-    config = _load(args)
+    config = load_from_args(args)
     if args.port is not None:
         config.http.port = args.port
     if args.host is not None:
@@ -159,19 +147,19 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from chatgate.app import sessions_cli
+    from chatgate.app.cli import sessions as sessions_cli
 
-    config = _load(args)
+    config = load_from_args(args)
     return sessions_cli.cmd_sessions(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def _status(args: argparse.Namespace, state_dir: Path) -> int:
-    from chatgate.app import ops_cli
+    from chatgate.app.cli import ops as ops_cli
 
-    config = _load(args)
+    config = load_from_args(args)
     if config.store.url is None:
         return ops_cli.cmd_status(args, state_dir)
-    from chatgate.app.fleet_cli import fleet_members
+    from chatgate.app.cli.fleet import fleet_members
 
     try:
         fleet = fleet_members(config)
@@ -200,36 +188,36 @@ def _with_state(
     command: Callable[[argparse.Namespace, Path], int],
 ) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        return command(args, resolve_state_dir(args.state_dir, _load(args)))
+        return command(args, resolve_state_dir(args.state_dir, load_from_args(args)))
 
     return run
 
 
 def cmd_api_key(args: argparse.Namespace) -> int:
-    from chatgate.app import api_key_cli
+    from chatgate.app.cli import api_keys as api_key_cli
 
-    config = _load(args)
+    config = load_from_args(args)
     return api_key_cli.cmd_api_key(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def cmd_user(args: argparse.Namespace) -> int:
-    from chatgate.app import user_cli
+    from chatgate.app.cli import users as user_cli
 
-    config = _load(args)
+    config = load_from_args(args)
     return user_cli.cmd_user(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def cmd_pairing(args: argparse.Namespace) -> int:
-    from chatgate.app import pairing_cli
+    from chatgate.app.cli import pairing as pairing_cli
 
-    config = _load(args)
+    config = load_from_args(args)
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    from chatgate.app import schedules_cli
+    from chatgate.app.cli import schedules as schedules_cli
 
-    config = _load(args)
+    config = load_from_args(args)
     return schedules_cli.cmd_schedules(args, config, resolve_state_dir(args.state_dir, config))
 
 
@@ -300,7 +288,7 @@ def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     if run_only:
         _add_run_parser(sub, common)
         return parser
-    from chatgate.app import init_wizard
+    from chatgate.app.cli import init as init_wizard
 
     init_wizard.add_parser(sub, init_wizard.cmd_init)
     _add_run_parser(sub, common)
@@ -313,7 +301,13 @@ def _add_tool_parsers(
     common: Callable[[argparse.ArgumentParser], None],
 ) -> None:
     """The commands besides ``init`` and ``run``: each imports its module only here."""
-    from chatgate.app import api_key_cli, ops_cli, pairing_cli, schedules_cli, service, store_cli, user_cli
+    from chatgate.app.cli import api_keys as api_key_cli
+    from chatgate.app.cli import ops as ops_cli
+    from chatgate.app.cli import pairing as pairing_cli
+    from chatgate.app.cli import schedules as schedules_cli
+    from chatgate.app.cli import service
+    from chatgate.app.cli import store as store_cli
+    from chatgate.app.cli import users as user_cli
 
     sessions = sub.add_parser("sessions", help="list sessions with their last activity")
     common(sessions)
@@ -338,7 +332,7 @@ def _add_tool_parsers(
     api_key_cli.add_parser(sub, common, cmd_api_key)
     user_cli.add_parser(sub, common, cmd_user)
     schedules_cli.add_parser(sub, common, cmd_schedules)
-    store_cli.add_parser(sub, common, _with_state, _load, _database_path)
+    store_cli.add_parser(sub, common, _with_state, load_from_args, _database_path)
     service.add_parser(sub, common, _with_state)
     relay_sim = sub.add_parser(
         "relay-sim", add_help=False, help="moved: the relay connector simulator is `chatgate-relay-sim`"

@@ -13,7 +13,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from chatgate.app.config import GatewayConfig
+    from chatgate.app.config.model import GatewayConfig
 
 EXTRA_MODULES: dict[str, str] = {
     "telegram": "aiohttp",

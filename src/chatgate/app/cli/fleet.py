@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from chatgate.app.config import GatewayConfig, postgres_url_problem
-from chatgate.app.pairing_cli import print_list, say_approval
+from chatgate.app.cli.pairing import print_list, say_approval
+from chatgate.app.config.model import GatewayConfig, postgres_url_problem
 from chatgate.app.startup import build_postgres_store
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.pairing import PairedUser, PairingRequest
@@ -91,7 +91,7 @@ async def _revoke(store: Store, user: str, platform: str | None) -> int:
 
 def postgres_api_key(args: argparse.Namespace, config: GatewayConfig) -> int:
     """``chatgate api-key create|list|revoke`` on the fleet's database (every gateway reads it)."""
-    from chatgate.app import api_key_cli as cli
+    from chatgate.app.cli import api_keys as cli
     from chatgate.domain.api_keys import ApiKeyRecord, hash_token, new_api_key
 
     if args.api_key_command == "list":
@@ -109,7 +109,7 @@ def postgres_api_key(args: argparse.Namespace, config: GatewayConfig) -> int:
 
 def postgres_schedules(args: argparse.Namespace, config: GatewayConfig) -> int:
     """``chatgate schedules list|pause|resume|delete`` on the fleet's database."""
-    from chatgate.app.schedules_cli import print_schedules, say_changed
+    from chatgate.app.cli.schedules import print_schedules, say_changed
 
     verb = args.schedules_command
     if verb == "list":

@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from chatgate.app.cli.init_render import NATIVE, VIA_RELAY, Answers, answers_from, merged, render
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
-from chatgate.app.config_errors import env_var_name
-from chatgate.app.extras import check_extras
-from chatgate.app.init_render import NATIVE, VIA_RELAY, Answers, answers_from, merged, render
+from chatgate.app.config.errors import env_var_name
+from chatgate.app.config.extras import check_extras
 
 EX_USAGE = 2
 
@@ -83,7 +83,7 @@ def _list(text: str) -> list[str]:
 
 
 def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
-    from chatgate.app import init_checks  # urllib: only for init, not for every chatgate command
+    from chatgate.app.cli import init_checks  # urllib: only for init, not for every chatgate command
 
     p.say("\n1. The agent: who answers the messages")
     a.agent = _pick(
@@ -156,7 +156,7 @@ def ask_platforms(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
 
 
 def ask_telegram(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
-    from chatgate.app import init_checks
+    from chatgate.app.cli import init_checks
 
     p.say("  telegram: talk to @BotFather in Telegram, send /newbot, and keep the token it gives you")
     a.telegram_token_env = _env_name(
@@ -269,7 +269,7 @@ def _existing(path: Path) -> dict[str, Any]:
 
 
 def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
-    from chatgate.app import service
+    from chatgate.app.cli import service
 
     wanted = (
         args.service
@@ -283,7 +283,7 @@ def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
         return
     state_dir = Path(args.state_dir).expanduser().resolve() if args.state_dir else None
     service_args = argparse.Namespace(config=str(path), print_only=False)
-    from chatgate.app.cli import resolve_state_dir
+    from chatgate.app.cli.common import resolve_state_dir
 
     service.cmd_install(service_args, state_dir or resolve_state_dir(None, load_config(path)))
 

@@ -31,12 +31,12 @@ from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, Out
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
-from chatgate.domain.store_roles_accounts import Accounts as Accounts
-from chatgate.domain.store_roles_accounts import WebChats as WebChats
-from chatgate.domain.store_roles_background import Schedules as Schedules
-from chatgate.domain.store_roles_background import Tasks as Tasks
-from chatgate.domain.store_roles_leases import Leases as Leases
-from chatgate.domain.store_roles_leases import TurnJournal as TurnJournal
+from chatgate.domain.store_roles.accounts import Accounts as Accounts
+from chatgate.domain.store_roles.accounts import WebChats as WebChats
+from chatgate.domain.store_roles.background import Schedules as Schedules
+from chatgate.domain.store_roles.background import Tasks as Tasks
+from chatgate.domain.store_roles.leases import Leases as Leases
+from chatgate.domain.store_roles.leases import TurnJournal as TurnJournal
 
 # ---------------------------------------------------------------- lifecycle
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from chatgate.domain.shell_allow import DEFAULT_ALLOW, AllowList
-from chatgate.domain.shell_proof import prove
-from chatgate.domain.shell_views import SAFE_DEV as _SAFE_DEV
-from chatgate.domain.shell_views import command_views
+from chatgate.domain.shell.allow import DEFAULT_ALLOW, AllowList
+from chatgate.domain.shell.proof import prove
+from chatgate.domain.shell.views import SAFE_DEV as _SAFE_DEV
+from chatgate.domain.shell.views import command_views
 
 Tier = Literal["once", "session", "always", "deny"]
 MaxTier = Literal["session", "always"]

@@ -20,11 +20,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from chatgate.app.cli.common import EX_CONFIG
 from chatgate.app.config import load_config
 
 UNIT_NAME = "chatgate.service"
 LIMIT_NOFILE = 65536
-EX_CONFIG = 78
 
 
 def unit_path() -> Path:

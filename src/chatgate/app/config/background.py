@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from chatgate.app.config_section import EnvName, Section
+from chatgate.app.config.section import EnvName, Section
 from chatgate.domain.schedules import Schedule, ScheduleError, ScheduleTarget, check_spec, parse_duration
 from chatgate.domain.source import Source
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from chatgate.engine.ratelimit import RateOverride
 
 if TYPE_CHECKING:
-    from chatgate.app.config import GatewayConfig
+    from chatgate.app.config.model import GatewayConfig
 
 
 class RateLimitsConfig(BaseModel):

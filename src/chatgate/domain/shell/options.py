@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from chatgate.domain.shell_allow import ProgramSpec
-from chatgate.domain.shell_strict import shown
+from chatgate.domain.shell.allow import ProgramSpec
+from chatgate.domain.shell.strict import shown
 
 _NUM = re.compile(r"-[0-9]+")
 

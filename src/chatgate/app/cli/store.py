@@ -20,7 +20,7 @@ def add_parser(
     database_path: Callable[[GatewayConfig, Path], Path],
 ) -> None:
     def migrate_command(args: argparse.Namespace, state_dir: Path) -> int:
-        from chatgate.app.fleet_cli import cmd_store_migrate
+        from chatgate.app.cli.fleet import cmd_store_migrate
 
         config = load(args)
         return cmd_store_migrate(args, config, database_path(config, state_dir))

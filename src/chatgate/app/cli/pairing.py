@@ -132,7 +132,7 @@ def _guarded(run: Callable[[], int]) -> int:
 
 def cmd_pairing(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
     if config.store.url is not None:
-        from chatgate.app.fleet_cli import postgres_pairing
+        from chatgate.app.cli.fleet import postgres_pairing
 
         return _guarded(lambda: postgres_pairing(args, config))
     path = database_path(config, state_dir)

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import uvicorn
 from starlette.types import ASGIApp
 
-from chatgate.app.config import HttpConfig
-from chatgate.app.http_guard import ConnectionLimits, guarded_http
+from chatgate.app.config.model import HttpConfig
+from chatgate.app.http.guard import ConnectionLimits, guarded_http
 
 
 class HttpServer(uvicorn.Server):

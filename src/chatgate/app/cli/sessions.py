@@ -15,7 +15,7 @@ from chatgate.domain.sessions import SessionInfo
 def cmd_sessions(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
     try:
         if config.store.url is not None:
-            from chatgate.app.fleet_cli import postgres_sessions
+            from chatgate.app.cli.fleet import postgres_sessions
 
             sessions = postgres_sessions(config, args.limit)
         else:

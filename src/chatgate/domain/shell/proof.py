@@ -18,9 +18,9 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from chatgate.domain.shell_allow import AllowList, ProgramSpec
-from chatgate.domain.shell_options import parse_options
-from chatgate.domain.shell_strict import Refused, StrictLexer, Tok, Word, shown
+from chatgate.domain.shell.allow import AllowList, ProgramSpec
+from chatgate.domain.shell.options import parse_options
+from chatgate.domain.shell.strict import Refused, StrictLexer, Tok, Word, shown
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 _LOCAL_VAR = re.compile(r"[a-z_][a-z0-9_]*")

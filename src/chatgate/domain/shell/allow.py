@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from chatgate.domain.shell_allow_defaults import DEFAULT_TABLE
+from chatgate.domain.shell.allow_defaults import DEFAULT_TABLE
 
 _OPTION = re.compile(r"(-NUM|--?[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z0-9?])(?: (PATH|TEXT))?")
 _PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}|\[")

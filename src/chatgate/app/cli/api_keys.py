@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from chatgate.app.cli.pairing import database_path
 from chatgate.app.config import GatewayConfig
-from chatgate.app.pairing_cli import database_path
 from chatgate.domain.api_keys import KEY_ID_RE, ApiKeyRecord, hash_token, new_api_key
 from chatgate.domain.errors import StoreUnavailable
 
@@ -108,7 +108,7 @@ def say_revoked(revoked: bool, key_id: str) -> int:
 def cmd_api_key(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
     path = database_path(config, state_dir)
     if config.store.url is not None:  # the fleet's keys are in its PostgreSQL schema
-        from chatgate.app.fleet_cli import postgres_api_key
+        from chatgate.app.cli.fleet import postgres_api_key
 
         commands = {args.api_key_command: lambda: postgres_api_key(args, config)}
     else:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatgate.app.config import ConfigError, GatewayConfig
-from chatgate.app.config_background import hook_secret_problem
+from chatgate.app.config.background import hook_secret_problem
+from chatgate.app.config.model import ConfigError, GatewayConfig
 from chatgate.app.netaddr import is_loopback
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
-from chatgate.app.config_errors import env_var_name, fold_literal_case
+from chatgate.app.config.errors import env_var_name, fold_literal_case
 
 EnvName = Annotated[str, AfterValidator(env_var_name)]
 """A ``*_env`` key: the name of the environment variable that holds a secret, never the secret."""

@@ -14,7 +14,7 @@ import posixpath
 import re
 from collections.abc import Sequence
 
-from chatgate.domain.shell_lex import (
+from chatgate.domain.shell.lex import (
     _COMPACT,
     _FLATTEN,
     _QUOTES,

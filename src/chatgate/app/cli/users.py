@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chatgate.app.cli.pairing import database_path
 from chatgate.app.config import GatewayConfig
-from chatgate.app.pairing_cli import database_path
 from chatgate.domain.accounts import (
     ID_RE,
     Account,
@@ -192,7 +192,7 @@ def cmd_user(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -
 
     try:
         if config.store.url is not None:  # the fleet's accounts are in its PostgreSQL schema
-            from chatgate.app.fleet_cli import with_store
+            from chatgate.app.cli.fleet import with_store
 
             return int(with_store(config, run))
         return int(asyncio.run(run(OfflineAccounts(database_path(config, state_dir)))))

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from chatgate.app.cli.pairing import database_path
 from chatgate.app.config import GatewayConfig
-from chatgate.app.pairing_cli import database_path
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.schedules import Schedule, describe
 
@@ -62,7 +62,7 @@ def say_changed(changed: bool, verb: str, schedule_id: str) -> int:
 
 def cmd_schedules(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
     if config.store.url is not None:  # the fleet's schedules are in its PostgreSQL schema
-        from chatgate.app.fleet_cli import postgres_schedules
+        from chatgate.app.cli.fleet import postgres_schedules
 
         try:
             return postgres_schedules(args, config)

@@ -1,0 +1,70 @@
+"""Loading the config: the YAML file, the environment, validation, then the start-up checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from chatgate.app.config.errors import KeyPath, describe, parse_yaml
+from chatgate.app.config.extras import check_extras
+from chatgate.app.config.model import ConfigError, GatewayConfig
+from chatgate.app.config.rates import rate_limit_problem
+from chatgate.app.config.secrets import check_secrets
+
+
+def load_config(path: Path | None, *, check_installed: bool = True) -> GatewayConfig:
+    """Read, merge with the environment and validate; ``ConfigError`` names the key and its line.
+
+    ``check_installed=False`` skips the check that enabled features have their pip extra."""
+    where = str(path) if path else "defaults"
+    data: Any = {}
+    lines: dict[KeyPath, int] = {}
+    if path is not None:
+        try:
+            data, lines = parse_yaml(path, path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        data = data or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must contain a mapping at the top level")
+    try:
+        config = GatewayConfig(**data)
+    except ValidationError as exc:
+        where += " (and CHATGATE_* environment variables)"
+        raise ConfigError(describe(exc, where, GatewayConfig, lines)) from exc
+    except SettingsError as exc:
+        raise ConfigError(
+            f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
+            " must hold JSON; or set one key at a time, e.g. CHATGATE_HTTP__PORT=9000"
+        ) from exc
+    if check_installed and (needs := check_extras(config)) is not None:
+        raise ConfigError(needs)
+    check_secrets(config, os.environ)
+    check_budgets(config)
+    return config
+
+
+def check_budgets(config: GatewayConfig) -> None:
+    """Timeouts that only make sense in one order, rate budgets for served platforms."""
+    if (problem := rate_limit_problem(config)) is not None:
+        raise ConfigError(problem)
+    approvals, turn = config.approvals.timeout_seconds, config.agent.turn_timeout_seconds
+    if config.tools.enabled and approvals >= turn:
+        raise ConfigError(
+            f"approvals.timeout_seconds: {approvals:g} s is not below agent.turn_timeout_seconds"
+            f" ({turn:g} s); the turn would time out while its prompt still waits. Lower it or raise"
+            " the turn timeout"
+        )
+    relay, send = config.platforms.relay, config.delivery.send_timeout_seconds
+    if relay.enabled and relay.outbound_timeout_seconds >= send:
+        raise ConfigError(
+            f"platforms.relay.outbound_timeout_seconds: {relay.outbound_timeout_seconds:g} s is not below"
+            f" delivery.send_timeout_seconds ({send:g} s); a missing result would not be recorded as"
+            " ambiguous"
+        )
