@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.errors import ChatgateError
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import (
     OPTION_IDS,
@@ -43,7 +44,7 @@ class ApprovalSettings:
     ``needs_sandbox`` may then run unasked."""
 
 
-class AnswerRefused(Exception):
+class AnswerRefused(ChatgateError):
     """This person may not give this answer; nothing was recorded. ``code`` is for adapters."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -7,6 +7,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -47,11 +48,13 @@ class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Proto
     the chats each account owns."""
 
 
+CAPABILITIES = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
+
+
 class WebChatAdapter:
     """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store."""
 
     platform = PLATFORM
-    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
 
     def __init__(
         self,
@@ -63,7 +66,9 @@ class WebChatAdapter:
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         gate: SessionGate | None = None,
         session_check_seconds: float = 5.0,
+        draft_interval: float = 0.05,
     ) -> None:
+        self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
         self.gate = gate
         """The session cookie check of ``auth: accounts`` (None: hellos say who they are)."""
