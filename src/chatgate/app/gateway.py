@@ -116,11 +116,16 @@ class Gateway:
         config = self.config
         sessions, tools = config.sessions, config.tools
         self.workdir = Path(tools.workdir) if tools.workdir else self.state_dir / "workdir"
+        hide = (self.state_dir.absolute(),)  # its database and secrets, even above the work directory
         sandbox = (
-            BwrapSandbox(self.workdir.absolute(), tools.sandbox_network) if tools.sandbox == "bwrap" else None
+            BwrapSandbox(self.workdir.absolute(), tools.sandbox_network, hide=hide)
+            if tools.sandbox == "bwrap"
+            else None
         )
         shell = (
-            ShellToolRunner(self.workdir.absolute(), tools.timeout_seconds, tools.output_cap, sandbox)
+            ShellToolRunner(
+                self.workdir.absolute(), tools.timeout_seconds, tools.output_cap, sandbox, tools.env
+            )
             if tools.enabled
             else None
         )
@@ -155,7 +160,6 @@ class Gateway:
                 approvers={name: frozenset(users) for name, users in config.approvals.approvers.items()},
                 rules=load_rules(config.approvals.rules),
                 allow=load_allow(config.approvals.allow),
-                sandboxed=sandbox is not None,
             ),
             shell=shell,
             rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
