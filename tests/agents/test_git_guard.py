@@ -325,3 +325,32 @@ def test_what_the_guard_cannot_make_safe_asks(tmp_path: Path, command: str) -> N
     textconv(repo)
     assessment = assess(command, str(repo.work))
     assert assessment.dangerous and assessment.unproven, command
+
+
+async def test_the_guard_finds_the_subcommand_after_global_options(tmp_path: Path) -> None:
+    """An approved command may use global options; the guard still turns the drivers off."""
+    repo = Repo(tmp_path)
+    inner = repo.init(repo.work / "inner")
+    repo.commit({"a.txt": "a\n", ".gitattributes": "*.txt diff=d filter=f\n"}, path=inner)
+    repo.config("diff.external", repo.program("external"), path=inner)
+    repo.config("diff.d.textconv", repo.program("textconv"), path=inner)
+    repo.config("filter.f.clean", repo.program("clean"), path=inner)
+    (inner / "a.txt").write_text("b\n")
+    runner = ShellToolRunner(repo.work, 60.0, 20_000)
+    result = await runner.execute(
+        "git -C inner --no-pager -c color.ui=never diff;"
+        " git --git-dir=inner/.git --work-tree=inner log -p -n 1",
+        "c1",
+    )
+    assert "+b" in result.content and "+a" in result.content, result.content
+    assert repo.ran() == []
+
+
+async def test_a_configuration_the_guard_cannot_read_stops_git(tmp_path: Path) -> None:
+    repo = Repo(tmp_path)
+    repo.init()
+    repo.commit({"a.txt": "a\n"})
+    (repo.work / ".git" / "config").write_text("[core\n\tfsmonitor = touch x\n")
+    result = await ShellToolRunner(repo.work, 60.0, 20_000).execute("git status", "c1")
+    assert "could not read git's configuration" in result.content and "git was not run" in result.content
+    assert result.content.startswith("exit code 128")

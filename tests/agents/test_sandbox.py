@@ -25,6 +25,7 @@ import pytest
 
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
+from chatgate.agents.tools.seccomp import NoFilter, unix_socket_filter
 from support.approval_harness import MakeApprovals, make_approvals
 from support.procs import GatewayProcess
 
@@ -187,6 +188,12 @@ CONNECT = (
 )
 
 
+IO_URING_SETUP = (
+    'python3 -c "import ctypes; libc = ctypes.CDLL(None, use_errno=True);'
+    ' print(libc.syscall(425, 1, 0), ctypes.get_errno())"'
+)
+
+
 def connect(address: str, family: str = "AF_UNIX") -> str:
     return CONNECT.format(family=family, address=address)
 
@@ -244,6 +251,8 @@ async def test_no_host_unix_socket_is_reachable_wherever_it_is(tmp_path: Path, l
             assert inside.content.count("PermissionError") == 2 and "host.sock" in inside.content
         outside = await ShellToolRunner(work, 60.0, 4096).execute(probe, "c2")
         assert outside.content.count("connected") == 2, outside.content
+        uring = await sandboxed(work).execute(IO_URING_SETUP, "c4")
+        assert "-1 38" in uring.content, uring.content  # ENOSYS: no socket behind the filter's back
         pair = await sandboxed(work).execute(
             "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))\"", "c3"
         )
@@ -318,3 +327,9 @@ async def test_pytest_asks_even_in_the_sandbox_and_its_conftest_never_runs_unask
     final = await h.final_for(h.btn, turn, timeout=120.0)
     assert "1 passed" in final, final
     assert (h.workdir / "conftest-ran").read_text() == "none"
+
+
+def test_a_machine_without_a_seccomp_filter_refuses_the_sandbox() -> None:
+    with pytest.raises(NoFilter, match="not ppc64le"):
+        unix_socket_filter("ppc64le")
+    assert len(unix_socket_filter("x86_64")) == len(unix_socket_filter("aarch64")) == 13 * 8
