@@ -10,11 +10,7 @@ import asyncpg
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
 from chatgate.store.postgres.database import PgRole, rowcount
-from chatgate.store.sqlite.accounts import account_of, session_of, token_of
-
-_ACCOUNT = "a.user_id, a.name, a.role, a.created_at, a.revoked_at"
-_TOKEN = "t.token_id, t.user_id, t.created_at, t.revoked_at"
-_SESSION = "s.session_id, s.user_id, s.created_at, s.expires_at, s.via, s.ended_at"
+from chatgate.store.rows import ACCOUNT, TOKEN, WEB_SESSION, account_of, token_of, web_session_of
 
 
 async def create_account(conn: asyncpg.Connection, account: Account, password_hash: str | None) -> bool:
@@ -32,12 +28,12 @@ async def create_account(conn: asyncpg.Connection, account: Account, password_ha
 
 
 async def account_by_name(conn: asyncpg.Connection, name: str) -> tuple[Account, str | None] | None:
-    row = await conn.fetchrow(f"SELECT {_ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = $1", name)
+    row = await conn.fetchrow(f"SELECT {ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = $1", name)
     return None if row is None else (account_of(row), None if row[5] is None else str(row[5]))
 
 
 async def list_accounts(conn: asyncpg.Connection) -> list[Account]:
-    rows = await conn.fetch(f"SELECT {_ACCOUNT} FROM accounts a ORDER BY a.created_at, a.name")
+    rows = await conn.fetch(f"SELECT {ACCOUNT} FROM accounts a ORDER BY a.created_at, a.name")
     return [account_of(r) for r in rows]
 
 
@@ -57,7 +53,7 @@ async def sign_in_token_by_hash(
     conn: asyncpg.Connection, token_hash: str
 ) -> tuple[SignInToken, Account] | None:
     row = await conn.fetchrow(
-        f"SELECT {_TOKEN}, {_ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
+        f"SELECT {TOKEN}, {ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
         " WHERE t.token_hash = $1",
         token_hash,
     )
@@ -65,7 +61,7 @@ async def sign_in_token_by_hash(
 
 
 async def list_sign_in_tokens(conn: asyncpg.Connection) -> list[SignInToken]:
-    rows = await conn.fetch(f"SELECT {_TOKEN} FROM sign_in_tokens t ORDER BY t.created_at, t.token_id")
+    rows = await conn.fetch(f"SELECT {TOKEN} FROM sign_in_tokens t ORDER BY t.created_at, t.token_id")
     return [token_of(r) for r in rows]
 
 
@@ -108,12 +104,12 @@ async def create_web_session(conn: asyncpg.Connection, session: WebSession, cook
 
 async def signed_in(conn: asyncpg.Connection, cookie_hash: str, now: float) -> SignedIn | None:
     row = await conn.fetchrow(
-        f"SELECT {_SESSION}, {_ACCOUNT} FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
+        f"SELECT {WEB_SESSION}, {ACCOUNT} FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
         " WHERE s.cookie_hash = $1 AND s.ended_at IS NULL AND s.expires_at > $2 AND a.revoked_at IS NULL",
         cookie_hash,
         now,
     )
-    return None if row is None else SignedIn(session_of(tuple(row)[:6]), account_of(tuple(row)[6:]))
+    return None if row is None else SignedIn(web_session_of(tuple(row)[:6]), account_of(tuple(row)[6:]))
 
 
 async def end_web_session(conn: asyncpg.Connection, session_id: str, now: float) -> bool:

@@ -12,12 +12,7 @@ import asyncpg
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
 from chatgate.store.postgres.database import PgRole, rowcount
-
-_KEY_COLUMNS = "key_id, name, created_at, revoked_at"
-
-
-def _key(row: asyncpg.Record) -> ApiKeyRecord:
-    return ApiKeyRecord(str(row[0]), str(row[1]), float(row[2]), None if row[3] is None else float(row[3]))
+from chatgate.store.rows import API_KEY, api_key_of
 
 
 async def create_api_key(conn: asyncpg.Connection, record: ApiKeyRecord, token_hash: str) -> None:
@@ -32,13 +27,13 @@ async def create_api_key(conn: asyncpg.Connection, record: ApiKeyRecord, token_h
 
 
 async def api_key_by_hash(conn: asyncpg.Connection, token_hash: str) -> ApiKeyRecord | None:
-    row = await conn.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE token_hash = $1", token_hash)
-    return None if row is None else _key(row)
+    row = await conn.fetchrow(f"SELECT {API_KEY} FROM api_keys WHERE token_hash = $1", token_hash)
+    return None if row is None else api_key_of(row)
 
 
 async def list_api_keys(conn: asyncpg.Connection) -> list[ApiKeyRecord]:
-    rows = await conn.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id")
-    return [_key(r) for r in rows]
+    rows = await conn.fetch(f"SELECT {API_KEY} FROM api_keys ORDER BY created_at, key_id")
+    return [api_key_of(r) for r in rows]
 
 
 async def revoke_api_key(conn: asyncpg.Connection, key_id: str, now: float) -> bool:

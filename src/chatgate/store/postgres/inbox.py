@@ -11,7 +11,6 @@ and then inserts nothing.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import asyncpg
 
@@ -19,13 +18,13 @@ from chatgate.domain.approvals import ApprovalResolution
 from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
+from chatgate.store.admission_rules import reply_of
+from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.postgres import approvals
 from chatgate.store.postgres.admission import AdmissionQueue
 from chatgate.store.postgres.database import NOTIFY, NOW, PgDatabase, PgRole, rowcount
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
-from chatgate.store.sqlite.codec import dumps
-from chatgate.store.sqlite.inbox import amended, new_session_id
 
 
 async def _lock_session(
@@ -128,23 +127,6 @@ async def _answer(
     )
 
 
-async def _record_reply(
-    conn: asyncpg.Connection,
-    req: AdmitRequest,
-    waiting: int,
-    resolution: ApprovalResolution | None,
-    now: float,
-) -> None:
-    if req.reply is None:
-        return
-    reply = req.reply
-    if req.cancel_queued:
-        reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
-    if resolution is not None and req.answer is not None and req.answer.render is not None:
-        reply = replace(reply, text=req.answer.render(resolution))
-    await insert_outbox(conn, reply, now)
-
-
 async def _amend_waiting(conn: asyncpg.Connection, req: AdmitRequest, seq: int, now: float) -> bool:
     """As the SQLite backend's: an edit of a message no turn has taken yet replaces its text."""
     target = edit_target(req.inbound)
@@ -220,7 +202,9 @@ async def admit(
             "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
         )
     resolution = await _answer(conn, req, now, holder)
-    await _record_reply(conn, req, waiting, resolution, now)
+    reply = reply_of(req, waiting, resolution)
+    if reply is not None:
+        await insert_outbox(conn, reply, now)
     return AdmitResult(
         new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
     )

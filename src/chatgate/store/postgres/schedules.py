@@ -9,54 +9,25 @@ a new id is inserted ``ON CONFLICT DO NOTHING``, so concurrent saves of one id k
 
 from __future__ import annotations
 
-import json
-
 import asyncpg
 
-from chatgate.domain.schedules import Schedule, ScheduleTarget
+from chatgate.domain.schedules import Schedule
 from chatgate.store.postgres.database import PgRole, rowcount
-from chatgate.store.sqlite.codec import dumps
-
-_COLUMNS = (
-    "id, origin, name, kind, spec, text, target_json, deliver_only, paused, next_fire_at,"
-    " last_fired_at, fired, created_at, meta_json"
-)
-
-
-def _row(row: asyncpg.Record) -> Schedule:
-    (sid, origin, name, kind, spec, text, target, deliver, paused, nxt, last, fired, created, meta) = row
-    return Schedule(
-        id=sid,
-        kind=kind,
-        spec=spec,
-        text=text,
-        target=ScheduleTarget.from_dict(json.loads(target)),
-        origin=origin,
-        next_fire_at=nxt,
-        created_at=created,
-        deliver_only=bool(deliver),
-        paused=bool(paused),
-        last_fired_at=last,
-        fired=int(fired),
-        name=name,
-        meta=json.loads(meta),
-    )
+from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
 
 
 async def get_schedule(conn: asyncpg.Connection, schedule_id: str, lock: bool = False) -> Schedule | None:
-    query = f"SELECT {_COLUMNS} FROM schedules WHERE id = $1" + (" FOR UPDATE" if lock else "")
+    query = f"SELECT {SCHEDULE} FROM schedules WHERE id = $1" + (" FOR UPDATE" if lock else "")
     row = await conn.fetchrow(query, schedule_id)
-    return None if row is None else _row(row)
+    return None if row is None else schedule_of(row)
 
 
 async def _insert(conn: asyncpg.Connection, s: Schedule) -> bool:
     status = await conn.execute(
-        f"INSERT INTO schedules ({_COLUMNS}, session_key)"
+        f"INSERT INTO schedules ({SCHEDULE}, session_key)"
         " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) ON CONFLICT (id) DO NOTHING",
-        s.id, s.origin, s.name, s.kind, s.spec, s.text, dumps(s.target.to_dict()), s.deliver_only,
-        s.paused, s.next_fire_at, s.last_fired_at, s.fired, s.created_at, dumps(s.meta),
-        s.target.session_key,
-    )  # fmt: skip
+        *schedule_values(s, bool),
+    )
     return rowcount(status) == 1
 
 
@@ -67,15 +38,13 @@ async def save_schedule(conn: asyncpg.Connection, schedule: Schedule) -> Schedul
     if stored is None:  # deleted by a peer between the two statements: this save creates it again
         await _insert(conn, schedule)
         return schedule
-    if stored.origin != "config" or schedule.origin != "config" or stored.same_definition(schedule):
+    if stored.kept_over(schedule):
         return stored
     await conn.execute(
         "UPDATE schedules SET name = $1, kind = $2, spec = $3, text = $4, target_json = $5, session_key = $6,"
         " deliver_only = $7, next_fire_at = $8, meta_json = $9 WHERE id = $10",
-        schedule.name, schedule.kind, schedule.spec, schedule.text, dumps(schedule.target.to_dict()),
-        schedule.target.session_key, schedule.deliver_only, schedule.next_fire_at,
-        dumps(schedule.meta), schedule.id,
-    )  # fmt: skip
+        *schedule_definition(schedule, bool),
+    )
     found = await get_schedule(conn, schedule.id)
     assert found is not None
     return found
@@ -83,22 +52,22 @@ async def save_schedule(conn: asyncpg.Connection, schedule: Schedule) -> Schedul
 
 async def list_schedules(conn: asyncpg.Connection, session_key: str | None) -> list[Schedule]:
     if session_key is None:
-        rows = await conn.fetch(f"SELECT {_COLUMNS} FROM schedules ORDER BY created_at, id")
+        rows = await conn.fetch(f"SELECT {SCHEDULE} FROM schedules ORDER BY created_at, id")
     else:
         rows = await conn.fetch(
-            f"SELECT {_COLUMNS} FROM schedules WHERE session_key = $1 ORDER BY created_at, id", session_key
+            f"SELECT {SCHEDULE} FROM schedules WHERE session_key = $1 ORDER BY created_at, id", session_key
         )
-    return [_row(r) for r in rows]
+    return [schedule_of(r) for r in rows]
 
 
 async def due_schedules(conn: asyncpg.Connection, now: float, limit: int) -> list[Schedule]:
     rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL"
+        f"SELECT {SCHEDULE} FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL"
         " AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2",
         now,
         limit,
     )
-    return [_row(r) for r in rows]
+    return [schedule_of(r) for r in rows]
 
 
 async def next_schedule_at(conn: asyncpg.Connection) -> float | None:

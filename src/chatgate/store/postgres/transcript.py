@@ -15,18 +15,7 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.postgres.database import PgRole
-
-_SESSION_INFO = (
-    "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
-    " s.lease_owner, s.last_error,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
-    " AND i.claimed_by IS NULL) FROM sessions s"
-)
-
-
-def _info(row: asyncpg.Record) -> SessionInfo:
-    return SessionInfo(*row)
+from chatgate.store.rows import SESSION_INFO, session_info_of
 
 
 async def append_transcript(
@@ -56,13 +45,13 @@ async def session_source(conn: asyncpg.Connection, key: str) -> Source | None:
 
 
 async def session_info(conn: asyncpg.Connection, key: str) -> SessionInfo | None:
-    row = await conn.fetchrow(_SESSION_INFO + " WHERE s.key = $1", key)
-    return _info(row) if row else None
+    row = await conn.fetchrow(SESSION_INFO + " WHERE s.key = $1", key)
+    return session_info_of(row) if row else None
 
 
 async def list_sessions(conn: asyncpg.Connection, limit: int) -> list[SessionInfo]:
-    rows = await conn.fetch(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
-    return [_info(r) for r in rows]
+    rows = await conn.fetch(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
+    return [session_info_of(r) for r in rows]
 
 
 class PgTranscript(PgRole):

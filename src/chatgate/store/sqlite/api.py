@@ -1,7 +1,7 @@
 """The API's roles over SQLite: bearer keys (``api_keys``) and exchanges (inbox + outbox reads).
 
 Key functions take a connection, so ``chatgate api-key`` can write through a connection
-of its own beside a running gateway (``store.sqlite.pairing.offline``), as pairing does.
+of its own beside a running gateway (a side store, ``SqliteStore.beside``), as pairing does.
 """
 
 from __future__ import annotations
@@ -10,13 +10,8 @@ import json
 import sqlite3
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
+from chatgate.store.rows import API_KEY, api_key_of
 from chatgate.store.sqlite.database import SqliteRole
-
-_KEY_COLUMNS = "key_id, name, created_at, revoked_at"
-
-
-def _key(row: tuple[object, ...]) -> ApiKeyRecord:
-    return ApiKeyRecord(str(row[0]), str(row[1]), float(row[2]), None if row[3] is None else float(row[3]))  # type: ignore[arg-type]
 
 
 def create_api_key(conn: sqlite3.Connection, record: ApiKeyRecord, token_hash: str) -> None:
@@ -27,13 +22,13 @@ def create_api_key(conn: sqlite3.Connection, record: ApiKeyRecord, token_hash: s
 
 
 def api_key_by_hash(conn: sqlite3.Connection, token_hash: str) -> ApiKeyRecord | None:
-    row = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE token_hash = ?", (token_hash,)).fetchone()
-    return _key(row) if row else None
+    row = conn.execute(f"SELECT {API_KEY} FROM api_keys WHERE token_hash = ?", (token_hash,)).fetchone()
+    return api_key_of(row) if row else None
 
 
 def list_api_keys(conn: sqlite3.Connection) -> list[ApiKeyRecord]:
-    rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id").fetchall()
-    return [_key(r) for r in rows]
+    rows = conn.execute(f"SELECT {API_KEY} FROM api_keys ORDER BY created_at, key_id").fetchall()
+    return [api_key_of(r) for r in rows]
 
 
 def revoke_api_key(conn: sqlite3.Connection, key_id: str, now: float) -> bool:

@@ -21,8 +21,9 @@ from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
-from chatgate.store.sqlite.tasks import finish_tasks, log_finished_tasks
+from chatgate.store.sqlite.tasks import finish_tasks
 from chatgate.store.sqlite.transcript import append_transcript
+from chatgate.store.task_rules import log_finished_tasks
 
 
 def _take_batch(

@@ -15,16 +15,9 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.store.rows import SESSION_INFO, session_info_of
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.schema import SCHEMA_VERSION
-
-_SESSION_INFO = (
-    "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
-    " s.lease_owner, s.last_error,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
-    " AND i.claimed_by IS NULL) FROM sessions s"
-)
 
 
 def append_transcript(
@@ -51,13 +44,13 @@ def session_source(conn: sqlite3.Connection, key: str) -> Source | None:
 
 
 def session_info(conn: sqlite3.Connection, key: str) -> SessionInfo | None:
-    row = conn.execute(_SESSION_INFO + " WHERE s.key = ?", (key,)).fetchone()
-    return SessionInfo(*row) if row else None
+    row = conn.execute(SESSION_INFO + " WHERE s.key = ?", (key,)).fetchone()
+    return session_info_of(row) if row else None
 
 
 def list_sessions(conn: sqlite3.Connection, limit: int) -> list[SessionInfo]:
-    rows = conn.execute(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
-    return [SessionInfo(*r) for r in rows.fetchall()]
+    rows = conn.execute(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
+    return [session_info_of(r) for r in rows.fetchall()]
 
 
 def read_sessions(path: Path, limit: int) -> list[SessionInfo]:
