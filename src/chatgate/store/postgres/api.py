@@ -11,7 +11,8 @@ import json
 import asyncpg
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
-from chatgate.store.postgres.database import PgRole, rowcount
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import API_KEY, api_key_of
 
 

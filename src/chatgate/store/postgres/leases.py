@@ -21,9 +21,10 @@ from chatgate.domain.errors import LeaseLost
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
-from chatgate.store.postgres.database import GONE, NOW, PgRole, rowcount
+from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
 from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed, insert_outbox
+from chatgate.store.postgres.sql import GONE, NOW, rowcount
 from chatgate.store.postgres.tasks import finish_tasks
 from chatgate.store.postgres.transcript import append_transcript
 from chatgate.store.task_rules import log_finished_tasks

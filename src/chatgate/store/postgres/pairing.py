@@ -13,8 +13,9 @@ from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.store import pairing_rules as rules
 from chatgate.store.pairing_rules import NoticeFor
-from chatgate.store.postgres.database import PgRole, rowcount
+from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.outbox import insert_outbox
+from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import PAIRED_USER, PAIRING_REQUEST, paired_user_of, pairing_request_of
 
 _GUARD = "approve"

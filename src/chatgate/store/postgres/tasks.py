@@ -18,8 +18,9 @@ from chatgate.domain.background import TASK_TRANSPORT, TaskRecord
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest
 from chatgate.store import task_rules as rules
-from chatgate.store.postgres.database import PgRole, rowcount
+from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.inbox import admit
+from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import TASK, new_task_values, task_of
 
 _STALE = "FROM tasks WHERE kind = 'delegate' AND status = 'running' AND created_at < $1"

@@ -16,7 +16,8 @@ from chatgate.domain.web_chats import (
     newest_first,
     reply_item,
 )
-from chatgate.store.postgres.database import PgRole, rowcount
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.sql import rowcount
 
 _NEWEST = float("inf")
 
