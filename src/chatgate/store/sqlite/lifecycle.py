@@ -17,7 +17,8 @@ def recover(conn: sqlite3.Connection, owner: str) -> int:
 
 
 class SqliteLifecycle(SqliteRole):
-    """``Lifecycle``. A closed store refuses to open again: create a new one to reopen the file."""
+    """``Lifecycle`` and ``FleetView``. A closed store refuses to open again: create a new one to
+    reopen the file."""
 
     async def open(self) -> None:
         await self._db.open()
@@ -27,6 +28,11 @@ class SqliteLifecycle(SqliteRole):
 
     async def ping(self, timeout: float = 1.0) -> None:
         await self._db.ping(timeout)
+
+    async def fleet_members(self) -> None:
+        """``FleetView``: one gateway per SQLite file, so no fleet (a closed store still says so
+        with ``StoreUnavailable``, like every role method)."""
+        await self._db.read(lambda c: None)
 
     async def recover(self, owner: str) -> int:
         return await self._db.write(lambda c: recover(c, owner))

@@ -1,7 +1,7 @@
 """The transcript role over SQLite: sessions and what was said in them.
 
 ``append_transcript`` is written by a turn's commit (``leases.complete_turn``); the
-rest are reads. ``read_sessions`` serves the CLI without opening a store.
+rest are reads.
 """
 
 from __future__ import annotations
@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 
-from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.rows import SESSION_INFO, session_info_of
 from chatgate.store.sqlite.database import SqliteRole
-from chatgate.store.sqlite.schema import SCHEMA_VERSION
 
 
 def append_transcript(
@@ -51,29 +48,6 @@ def session_info(conn: sqlite3.Connection, key: str) -> SessionInfo | None:
 def list_sessions(conn: sqlite3.Connection, limit: int) -> list[SessionInfo]:
     rows = conn.execute(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
     return [session_info_of(r) for r in rows.fetchall()]
-
-
-def read_sessions(path: Path, limit: int) -> list[SessionInfo]:
-    """List sessions without opening a store: read-only, no writer, no migration.
-
-    For the CLI, which may run while a gateway owns the database.
-    """
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error as exc:
-        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            raise StoreUnavailable(
-                f"{path} has schema v{version}; this chatgate reads v{SCHEMA_VERSION}."
-                " Run the matching chatgate version (a newer gateway upgrades the file when it starts)."
-            )
-        return list_sessions(conn, limit)
-    except sqlite3.Error as exc:
-        raise StoreUnavailable(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()
 
 
 class SqliteTranscript(SqliteRole):
