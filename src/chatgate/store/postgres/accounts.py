@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncpg
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads, writes
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import ACCOUNT, TOKEN, WEB_SESSION, account_of, token_of, web_session_of
 
@@ -137,38 +137,17 @@ async def live_sessions(conn: asyncpg.Connection, session_ids: list[str], now: f
 class PgAccounts(PgRole):
     """``Accounts``."""
 
-    async def create_account(self, account: Account, password_hash: str | None) -> bool:
-        return await self._db.write(lambda c: create_account(c, account, password_hash))
-
-    async def account_by_name(self, name: str) -> tuple[Account, str | None] | None:
-        return await self._db.read(lambda c: account_by_name(c, name))
-
-    async def list_accounts(self) -> list[Account]:
-        return await self._db.read(list_accounts)
-
-    async def add_sign_in_token(self, token: SignInToken, token_hash: str) -> None:
-        await self._db.write(lambda c: add_sign_in_token(c, token, token_hash))
-
-    async def sign_in_token_by_hash(self, token_hash: str) -> tuple[SignInToken, Account] | None:
-        return await self._db.read(lambda c: sign_in_token_by_hash(c, token_hash))
-
-    async def list_sign_in_tokens(self) -> list[SignInToken]:
-        return await self._db.read(list_sign_in_tokens)
-
-    async def revoke_account(self, user_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_account(c, user_id, now))
-
-    async def revoke_sign_in_token(self, token_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_sign_in_token(c, token_id, now))
-
-    async def create_web_session(self, session: WebSession, cookie_hash: str) -> None:
-        await self._db.write(lambda c: create_web_session(c, session, cookie_hash))
-
-    async def signed_in(self, cookie_hash: str, now: float) -> SignedIn | None:
-        return await self._db.read(lambda c: signed_in(c, cookie_hash, now))
-
-    async def end_web_session(self, session_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: end_web_session(c, session_id, now))
+    create_account = writes(create_account)
+    account_by_name = reads(account_by_name)
+    list_accounts = reads(list_accounts)
+    add_sign_in_token = writes(add_sign_in_token)
+    sign_in_token_by_hash = reads(sign_in_token_by_hash)
+    list_sign_in_tokens = reads(list_sign_in_tokens)
+    revoke_account = writes(revoke_account)
+    revoke_sign_in_token = writes(revoke_sign_in_token)
+    create_web_session = writes(create_web_session)
+    signed_in = reads(signed_in)
+    end_web_session = writes(end_web_session)
 
     async def live_sessions(self, session_ids: list[str], now: float) -> set[str]:
         ids = list(dict.fromkeys(session_ids))

@@ -11,7 +11,7 @@ import json
 import asyncpg
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads, writes
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import API_KEY, api_key_of
 
@@ -87,17 +87,8 @@ async def api_exchange(conn: asyncpg.Connection, transport: str, delivery_id: st
 class PgApiKeys(PgRole):
     """``ApiKeys`` and ``Exchanges``."""
 
-    async def create_api_key(self, record: ApiKeyRecord, token_hash: str) -> None:
-        await self._db.write(lambda c: create_api_key(c, record, token_hash))
-
-    async def api_key_by_hash(self, token_hash: str) -> ApiKeyRecord | None:
-        return await self._db.read(lambda c: api_key_by_hash(c, token_hash))
-
-    async def list_api_keys(self) -> list[ApiKeyRecord]:
-        return await self._db.read(list_api_keys)
-
-    async def revoke_api_key(self, key_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_api_key(c, key_id, now))
-
-    async def api_exchange(self, transport: str, delivery_id: str) -> ApiExchange | None:
-        return await self._db.read(lambda c: api_exchange(c, transport, delivery_id))
+    create_api_key = writes(create_api_key)
+    api_key_by_hash = reads(api_key_by_hash)
+    list_api_keys = reads(list_api_keys)
+    revoke_api_key = writes(revoke_api_key)
+    api_exchange = reads(api_exchange)

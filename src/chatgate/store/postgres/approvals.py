@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Literal
 
 import asyncpg
 
@@ -18,7 +17,7 @@ from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantS
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.store import approval_rules as rules
 from chatgate.store.approval_rules import NoticeFor
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads, writes
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.sql import NOTIFY, NOW, rowcount
 from chatgate.store.rows import APPROVAL, approval_of, approval_values
@@ -101,9 +100,9 @@ class ApprovalSql(rules.ApprovalStatements):
         await self._c.execute(NOTIFY, f"approval:{prompt_id}")  # the turn waiting on it may run elsewhere
 
 
-async def insert(conn: asyncpg.Connection, rec: ApprovalRecord) -> None:
+async def create_approval(conn: asyncpg.Connection, record: ApprovalRecord) -> None:
     marks = ",".join(f"${i}" for i in range(1, 27))
-    await conn.execute(f"INSERT INTO approvals ({APPROVAL}) VALUES ({marks})", *approval_values(rec))
+    await conn.execute(f"INSERT INTO approvals ({APPROVAL}) VALUES ({marks})", *approval_values(record))
 
 
 async def get(conn: asyncpg.Connection, prompt_id: str, *, lock: bool = False) -> ApprovalRecord | None:
@@ -112,7 +111,7 @@ async def get(conn: asyncpg.Connection, prompt_id: str, *, lock: bool = False) -
     return approval_of(row) if row else None
 
 
-async def open_for_chat(conn: asyncpg.Connection, platform: str, chat_id: str) -> list[ApprovalRecord]:
+async def open_approvals(conn: asyncpg.Connection, platform: str, chat_id: str) -> list[ApprovalRecord]:
     rows = await conn.fetch(
         f"SELECT {APPROVAL} FROM approvals WHERE platform = $1 AND chat_id = $2 AND state = 'pending'"
         " ORDER BY requested_at, created_seq",
@@ -122,7 +121,9 @@ async def open_for_chat(conn: asyncpg.Connection, platform: str, chat_id: str) -
     return [approval_of(r) for r in rows]
 
 
-async def set_shown(conn: asyncpg.Connection, prompt_id: str, via: str, message_id: str | None) -> None:
+async def set_prompt_shown(
+    conn: asyncpg.Connection, prompt_id: str, via: str, message_id: str | None
+) -> None:
     await conn.execute(
         "UPDATE approvals SET prompt_via = $1, prompt_message_id = COALESCE($2, prompt_message_id)"
         " WHERE prompt_id = $3",
@@ -132,7 +133,7 @@ async def set_shown(conn: asyncpg.Connection, prompt_id: str, via: str, message_
     )
 
 
-async def resolve(
+async def resolve_approval(
     conn: asyncpg.Connection,
     prompt_id: str,
     outcome: str,
@@ -151,33 +152,13 @@ async def resolve(
 class PgApprovals(PgRole):
     """``Approvals``."""
 
-    async def create_approval(self, record: ApprovalRecord) -> None:
-        await self._db.write(lambda c: insert(c, record))
-
-    async def set_prompt_shown(self, prompt_id: str, via: str, message_id: str | None) -> None:
-        await self._db.write(lambda c: set_shown(c, prompt_id, via, message_id))
+    create_approval = writes(create_approval)
+    set_prompt_shown = writes(set_prompt_shown)
+    open_approvals = reads(open_approvals)
+    resolve_approval = writes(resolve_approval)
 
     async def get_approval(self, prompt_id: str) -> ApprovalRecord | None:
         return await self._db.read(lambda c: get(c, prompt_id))
-
-    async def open_approvals(self, platform: str, chat_id: str) -> list[ApprovalRecord]:
-        return await self._db.read(lambda c: open_for_chat(c, platform, chat_id))
-
-    async def resolve_approval(
-        self,
-        prompt_id: str,
-        outcome: Literal["approved", "denied", "expired"],
-        tier: str | None,
-        by_id: str | None,
-        by_name: str | None,
-        now: float,
-        *,
-        reason: str | None = None,
-        notice: OutboxDraft | None = None,
-    ) -> ApprovalResolution:
-        return await self._db.write(
-            lambda c: resolve(c, prompt_id, outcome, tier, by_id, by_name, now, reason, notice)
-        )
 
     async def expire_open_approvals(
         self, now: float, reason: str, notice_for: NoticeFor | None = None

@@ -22,7 +22,7 @@ from chatgate.store.admission_rules import reply_of
 from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.postgres import approvals
 from chatgate.store.postgres.admission import AdmissionQueue
-from chatgate.store.postgres.database import PgDatabase, PgRole
+from chatgate.store.postgres.database import PgDatabase, PgRole, reads
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.sql import NOTIFY, NOW, rowcount
@@ -123,7 +123,7 @@ async def _answer(
         return None
     a = req.answer
     a = a.recorded(not a.waiting_here and await _waiting_elsewhere(conn, a.prompt_id, holder))
-    return await approvals.resolve(
+    return await approvals.resolve_approval(
         conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
     )
 
@@ -244,7 +244,7 @@ async def record_rejected(
     await conn.execute("DELETE FROM rejected_inbound WHERE id <= $1", int(newest) - REJECTED_KEPT)
 
 
-async def rejected(conn: asyncpg.Connection, limit: int) -> list[RejectedInbound]:
+async def rejected(conn: asyncpg.Connection, limit: int = 100) -> list[RejectedInbound]:
     rows = await conn.fetch(
         "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
         " ORDER BY id DESC LIMIT $1",
@@ -287,11 +287,6 @@ class PgInbox(PgRole):
         now = time.time()
         await self._db.write(lambda c: record_rejected(c, transport, delivery_id, reason, excerpt, now))
 
-    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
-        return await self._db.read(lambda c: rejected(c, limit))
-
-    async def queue_depth(self) -> int:
-        return await self._db.read(queue_depth)
-
-    async def queue_stats(self) -> QueueStats:
-        return await self._db.read(queue_stats)
+    rejected = reads(rejected)
+    queue_depth = reads(queue_depth)
+    queue_stats = reads(queue_stats)

@@ -21,7 +21,7 @@ from chatgate.domain.errors import LeaseLost
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, writes
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
 from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed, insert_outbox
 from chatgate.store.postgres.sql import GONE, NOW, rowcount
@@ -259,11 +259,13 @@ async def abandon_turn(
     )
 
 
-async def record_preview(conn: asyncpg.Connection, owner: str, key: str, message_id: str | None) -> bool:
+async def record_preview(
+    conn: asyncpg.Connection, owner: str, session_key: str, message_id: str | None
+) -> bool:
     status = await conn.execute(
         "UPDATE sessions SET preview_message_id = $1 WHERE key = $2 AND lease_owner = $3",
         message_id,
-        key,
+        session_key,
         owner,
     )
     return rowcount(status) == 1
@@ -320,8 +322,7 @@ class PgLeases(PgRole):
             lambda c: claim_sessions(c, owner, holder, limit, lease_seconds, batch, isolated, grace)
         )
 
-    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
-        return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
+    record_preview = writes(record_preview)
 
     async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
         now = time.time()

@@ -13,7 +13,7 @@ from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.store import pairing_rules as rules
 from chatgate.store.pairing_rules import NoticeFor
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads, writes
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import PAIRED_USER, PAIRING_REQUEST, paired_user_of, pairing_request_of
@@ -150,28 +150,8 @@ async def pending_pairings(conn: asyncpg.Connection, now: float) -> list[Pairing
 class PgPairing(PgRole):
     """``Pairing``: each write is one transaction, serialized with the others by an advisory lock."""
 
-    async def request_pairing(
-        self,
-        platform: str,
-        user_id: str,
-        user_name: str | None,
-        chat_id: str | None,
-        now: float,
-        limits: PairingLimits,
-        notice_for: NoticeFor,
-    ) -> PairingIssue:
-        return await self._db.write(
-            lambda c: request_pairing(c, platform, user_id, user_name, chat_id, now, limits, notice_for)
-        )
-
-    async def approve_pairing(self, code: str, now: float, limits: PairingLimits) -> PairingApproval:
-        return await self._db.write(lambda c: approve_pairing(c, code, now, limits))
-
-    async def revoke_pairing(self, platform: str, user_id: str) -> bool:
-        return await self._db.write(lambda c: revoke_pairing(c, platform, user_id))
-
-    async def paired_users(self, platform: str | None = None) -> list[PairedUser]:
-        return await self._db.read(lambda c: paired_users(c, platform))
-
-    async def pending_pairings(self, now: float) -> list[PairingRequest]:
-        return await self._db.read(lambda c: pending_pairings(c, now))
+    request_pairing = writes(request_pairing)
+    approve_pairing = writes(approve_pairing)
+    revoke_pairing = writes(revoke_pairing)
+    paired_users = reads(paired_users)
+    pending_pairings = reads(pending_pairings)

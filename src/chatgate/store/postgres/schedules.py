@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from chatgate.domain.schedules import Schedule
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads, writes
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
 
@@ -51,7 +51,7 @@ async def save_schedule(conn: asyncpg.Connection, schedule: Schedule) -> Schedul
     return found
 
 
-async def list_schedules(conn: asyncpg.Connection, session_key: str | None) -> list[Schedule]:
+async def list_schedules(conn: asyncpg.Connection, session_key: str | None = None) -> list[Schedule]:
     if session_key is None:
         rows = await conn.fetch(f"SELECT {SCHEDULE} FROM schedules ORDER BY created_at, id")
     else:
@@ -103,26 +103,14 @@ async def delete_schedule(conn: asyncpg.Connection, schedule_id: str) -> bool:
 class PgSchedules(PgRole):
     """``Schedules``: each write is one transaction, committed before it returns."""
 
-    async def save_schedule(self, schedule: Schedule) -> Schedule:
-        return await self._db.write(lambda c: save_schedule(c, schedule))
+    save_schedule = writes(save_schedule)
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         return await self._db.read(lambda c: get_schedule(c, schedule_id))
 
-    async def list_schedules(self, session_key: str | None = None) -> list[Schedule]:
-        return await self._db.read(lambda c: list_schedules(c, session_key))
-
-    async def due_schedules(self, now: float, limit: int) -> list[Schedule]:
-        return await self._db.read(lambda c: due_schedules(c, now, limit))
-
-    async def next_schedule_at(self) -> float | None:
-        return await self._db.read(next_schedule_at)
-
-    async def advance_schedule(self, schedule_id: str, fired_at: float, next_fire_at: float | None) -> bool:
-        return await self._db.write(lambda c: advance_schedule(c, schedule_id, fired_at, next_fire_at))
-
-    async def pause_schedule(self, schedule_id: str, paused: bool) -> bool:
-        return await self._db.write(lambda c: pause_schedule(c, schedule_id, paused))
-
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self._db.write(lambda c: delete_schedule(c, schedule_id))
+    list_schedules = reads(list_schedules)
+    due_schedules = reads(due_schedules)
+    next_schedule_at = reads(next_schedule_at)
+    advance_schedule = writes(advance_schedule)
+    pause_schedule = writes(pause_schedule)
+    delete_schedule = writes(delete_schedule)

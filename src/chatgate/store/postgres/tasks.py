@@ -18,7 +18,7 @@ from chatgate.domain.background import TASK_TRANSPORT, TaskRecord
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest
 from chatgate.store import task_rules as rules
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads
 from chatgate.store.postgres.inbox import admit
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import TASK, new_task_values, task_of
@@ -123,7 +123,7 @@ async def get_task(conn: asyncpg.Connection, task_id: str, lock: bool = False) -
     return None if row is None else task_of(row)
 
 
-async def list_tasks(conn: asyncpg.Connection, parent_key: str, limit: int) -> list[TaskRecord]:
+async def list_tasks(conn: asyncpg.Connection, parent_key: str, limit: int = 20) -> list[TaskRecord]:
     rows = await conn.fetch(
         f"SELECT {TASK} FROM tasks WHERE parent_key = $1 ORDER BY created_at DESC, id DESC LIMIT $2",
         parent_key,
@@ -154,8 +154,7 @@ class PgTasks(PgRole):
     async def get_task(self, task_id: str) -> TaskRecord | None:
         return await self._db.read(lambda c: get_task(c, task_id))
 
-    async def list_tasks(self, parent_key: str, limit: int = 20) -> list[TaskRecord]:
-        return await self._db.read(lambda c: list_tasks(c, parent_key, limit))
+    list_tasks = reads(list_tasks)
 
     async def cancel_task(self, task_id: str, note: str) -> TaskRecord | None:
         now, holder = time.time(), self._db.holder

@@ -14,7 +14,7 @@ import asyncpg
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
-from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.database import PgRole, reads
 from chatgate.store.rows import SESSION_INFO, session_info_of
 
 
@@ -39,17 +39,17 @@ async def history(conn: asyncpg.Connection, session_id: str, limit: int) -> list
     return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
 
 
-async def session_source(conn: asyncpg.Connection, key: str) -> Source | None:
-    found = await conn.fetchval("SELECT source_json FROM sessions WHERE key = $1", key)
+async def session_source(conn: asyncpg.Connection, session_key: str) -> Source | None:
+    found = await conn.fetchval("SELECT source_json FROM sessions WHERE key = $1", session_key)
     return Source.from_dict(json.loads(found)) if found is not None else None
 
 
-async def session_info(conn: asyncpg.Connection, key: str) -> SessionInfo | None:
-    row = await conn.fetchrow(SESSION_INFO + " WHERE s.key = $1", key)
+async def session_info(conn: asyncpg.Connection, session_key: str) -> SessionInfo | None:
+    row = await conn.fetchrow(SESSION_INFO + " WHERE s.key = $1", session_key)
     return session_info_of(row) if row else None
 
 
-async def list_sessions(conn: asyncpg.Connection, limit: int) -> list[SessionInfo]:
+async def list_sessions(conn: asyncpg.Connection, limit: int = 100) -> list[SessionInfo]:
     rows = await conn.fetch(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
     return [session_info_of(r) for r in rows]
 
@@ -57,14 +57,9 @@ async def list_sessions(conn: asyncpg.Connection, limit: int) -> list[SessionInf
 class PgTranscript(PgRole):
     """``Transcript``: every method is a read."""
 
-    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
-        return await self._db.read(lambda c: history(c, session_id, limit))
+    history = reads(history)
 
-    async def session_source(self, session_key: str) -> Source | None:
-        return await self._db.read(lambda c: session_source(c, session_key))
+    session_source = reads(session_source)
+    session_info = reads(session_info)
 
-    async def session_info(self, session_key: str) -> SessionInfo | None:
-        return await self._db.read(lambda c: session_info(c, session_key))
-
-    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
-        return await self._db.read(lambda c: list_sessions(c, limit))
+    list_sessions = reads(list_sessions)

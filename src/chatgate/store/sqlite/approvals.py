@@ -11,7 +11,6 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from typing import Literal
 
 from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantScope
 from chatgate.domain.outbox import OutboxDraft
@@ -19,7 +18,7 @@ from chatgate.store import approval_rules as rules
 from chatgate.store.approval_rules import NoticeFor
 from chatgate.store.inline import run_inline
 from chatgate.store.rows import APPROVAL, approval_of, approval_values
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads, writes
 from chatgate.store.sqlite.outbox import insert_outbox
 
 
@@ -30,7 +29,7 @@ class ApprovalSql(rules.ApprovalStatements):
         self._c = conn
 
     async def approval(self, prompt_id: str, *, lock: bool = False) -> ApprovalRecord | None:
-        return get(self._c, prompt_id)  # the one writer: nobody else can change it meanwhile
+        return get_approval(self._c, prompt_id)  # the one writer: nobody else can change it meanwhile
 
     async def finish(
         self,
@@ -91,16 +90,16 @@ class ApprovalSql(rules.ApprovalStatements):
         """Nothing to do: the turn waiting on it runs in this process, woken by its answer."""
 
 
-def insert(conn: sqlite3.Connection, rec: ApprovalRecord) -> None:
-    conn.execute(f"INSERT INTO approvals ({APPROVAL}) VALUES ({','.join('?' * 26)})", approval_values(rec))
+def create_approval(conn: sqlite3.Connection, record: ApprovalRecord) -> None:
+    conn.execute(f"INSERT INTO approvals ({APPROVAL}) VALUES ({','.join('?' * 26)})", approval_values(record))
 
 
-def get(conn: sqlite3.Connection, prompt_id: str) -> ApprovalRecord | None:
+def get_approval(conn: sqlite3.Connection, prompt_id: str) -> ApprovalRecord | None:
     row = conn.execute(f"SELECT {APPROVAL} FROM approvals WHERE prompt_id = ?", (prompt_id,)).fetchone()
     return approval_of(row) if row else None
 
 
-def open_for_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> list[ApprovalRecord]:
+def open_approvals(conn: sqlite3.Connection, platform: str, chat_id: str) -> list[ApprovalRecord]:
     rows = conn.execute(
         f"SELECT {APPROVAL} FROM approvals WHERE platform = ? AND chat_id = ? AND state = 'pending'"
         " ORDER BY requested_at, rowid",
@@ -109,7 +108,7 @@ def open_for_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> list
     return [approval_of(r) for r in rows]
 
 
-def set_shown(conn: sqlite3.Connection, prompt_id: str, via: str, message_id: str | None) -> None:
+def set_prompt_shown(conn: sqlite3.Connection, prompt_id: str, via: str, message_id: str | None) -> None:
     conn.execute(
         "UPDATE approvals SET prompt_via = ?, prompt_message_id = COALESCE(?, prompt_message_id)"
         " WHERE prompt_id = ?",
@@ -117,7 +116,7 @@ def set_shown(conn: sqlite3.Connection, prompt_id: str, via: str, message_id: st
     )
 
 
-def resolve(
+def resolve_approval(
     conn: sqlite3.Connection,
     prompt_id: str,
     outcome: str,
@@ -136,33 +135,11 @@ def resolve(
 class SqliteApprovals(SqliteRole):
     """``Approvals``: writes through the group-commit writer, reads on the reader pool."""
 
-    async def create_approval(self, record: ApprovalRecord) -> None:
-        await self._db.write(lambda c: insert(c, record))
-
-    async def set_prompt_shown(self, prompt_id: str, via: str, message_id: str | None) -> None:
-        await self._db.write(lambda c: set_shown(c, prompt_id, via, message_id))
-
-    async def get_approval(self, prompt_id: str) -> ApprovalRecord | None:
-        return await self._db.read(lambda c: get(c, prompt_id))
-
-    async def open_approvals(self, platform: str, chat_id: str) -> list[ApprovalRecord]:
-        return await self._db.read(lambda c: open_for_chat(c, platform, chat_id))
-
-    async def resolve_approval(
-        self,
-        prompt_id: str,
-        outcome: Literal["approved", "denied", "expired"],
-        tier: str | None,
-        by_id: str | None,
-        by_name: str | None,
-        now: float,
-        *,
-        reason: str | None = None,
-        notice: OutboxDraft | None = None,
-    ) -> ApprovalResolution:
-        return await self._db.write(
-            lambda c: resolve(c, prompt_id, outcome, tier, by_id, by_name, now, reason, notice)
-        )
+    create_approval = writes(create_approval)
+    set_prompt_shown = writes(set_prompt_shown)
+    get_approval = reads(get_approval)
+    open_approvals = reads(open_approvals)
+    resolve_approval = writes(resolve_approval)
 
     async def expire_open_approvals(
         self, now: float, reason: str, notice_for: NoticeFor | None = None

@@ -19,7 +19,7 @@ from chatgate.domain.source import Source
 from chatgate.store.admission_rules import reply_of
 from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.sqlite import approvals
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads
 from chatgate.store.sqlite.labels import observe_labels
 from chatgate.store.sqlite.outbox import insert_outbox
 
@@ -106,7 +106,9 @@ def _answer(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> Approval
     if req.answer is None:
         return None
     a = req.answer.recorded(waiting_elsewhere=False)  # one process per SQLite store: no elsewhere
-    return approvals.resolve(conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason)
+    return approvals.resolve_approval(
+        conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
+    )
 
 
 def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResult:
@@ -163,7 +165,7 @@ def record_rejected(
     )
 
 
-def rejected(conn: sqlite3.Connection, limit: int) -> list[RejectedInbound]:
+def rejected(conn: sqlite3.Connection, limit: int = 100) -> list[RejectedInbound]:
     rows = conn.execute(
         "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
         " ORDER BY id DESC LIMIT ?",
@@ -203,11 +205,6 @@ class SqliteInbox(SqliteRole):
         now = time.time()
         await self._db.write(lambda c: record_rejected(c, transport, delivery_id, reason, excerpt, now))
 
-    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
-        return await self._db.read(lambda c: rejected(c, limit))
-
-    async def queue_depth(self) -> int:
-        return await self._db.read(queue_depth)
-
-    async def queue_stats(self) -> QueueStats:
-        return await self._db.read(queue_stats)
+    rejected = reads(rejected)
+    queue_depth = reads(queue_depth)
+    queue_stats = reads(queue_stats)

@@ -19,7 +19,7 @@ from chatgate.domain.errors import LeaseLost, StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
 from chatgate.store.sqlite.tasks import finish_tasks
 from chatgate.store.sqlite.transcript import append_transcript
@@ -190,11 +190,11 @@ def abandon_turn(
     )
 
 
-def record_preview(conn: sqlite3.Connection, owner: str, key: str, message_id: str | None) -> bool:
+def record_preview(conn: sqlite3.Connection, owner: str, session_key: str, message_id: str | None) -> bool:
     return (
         conn.execute(
             "UPDATE sessions SET preview_message_id = ? WHERE key = ? AND lease_owner = ?",
-            (message_id, key, owner),
+            (message_id, session_key, owner),
         ).rowcount
         == 1
     )
@@ -248,8 +248,7 @@ class SqliteLeases(SqliteRole):
         # Redoable: after a power cut the session is unclaimed again and recovery claims it anew.
         return await self._db.write(claim, redoable=True)
 
-    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
-        return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
+    record_preview = writes(record_preview)
 
     async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
         now = time.time()

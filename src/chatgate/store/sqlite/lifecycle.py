@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, writes
 from chatgate.store.sqlite.leases import release_dead_owners
 from chatgate.store.sqlite.outbox import requeue_mid_send
 
@@ -34,5 +34,4 @@ class SqliteLifecycle(SqliteRole):
         with ``StoreUnavailable``, like every role method)."""
         await self._db.read(lambda c: None)
 
-    async def recover(self, owner: str) -> int:
-        return await self._db.write(lambda c: recover(c, owner))
+    recover = writes(recover)

@@ -19,7 +19,7 @@ from typing import cast
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.rows import OUTBOX, outbox_row
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads
 
 
 def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> None:
@@ -177,11 +177,8 @@ class SqliteOutbox(SqliteRole):
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
 
-    async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
-        return await self._db.read(lambda c: outbox_status(c, idem_key))
-
-    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int:
-        return await self._db.read(lambda c: undelivered_in_chat(c, platform, chat_id))
+    outbox_status = reads(outbox_status)
+    undelivered_in_chat = reads(undelivered_in_chat)
 
     async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
         if not drafts:

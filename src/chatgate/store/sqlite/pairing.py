@@ -13,7 +13,7 @@ from chatgate.store import pairing_rules as rules
 from chatgate.store.inline import run_inline
 from chatgate.store.pairing_rules import NoticeFor
 from chatgate.store.rows import PAIRED_USER, PAIRING_REQUEST, paired_user_of, pairing_request_of
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads, writes
 from chatgate.store.sqlite.outbox import insert_outbox
 
 _GUARD = "approve"
@@ -141,28 +141,8 @@ def pending_pairings(conn: sqlite3.Connection, now: float) -> list[PairingReques
 class SqlitePairing(SqliteRole):
     """``Pairing``: each write is one transaction of the store's writer."""
 
-    async def request_pairing(
-        self,
-        platform: str,
-        user_id: str,
-        user_name: str | None,
-        chat_id: str | None,
-        now: float,
-        limits: PairingLimits,
-        notice_for: NoticeFor,
-    ) -> PairingIssue:
-        return await self._db.write(
-            lambda c: request_pairing(c, platform, user_id, user_name, chat_id, now, limits, notice_for)
-        )
-
-    async def approve_pairing(self, code: str, now: float, limits: PairingLimits) -> PairingApproval:
-        return await self._db.write(lambda c: approve_pairing(c, code, now, limits))
-
-    async def revoke_pairing(self, platform: str, user_id: str) -> bool:
-        return await self._db.write(lambda c: revoke_pairing(c, platform, user_id))
-
-    async def paired_users(self, platform: str | None = None) -> list[PairedUser]:
-        return await self._db.read(lambda c: paired_users(c, platform))
-
-    async def pending_pairings(self, now: float) -> list[PairingRequest]:
-        return await self._db.read(lambda c: pending_pairings(c, now))
+    request_pairing = writes(request_pairing)
+    approve_pairing = writes(approve_pairing)
+    revoke_pairing = writes(revoke_pairing)
+    paired_users = reads(paired_users)
+    pending_pairings = reads(pending_pairings)

@@ -11,7 +11,7 @@ import sqlite3
 
 from chatgate.domain.schedules import Schedule
 from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads, writes
 
 
 def get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule | None:
@@ -43,7 +43,7 @@ def save_schedule(conn: sqlite3.Connection, schedule: Schedule) -> Schedule:
     return found
 
 
-def list_schedules(conn: sqlite3.Connection, session_key: str | None) -> list[Schedule]:
+def list_schedules(conn: sqlite3.Connection, session_key: str | None = None) -> list[Schedule]:
     if session_key is None:
         rows = conn.execute(f"SELECT {SCHEDULE} FROM schedules ORDER BY created_at, id").fetchall()
     else:
@@ -94,26 +94,11 @@ def delete_schedule(conn: sqlite3.Connection, schedule_id: str) -> bool:
 class SqliteSchedules(SqliteRole):
     """``Schedules``: each write commits before it returns."""
 
-    async def save_schedule(self, schedule: Schedule) -> Schedule:
-        return await self._db.write(lambda c: save_schedule(c, schedule))
-
-    async def get_schedule(self, schedule_id: str) -> Schedule | None:
-        return await self._db.read(lambda c: get_schedule(c, schedule_id))
-
-    async def list_schedules(self, session_key: str | None = None) -> list[Schedule]:
-        return await self._db.read(lambda c: list_schedules(c, session_key))
-
-    async def due_schedules(self, now: float, limit: int) -> list[Schedule]:
-        return await self._db.read(lambda c: due_schedules(c, now, limit))
-
-    async def next_schedule_at(self) -> float | None:
-        return await self._db.read(next_schedule_at)
-
-    async def advance_schedule(self, schedule_id: str, fired_at: float, next_fire_at: float | None) -> bool:
-        return await self._db.write(lambda c: advance_schedule(c, schedule_id, fired_at, next_fire_at))
-
-    async def pause_schedule(self, schedule_id: str, paused: bool) -> bool:
-        return await self._db.write(lambda c: pause_schedule(c, schedule_id, paused))
-
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self._db.write(lambda c: delete_schedule(c, schedule_id))
+    save_schedule = writes(save_schedule)
+    get_schedule = reads(get_schedule)
+    list_schedules = reads(list_schedules)
+    due_schedules = reads(due_schedules)
+    next_schedule_at = reads(next_schedule_at)
+    advance_schedule = writes(advance_schedule)
+    pause_schedule = writes(pause_schedule)
+    delete_schedule = writes(delete_schedule)

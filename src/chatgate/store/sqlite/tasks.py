@@ -12,7 +12,7 @@ from chatgate.domain.inbox import AdmitRequest
 from chatgate.store import task_rules as rules
 from chatgate.store.inline import run_inline
 from chatgate.store.rows import TASK, new_task_values, task_of
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads
 from chatgate.store.sqlite.inbox import admit
 
 
@@ -100,7 +100,7 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> TaskRecord | None:
     return None if row is None else task_of(row)
 
 
-def list_tasks(conn: sqlite3.Connection, parent_key: str, limit: int) -> list[TaskRecord]:
+def list_tasks(conn: sqlite3.Connection, parent_key: str, limit: int = 20) -> list[TaskRecord]:
     rows = conn.execute(
         f"SELECT {TASK} FROM tasks WHERE parent_key = ? ORDER BY created_at DESC, id DESC LIMIT ?",
         (parent_key, limit),
@@ -126,11 +126,8 @@ class SqliteTasks(SqliteRole):
         now = time.time()
         return await self._db.write(lambda c: run_inline(rules.start_task(TaskSql(c), task, first, now)))
 
-    async def get_task(self, task_id: str) -> TaskRecord | None:
-        return await self._db.read(lambda c: get_task(c, task_id))
-
-    async def list_tasks(self, parent_key: str, limit: int = 20) -> list[TaskRecord]:
-        return await self._db.read(lambda c: list_tasks(c, parent_key, limit))
+    get_task = reads(get_task)
+    list_tasks = reads(list_tasks)
 
     async def cancel_task(self, task_id: str, note: str) -> TaskRecord | None:
         now = time.time()

@@ -14,7 +14,7 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.rows import SESSION_INFO, session_info_of
-from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.database import SqliteRole, reads
 
 
 def append_transcript(
@@ -35,17 +35,17 @@ def history(conn: sqlite3.Connection, session_id: str, limit: int) -> list[Histo
     return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
 
 
-def session_source(conn: sqlite3.Connection, key: str) -> Source | None:
-    found = conn.execute("SELECT source_json FROM sessions WHERE key = ?", (key,)).fetchone()
+def session_source(conn: sqlite3.Connection, session_key: str) -> Source | None:
+    found = conn.execute("SELECT source_json FROM sessions WHERE key = ?", (session_key,)).fetchone()
     return Source.from_dict(json.loads(found[0])) if found else None
 
 
-def session_info(conn: sqlite3.Connection, key: str) -> SessionInfo | None:
-    row = conn.execute(SESSION_INFO + " WHERE s.key = ?", (key,)).fetchone()
+def session_info(conn: sqlite3.Connection, session_key: str) -> SessionInfo | None:
+    row = conn.execute(SESSION_INFO + " WHERE s.key = ?", (session_key,)).fetchone()
     return session_info_of(row) if row else None
 
 
-def list_sessions(conn: sqlite3.Connection, limit: int) -> list[SessionInfo]:
+def list_sessions(conn: sqlite3.Connection, limit: int = 100) -> list[SessionInfo]:
     rows = conn.execute(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
     return [session_info_of(r) for r in rows.fetchall()]
 
@@ -53,14 +53,9 @@ def list_sessions(conn: sqlite3.Connection, limit: int) -> list[SessionInfo]:
 class SqliteTranscript(SqliteRole):
     """``Transcript``: every method is a read."""
 
-    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
-        return await self._db.read(lambda c: history(c, session_id, limit))
+    history = reads(history)
 
-    async def session_source(self, session_key: str) -> Source | None:
-        return await self._db.read(lambda c: session_source(c, session_key))
+    session_source = reads(session_source)
+    session_info = reads(session_info)
 
-    async def session_info(self, session_key: str) -> SessionInfo | None:
-        return await self._db.read(lambda c: session_info(c, session_key))
-
-    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
-        return await self._db.read(lambda c: list_sessions(c, limit))
+    list_sessions = reads(list_sessions)
