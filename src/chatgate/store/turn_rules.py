@@ -13,7 +13,7 @@ also requires the items to be claimed by the owner (a fleet can take a turn over
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from chatgate.domain.background import TaskRecord
@@ -32,6 +32,7 @@ class _Candidate(Protocol):
 
 
 Candidate = TypeVar("Candidate", bound=_Candidate)
+T = TypeVar("T")
 
 
 def choose(candidates: list[Candidate], isolated: int) -> list[Candidate]:
@@ -103,6 +104,15 @@ class TurnStatements(ABC):
     @abstractmethod
     async def set_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
         """The turn's streaming preview while ``owner`` holds the session; whether it does."""
+
+
+async def committed_then_logged(commit: Callable[[list[TaskRecord]], Awaitable[T]]) -> T:
+    """Run a turn's commit (which refills the list with the tasks it ended, on each run of its
+    transaction), then log those tasks once, after it committed."""
+    finished: list[TaskRecord] = []
+    committed = await commit(finished)
+    task_rules.log_finished_tasks(finished)
+    return committed
 
 
 async def commit_turn(

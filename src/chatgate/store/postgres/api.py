@@ -6,14 +6,14 @@ outbox rows its turn (or its control command) recorded; nothing of its own is st
 
 from __future__ import annotations
 
-import json
-
 import asyncpg
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
+from chatgate.store import exchange_rules
+from chatgate.store.exchange_rules import INBOX_ROW, ExchangeStatements
 from chatgate.store.postgres.database import PgRole, reads, writes
 from chatgate.store.postgres.sql import rowcount
-from chatgate.store.rows import API_KEY, api_key_of
+from chatgate.store.rows import API_KEY, Row, api_key_of
 
 
 async def create_api_key(conn: asyncpg.Connection, record: ApiKeyRecord, token_hash: str) -> None:
@@ -44,44 +44,35 @@ async def revoke_api_key(conn: asyncpg.Connection, key_id: str, now: float) -> b
     return rowcount(status) > 0
 
 
-async def _answer(conn: asyncpg.Connection, seq: int, transport: str, delivery_id: str) -> str | None:
-    """The final's parts joined (``final:<seq>``, ``final:<seq>:<i>``), else a command's reply."""
-    first = f"final:{seq}"
-    rows = await conn.fetch(
-        # The parts' range under the C collation (a database's own may not order ':' before ';'),
-        # which the ``outbox_idem_bytes`` index serves.
-        "SELECT text FROM outbox WHERE idem_key = $1"
-        ' OR (idem_key COLLATE "C" > $2 AND idem_key COLLATE "C" < $3) ORDER BY id',
-        first,
-        first + ":",
-        first + ";",
-    )
-    if rows:
-        return "".join(str(r[0]) for r in rows)
-    reply = f"cmd:{transport}:{delivery_id}"
-    text = await conn.fetchval("SELECT text FROM outbox WHERE idem_key = $1", reply)
-    return None if text is None else str(text)
+class ExchangeSql(ExchangeStatements):
+    """``ExchangeStatements`` on a pooled connection."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._c = conn
+
+    async def inbox_row(self, transport: str, delivery_id: str) -> Row | None:
+        sql = f"SELECT {INBOX_ROW} FROM inbox WHERE transport = $1 AND delivery_id = $2"
+        return await self._c.fetchrow(sql, transport, delivery_id)
+
+    async def final_parts(self, first: str) -> list[str]:
+        rows = await self._c.fetch(
+            # The parts' range under the C collation (a database's own may not order ':' before ';'),
+            # which the ``outbox_idem_bytes`` index serves.
+            "SELECT text FROM outbox WHERE idem_key = $1"
+            ' OR (idem_key COLLATE "C" > $2 AND idem_key COLLATE "C" < $3) ORDER BY id',
+            first,
+            first + ":",
+            first + ";",
+        )
+        return [str(r[0]) for r in rows]
+
+    async def outbox_text(self, idem_key: str) -> str | None:
+        text = await self._c.fetchval("SELECT text FROM outbox WHERE idem_key = $1", idem_key)
+        return None if text is None else str(text)
 
 
 async def api_exchange(conn: asyncpg.Connection, transport: str, delivery_id: str) -> ApiExchange | None:
-    row = await conn.fetchrow(
-        "SELECT seq, session_key, inbound_json, status, outcome, admitted_at FROM inbox"
-        " WHERE transport = $1 AND delivery_id = $2",
-        transport,
-        delivery_id,
-    )
-    if row is None:
-        return None
-    seq = int(row[0])
-    return ApiExchange(
-        seq=seq,
-        session_key=str(row[1]),
-        inbound_json=json.loads(row[2]),
-        status=str(row[3]),
-        outcome=None if row[4] is None else str(row[4]),
-        admitted_at=float(row[5]),
-        answer=await _answer(conn, seq, transport, delivery_id),
-    )
+    return await exchange_rules.api_exchange(ExchangeSql(conn), transport, delivery_id)
 
 
 class PgApiKeys(PgRole):

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from chatgate.domain.background import TaskRecord
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
@@ -30,7 +29,6 @@ from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed,
 from chatgate.store.postgres.sql import GONE, NOW, rowcount
 from chatgate.store.postgres.tasks import TaskSql
 from chatgate.store.postgres.transcript import append_transcript
-from chatgate.store.task_rules import log_finished_tasks
 from chatgate.store.turn_rules import TurnStatements, choose
 
 
@@ -315,14 +313,20 @@ class PgLeases(PgRole):
         now, holder, send_lease = time.time(), self._db.holder, self.outbox_lease_seconds
         if send_room > 0:  # rows claimed under this instance: peers must see it alive, as for a claim
             await self._db.hold_liveness()
-        finished: list[TaskRecord] = []  # refilled by each run of the write (a rerun after a rollback too)
-        committed = await self._db.write(
-            lambda c: turn_rules.commit_turn(
-                TurnSql(c, holder, send_lease), owner, outcome, lease_seconds, batch, now, send_room, finished
+        return await turn_rules.committed_then_logged(
+            lambda finished: self._db.write(
+                lambda c: turn_rules.commit_turn(
+                    TurnSql(c, holder, send_lease),
+                    owner,
+                    outcome,
+                    lease_seconds,
+                    batch,
+                    now,
+                    send_room,
+                    finished,
+                )
             )
         )
-        log_finished_tasks(finished)  # after the commit, once
-        return committed
 
     async def abandon_turn(
         self,

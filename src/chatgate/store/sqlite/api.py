@@ -6,11 +6,13 @@ of its own beside a running gateway (a side store, ``SqliteStore.beside``), as p
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
-from chatgate.store.rows import API_KEY, api_key_of
+from chatgate.store import exchange_rules
+from chatgate.store.exchange_rules import INBOX_ROW, ExchangeStatements
+from chatgate.store.inline import run_inline
+from chatgate.store.rows import API_KEY, Row, api_key_of
 from chatgate.store.sqlite.database import SqliteRole, reads, writes
 
 
@@ -38,39 +40,31 @@ def revoke_api_key(conn: sqlite3.Connection, key_id: str, now: float) -> bool:
     return cur.rowcount > 0
 
 
-def _answer(conn: sqlite3.Connection, seq: int, transport: str, delivery_id: str) -> str | None:
-    """The final's parts joined (``final:<seq>``, ``final:<seq>:<i>``), else a command's reply."""
-    first = f"final:{seq}"
-    rows = conn.execute(
-        "SELECT text FROM outbox WHERE idem_key = ? OR (idem_key > ? AND idem_key < ?) ORDER BY id",
-        (first, first + ":", first + ";"),
-    ).fetchall()
-    if rows:
-        return "".join(str(r[0]) for r in rows)
-    row = conn.execute(
-        "SELECT text FROM outbox WHERE idem_key = ?", (f"cmd:{transport}:{delivery_id}",)
-    ).fetchone()
-    return None if row is None else str(row[0])
+class ExchangeSql(ExchangeStatements):
+    """``ExchangeStatements`` on a reader's connection (each completes at once: see ``run_inline``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+
+    async def inbox_row(self, transport: str, delivery_id: str) -> Row | None:
+        sql = f"SELECT {INBOX_ROW} FROM inbox WHERE transport = ? AND delivery_id = ?"
+        row: Row | None = self._c.execute(sql, (transport, delivery_id)).fetchone()
+        return row
+
+    async def final_parts(self, first: str) -> list[str]:
+        rows = self._c.execute(
+            "SELECT text FROM outbox WHERE idem_key = ? OR (idem_key > ? AND idem_key < ?) ORDER BY id",
+            (first, first + ":", first + ";"),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    async def outbox_text(self, idem_key: str) -> str | None:
+        row = self._c.execute("SELECT text FROM outbox WHERE idem_key = ?", (idem_key,)).fetchone()
+        return None if row is None else str(row[0])
 
 
 def api_exchange(conn: sqlite3.Connection, transport: str, delivery_id: str) -> ApiExchange | None:
-    row = conn.execute(
-        "SELECT seq, session_key, inbound_json, status, outcome, admitted_at FROM inbox"
-        " WHERE transport = ? AND delivery_id = ?",
-        (transport, delivery_id),
-    ).fetchone()
-    if row is None:
-        return None
-    seq = int(row[0])
-    return ApiExchange(
-        seq=seq,
-        session_key=str(row[1]),
-        inbound_json=json.loads(row[2]),
-        status=str(row[3]),
-        outcome=None if row[4] is None else str(row[4]),
-        admitted_at=float(row[5]),
-        answer=_answer(conn, seq, transport, delivery_id),
-    )
+    return run_inline(exchange_rules.api_exchange(ExchangeSql(conn), transport, delivery_id))
 
 
 class SqliteApiKeys(SqliteRole):

@@ -13,7 +13,6 @@ import sqlite3
 import time
 from collections.abc import Sequence
 
-from chatgate.domain.background import TaskRecord
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
@@ -25,7 +24,6 @@ from chatgate.store.sqlite.database import SqliteRole, writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
 from chatgate.store.sqlite.tasks import TaskSql
 from chatgate.store.sqlite.transcript import append_transcript
-from chatgate.store.task_rules import log_finished_tasks
 from chatgate.store.turn_rules import TurnStatements, choose
 
 
@@ -249,17 +247,16 @@ class SqliteLeases(SqliteRole):
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
     ) -> TurnCommit:
         now = time.time()
-        finished: list[TaskRecord] = []  # refilled by each run of the write (a batch rerun too)
         # The rows it claims are durable before they are sent: a turn's commit is never redoable.
-        committed = await self._db.write(
-            lambda c: run_inline(
-                turn_rules.commit_turn(
-                    TurnSql(c), owner, outcome, lease_seconds, batch, now, send_room, finished
+        return await turn_rules.committed_then_logged(
+            lambda finished: self._db.write(
+                lambda c: run_inline(
+                    turn_rules.commit_turn(
+                        TurnSql(c), owner, outcome, lease_seconds, batch, now, send_room, finished
+                    )
                 )
             )
         )
-        log_finished_tasks(finished)  # after the commit, once
-        return committed
 
     async def abandon_turn(
         self,
