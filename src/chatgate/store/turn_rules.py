@@ -176,3 +176,18 @@ async def record_resume(
         return False
     await sql.insert_outbox(notice, now)
     return True
+
+
+class CompletesTurns(ABC):
+    """``Leases.complete_turn``, once for both role classes: a turn's commit with no reply
+    claimed for delivery, answering the session's next batch."""
+
+    @abstractmethod
+    async def commit_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
+    ) -> TurnCommit: ...
+
+    async def complete_turn(
+        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
+    ) -> Claim | None:
+        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next

@@ -29,7 +29,7 @@ from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed,
 from chatgate.store.postgres.sql import GONE, NOW, rowcount
 from chatgate.store.postgres.tasks import TaskSql
 from chatgate.store.postgres.transcript import append_transcript
-from chatgate.store.turn_rules import TurnStatements, choose
+from chatgate.store.turn_rules import CompletesTurns, TurnStatements, choose
 
 
 async def _take_batch(
@@ -275,7 +275,7 @@ async def release_dead_owners(conn: asyncpg.Connection, owner: str, holder: str)
     return len(keys)
 
 
-class PgLeases(PgRole):
+class PgLeases(PgRole, CompletesTurns):
     """``Leases``: every method is one transaction; a claim first makes sure this instance
     is seen alive (its liveness lock), so a peer never mistakes its fresh lease for a dead one."""
 
@@ -301,11 +301,6 @@ class PgLeases(PgRole):
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
         return await self._db.write(lambda c: renew_lease(c, session_key, owner, lease_seconds))
-
-    async def complete_turn(
-        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
-    ) -> Claim | None:
-        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next
 
     async def commit_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int

@@ -24,7 +24,7 @@ from chatgate.store.sqlite.database import SqliteRole, writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
 from chatgate.store.sqlite.tasks import TaskSql
 from chatgate.store.sqlite.transcript import append_transcript
-from chatgate.store.turn_rules import TurnStatements, choose
+from chatgate.store.turn_rules import CompletesTurns, TurnStatements, choose
 
 
 def _take_batch(
@@ -207,7 +207,7 @@ def release_dead_owners(conn: sqlite3.Connection, owner: str) -> int:
     return released
 
 
-class SqliteLeases(SqliteRole):
+class SqliteLeases(SqliteRole, CompletesTurns):
     """``Leases``: every method is a write through the group-commit writer."""
 
     async def claim_sessions(
@@ -237,11 +237,6 @@ class SqliteLeases(SqliteRole):
         return await self._db.write(
             lambda c: renew_lease(c, session_key, owner, lease_seconds, now), redoable=True
         )
-
-    async def complete_turn(
-        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
-    ) -> Claim | None:
-        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next
 
     async def commit_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
