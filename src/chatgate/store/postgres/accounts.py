@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncpg
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
-from chatgate.store.postgres.database import PgRole, reads, writes
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import ACCOUNT, TOKEN, WEB_SESSION, account_of, token_of, web_session_of
 

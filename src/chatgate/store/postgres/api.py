@@ -11,7 +11,8 @@ import asyncpg
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
 from chatgate.store import exchange_rules
 from chatgate.store.exchange_rules import INBOX_ROW, ExchangeStatements
-from chatgate.store.postgres.database import PgRole, reads, writes
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import API_KEY, Row, api_key_of
 

@@ -17,7 +17,8 @@ from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantS
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.store import approval_rules as rules
 from chatgate.store.approval_rules import NoticeFor
-from chatgate.store.postgres.database import PgRole, reads, writes
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.sql import NOTIFY, NOW, rowcount
 from chatgate.store.rows import APPROVAL, approval_of, approval_values

@@ -6,7 +6,8 @@ import time
 
 import asyncpg
 
-from chatgate.store.postgres.database import PgRole, reads
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 
 
 async def get_cursor(conn: asyncpg.Connection, name: str) -> str | None:

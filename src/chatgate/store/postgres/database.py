@@ -21,8 +21,8 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar, cast
 
 import asyncpg
 
@@ -33,7 +33,6 @@ from chatgate.store.postgres.sql import HOLDER_KEY, NOW
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-P = ParamSpec("P")
 Fn = Callable[[asyncpg.Connection], Awaitable[T]]
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -353,55 +352,3 @@ class PgRole:
 
     def __init__(self, db: PgDatabase) -> None:
         self._db = db
-
-
-class reads(Generic[P, T]):
-    """A role method that only runs ``fn(conn, *args)`` on a pooled connection: the forward,
-    written once. ``history = reads(history)`` in a role class is the method
-    ``async def history(self, session_id, limit)``, typed from ``fn`` (mypy checks it against
-    the role's protocol like a method written out)."""
-
-    def __init__(self, fn: Callable[Concatenate[asyncpg.Connection, P], Awaitable[T]]) -> None:
-        self._fn = fn
-        self.__doc__ = fn.__doc__
-
-    @overload
-    def __get__(self, role: None, owner: type[Any]) -> reads[P, T]: ...
-
-    @overload
-    def __get__(self, role: PgRole, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, T]]: ...
-
-    def __get__(self, role: PgRole | None, owner: type[Any]) -> Any:
-        if role is None:
-            return self
-        fn, db = self._fn, role._db
-
-        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await db.read(lambda c: fn(c, *args, **kwargs))
-
-        return method
-
-
-class writes(Generic[P, T]):
-    """A role method that only runs ``fn(conn, *args)`` in one transaction (``PgDatabase.write``)
-    and returns once it committed: the forward, written once."""
-
-    def __init__(self, fn: Callable[Concatenate[asyncpg.Connection, P], Awaitable[T]]) -> None:
-        self._fn = fn
-        self.__doc__ = fn.__doc__
-
-    @overload
-    def __get__(self, role: None, owner: type[Any]) -> writes[P, T]: ...
-
-    @overload
-    def __get__(self, role: PgRole, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, T]]: ...
-
-    def __get__(self, role: PgRole | None, owner: type[Any]) -> Any:
-        if role is None:
-            return self
-        fn, db = self._fn, role._db
-
-        async def method(*args: P.args, **kwargs: P.kwargs) -> T:
-            return await db.write(lambda c: fn(c, *args, **kwargs))
-
-        return method

@@ -22,7 +22,8 @@ from chatgate.store.admission_rules import reply_of
 from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.postgres import approvals
 from chatgate.store.postgres.admission import AdmissionQueue
-from chatgate.store.postgres.database import PgDatabase, PgRole, reads
+from chatgate.store.postgres.database import PgDatabase, PgRole
+from chatgate.store.postgres.forwards import reads
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.sql import NOTIFY, NOW, rowcount

@@ -10,7 +10,8 @@ import asyncpg
 
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.source import Source
-from chatgate.store.postgres.database import PgRole, reads
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 
 
 async def observe_labels(conn: asyncpg.Connection, source: Source, seq: int) -> None:

@@ -23,8 +23,9 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
 from chatgate.store import turn_rules
-from chatgate.store.postgres.database import PgRole, writes
+from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
+from chatgate.store.postgres.forwards import writes
 from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed, insert_outbox
 from chatgate.store.postgres.sql import GONE, NOW, rowcount
 from chatgate.store.postgres.tasks import TaskSql

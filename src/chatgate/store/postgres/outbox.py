@@ -23,7 +23,8 @@ import asyncpg
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.codec import draft_columns, dumps
-from chatgate.store.postgres.database import PgRole, reads
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 from chatgate.store.postgres.sql import GONE, NOTIFY_CHANNEL, NOW, rowcount
 from chatgate.store.rows import OUTBOX, outbox_row
 

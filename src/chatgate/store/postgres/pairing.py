@@ -13,7 +13,8 @@ from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.store import pairing_rules as rules
 from chatgate.store.pairing_rules import NoticeFor
-from chatgate.store.postgres.database import PgRole, reads, writes
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
 from chatgate.store.postgres.outbox import insert_outbox
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import PAIRED_USER, PAIRING_REQUEST, paired_user_of, pairing_request_of

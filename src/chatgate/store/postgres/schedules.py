@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncpg
 
 from chatgate.domain.schedules import Schedule
-from chatgate.store.postgres.database import PgRole, reads, writes
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
 

@@ -18,7 +18,8 @@ from chatgate.domain.background import TASK_TRANSPORT, TaskRecord
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest
 from chatgate.store import task_rules as rules
-from chatgate.store.postgres.database import PgRole, reads
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 from chatgate.store.postgres.inbox import admit
 from chatgate.store.postgres.sql import rowcount
 from chatgate.store.rows import TASK, new_task_values, task_of

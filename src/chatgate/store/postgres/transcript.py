@@ -14,7 +14,8 @@ import asyncpg
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
-from chatgate.store.postgres.database import PgRole, reads
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 from chatgate.store.rows import SESSION_INFO, session_info_of
 
 

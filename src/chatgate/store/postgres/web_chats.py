@@ -16,7 +16,8 @@ from chatgate.domain.web_chats import (
     newest_first,
     reply_item,
 )
-from chatgate.store.postgres.database import PgRole, reads, writes
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
 from chatgate.store.postgres.sql import rowcount
 
 _NEWEST = float("inf")

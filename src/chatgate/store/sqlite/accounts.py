@@ -10,7 +10,8 @@ import sqlite3
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
 from chatgate.store.rows import ACCOUNT, TOKEN, WEB_SESSION, account_of, token_of, web_session_of
-from chatgate.store.sqlite.database import SqliteRole, reads, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads, writes
 
 
 def create_account(conn: sqlite3.Connection, account: Account, password_hash: str | None) -> bool:

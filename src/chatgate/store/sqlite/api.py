@@ -13,7 +13,8 @@ from chatgate.store import exchange_rules
 from chatgate.store.exchange_rules import INBOX_ROW, ExchangeStatements
 from chatgate.store.inline import run_inline
 from chatgate.store.rows import API_KEY, Row, api_key_of
-from chatgate.store.sqlite.database import SqliteRole, reads, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads, writes
 
 
 def create_api_key(conn: sqlite3.Connection, record: ApiKeyRecord, token_hash: str) -> None:

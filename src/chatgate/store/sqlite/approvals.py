@@ -18,7 +18,8 @@ from chatgate.store import approval_rules as rules
 from chatgate.store.approval_rules import NoticeFor
 from chatgate.store.inline import run_inline
 from chatgate.store.rows import APPROVAL, approval_of, approval_values
-from chatgate.store.sqlite.database import SqliteRole, reads, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads, writes
 from chatgate.store.sqlite.outbox import insert_outbox
 
 

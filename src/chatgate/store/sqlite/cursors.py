@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from chatgate.store.sqlite.database import SqliteRole, reads
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 
 
 def get_cursor(conn: sqlite3.Connection, name: str) -> str | None:

@@ -19,7 +19,8 @@ from chatgate.domain.source import Source
 from chatgate.store.admission_rules import reply_of
 from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.sqlite import approvals
-from chatgate.store.sqlite.database import SqliteRole, reads
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.labels import observe_labels
 from chatgate.store.sqlite.outbox import insert_outbox
 

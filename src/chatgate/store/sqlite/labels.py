@@ -11,7 +11,8 @@ import sqlite3
 
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.source import Source
-from chatgate.store.sqlite.database import SqliteRole, reads
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 
 
 def observe_labels(conn: sqlite3.Connection, source: Source, seq: int) -> None:

@@ -20,7 +20,8 @@ from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
 from chatgate.store import turn_rules
 from chatgate.store.inline import run_inline
-from chatgate.store.sqlite.database import SqliteRole, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
 from chatgate.store.sqlite.tasks import TaskSql
 from chatgate.store.sqlite.transcript import append_transcript

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from chatgate.store.sqlite.database import SqliteRole, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import writes
 from chatgate.store.sqlite.leases import release_dead_owners
 from chatgate.store.sqlite.outbox import requeue_mid_send
 

@@ -19,7 +19,8 @@ from typing import cast
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.rows import OUTBOX, outbox_row
-from chatgate.store.sqlite.database import SqliteRole, reads
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 
 
 def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> None:

@@ -13,7 +13,8 @@ from chatgate.store import pairing_rules as rules
 from chatgate.store.inline import run_inline
 from chatgate.store.pairing_rules import NoticeFor
 from chatgate.store.rows import PAIRED_USER, PAIRING_REQUEST, paired_user_of, pairing_request_of
-from chatgate.store.sqlite.database import SqliteRole, reads, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads, writes
 from chatgate.store.sqlite.outbox import insert_outbox
 
 _GUARD = "approve"

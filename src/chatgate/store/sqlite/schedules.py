@@ -11,7 +11,8 @@ import sqlite3
 
 from chatgate.domain.schedules import Schedule
 from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
-from chatgate.store.sqlite.database import SqliteRole, reads, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads, writes
 
 
 def get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule | None:

@@ -12,7 +12,8 @@ from chatgate.domain.inbox import AdmitRequest
 from chatgate.store import task_rules as rules
 from chatgate.store.inline import run_inline
 from chatgate.store.rows import TASK, new_task_values, task_of
-from chatgate.store.sqlite.database import SqliteRole, reads
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.inbox import admit
 
 

@@ -14,7 +14,8 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.rows import SESSION_INFO, session_info_of
-from chatgate.store.sqlite.database import SqliteRole, reads
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 
 
 def append_transcript(

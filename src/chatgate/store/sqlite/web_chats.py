@@ -16,7 +16,8 @@ from chatgate.domain.web_chats import (
     newest_first,
     reply_item,
 )
-from chatgate.store.sqlite.database import SqliteRole, reads, writes
+from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads, writes
 
 _NEWEST = float("inf")
 
