@@ -1,9 +1,8 @@
 """``chatgate api-key create|list|revoke``: bearer keys of the OpenAI-compatible API.
 
-Like ``chatgate pairing`` it runs beside a running gateway, writing through a connection
-of its own (to the SQLite file, or to the fleet's PostgreSQL schema when ``store.url`` is
-set); the gateway reads the key table on every request, so a new key works and a revoked
-one stops at once. Only a hash of each token is stored; ``create`` prints the
+Like ``chatgate pairing`` it runs beside a running gateway through a store of its own
+(``app.store_access``); the gateway reads the key table on every request, so a new key works
+and a revoked one stops at once. Only a hash of each token is stored; ``create`` prints the
 token, once.
 """
 
@@ -16,29 +15,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from chatgate.app.cli.pairing import database_path
 from chatgate.app.config import GatewayConfig
+from chatgate.app.store_access import NoDatabaseYet, Purpose, open_store
 from chatgate.domain.api_keys import KEY_ID_RE, ApiKeyRecord, hash_token, new_api_key
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.store_roles import ApiKeys
 
 
-async def _create_database(path: Path) -> None:
-    from chatgate.store.sqlite import SqliteStore
-
-    store = SqliteStore(path)
-    await store.open()
-    await store.close()
-
-
-def cmd_create(path: Path, name: str, config: GatewayConfig) -> int:
-    from chatgate.store.sqlite import api as sql
-    from chatgate.store.sqlite.pairing import offline
-
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        asyncio.run(_create_database(path))
+async def cmd_create(store: ApiKeys, name: str, config: GatewayConfig) -> int:
     key_id, token = new_api_key()
-    offline(path, lambda c: sql.create_api_key(c, ApiKeyRecord(key_id, name, time.time()), hash_token(token)))
+    await store.create_api_key(ApiKeyRecord(key_id, name, time.time()), hash_token(token))
     return say_created(key_id, name, token, config)
 
 
@@ -52,11 +38,8 @@ def say_created(key_id: str, name: str, token: str, config: GatewayConfig) -> in
     return 0
 
 
-def cmd_list(path: Path) -> int:
-    from chatgate.store.sqlite import api as sql
-    from chatgate.store.sqlite.pairing import offline
-
-    return print_keys(offline(path, sql.list_api_keys) if path.exists() else [])
+async def cmd_list(store: ApiKeys) -> int:
+    return print_keys(await store.list_api_keys())
 
 
 def print_keys(keys: list[ApiKeyRecord]) -> int:
@@ -80,14 +63,8 @@ def print_keys(keys: list[ApiKeyRecord]) -> int:
     return 0
 
 
-def cmd_revoke(path: Path, key_id: str) -> int:
-    from chatgate.store.sqlite import api as sql
-    from chatgate.store.sqlite.pairing import offline
-
-    if not key_id_ok(key_id):
-        return 1
-    revoked = path.exists() and offline(path, lambda c: sql.revoke_api_key(c, key_id, time.time()))
-    return say_revoked(revoked, key_id)
+async def cmd_revoke(store: ApiKeys, key_id: str) -> int:
+    return say_revoked(await store.revoke_api_key(key_id, time.time()), key_id)
 
 
 def key_id_ok(key_id: str) -> bool:
@@ -106,19 +83,23 @@ def say_revoked(revoked: bool, key_id: str) -> int:
 
 
 def cmd_api_key(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
-    path = database_path(config, state_dir)
-    if config.store.url is not None:  # the fleet's keys are in its PostgreSQL schema
-        from chatgate.app.cli.fleet import postgres_api_key
+    verb = args.api_key_command
+    if verb == "revoke" and not key_id_ok(args.key_id):
+        return 1
+    purpose: Purpose = "create" if verb == "create" else "change" if verb == "revoke" else "read"
 
-        commands = {args.api_key_command: lambda: postgres_api_key(args, config)}
-    else:
-        commands = {
-            "create": lambda: cmd_create(path, args.name, config),
-            "list": lambda: cmd_list(path),
-            "revoke": lambda: cmd_revoke(path, args.key_id),
-        }
+    async def run() -> int:
+        async with open_store(config, state_dir, purpose=purpose) as store:
+            if verb == "create":
+                return await cmd_create(store, args.name, config)
+            if verb == "revoke":
+                return await cmd_revoke(store, args.key_id)
+            return await cmd_list(store)
+
     try:
-        return commands[args.api_key_command]()
+        return asyncio.run(run())
+    except NoDatabaseYet:  # no gateway has run here: no key yet
+        return print_keys([]) if verb == "list" else say_revoked(False, args.key_id)
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1

@@ -73,12 +73,14 @@ def _force_exit(reason: str) -> None:
 
 
 def _database_path(config: GatewayConfig, state_dir: Path) -> Path:
-    return Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
+    from chatgate.app.store_access import database_path
+
+    return database_path(config, state_dir)
 
 
 def _reset_damaged_state(db_path: Path) -> None:
     """``run --reset-state``: accept the loss of a missing or damaged database (a healthy one is kept)."""
-    from chatgate.store.sqlite.identity import set_aside
+    from chatgate.app.store_access import set_aside
 
     moved = set_aside(db_path)
     if moved:
@@ -92,7 +94,7 @@ def _reset_damaged_state(db_path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from chatgate.app.startup import CredentialInUse, StartupError
-    from chatgate.store.sqlite.identity import StateDamaged
+    from chatgate.app.store_access import StateDamaged
 
     config = load_from_args(args)
     if args.port is not None:
@@ -155,14 +157,18 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace, state_dir: Path) -> int:
     from chatgate.app.cli import ops as ops_cli
+    from chatgate.app.store_access import NoDatabaseYet, open_store
 
     config = load_from_args(args)
-    if config.store.url is None:
-        return ops_cli.cmd_status(args, state_dir)
-    from chatgate.app.cli.fleet import fleet_members
+
+    async def members() -> list[dict[str, object]] | None:
+        async with open_store(config, state_dir, purpose="read") as store:
+            return await store.fleet_members()  # None: a store of one gateway has no fleet
 
     try:
-        fleet = fleet_members(config)
+        fleet = asyncio.run(members())
+    except NoDatabaseYet:
+        fleet = None
     except StoreUnavailable as exc:
         print(f"chatgate: cannot list the fleet: {exc}", file=sys.stderr)
         fleet = None

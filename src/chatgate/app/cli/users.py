@@ -1,10 +1,9 @@
 """``chatgate user add|token|list|revoke``: the web chat's accounts (``platforms.web.auth: accounts``).
 
-Like ``chatgate api-key`` it runs beside a running gateway, writing through a connection
-of its own (to the SQLite file, or to the fleet's PostgreSQL schema when ``store.url`` is
-set). The gateway reads sessions from the store on every request and re-checks its open
-sockets every few seconds, so a revocation here signs the user out everywhere.
-Only hashes are stored; ``add`` and ``token`` print the sign-in token, once.
+Like ``chatgate api-key`` it runs beside a running gateway through a store of its own
+(``app.store_access``). The gateway reads sessions from the store on every request and
+re-checks its open sockets every few seconds, so a revocation here signs the user out
+everywhere. Only hashes are stored; ``add`` and ``token`` print the sign-in token, once.
 """
 
 from __future__ import annotations
@@ -12,15 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import sqlite3
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
-from chatgate.app.cli.pairing import database_path
 from chatgate.app.config import GatewayConfig
+from chatgate.app.store_access import NoDatabaseYet, Purpose, open_store
 from chatgate.domain.accounts import (
     ID_RE,
     Account,
@@ -34,65 +31,15 @@ from chatgate.domain.accounts import (
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Accounts
 
-T = TypeVar("T")
+_NO_USERS = "No users yet; add one with: chatgate user add NAME [--admin] [--password]"
 
 
-class OfflineAccounts:
-    """The part of ``Accounts`` the command uses, over a SQLite file a gateway may have open."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        from chatgate.store.sqlite.pairing import offline
-
-        return offline(self.path, fn)
-
-    async def create_account(self, account: Account, password_hash: str | None) -> bool:
-        from chatgate.store.sqlite import accounts as sql
-
-        if not self.path.exists():
-            await _create_database(self.path)
-        return self._run(lambda c: sql.create_account(c, account, password_hash))
-
-    async def account_by_name(self, name: str) -> tuple[Account, str | None] | None:
-        from chatgate.store.sqlite import accounts as sql
-
-        return self._run(lambda c: sql.account_by_name(c, name)) if self.path.exists() else None
-
-    async def list_accounts(self) -> list[Account]:
-        from chatgate.store.sqlite import accounts as sql
-
-        return self._run(sql.list_accounts) if self.path.exists() else []
-
-    async def list_sign_in_tokens(self) -> list[SignInToken]:
-        from chatgate.store.sqlite import accounts as sql
-
-        return self._run(sql.list_sign_in_tokens) if self.path.exists() else []
-
-    async def add_sign_in_token(self, token: SignInToken, token_hash: str) -> None:
-        from chatgate.store.sqlite import accounts as sql
-
-        self._run(lambda c: sql.add_sign_in_token(c, token, token_hash))
-
-    async def revoke_account(self, user_id: str, now: float) -> bool:
-        from chatgate.store.sqlite import accounts as sql
-
-        return self._run(lambda c: sql.revoke_account(c, user_id, now))
-
-    async def revoke_sign_in_token(self, token_id: str, now: float) -> bool:
-        from chatgate.store.sqlite import accounts as sql
-
-        return self._run(lambda c: sql.revoke_sign_in_token(c, token_id, now))
+def _no_user(name: str) -> str:
+    return f"chatgate: no active user {name} (see chatgate user list)"
 
 
-async def _create_database(path: Path) -> None:
-    from chatgate.store.sqlite import SqliteStore
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    store = SqliteStore(path)
-    await store.open()
-    await store.close()
+def _no_user_or_token(what: str) -> str:
+    return f"chatgate: no active user or token {what!r} (see chatgate user list)"
 
 
 def read_password() -> str:
@@ -105,7 +52,7 @@ def read_password() -> str:
     return first
 
 
-async def add(accounts: Any, name: str, admin: bool, password: str | None, config: GatewayConfig) -> int:
+async def add(accounts: Accounts, name: str, admin: bool, password: str | None, config: GatewayConfig) -> int:
     if (problem := name_problem(name)) is not None:
         print(f"chatgate: {problem}", file=sys.stderr)
         return 2
@@ -118,15 +65,15 @@ async def add(accounts: Any, name: str, admin: bool, password: str | None, confi
     return await _issue(accounts, account, config)
 
 
-async def token(accounts: Any, name: str, config: GatewayConfig) -> int:
+async def token(accounts: Accounts, name: str, config: GatewayConfig) -> int:
     found = await accounts.account_by_name(name)
     if found is None or not found[0].active:
-        print(f"chatgate: no active user {name} (see chatgate user list)", file=sys.stderr)
+        print(_no_user(name), file=sys.stderr)
         return 1
     return await _issue(accounts, found[0], config)
 
 
-async def _issue(accounts: Any, account: Account, config: GatewayConfig) -> int:
+async def _issue(accounts: Accounts, account: Account, config: GatewayConfig) -> int:
     token_id, value = new_sign_in_token()
     await accounts.add_sign_in_token(SignInToken(token_id, account.user_id, time.time()), hash_secret(value))
     print(
@@ -142,10 +89,10 @@ def _when(at: float | None) -> str:
     return "-" if at is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(at))
 
 
-async def listing(accounts: Any) -> int:
+async def listing(accounts: Accounts) -> int:
     users: list[Account] = await accounts.list_accounts()
     if not users:
-        print("No users yet; add one with: chatgate user add NAME [--admin] [--password]")
+        print(_NO_USERS)
         return 0
     tokens: list[SignInToken] = await accounts.list_sign_in_tokens()
     rows = []
@@ -161,7 +108,7 @@ async def listing(accounts: Any) -> int:
     return 0
 
 
-async def revoke(accounts: Any, what: str) -> int:
+async def revoke(accounts: Accounts, what: str) -> int:
     """A token id revokes that token (and its sessions); a name revokes the user."""
     now = time.time()
     if ID_RE.fullmatch(what) and any(t.token_id == what for t in await accounts.list_sign_in_tokens()):
@@ -172,33 +119,42 @@ async def revoke(accounts: Any, what: str) -> int:
         return 1
     found = await accounts.account_by_name(what)
     if found is None or not await accounts.revoke_account(found[0].user_id, now):
-        print(f"chatgate: no active user or token {what!r} (see chatgate user list)", file=sys.stderr)
+        print(_no_user_or_token(what), file=sys.stderr)
         return 1
     print(f"Revoked user {what}: their tokens no longer sign in and their browsers are signed out.")
     return 0
 
 
 def cmd_user(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
-    def run(accounts: Accounts | OfflineAccounts) -> Any:
-        verb = args.user_command
-        if verb == "add":
-            password = read_password() if args.password else None
-            return add(accounts, args.name, args.admin, password, config)
-        if verb == "token":
-            return token(accounts, args.name, config)
-        if verb == "list":
-            return listing(accounts)
-        return revoke(accounts, args.what)
+    verb = args.user_command
+    purpose: Purpose = "create" if verb == "add" else "change"
+
+    async def run(password: str | None) -> int:
+        async with open_store(config, state_dir, purpose=purpose) as accounts:
+            if verb == "add":
+                return await add(accounts, args.name, args.admin, password, config)
+            if verb == "token":
+                return await token(accounts, args.name, config)
+            if verb == "list":
+                return await listing(accounts)
+            return await revoke(accounts, args.what)
 
     try:
-        if config.store.url is not None:  # the fleet's accounts are in its PostgreSQL schema
-            from chatgate.app.cli.fleet import with_store
-
-            return int(with_store(config, run))
-        return int(asyncio.run(run(OfflineAccounts(database_path(config, state_dir)))))
+        return asyncio.run(run(read_password() if verb == "add" and args.password else None))
+    except NoDatabaseYet:  # no gateway has run here: no users yet
+        return _nobody(verb, args)
     except (StoreUnavailable, ValueError) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
+
+
+def _nobody(verb: str, args: argparse.Namespace) -> int:
+    """What ``token``, ``list`` and ``revoke`` say with no database: as with no users in one."""
+    if verb == "list":
+        print(_NO_USERS)
+        return 0
+    print(_no_user(args.name) if verb == "token" else _no_user_or_token(args.what), file=sys.stderr)
+    return 1
 
 
 def add_parser(
