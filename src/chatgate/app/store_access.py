@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from chatgate.app.config import GatewayConfig
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import NoDatabaseYet as NoDatabaseYet
 from chatgate.store.base import Store
 from chatgate.store.sqlite import SqliteStore
 from chatgate.store.sqlite.identity import StateDamaged, set_aside
@@ -26,14 +26,6 @@ __all__ = ["NoDatabaseYet", "Purpose", "StateDamaged", "database_path", "open_st
 
 Purpose = Literal["read", "change", "create"]
 """``read`` and ``change`` need the state to exist; ``create`` makes an empty one first if it does not."""
-
-
-class NoDatabaseYet(StoreUnavailable):
-    """The configured SQLite file does not exist yet: no gateway has stored anything there."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"there is no database at {path} yet")
-        self.path = path
 
 
 def database_path(config: GatewayConfig, state_dir: Path) -> Path:

@@ -1,7 +1,7 @@
 """``chatgate api-key create|list|revoke``: bearer keys of the OpenAI-compatible API.
 
 Like ``chatgate pairing`` it runs beside a running gateway through a store of its own
-(``app.store_access``); the gateway reads the key table on every request, so a new key works
+(``CommandTools.open_store``); the gateway reads the key table on every request, so a new key works
 and a revoked one stops at once. Only a hash of each token is stored; ``create`` prints the
 token, once.
 """
@@ -12,28 +12,26 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-from chatgate.app.config import GatewayConfig
-from chatgate.app.store_access import NoDatabaseYet, Purpose, open_store
 from chatgate.domain.api_keys import KEY_ID_RE, ApiKeyRecord, hash_token, new_api_key
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import NoDatabaseYet, StoreUnavailable
 from chatgate.domain.store_roles import ApiKeys
+from chatgate.platforms.api.section import ApiSection
+from chatgate.platforms.kit.plugin import CommandTools, Purpose
 
 
-async def cmd_create(store: ApiKeys, name: str, config: GatewayConfig) -> int:
+async def cmd_create(store: ApiKeys, name: str, section: ApiSection) -> int:
     key_id, token = new_api_key()
     await store.create_api_key(ApiKeyRecord(key_id, name, time.time()), hash_token(token))
-    return say_created(key_id, name, token, config)
+    return say_created(key_id, name, token, section)
 
 
-def say_created(key_id: str, name: str, token: str, config: GatewayConfig) -> int:
+def say_created(key_id: str, name: str, token: str, section: ApiSection) -> int:
     print(f"Created API key {key_id} ({name}). This is the only time it is shown; keep it secret:\n")
     print(f"  {token}\n")
-    if not config.platforms.api.enabled:
+    if not section.enabled:
         print("The API is off in this config: set platforms.api.enabled: true (docs/api.md).")
-    elif config.platforms.api.key_storage != "store":  # type: ignore[attr-defined]  # to the API plugin
+    elif section.key_storage != "store":
         print("This config accepts only platforms.api.key_env's key: set key_storage: store to use this one.")
     return 0
 
@@ -82,16 +80,18 @@ def say_revoked(revoked: bool, key_id: str) -> int:
     return 0
 
 
-def cmd_api_key(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
+def cmd_api_key(args: argparse.Namespace, tools: CommandTools) -> int:
     verb = args.api_key_command
     if verb == "revoke" and not key_id_ok(args.key_id):
         return 1
     purpose: Purpose = "create" if verb == "create" else "change" if verb == "revoke" else "read"
+    section = tools.section(args)
+    assert isinstance(section, ApiSection)
 
     async def run() -> int:
-        async with open_store(config, state_dir, purpose=purpose) as store:
+        async with tools.open_store(args, purpose) as store:
             if verb == "create":
-                return await cmd_create(store, args.name, config)
+                return await cmd_create(store, args.name, section)
             if verb == "revoke":
                 return await cmd_revoke(store, args.key_id)
             return await cmd_list(store)
@@ -105,13 +105,12 @@ def cmd_api_key(args: argparse.Namespace, config: GatewayConfig, state_dir: Path
         return 1
 
 
-def add_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    common: Callable[[argparse.ArgumentParser], None],
-    run: Callable[[argparse.Namespace], int],
-) -> None:
-    keys = sub.add_parser("api-key", help="bearer keys of the OpenAI-compatible API")
-    keys.set_defaults(func=run)
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools) -> None:
+    keys = sub.add_parser(
+        "api-key", help="bearer keys of the OpenAI-compatible API", description=__doc__.splitlines()[0]
+    )
+    keys.set_defaults(func=lambda args: cmd_api_key(args, tools))
+    common = tools.common
     keys_sub = keys.add_subparsers(dest="api_key_command", required=True)
     create = keys_sub.add_parser("create", help="make a key and print it (once)")
     common(create)

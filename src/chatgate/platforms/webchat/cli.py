@@ -1,7 +1,7 @@
 """``chatgate user add|token|list|revoke``: the web chat's accounts (``platforms.web.auth: accounts``).
 
 Like ``chatgate api-key`` it runs beside a running gateway through a store of its own
-(``app.store_access``). The gateway reads sessions from the store on every request and
+(``CommandTools.open_store``). The gateway reads sessions from the store on every request and
 re-checks its open sockets every few seconds, so a revocation here signs the user out
 everywhere. Only hashes are stored; ``add`` and ``token`` print the sign-in token, once.
 """
@@ -13,11 +13,7 @@ import asyncio
 import getpass
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-from chatgate.app.config import GatewayConfig
-from chatgate.app.store_access import NoDatabaseYet, Purpose, open_store
 from chatgate.domain.accounts import (
     ID_RE,
     Account,
@@ -28,8 +24,10 @@ from chatgate.domain.accounts import (
     new_id,
     new_sign_in_token,
 )
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import NoDatabaseYet, StoreUnavailable
 from chatgate.domain.store_roles import Accounts
+from chatgate.platforms.kit.plugin import CommandTools, Purpose
+from chatgate.platforms.webchat.section import WebChatSection
 
 _NO_USERS = "No users yet; add one with: chatgate user add NAME [--admin] [--password]"
 
@@ -52,7 +50,9 @@ def read_password() -> str:
     return first
 
 
-async def add(accounts: Accounts, name: str, admin: bool, password: str | None, config: GatewayConfig) -> int:
+async def add(
+    accounts: Accounts, name: str, admin: bool, password: str | None, section: WebChatSection
+) -> int:
     if (problem := name_problem(name)) is not None:
         print(f"chatgate: {problem}", file=sys.stderr)
         return 2
@@ -62,25 +62,25 @@ async def add(accounts: Accounts, name: str, admin: bool, password: str | None, 
         print(f"chatgate: there is already a user {name} (see chatgate user list)", file=sys.stderr)
         return 1
     print(f"Added {account.role} {name}" + (" with a password." if hashed else "."))
-    return await _issue(accounts, account, config)
+    return await _issue(accounts, account, section)
 
 
-async def token(accounts: Accounts, name: str, config: GatewayConfig) -> int:
+async def token(accounts: Accounts, name: str, section: WebChatSection) -> int:
     found = await accounts.account_by_name(name)
     if found is None or not found[0].active:
         print(_no_user(name), file=sys.stderr)
         return 1
-    return await _issue(accounts, found[0], config)
+    return await _issue(accounts, found[0], section)
 
 
-async def _issue(accounts: Accounts, account: Account, config: GatewayConfig) -> int:
+async def _issue(accounts: Accounts, account: Account, section: WebChatSection) -> int:
     token_id, value = new_sign_in_token()
     await accounts.add_sign_in_token(SignInToken(token_id, account.user_id, time.time()), hash_secret(value))
     print(
         f"Sign-in token {token_id} for {account.name}. This is the only time it is shown; keep it secret:\n"
     )
     print(f"  {value}\n")
-    if config.platforms.web.auth_mode() != "accounts":  # type: ignore[attr-defined]  # to the web plugin
+    if section.auth_mode() != "accounts":
         print("This config does not use accounts: set platforms.web.auth: accounts (docs/webchat.md).")
     return 0
 
@@ -125,16 +125,18 @@ async def revoke(accounts: Accounts, what: str) -> int:
     return 0
 
 
-def cmd_user(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
+def cmd_user(args: argparse.Namespace, tools: CommandTools) -> int:
     verb = args.user_command
     purpose: Purpose = "create" if verb == "add" else "change"
+    section = tools.section(args)
+    assert isinstance(section, WebChatSection)
 
     async def run(password: str | None) -> int:
-        async with open_store(config, state_dir, purpose=purpose) as accounts:
+        async with tools.open_store(args, purpose) as accounts:
             if verb == "add":
-                return await add(accounts, args.name, args.admin, password, config)
+                return await add(accounts, args.name, args.admin, password, section)
             if verb == "token":
-                return await token(accounts, args.name, config)
+                return await token(accounts, args.name, section)
             if verb == "list":
                 return await listing(accounts)
             return await revoke(accounts, args.what)
@@ -157,13 +159,12 @@ def _nobody(verb: str, args: argparse.Namespace) -> int:
     return 1
 
 
-def add_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    common: Callable[[argparse.ArgumentParser], None],
-    run: Callable[[argparse.Namespace], int],
-) -> None:
-    users = sub.add_parser("user", help="web chat accounts (platforms.web.auth: accounts)")
-    users.set_defaults(func=run)
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools) -> None:
+    users = sub.add_parser(
+        "user", help="web chat accounts (platforms.web.auth: accounts)", description=__doc__.splitlines()[0]
+    )
+    users.set_defaults(func=lambda args: cmd_user(args, tools))
+    common = tools.common
     users_sub = users.add_subparsers(dest="user_command", required=True)
     add_cmd = users_sub.add_parser("add", help="add a user and print a sign-in token (once)")
     common(add_cmd)
