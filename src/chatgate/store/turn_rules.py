@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from chatgate.domain.background import TaskRecord
+from chatgate.domain.background import TaskRecord, may_be_child_session
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
@@ -133,7 +133,11 @@ async def commit_turn(
         raise LeaseLost(f"items of {out.session_key} were cancelled or taken over while the turn ran")
     await sql.mark_done(out.item_seqs, out.outcome, now)
     await sql.append_transcript(out.session_id, out.session_key, out.transcript, now)
-    ended = await task_rules.finish_tasks(sql.tasks(), out.item_seqs, out.transcript, out.outcome, now)
+    ended = (
+        await task_rules.finish_tasks(sql.tasks(), out.item_seqs, out.transcript, out.outcome, now)
+        if may_be_child_session(out.session_key)
+        else []
+    )
     if finished is not None:
         finished[:] = ended
     sending: list[OutboxRow] = []
