@@ -35,7 +35,11 @@ async def _reactions(person: Person, room: str, event_id: str, sender: str) -> s
     found = set()
     for event in await person.events(room):
         rel = (event.get("content") or {}).get("m.relates_to") or {}
-        if event.get("type") == "m.reaction" and event.get("sender") == sender and rel.get("event_id") == event_id:
+        if (
+            event.get("type") == "m.reaction"
+            and event.get("sender") == sender
+            and rel.get("event_id") == event_id
+        ):
             found.add(rel.get("key"))
     return found
 
@@ -69,6 +73,7 @@ async def test_a_reaction_approves_a_second_reaction_is_refused_and_a_reply_comm
     await ann.say(room, "!sh rm -rf ./x")
     [prompt] = await wait_for(lambda: _prompts(ann, room, bot.user_id), 30, "the prompt")
     assert "rm -rf ./x" in prompt.text and "React:" in prompt.text
+
     async def offered() -> bool:
         return {"✅", "❌"} <= await _reactions(ann, room, prompt.event_id, bot.user_id)
 
@@ -86,15 +91,15 @@ async def test_a_reaction_approves_a_second_reaction_is_refused_and_a_reply_comm
     assert _states(gateway.state_dir / "chatgate.db") == [("approved", "once")]
 
     late = await ann.react(room, prompt.event_id, "❌")  # a tap on a prompt already answered
-    [told] = await wait_for(lambda: _notices(ann, room, bot.user_id, prompt.event_id), 30, "the late tap told")
+    [told] = await wait_for(
+        lambda: _notices(ann, room, bot.user_id, prompt.event_id), 30, "the late tap told"
+    )
     assert "Already answered" in told["content"]["body"], told
     assert _states(gateway.state_dir / "chatgate.db") == [("approved", "once")]
     assert late
 
     await ann.say(room, "!sh rm -rf ./y")
-    prompts = await wait_for(
-        lambda: _atleast(_prompts(ann, room, bot.user_id), 2), 30, "the second prompt"
-    )
+    prompts = await wait_for(lambda: _atleast(_prompts(ann, room, bot.user_id), 2), 30, "the second prompt")
     await ann.say(room, "/approve", reply_to=prompts[1].event_id)
     await wait_for(lambda: not (workdir / "y").exists(), 30, "the command approved by /approve")
     assert _states(gateway.state_dir / "chatgate.db") == [("approved", "once"), ("approved", "once")]
@@ -123,7 +128,9 @@ async def test_a_reaction_on_an_expired_prompt_runs_nothing_and_says_expired(
 
     await wait_for(expired, 30, "the prompt to expire")
     await ann.react(room, prompt.event_id, "✅")
-    [told] = await wait_for(lambda: _notices(ann, room, bot.user_id, prompt.event_id), 30, "the stale tap told")
+    [told] = await wait_for(
+        lambda: _notices(ann, room, bot.user_id, prompt.event_id), 30, "the stale tap told"
+    )
     assert "Expired" in told["content"]["body"] and "not run" in told["content"]["body"], told
     assert (workdir / "x").exists()
     assert _states(gateway.state_dir / "chatgate.db") == [("expired", None)]
