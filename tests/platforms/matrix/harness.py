@@ -22,10 +22,10 @@ class People:
     def __init__(self, server: Synapse, http: aiohttp.ClientSession) -> None:
         self.server, self.http = server, http
 
-    def person(self, name: str, limit: tuple[float, int] | None = (0, 0)) -> Person:
+    def person(self, name: str, limit: tuple[int, int] | None = (0, 0)) -> Person:
         return Person(self.server, self.server.register(name, limit=limit), self.http)
 
-    def account(self, name: str, limit: tuple[float, int] | None = (0, 0)) -> Account:
+    def account(self, name: str, limit: tuple[int, int] | None = (0, 0)) -> Account:
         return self.server.register(name, limit=limit)
 
 

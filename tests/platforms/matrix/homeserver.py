@@ -39,7 +39,7 @@ disable_existing_loggers: false
 """
 
 
-def _limit(per_second: float, burst: int) -> dict[str, float]:
+def _limit(per_second: int, burst: int) -> dict[str, float]:
     return {"per_second": per_second, "burst_count": burst}
 
 
@@ -116,7 +116,7 @@ class Synapse:
             return json.load(response)
 
     def register(
-        self, name: str | None = None, *, admin: bool = False, limit: tuple[float, int] | None = (0, 0)
+        self, name: str | None = None, *, admin: bool = False, limit: tuple[int, int] | None = (0, 0)
     ) -> Account:
         """A new user, named uniquely (``name`` is a readable prefix). ``limit``: its
         ``override_ratelimit`` (messages per second, burst; ``(0, 0)`` is none), None: the default."""
@@ -136,7 +136,7 @@ class Synapse:
             self.set_limit(account.user_id, *limit)
         return account
 
-    def set_limit(self, user_id: str, per_second: float, burst: int) -> None:
+    def set_limit(self, user_id: str, per_second: int, burst: int) -> None:
         assert self.admin is not None
         where = f"/_synapse/admin/v1/users/{urllib.request.quote(user_id)}/override_ratelimit"
         self.request(

@@ -35,7 +35,7 @@ from chatgate.platforms.matrix.decode import (
     replied_to,
     thread_root,
 )  # fmt: skip
-from chatgate.platforms.matrix.errors import MatrixCallError
+from chatgate.platforms.matrix.errors import ApiRefused, MatrixCallError, RateLimited
 from chatgate.platforms.matrix.outbound import MatrixOutbound
 from chatgate.platforms.matrix.prompts import PromptRef, decode_reaction, prompt_ref, reacted_to
 from chatgate.platforms.matrix.rooms import Rooms
@@ -46,6 +46,8 @@ ENCRYPTED_TEXT = (
     " cannot answer here. Invite it to a room without encryption (docs/platforms/matrix.md)."
 )
 MAX_ENCRYPTED_NOTED = 4096
+JOIN_TRIES = 3
+MAX_JOIN_WAIT = 30.0
 Call = Callable[..., Awaitable[dict[str, Any]]]
 
 
@@ -85,7 +87,8 @@ class MatrixLane:
         timelines (history from before this gateway) are not answered."""
         invites = rooms.get("invite")
         for room_id, room in (invites if isinstance(invites, dict) else {}).items():
-            await self._invited(str(room_id), room)
+            if not await self._invited(str(room_id), room):
+                return False  # the invite is in this answer only: sync it again
         joined = rooms.get("join")
         if not live or not isinstance(joined, dict):
             return True
@@ -109,31 +112,45 @@ class MatrixLane:
                 return False
         return True
 
-    async def _invited(self, room_id: str, room: Any) -> None:
+    async def _invited(self, room_id: str, room: Any) -> bool:
+        """Join by policy; False when the join failed for a reason that passes (a rate limit,
+        an outage), so the sync answer holding the invite is fetched again."""
         assert self.rules is not None
         state = _events(room, "invite_state")
-        mine = [
-            e for e in state if e.get("type") == "m.room.member" and e.get("state_key") == self.rules.bot_id
-        ]
+        bot = self.rules.bot_id
+        mine = [e for e in state if e.get("type") == "m.room.member" and e.get("state_key") == bot]
         inviter = str(mine[-1].get("sender")) if mine else ""
         content = mine[-1].get("content") if mine else None
         if not self._policy.accepts(inviter):
-            log.info(
-                "not joining Matrix room %s: invited by %s (platforms.matrix.auto_join)", room_id, inviter
-            )
-            return
-        from chatgate.platforms.matrix.api import path  # aiohttp: loaded once the adapter starts
-
-        try:
-            await self._call("POST", path("join", room_id), {})
-        except MatrixCallError as exc:
-            log.warning("could not join Matrix room %s (invited by %s): %s", room_id, inviter, exc)
-            return
+            log.info("not joining Matrix room %s: invited by %s (auto_join)", room_id, inviter)
+            return True
+        if not await self._join(room_id, inviter):
+            return False
         if isinstance(content, dict) and content.get("is_direct") is True:
             self.rooms.direct.add(room_id)
         log.info("joined Matrix room %s (invited by %s)", room_id, inviter)
         if any(e.get("type") == "m.room.encryption" for e in state):
             await self._tell_encrypted(room_id)
+        return True
+
+    async def _join(self, room_id: str, inviter: str) -> bool:
+        from chatgate.platforms.matrix.api import path  # aiohttp: loaded once the adapter starts
+
+        for _ in range(JOIN_TRIES):
+            try:
+                await self._call("POST", path("join", room_id), {})
+                return True
+            except RateLimited as exc:
+                await asyncio.sleep(min(exc.retry_after, MAX_JOIN_WAIT))
+            except ApiRefused as exc:
+                if exc.status >= 500:
+                    return False
+                log.warning("could not join Matrix room %s (invited by %s): %s", room_id, inviter, exc)
+                return True  # refused for good (the invite was withdrawn, the room is gone): move on
+            except MatrixCallError as exc:
+                log.warning("could not join Matrix room %s yet: %s", room_id, exc)
+                return False
+        return False
 
     # ---------------------------------------------------------------- one event
 

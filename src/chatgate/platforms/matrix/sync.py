@@ -167,7 +167,8 @@ class SyncLoop:
             ):
                 continue
             missed = await self._read_back(str(room_id), str(timeline["prev_batch"]))
-            log.info("Matrix room %s: read back %d events the sync answer left out", room_id, len(missed))
+            if missed:
+                log.info("Matrix room %s: read back %d events the sync answer left out", room_id, len(missed))
             events = timeline.get("events")
             timeline["events"] = missed + (events if isinstance(events, list) else [])
 
