@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from chatgate.platforms.kit.section import EnvName, PlatformSection
 
 AutoJoin = Literal["allowed", "anyone", "off"]
+TOKEN_PREFIXES = ("syt_", "mat_", "mct_")
+"""How Synapse's and MAS's access tokens begin: such a value is a pasted secret, not a variable name
+(their underscores would pass the kit's name check)."""
 
 
 class MatrixSection(PlatformSection):
@@ -43,6 +46,17 @@ class MatrixSection(PlatformSection):
     max_catch_up_events: int = Field(5000, ge=0, le=100_000)
     """At most this many events per room are read back after downtime (older ones are recorded
     as skipped, never answered)."""
+
+    @field_validator("access_token_env", "password_env")
+    @classmethod
+    def _not_a_token(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith(TOKEN_PREFIXES):
+            raise ValueError(
+                "this must be the name of an environment variable (like MATRIX_ACCESS_TOKEN), and what"
+                " is here is an access token; remove it from the file, export MATRIX_ACCESS_TOKEN=..."
+                " and give that variable's name here"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_credential(self) -> MatrixSection:
