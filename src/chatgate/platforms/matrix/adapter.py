@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.outbound import Capabilities, DeliveryResult
@@ -78,6 +79,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         )
         self.lane = MatrixLane(intake, self._call, self.rooms, self._outbound, policy)
         self.sync: SyncLoop | None = None
+        self._guard: Callable[[], Awaitable[bool]] | None = None
         self._connected = False
         self._detail = "not started"
 
@@ -89,14 +91,39 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """Sign in and sync (again, after a fleet standby took over: from the stored token)."""
+        await self._open()
+        if self.sync is not None:
+            await self.sync.wait_stopped(STOP_BUDGET)  # a sync stopped by a lost fleet lock has ended
+            self.sync.start()
+
+    async def start_sending(self) -> None:
+        """A fleet's standby: send replies and edit previews, but leave /sync to the process that
+        holds the account's lock (two would admit, and answer, the same events)."""
+        await self._open()
+        self._set_state(True, "standby: another process of the fleet syncs")
+
+    def stop_polling(self) -> None:
+        """Back to standby (the fleet lock was lost): the sync in flight is abandoned, the batch
+        being admitted finishes and stores its token; sending goes on."""
+        if self.sync is not None:
+            self.sync.stop()
+        self._set_state(True, "standby: another process of the fleet syncs")
+
+    def set_poll_guard(self, guard: Callable[[], Awaitable[bool]]) -> None:
+        """Ask ``guard`` before every /sync; False stops syncing (the fleet's lock is gone)."""
+        self._guard = guard
+        if self.sync is not None:
+            self.sync.guard = guard
+
+    async def _open(self) -> None:
+        if self._api is not None:
+            return
         from chatgate.platforms.matrix.api import MatrixApi  # aiohttp, once this process holds the lock
 
         self._api = MatrixApi(self._section.homeserver)
         self._detail = "signing in"
-        if self._section.password_env:
-            self._api.token = await self._login()
-        else:
-            self._api.token = self._secret
+        self._api.token = await self._login() if self._section.password_env else self._secret
         self.user_id = await self._whoami()
         self._namespace = await self._transaction_namespace()
         section = self._section
@@ -111,7 +138,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
             timeout=section.sync_timeout_seconds, timeline_limit=section.timeline_limit,
             max_catch_up=section.max_catch_up_events, on_state=self._set_state,
         )  # fmt: skip
-        self.sync.start()
+        self.sync.guard = self._guard
 
     async def _login(self) -> str:
         from chatgate.platforms.matrix.api import path  # (idem)
@@ -173,6 +200,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         if self.sync is not None:
             self.sync.stop()
             await self.sync.wait_stopped(min(budget, STOP_BUDGET))
+            self.sync = None
         if self._api is not None:
             await self._api.aclose()
             self._api = None

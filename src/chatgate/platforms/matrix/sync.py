@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import ChatgateError, StoreUnavailable
 from chatgate.domain.store_roles import Cursors
 from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 
@@ -49,6 +49,10 @@ def sync_filter(timeline_limit: int) -> str:
     }, separators=(",", ":"))  # fmt: skip
 
 
+class SyncRevoked(ChatgateError):
+    """The guard refused the next /sync: another process of the fleet may sync now."""
+
+
 class SyncLoop:
     def __init__(
         self, call: Call, cursors: Cursors, cursor_name: str, admit: Admit, *,
@@ -58,13 +62,18 @@ class SyncLoop:
         self._timeout, self._limit, self._max_catch_up = timeout, timeline_limit, max_catch_up
         self._on_state = on_state
         self.token: str | None = None
+        self._loaded = False
         self._stopping = False
         self._stop_event = asyncio.Event()
         self._fetching = False
         self._task: asyncio.Task[None] | None = None
         self.syncs = 0
+        self.guard: Callable[[], Awaitable[bool]] | None = None
+        """Asked before every /sync (a fleet's lock): False stops the loop instead."""
 
     def start(self) -> None:
+        self.token = None  # read from the store again: another process of the fleet may have moved it
+        self._loaded = False
         self._stopping = False
         self._stop_event.clear()
         self._task = asyncio.create_task(self._run(), name="chatgate-matrix-sync")
@@ -93,15 +102,21 @@ class SyncLoop:
 
     async def _run(self) -> None:
         backoff = 1.0
-        self.token = await self._cursors.get_cursor(self.cursor_name)
         while not self._stopping:
             try:
+                if not self._loaded:  # inside the loop: a store that is down at start is asked again
+                    self.token = await self._cursors.get_cursor(self.cursor_name)
+                    self._loaded = True
                 await self._once()
                 backoff = 1.0
             except asyncio.CancelledError:
                 if self._stopping:
                     return
                 raise
+            except SyncRevoked:
+                log.warning("Matrix sync stopped: this process no longer holds the account's fleet lock")
+                self._stopping = True
+                return
             except RateLimited as exc:
                 self._on_state(True, f"/sync rate limited: waiting {exc.retry_after:.1f}s")
                 await self._pause(exc.retry_after)
@@ -127,6 +142,8 @@ class SyncLoop:
             query["since"] = self.token
         self._fetching = True
         try:
+            if self.guard is not None and not await self.guard():
+                raise SyncRevoked()
             return await self._call("GET", path("sync"), query=query, timeout=self._timeout + 30)
         finally:
             self._fetching = False
