@@ -172,3 +172,39 @@ def test_the_plugin_module_is_cheap_to_import() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+async def test_an_answer_is_read_whole_across_chunks_and_refused_past_the_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aiohttp import web
+
+    from chatgate.platforms.matrix import api
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        size = int(request.query["n"])
+        await response.write(b'{"pad":"')
+        for _ in range(size // 100):
+            await response.write(b"x" * 100)
+        await response.write(b'"}')
+        return response
+
+    app = web.Application()
+    app.router.add_get("/_matrix/client/v3/sync", chunked)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    monkeypatch.setattr(api, "MAX_ANSWER_BYTES", 50_000)
+    client = api.MatrixApi(f"http://127.0.0.1:{port}")
+    try:
+        whole = await client.call("GET", api.path("sync"), query={"n": "40000"})
+        assert len(whole["pad"]) == 40_000, "every chunk read, not the first"
+        with pytest.raises(MaybeSent, match="larger than"):
+            await client.call("GET", api.path("sync"), query={"n": "60000"})
+    finally:
+        await client.aclose()
+        await runner.cleanup()

@@ -54,6 +54,18 @@ def error_of(what: str, status: int, body: bytes, header: str | None) -> ApiRefu
     return ApiRefused(what, status, str(errcode)[:60], str(message)[:200])
 
 
+async def _bounded(stream: aiohttp.StreamReader) -> bytes:
+    """The whole body, or its first ``MAX_ANSWER_BYTES + 1`` bytes when it is longer."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream.iter_chunked(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            break
+    return b"".join(chunks)
+
+
 class MatrixApi:
     """``call(method, path, ...)`` -> the JSON answer, or a ``MatrixCallError``.
 
@@ -84,7 +96,7 @@ class MatrixApi:
             ) as response:  # fmt: skip
                 status = response.status
                 header = response.headers.get("Retry-After")
-                data = await response.content.read(MAX_ANSWER_BYTES + 1)
+                data = await _bounded(response.content)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise NotSent(f"{what}: could not connect: {type(exc).__name__}") from exc
         except TimeoutError as exc:
