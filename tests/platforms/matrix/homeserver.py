@@ -157,13 +157,22 @@ class Synapse:
         return path.read_text(errors="replace")[-4000:] if path.exists() else "(no log)"
 
 
+def _signing_key(path: Path) -> None:
+    """The server's ed25519 signing key, written as Synapse's ``--generate-keys`` would (without a
+    second interpreter loading all of Synapse for it)."""
+    from signedjson.key import generate_signing_key, write_signing_keys  # Synapse's own dependency
+
+    with path.open("w") as out:
+        write_signing_keys(out, [generate_signing_key("a_test")])
+
+
 def start_synapse(data: Path, port: int) -> Synapse:
     data.mkdir(parents=True, exist_ok=True)
     (data / "log.yaml").write_text(LOG_CONFIG.replace("LOGFILE", str(data / "homeserver.log")))
     path = data / "homeserver.yaml"
     path.write_text(json.dumps(config(data, port)))  # JSON is YAML
     python = [sys.executable, "-m", "synapse.app.homeserver", "--config-path", str(path)]
-    subprocess.run([*python, "--generate-keys"], check=True, capture_output=True, timeout=120, cwd=data)
+    _signing_key(data / "signing.key")
     out = (data / "stdout.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
     started = time.monotonic()

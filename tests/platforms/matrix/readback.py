@@ -1,5 +1,6 @@
-"""Reading a conversation back from the server: was every question answered exactly once, in
-its thread, in order?"""
+"""Conversations of the Matrix tests (rooms and their threads, and what was asked in each), and
+reading them back from the server: was every question answered exactly once, in its thread, in
+order?"""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from matrix.client import Person, Shown, shown_by
-from matrix.harness import echo_of
+from matrix.harness import People, echo_of, joined
 
 MARKER = "(possible repeat) "
 RESUME_NOTICE = "The gateway restarted while answering this message"
@@ -70,3 +71,23 @@ async def check_answered_once(conversations: list[Conversation], bot_id: str, ki
                 firsts.append(min(position[m.event_id] for m in answers))
             assert firsts == sorted(firsts), f"{room} {conv.thread}: answered out of order"
     return repeats
+
+
+async def make_conversations(people: People, bot_id: str, rooms: int) -> list[Conversation]:
+    """``rooms`` rooms, each with a thread: the room's asker and the thread's asker differ."""
+    conversations = []
+    for n in range(rooms):
+        ann, bob = people.person(f"ann{n}_"), people.person(f"bob{n}_")
+        room = await ann.create_room(invite=[bot_id, bob.user_id], name=f"Room {n}")
+        await bob.join(room)
+        await joined(ann, room, bot_id)
+        root = await ann.say(room, f"thread {n} starts here (not for the bot)")
+        conversations += [Conversation(room, ann), Conversation(room, bob, thread=root)]
+    return conversations
+
+
+async def ask(conv: Conversation, bot_id: str, label: str, count: int) -> None:
+    for i in range(count):
+        text = f"{label} {i} in {conv.room[-6:]}{'/t' if conv.thread else ''}"
+        event_id = await conv.asker.say(conv.room, text, mention=bot_id, thread=conv.thread)
+        conv.asked.append((event_id, text))

@@ -12,32 +12,12 @@ from pathlib import Path
 import pytest
 
 from matrix.conftest import Gateways
-from matrix.harness import People, joined, matrix_config, wait_for
-from matrix.readback import Conversation, check_answered_once, unanswered
+from matrix.harness import People, matrix_config, wait_for
+from matrix.readback import ask, check_answered_once, make_conversations, unanswered
 
 pytestmark = pytest.mark.slow
 ROOMS = 10
 PER_CONVERSATION = 10
-
-
-async def make_conversations(people: People, bot_id: str, rooms: int) -> list[Conversation]:
-    """``rooms`` rooms, each with a thread: the room's asker and the thread's asker differ."""
-    conversations = []
-    for n in range(rooms):
-        ann, bob = people.person(f"ann{n}_"), people.person(f"bob{n}_")
-        room = await ann.create_room(invite=[bot_id, bob.user_id], name=f"Room {n}")
-        await bob.join(room)
-        await joined(ann, room, bot_id)
-        root = await ann.say(room, f"thread {n} starts here (not for the bot)")
-        conversations += [Conversation(room, ann), Conversation(room, bob, thread=root)]
-    return conversations
-
-
-async def ask(conv: Conversation, bot_id: str, label: str, count: int) -> None:
-    for i in range(count):
-        text = f"{label} {i} in {conv.room[-6:]}{'/t' if conv.thread else ''}"
-        event_id = await conv.asker.say(conv.room, text, mention=bot_id, thread=conv.thread)
-        conv.asked.append((event_id, text))
 
 
 @pytest.mark.timeout(300)

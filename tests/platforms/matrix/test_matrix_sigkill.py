@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from matrix.harness import TOKEN_ENV, People, matrix_config, wait_for
-from matrix.readback import check_answered_once, unanswered
-from matrix.test_matrix_load import ask, make_conversations
+from matrix.readback import ask, check_answered_once, make_conversations, unanswered
 from support.procs import GatewayProcess
 
 pytestmark = pytest.mark.slow
