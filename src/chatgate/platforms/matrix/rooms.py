@@ -37,9 +37,6 @@ class Rooms:
         self.direct: set[str] = set()
         """Rooms the bot was invited to as a DM (``is_direct``), this process."""
 
-    def known(self, room_id: str) -> RoomInfo | None:
-        return self._rooms.get(room_id)
-
     def _keep(self, info: RoomInfo) -> RoomInfo:
         self._rooms[info.room_id] = info
         self._rooms.move_to_end(info.room_id)
