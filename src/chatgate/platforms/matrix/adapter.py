@@ -12,12 +12,13 @@ a transaction of the row's own so the homeserver deduplicates a resend.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from chatgate.domain.outbound import Capabilities, DeliveryResult
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.outbound import Capabilities, DeliveryResult, RetryLater
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
@@ -29,6 +30,7 @@ from chatgate.platforms.matrix.lane import JoinPolicy, MatrixLane
 from chatgate.platforms.matrix.outbound import MatrixOutbound, row_transaction
 from chatgate.platforms.matrix.rooms import Rooms
 from chatgate.platforms.matrix.section import MatrixSection
+from chatgate.platforms.matrix.signin import SignedIn, sign_in
 from chatgate.platforms.matrix.sync import SyncLoop
 
 if TYPE_CHECKING:
@@ -71,7 +73,8 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         self._duplicate_marker = duplicate_marker
         self._api: MatrixApi | None = None
         self.user_id = section.user_id
-        self._namespace = ""
+        self._signed: SignedIn | None = None
+        self._signing = asyncio.Lock()
         self._outbound = MatrixOutbound(self._call, lambda: self.user_id)
         self.rooms = Rooms(self._call)
         policy = JoinPolicy(
@@ -83,24 +86,66 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         self._connected = False
         self._detail = "not started"
 
+    async def _ready(self) -> MatrixApi:
+        """The API, signed in (once; a failure raises and the next call tries again)."""
+        api = self._api
+        if api is None:
+            raise NotSent("the Matrix adapter is not started")
+        if self._signed is None:
+            async with self._signing:
+                if self._signed is None:
+                    signed = await sign_in(api, self._section, self._secret, self._cursors)
+                    self.user_id = signed.user_id
+                    section = self._section
+                    self.lane.rules = Addressing(
+                        signed.user_id, signed.display_name, section.require_mention,
+                        frozenset(section.free_response_rooms),
+                    )  # fmt: skip
+                    self._signed = signed
+        return api
+
     async def _call(self, method: str, where: str, body: Any = None, **options: Any) -> dict[str, Any]:
-        if self._api is None:
-            raise NotSent(f"{method} {where}: the Matrix adapter is not started")
-        return await self._api.call(method, where, body, **options)
+        return await (await self._ready()).call(method, where, body, **options)
+
+    async def _connect(self) -> str:
+        """The sync loop's first step: sign in; the name of the account's sync token."""
+        await self._ready()
+        return f"matrix:{self.user_id}:next_batch"
 
     # ------------------------------------------------------------ lifecycle
 
+    def _open(self) -> None:
+        from chatgate.platforms.matrix.api import MatrixApi  # aiohttp, once this process holds the lock
+
+        if self._api is None:
+            self._api = MatrixApi(self._section.homeserver)
+        if self.sync is None:
+            section = self._section
+            self.sync = SyncLoop(
+                self._call, self._cursors, self._connect, self.lane.admit_batch,
+                timeout=section.sync_timeout_seconds, timeline_limit=section.timeline_limit,
+                max_catch_up=section.max_catch_up_events, on_state=self._set_state,
+            )  # fmt: skip
+            self.sync.guard = self._guard
+
     async def start(self) -> None:
-        """Sign in and sync (again, after a fleet standby took over: from the stored token)."""
-        await self._open()
-        if self.sync is not None:
-            await self.sync.wait_stopped(STOP_BUDGET)  # a sync stopped by a lost fleet lock has ended
-            self.sync.start()
+        """Sync (again, after a fleet standby took over: from the stored token). Signing in is the
+        sync loop's first step, retried with backoff: a homeserver that is down delays Matrix
+        only, and the gateway starts."""
+        self._open()
+        assert self.sync is not None
+        self._detail = "signing in"
+        await self.sync.wait_stopped(STOP_BUDGET)  # a sync stopped by a lost fleet lock has ended
+        self.sync.start()
 
     async def start_sending(self) -> None:
         """A fleet's standby: send replies and edit previews, but leave /sync to the process that
         holds the account's lock (two would admit, and answer, the same events)."""
-        await self._open()
+        self._open()
+        try:
+            await self._ready()
+        except (MatrixCallError, StoreUnavailable) as exc:
+            log.warning("Matrix: could not sign in yet (the first send tries again): %s", exc)
         self._set_state(True, "standby: another process of the fleet syncs")
 
     def stop_polling(self) -> None:
@@ -115,78 +160,6 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         self._guard = guard
         if self.sync is not None:
             self.sync.guard = guard
-
-    async def _open(self) -> None:
-        if self._api is not None:
-            return
-        from chatgate.platforms.matrix.api import MatrixApi  # aiohttp, once this process holds the lock
-
-        self._api = MatrixApi(self._section.homeserver)
-        self._detail = "signing in"
-        self._api.token = await self._login() if self._section.password_env else self._secret
-        self.user_id = await self._whoami()
-        self._namespace = await self._transaction_namespace()
-        section = self._section
-        self.lane.rules = Addressing(
-            self.user_id,
-            await self._display_name(),
-            section.require_mention,
-            frozenset(section.free_response_rooms),
-        )
-        self.sync = SyncLoop(
-            self._call, self._cursors, f"matrix:{self.user_id}:next_batch", self.lane.admit_batch,
-            timeout=section.sync_timeout_seconds, timeline_limit=section.timeline_limit,
-            max_catch_up=section.max_catch_up_events, on_state=self._set_state,
-        )  # fmt: skip
-        self.sync.guard = self._guard
-
-    async def _login(self) -> str:
-        from chatgate.platforms.matrix.api import path  # (idem)
-
-        body = {
-            "type": "m.login.password",
-            "identifier": {"type": "m.id.user", "user": self._section.user_id},
-            "password": self._secret,
-            "device_id": self._section.device_id,
-            "initial_device_display_name": "chatgate",
-        }
-        answer = await self._call("POST", path("login"), body)
-        token = answer.get("access_token")
-        if not isinstance(token, str):
-            raise MatrixCallError("login: the homeserver answered without an access token")
-        return token
-
-    async def _whoami(self) -> str:
-        from chatgate.platforms.matrix.api import path  # (idem)
-
-        me = (await self._call("GET", path("account", "whoami"))).get("user_id")
-        if not isinstance(me, str):
-            raise MatrixCallError("whoami: the homeserver answered without a user_id")
-        if self._section.user_id and me != self._section.user_id:
-            raise MatrixCallError(
-                f"the access token belongs to {me}, not platforms.matrix.user_id {self._section.user_id}"
-            )
-        return me
-
-    async def _display_name(self) -> str | None:
-        from chatgate.platforms.matrix.api import path  # (idem)
-
-        try:
-            name = (await self._call("GET", path("profile", self.user_id, "displayname"))).get("displayname")
-        except MatrixCallError:
-            return None
-        return name if isinstance(name, str) and name.strip() else None
-
-    async def _transaction_namespace(self) -> str:
-        """A random name kept in this store: outbox rows' transaction ids are unique per store,
-        so a new state directory never reuses an old one's (the homeserver would drop the send)."""
-        name = f"matrix:{self.user_id}:txn"
-        found = await self._cursors.get_cursor(name)
-        if found:
-            return found
-        created = f"cg{secrets.token_hex(6)}"
-        await self._cursors.set_cursor(name, created)
-        return created
 
     def stop_intake(self) -> None:
         self.lane.accepting = False
@@ -217,7 +190,12 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
     # ------------------------------------------------------------ outbound
 
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
-        with row_transaction(f"{self._namespace}.o{row.id}"):
+        try:
+            await self._ready()  # the row's transaction ids need this store's namespace
+        except (MatrixCallError, StoreUnavailable) as exc:
+            return RetryLater(f"not signed in to Matrix yet: {exc}", 5.0)
+        assert self._signed is not None
+        with row_transaction(f"{self._signed.namespace}.o{row.id}"):
             return await deliver_final(self, row, self._duplicate_marker)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:

@@ -55,10 +55,12 @@ class SyncRevoked(ChatgateError):
 
 class SyncLoop:
     def __init__(
-        self, call: Call, cursors: Cursors, cursor_name: str, admit: Admit, *,
+        self, call: Call, cursors: Cursors, connect: Callable[[], Awaitable[str]], admit: Admit, *,
         timeout: int, timeline_limit: int, max_catch_up: int, on_state: Callable[[bool, str], None],
     ) -> None:  # fmt: skip
-        self._call, self._cursors, self.cursor_name, self._admit = call, cursors, cursor_name, admit
+        self._call, self._cursors, self._connect, self._admit = call, cursors, connect, admit
+        self.cursor_name = ""
+        """Known once ``connect`` (the sign-in) has named the account."""
         self._timeout, self._limit, self._max_catch_up = timeout, timeline_limit, max_catch_up
         self._on_state = on_state
         self.token: str | None = None
@@ -104,7 +106,8 @@ class SyncLoop:
         backoff = 1.0
         while not self._stopping:
             try:
-                if not self._loaded:  # inside the loop: a store that is down at start is asked again
+                if not self._loaded:  # inside the loop: a homeserver or store down at start is asked again
+                    self.cursor_name = await self._connect()
                     self.token = await self._cursors.get_cursor(self.cursor_name)
                     self._loaded = True
                 await self._once()
