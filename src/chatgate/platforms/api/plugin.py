@@ -48,9 +48,7 @@ class ApiPlugin(Plugin[ApiSection]):
         adapter = ApiAdapter(ctx.store, ctx.intake, settings)
         return PlatformBuild(adapters=[adapter], routes=api_routes(adapter))
 
-    guide = (
-        "chatgate api-key create      a bearer key for the OpenAI-compatible API (docs/api.md)",
-    )
+    guide = ("chatgate api-key create      a bearer key for the OpenAI-compatible API (docs/api.md)",)
 
     def add_commands(
         self, sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools

@@ -23,9 +23,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
     summary = "the built-in chat page, at http://<http.host>:<http.port>/"
     asks_access = False  # on loopback it is this machine's; beyond, accounts or a token decide
 
-    guide = (
-        "chatgate user add NAME       a web chat account and its sign-in token (web.auth: accounts)",
-    )
+    guide = ("chatgate user add NAME       a web chat account and its sign-in token (web.auth: accounts)",)
 
     def add_commands(
         self, sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools
