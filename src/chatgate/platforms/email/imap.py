@@ -98,7 +98,7 @@ class ImapConnection:
             raise ImapError(f"could not reach {s.host}:{s.port}: {type(exc).__name__}: {exc}") from None
         if answer.result != "OK":
             raise ImapError(f"{s.host} refused the login of {s.user}: {_text(answer.lines)}")
-        await self._check(client.capability(), "CAPABILITY")
+        await self._check(client.protocol.capability(), "CAPABILITY")  # the list after login
         self.idle_capable = client.has_capability("IDLE")
         self.move_capable = client.has_capability("MOVE")
 

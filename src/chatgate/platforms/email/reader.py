@@ -7,8 +7,8 @@ and that mail's INTERNALDATE. It is stored only after every mail up to that UID 
 - a crash before the cursor is stored reads those mails again, and admission recognises each
   by its delivery id (the Message-ID): answered once;
 - a restart reads from the stored UID: mail that arrived while the gateway was down is answered;
-- a first start (no cursor) begins at the mailbox's UIDNEXT: the mail already there is old,
-  and is not answered;
+- a first start (no cursor) begins with the first mail dated (INTERNALDATE) since the adapter
+  started: the mail already there is old, and is not answered;
 - a **UIDVALIDITY change** (the server renumbered the mailbox: a restore, a migration) makes
   the stored UID meaningless. The reader then looks only at mail whose INTERNALDATE is at most
   ``RENUMBER_MARGIN`` before the last one handled, and starts below the first of those: the
@@ -113,8 +113,10 @@ class Reader:
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._conn: ImapConnection | None = None
+        self._started_at = time.time()
 
     def start(self) -> None:
+        self._started_at = time.time()
         self._stop.clear()
         self._task = asyncio.create_task(self._run(), name="chatgate-email-reader")
 
@@ -152,7 +154,11 @@ class Reader:
                 backoff = 1.0
                 if not again and not self._stop.is_set():
                     await self._wait(self._conn)
-            except (ImapError, StoreUnavailable) as exc:
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the loop must survive anything a round can throw
+                if not isinstance(exc, ImapError | StoreUnavailable):
+                    log.exception("email: unexpected failure reading %s", self._settings.mailbox)
                 await self._drop_connection()
                 self._on_state(False, str(exc))
                 log.warning(
@@ -167,19 +173,27 @@ class Reader:
         else:
             await self._pause(self._settings.poll_seconds)
 
-    async def _load(self, selected: Selected) -> Cursor:
+    async def _load(self, conn: ImapConnection, selected: Selected) -> Cursor:
         if not self._loaded:
             self.cursor = Cursor.load(await self._store.get_cursor(self._settings.cursor_name))
             self._loaded = True
         if self.cursor is None:
-            first = Cursor(selected.uidvalidity, max(0, selected.uidnext - 1), time.time())
-            await self._commit(first)
+            start = await self._first_dated_since(conn, selected, self._started_at)
+            await self._commit(Cursor(selected.uidvalidity, start, self._started_at))
             log.info(
-                "email: first start on %s: answering mail from UID %d on (what is there is not answered)",
-                self._settings.mailbox, first.uid + 1,
+                "email: first start on %s: answering mail from UID %d on (older mail is not answered)",
+                self._settings.mailbox, start + 1,
             )  # fmt: skip
         assert self.cursor is not None
         return self.cursor
+
+    async def _first_dated_since(self, conn: ImapConnection, selected: Selected, since: float) -> int:
+        """The UID just below the first mail whose INTERNALDATE is ``since`` or later."""
+        # SINCE compares dates in the server's time zone: a day earlier, then the exact filter
+        day = format_datetime(datetime.fromtimestamp(since - 86400, UTC)).split(" ")[1:4]
+        candidates = await conn.search("SINCE", "-".join(day))
+        recent = [e for e in await conn.envelopes(candidates) if e.internaldate >= since]
+        return (recent[0].uid - 1) if recent else max(0, selected.uidnext - 1)
 
     async def _commit(self, cursor: Cursor) -> None:
         await self._store.set_cursor(self._settings.cursor_name, cursor.dump())
@@ -189,11 +203,7 @@ class Reader:
         """The cursor under a new UIDVALIDITY: just below the first mail not older than the last one
         handled (less the margin)."""
         since = old.at - RENUMBER_MARGIN
-        # SINCE compares dates in the server's time zone: a day earlier, then the exact filter
-        day = format_datetime(datetime.fromtimestamp(since - 86400, UTC)).split(" ")[1:4]
-        candidates = await conn.search("SINCE", "-".join(day))
-        recent = [e for e in await conn.envelopes(candidates) if e.internaldate >= since]
-        start = (recent[0].uid - 1) if recent else max(0, selected.uidnext - 1)
+        start = await self._first_dated_since(conn, selected, since)
         log.warning(
             "email: %s was renumbered (UIDVALIDITY %d -> %d): reading from UID %d, mail dated since %s;"
             " what was answered before is recognised by its Message-ID",
@@ -207,7 +217,7 @@ class Reader:
     async def _round(self, conn: ImapConnection) -> bool:
         """Read and admit everything new; True when new mail arrived meanwhile (look again)."""
         selected = await conn.select(self._settings.mailbox)
-        cursor = await self._load(selected)
+        cursor = await self._load(conn, selected)
         renumbered_at: float | None = None
         if cursor.uidvalidity != selected.uidvalidity:
             renumbered_at = cursor.at
