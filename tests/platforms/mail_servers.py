@@ -1,8 +1,9 @@
 """Real mail servers on loopback for the email tests: Dovecot (IMAP and LMTP) and an SMTP server.
 
 Dovecot (Debian's ``dovecot-imapd`` and ``dovecot-lmtpd``) runs as an unprivileged process
-started here: its own config, a throwaway ``passwd-file`` user database and maildirs in a temp
-dir, IMAP on a free loopback port, LMTP on a unix socket, no TLS. Run as root (CI), it is
+started here: its own config, a throwaway ``passwd-file`` user database (a file per user)
+and maildirs in a temp dir, IMAP on a free loopback port, LMTP on a unix socket, no TLS. Run
+as root (CI), it is
 started as ``nobody``; otherwise as the user running the tests. The SMTP server is aiosmtpd
 (PyPI): it accepts a message only once Dovecot has delivered it over LMTP to every local
 recipient, as a real submission server with local delivery does (``250`` means it is in the
@@ -50,11 +51,11 @@ first_valid_uid = 1
 mail_location = maildir:{root}/mail/%u
 passdb {{
   driver = passwd-file
-  args = scheme=PLAIN username_format=%u {root}/users
+  args = scheme=PLAIN username_format=%u {root}/users/%u
 }}
 userdb {{
   driver = passwd-file
-  args = username_format=%u {root}/users
+  args = username_format=%u {root}/users/%u
 }}
 service imap-login {{
   chroot =
@@ -128,9 +129,8 @@ class MailServers:
     def start(self) -> None:
         user, group, uid, gid = self._identity()
         self.uid, self.gid = uid, gid
-        for sub in ("run", "state", "mail"):
+        for sub in ("run", "state", "mail", "users"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        (self.root / "users").write_text("")
         self.imap_port = free_port()
         (self.root / "dovecot.conf").write_text(
             CONFIG.format(root=self.root, user=user, group=group, port=self.imap_port)
@@ -214,8 +214,10 @@ class MailServers:
             address = f"{name}-{self._users}@{DOMAIN}"
             home = self.root / "mail" / address
             line = f"{address}:{{PLAIN}}{PASSWORD}:{self.uid}:{self.gid}::{home}::\n"
-            with (self.root / "users").open("a") as f:
-                f.write(line)
+            # a passwd-file per user, written once: Dovecot never reads one while it changes
+            path = self.root / "users" / address
+            path.write_text(line)
+            os.chown(path, self.uid, self.gid)
         return address
 
     def deliver_lmtp(self, mail_from: str, rcpt_tos: list[str], data: bytes) -> None:
@@ -268,6 +270,23 @@ class MailServers:
             return found
         finally:
             client.logout()
+
+    def append(self, address: str, folder: str, message: EmailMessage, date: float) -> None:
+        """Put a mail in a folder with the given INTERNALDATE (old mail, already there)."""
+        client = imaplib.IMAP4("127.0.0.1", self.imap_port, timeout=30)
+        try:
+            client.login(address, PASSWORD)
+            client.append(f'"{folder}"', None, imaplib.Time2Internaldate(date), message.as_bytes())
+        finally:
+            client.logout()
+
+    def renumber(self, address: str) -> None:
+        """Rebuild the inbox's index as a restore or a migration does: Dovecot then numbers every
+        mail anew under a new UIDVALIDITY (the mails and their dates stay)."""
+        maildir = self.root / "mail" / address
+        for path in maildir.iterdir():
+            if path.name == "dovecot-uidlist" or path.name.startswith("dovecot.index"):
+                path.unlink()
 
     async def aread(self, address: str, folder: str = "INBOX") -> list[EmailMessage]:
         return await asyncio.to_thread(self.read, address, folder)

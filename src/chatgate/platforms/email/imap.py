@@ -133,9 +133,9 @@ class ImapConnection:
                 self.saw_exists = True
         return answer
 
-    async def select(self, mailbox: str, *, readonly: bool = False) -> Selected:
-        call = self.client.examine(quoted(mailbox)) if readonly else self.client.select(quoted(mailbox))
-        answer = await self._check(call, f"SELECT {mailbox}")
+    async def select(self, mailbox: str) -> Selected:
+        # SELECT, not EXAMINE, even to read: aioimaplib enters its "selected" state only on SELECT
+        answer = await self._check(self.client.select(quoted(mailbox)), f"SELECT {mailbox}")
         codes: dict[bytes, int] = {}
         for line in answer.lines:
             if isinstance(line, bytes | bytearray):

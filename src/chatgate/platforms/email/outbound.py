@@ -114,7 +114,7 @@ class MailOutbound:
             try:
                 conn = await self._mailbox()
                 for folder in folders:
-                    await conn.select(folder, readonly=True)
+                    await conn.select(folder)
                     if await conn.search("HEADER", "Message-ID", quoted(f"<{message_id}>")):
                         return True
                 return False
@@ -132,7 +132,7 @@ class MailOutbound:
         async with self._lock:
             try:
                 conn = await self._mailbox()
-                await conn.select(self._section.mailbox, readonly=True)
+                await conn.select(self._section.mailbox)
                 uids = await conn.search("HEADER", "Message-ID", quoted(f"<{message_id}>"))
                 bodies = await conn.bodies(uids[-1:], "HEADER.FIELDS (SUBJECT REFERENCES)")
             except ImapError:

@@ -7,8 +7,8 @@ and that mail's INTERNALDATE. It is stored only after every mail up to that UID 
 - a crash before the cursor is stored reads those mails again, and admission recognises each
   by its delivery id (the Message-ID): answered once;
 - a restart reads from the stored UID: mail that arrived while the gateway was down is answered;
-- a first start (no cursor) begins with the first mail dated (INTERNALDATE) since the adapter
-  started: the mail already there is old, and is not answered;
+- a first start (no cursor) begins with the first mail dated (INTERNALDATE) since a minute
+  before the adapter started: the mail already there is old, and is not answered;
 - a **UIDVALIDITY change** (the server renumbered the mailbox: a restore, a migration) makes
   the stored UID meaningless. The reader then looks only at mail whose INTERNALDATE is at most
   ``RENUMBER_MARGIN`` before the last one handled, and starts below the first of those: the
@@ -42,6 +42,9 @@ CHUNK_BYTES = 8_000_000
 RENUMBER_MARGIN = 600.0
 """Seconds before the last handled mail's date that a UIDVALIDITY change looks back (clocks of
 delivery agents differ; the overlap is recognised by Message-ID)."""
+FIRST_START_MARGIN = 60.0
+"""A first start also answers mail dated this long before it: INTERNALDATE has whole seconds, and
+the server's clock is not ours."""
 MAX_BACKOFF = 60.0
 
 
@@ -178,7 +181,7 @@ class Reader:
             self.cursor = Cursor.load(await self._store.get_cursor(self._settings.cursor_name))
             self._loaded = True
         if self.cursor is None:
-            start = await self._first_dated_since(conn, selected, self._started_at)
+            start = await self._first_dated_since(conn, selected, self._started_at - FIRST_START_MARGIN)
             await self._commit(Cursor(selected.uidvalidity, start, self._started_at))
             log.info(
                 "email: first start on %s: answering mail from UID %d on (older mail is not answered)",
