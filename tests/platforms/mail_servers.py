@@ -2,13 +2,12 @@
 
 Dovecot (Debian's ``dovecot-imapd`` and ``dovecot-lmtpd``) runs as an unprivileged process
 started here: its own config, a throwaway ``passwd-file`` user database (a file per user)
-and maildirs in a temp dir, IMAP on a free loopback port, LMTP on a unix socket, no TLS. Run
-as root (CI), it is
-started as ``nobody``; otherwise as the user running the tests. The SMTP server is aiosmtpd
-(PyPI): it accepts a message only once Dovecot has delivered it over LMTP to every local
-recipient, as a real submission server with local delivery does (``250`` means it is in the
-mailbox). Users are added per test (``add_user``), so one pair of servers per xdist worker
-serves every test.
+and maildirs in a temp dir, IMAP on a free loopback port, LMTP on a unix socket, no TLS.
+Run as root (CI), it is started as ``nobody``; otherwise as the user running the tests.
+The SMTP server is aiosmtpd (PyPI): it accepts a message only once Dovecot has delivered it
+over LMTP to every local recipient, as a submission server with local delivery does (``250``
+means it is in the mailbox). Users are added per test (``add_user``), so one pair of servers
+per xdist worker serves every test.
 """
 
 from __future__ import annotations
