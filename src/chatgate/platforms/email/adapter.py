@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import ssl
 import time
 
 from chatgate.domain.inbound import Inbound
@@ -35,7 +36,7 @@ from chatgate.engine.ports import (
 )
 from chatgate.platforms.email.compose import Parent
 from chatgate.platforms.email.decode import PLATFORM, TRANSPORT, Where, decode_mail, delivery_id
-from chatgate.platforms.email.imap import ImapConnection, ImapSettings
+from chatgate.platforms.email.imap import ImapConnection, ImapSettings, TlsHolder
 from chatgate.platforms.email.outbound import MailOutbound
 from chatgate.platforms.email.parse import Mail, parse_mail
 from chatgate.platforms.email.reader import Fetched, Reader, ReaderSettings
@@ -66,8 +67,14 @@ class EmailAdapter:
         self._section = section
         self._store = store
         self._intake = intake
+        self._tls = TlsHolder()
         self._imap = ImapSettings(
-            section.imap_host, section.imap_port, section.imap_security == "tls", section.login, password
+            section.imap_host,
+            section.imap_port,
+            section.imap_security == "tls",
+            section.login,
+            password,
+            self._tls,
         )
         smtp = SmtpSettings(
             section.smtp_host,
@@ -76,6 +83,7 @@ class EmailAdapter:
             section.smtp_user or section.login,
             smtp_password,
             section.domain,
+            self._tls,
         )
         self.outbound = MailOutbound(section, smtp, self._open, duplicate_marker)
         mailbox_id = f"{section.login}@{section.imap_host}/{section.mailbox}"
@@ -121,6 +129,8 @@ class EmailAdapter:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        if self._tls.context is None:  # reading the CA bundle is file I/O: in a thread, once
+            self._tls.context = await asyncio.to_thread(ssl.create_default_context)
         salt = await self._store.get_cursor(self._salt_name)
         if not salt:
             salt = secrets.token_hex(8)
@@ -163,14 +173,15 @@ class EmailAdapter:
         if isinstance(mail, Mail) and fetched.before_renumbering and not mail.message_id:
             return Skipped("dated before the mailbox was renumbered, and no Message-ID to recognise it"), mail
         event = decode_mail(mail, where, env.internaldate or time.time())
-        if isinstance(event, Inbound) and isinstance(mail, Mail) and mail.message_id:
-            self.outbound.remember(Parent(mail.message_id, mail.subject, tuple(mail.references)))
         return event, mail if isinstance(mail, Mail) else None
 
     async def _handle_batch(self, fetched: list[Fetched]) -> int | None:
+        # Parsing is CPU work on what strangers sent (up to max_message_bytes each): off the loop.
+        decoded = await asyncio.to_thread(lambda: [self._decode(item) for item in fetched])
         lanes: dict[str, list[tuple[int, Event, Mail | None]]] = {}
-        for item in fetched:
-            event, mail = self._decode(item)
+        for item, (event, mail) in zip(fetched, decoded, strict=True):
+            if isinstance(event, Inbound) and mail is not None and mail.message_id:
+                self.outbound.remember(Parent(mail.message_id, mail.subject, tuple(mail.references)))
             lane = (event.source.chat_id or "") if isinstance(event, Inbound) else ""
             lanes.setdefault(lane, []).append((item.envelope.uid, event, mail))
         failed = await asyncio.gather(*(self._lane(items) for items in lanes.values()))

@@ -46,6 +46,16 @@ class Envelope:
     internaldate: float
 
 
+@dataclass(slots=True)
+class TlsHolder:
+    """The TLS context both connections use, made once by the adapter's start (off the loop)."""
+
+    context: ssl.SSLContext | None = None
+
+    def get(self) -> ssl.SSLContext:
+        return self.context if self.context is not None else ssl.create_default_context()
+
+
 @dataclass(frozen=True, slots=True)
 class ImapSettings:
     host: str
@@ -53,6 +63,7 @@ class ImapSettings:
     tls: bool
     user: str
     password: str
+    tls_context: TlsHolder
 
 
 def quoted(text: str) -> str:
@@ -87,7 +98,7 @@ class ImapConnection:
         try:
             if s.tls:
                 client: IMAP4 = aioimaplib.IMAP4_SSL(
-                    host=s.host, port=s.port, timeout=TIMEOUT, ssl_context=ssl.create_default_context()
+                    host=s.host, port=s.port, timeout=TIMEOUT, ssl_context=s.tls_context.get()
                 )
             else:
                 client = aioimaplib.IMAP4(host=s.host, port=s.port, timeout=TIMEOUT)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.platforms.email.imap import TlsHolder
 
 TIMEOUT = 30.0
 
@@ -32,6 +33,7 @@ class SmtpSettings:
     password: str
     helo_name: str
     """Said in EHLO (set, so the client never asks DNS for this host's name on the event loop)."""
+    tls: TlsHolder
 
 
 async def send(
@@ -46,6 +48,7 @@ async def send(
         start_tls=settings.security == "starttls",
         timeout=TIMEOUT,
         local_hostname=settings.helo_name,
+        tls_context=settings.tls.get() if settings.security != "none" else None,
     )
     try:
         await smtp.connect()
