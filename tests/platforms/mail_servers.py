@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import email.policy
+import grp
 import imaplib
 import os
 import pwd
@@ -117,12 +118,8 @@ class MailServers:
     def _identity(self) -> tuple[str, str, int, int]:
         if os.geteuid() == 0:
             nobody = pwd.getpwnam("nobody")
-            import grp
-
             return "nobody", grp.getgrgid(nobody.pw_gid).gr_name, nobody.pw_uid, nobody.pw_gid
         me = pwd.getpwuid(os.getuid())
-        import grp
-
         return me.pw_name, grp.getgrgid(me.pw_gid).gr_name, me.pw_uid, me.pw_gid
 
     def start(self) -> None:

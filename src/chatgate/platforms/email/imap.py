@@ -13,6 +13,7 @@ import asyncio
 import re
 import ssl
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.errors import ChatgateError
@@ -72,8 +73,6 @@ def quoted(text: str) -> str:
 
 
 def _internaldate(text: bytes) -> float:
-    from email.utils import parsedate_to_datetime
-
     try:  # "04-Dec-2026 16:11:58 +0000"
         day, month, rest = text.decode().split("-", 2)
         return parsedate_to_datetime(f"{day} {month} {rest}").timestamp()
