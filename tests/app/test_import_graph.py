@@ -13,8 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).parents[2] / "src"
 
 
@@ -124,15 +122,6 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="issue 26: the CLI's backend branches (app/cli/fleet.py and the store.sqlite helpers the"
-    " commands import) are being replaced by one Store the commands open; until then they form a cycle"
-    " and import inside functions without a reason",
-)
-
-
-@PENDING
 def test_no_module_imports_itself_back_even_through_an_import_inside_a_function() -> None:
     graph: dict[str, set[str]] = {module: set() for module in MODULES}
     for edge in imports():
@@ -152,7 +141,6 @@ def _explained(lines: list[str], line: int) -> bool:
     return above.startswith("#") or any("#" in text for text in lines[at:end])
 
 
-@PENDING
 def test_an_import_inside_a_function_says_why() -> None:
     silent = set()
     for edge in imports():

@@ -12,8 +12,6 @@ import ast
 import itertools
 from pathlib import Path
 
-import pytest
-
 from chatgate.app import registry
 
 SRC = Path(__file__).parents[2] / "src" / "chatgate"
@@ -66,11 +64,6 @@ def _names_in(path: Path, names: set[str]) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 26: `chatgate user` and `chatgate api-key` still read their platform's section in"
-    " app/cli/; they move into the web chat's and the API's plugins with the store rework",
-)
 def test_only_the_registry_names_a_platform_outside_platforms() -> None:
     names = set(registry.names()) | PACKAGES
     offenders = []

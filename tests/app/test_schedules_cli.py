@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,20 @@ async def seeded(state: Path) -> None:
     await store.close()
 
 
-async def test_list_pause_resume_and_delete(tmp_path: Path, capsys: Any) -> None:
+async def schedule_ids(state: Path) -> list[str]:
+    store = SqliteStore(state / "chatgate.db")
+    await store.open()
+    try:
+        return [s.id for s in await store.list_schedules()]
+    finally:
+        await store.close()
+
+
+def test_list_pause_resume_and_delete(tmp_path: Path, capsys: Any) -> None:
+    """Synchronous, as the command runs: it runs its own event loop (``asyncio.run``)."""
     state = tmp_path / "state"
     state.mkdir()
-    await seeded(state)
+    asyncio.run(seeded(state))
     args = ["--state-dir", str(state)]
     assert main(["schedules", "list", *args]) == 0
     out = capsys.readouterr().out
@@ -35,10 +46,7 @@ async def test_list_pause_resume_and_delete(tmp_path: Path, capsys: Any) -> None
     assert "comes back at the next start" in capsys.readouterr().out
     assert main(["schedules", "delete", "config:tick", *args]) == 1
     assert "no schedule 'config:tick'" in capsys.readouterr().err
-    store = SqliteStore(state / "chatgate.db")
-    await store.open()
-    assert [s.id for s in await store.list_schedules()] == ["ab12cd34"]
-    await store.close()
+    assert asyncio.run(schedule_ids(state)) == ["ab12cd34"]
 
 
 def test_without_a_database_list_says_so_and_a_change_fails(tmp_path: Path, capsys: Any) -> None:

@@ -19,12 +19,13 @@ PROBE = Path(__file__).with_name("first_poll_probe.py")
 CLI_ONLY = (
     "chatgate.app.cli.init",
     "chatgate.app.cli.ops",
-    "chatgate.app.cli.api_keys",
+    "chatgate.app.cli.platform_commands",
+    "chatgate.platforms.api.cli",
     "chatgate.app.cli.pairing",
     "chatgate.app.cli.schedules",
     "chatgate.app.cli.sessions",
     "chatgate.app.cli.store",
-    "chatgate.app.cli.users",
+    "chatgate.platforms.webchat.cli",
     "chatgate.app.cli.service",
 )
 HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http.app")

@@ -30,6 +30,10 @@ class Backend(Protocol):
         """A backend over new, empty state (for Hypothesis examples, which share one fixture)."""
         ...
 
+    def side(self) -> Store:
+        """A new, unopened store beside a running one, as a command opens it (``app.store_access``)."""
+        ...
+
 
 class SqliteBackend:
     """A real SQLite file in the test's tmp_path."""
@@ -45,6 +49,9 @@ class SqliteBackend:
 
     def fresh(self) -> SqliteBackend:
         return SqliteBackend(self.root / f"fresh-{next(self._ids)}")
+
+    def side(self) -> Store:
+        return SqliteStore(self.path, side=True)
 
 
 @pytest.fixture
@@ -67,6 +74,11 @@ class PostgresBackend:
 
     def fresh(self) -> PostgresBackend:
         return PostgresBackend(self.created)
+
+    def side(self) -> Store:
+        from chatgate.store.postgres import PostgresStore
+
+        return PostgresStore(DSN, schema=self.schema, pool_size=1)
 
 
 @pytest.fixture

@@ -57,6 +57,7 @@ async def test_recover_releases_other_owners_leases_and_requeues_mid_send_rows_a
 
 _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "ping": lambda s: s.ping(),
+    "fleet_members": lambda s: s.fleet_members(),
     "session_source": lambda s: s.session_source("k1"),
     "session_info": lambda s: s.session_info("k1"),
     "history": lambda s: s.history("sid", 10),

@@ -78,7 +78,9 @@ async def test_sigkill_between_commit_and_ack_redelivers_and_answers_once(
     for channel, text in expected:
         answers = [m.text for m in fake_slack.view(channel) if m.text.endswith(echo_of(text))]
         plain = [a for a in answers if a == echo_of(text)]
-        assert len(plain) == 1 and len(answers) - len(plain) <= 1, f"{text!r} answered {answers}"
+        # Never twice unmarked; a send the kill cut short is sent again marked (whether or not the
+        # first one reached Slack before the kill: the marked copy may be the only one).
+        assert answers and len(plain) <= 1 and len(answers) - len(plain) <= 1, f"{text!r} answered {answers}"
     ids = [d for (d,) in rows(db, "SELECT delivery_id FROM inbox WHERE transport = 'slack'")]
     assert sorted(ids) == sorted(set(ids)) and len(ids) == len(expected), "each event admitted once"
     assert {s for (s,) in rows(db, "SELECT status FROM inbox")} == {"done"}

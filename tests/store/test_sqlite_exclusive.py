@@ -1,4 +1,4 @@
-"""One store per database file; the CLI reads it without becoming a second owner."""
+"""One store per database file; the CLI's side store reads and writes it without becoming a second owner."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.source import Source
-from chatgate.store.sqlite import SqliteStore, read_sessions
+from chatgate.store.sqlite import SqliteStore
 from chatgate.store.sqlite.schema import SCHEMA_VERSION
 
 
@@ -53,23 +53,43 @@ async def test_another_process_cannot_open_the_file_while_a_store_holds_it(tmp_p
         await store.close()
 
 
-async def test_read_sessions_works_beside_a_running_store_and_writes_nothing(tmp_path: Path) -> None:
+async def test_a_side_store_reads_beside_a_running_store_and_the_owner_keeps_writing(tmp_path: Path) -> None:
     path = tmp_path / "db.sqlite"
     store = SqliteStore(path)
     await store.open()
     try:
         await store.admit(_request("d1"))
-        sessions = await asyncio.to_thread(read_sessions, path, 10)
+        side = SqliteStore(path, side=True)
+        await side.open()
+        try:
+            sessions = await side.list_sessions(10)
+        finally:
+            await side.close()
         assert [s.session_key for s in sessions] == ["agent:main:web:dm:c1"]
         assert (await store.admit(_request("d2"))).new, "the owner keeps writing"
     finally:
         await store.close()
 
 
-def test_read_sessions_refuses_a_database_of_another_schema_version(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("offset", "says"), [(-1, "Start the gateway of chatgate"), (5, "newer than chatgate")]
+)
+async def test_a_side_store_refuses_a_database_of_another_schema_version_and_migrates_nothing(
+    tmp_path: Path, offset: int, says: str
+) -> None:
     path = tmp_path / "db.sqlite"
     conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + offset}")
     conn.close()
-    with pytest.raises(StoreUnavailable, match="schema"):
-        read_sessions(path, 10)
+    with pytest.raises(StoreUnavailable, match=f"schema v{SCHEMA_VERSION + offset}.*{says}"):
+        await SqliteStore(path, side=True).open()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + offset
+    assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0, "no table was created"
+    conn.close()
+
+
+async def test_a_side_store_never_creates_a_missing_database(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable, match="cannot open"):
+        await SqliteStore(tmp_path / "absent.db", side=True).open()
+    assert not (tmp_path / "absent.db").exists()

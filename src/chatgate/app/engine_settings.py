@@ -19,12 +19,17 @@ from chatgate.engine.scheduler import SchedulerSettings
 from chatgate.engine.turn import TurnSettings
 
 
-def engine_settings(config: GatewayConfig, owner: str, workdir: Path) -> EngineSettings:
+def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir: Path) -> EngineSettings:
     """Every stage's settings from the config; the shell tool runs in ``workdir``."""
     sessions, tools = config.sessions, config.tools
-    sandbox = BwrapSandbox(workdir.absolute(), tools.sandbox_network) if tools.sandbox == "bwrap" else None
+    hide = (state_dir.absolute(),)  # its database and secrets, even above the work directory
+    sandbox = (
+        BwrapSandbox(workdir.absolute(), tools.sandbox_network, hide=hide)
+        if tools.sandbox == "bwrap"
+        else None
+    )
     shell = (
-        ShellToolRunner(workdir.absolute(), tools.timeout_seconds, tools.output_cap, sandbox)
+        ShellToolRunner(workdir.absolute(), tools.timeout_seconds, tools.output_cap, sandbox, tools.env)
         if tools.enabled
         else None
     )
@@ -58,7 +63,6 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path) -> EngineS
             approvers={name: frozenset(users) for name, users in config.approvals.approvers.items()},
             rules=load_rules(config.approvals.rules),
             allow=load_allow(config.approvals.allow),
-            sandboxed=sandbox is not None,
         ),
         shell=shell,
         rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},

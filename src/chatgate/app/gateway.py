@@ -81,7 +81,7 @@ class Gateway:
         self.agent = agent or build_agent(config)
         tools = config.tools
         self.workdir = Path(tools.workdir) if tools.workdir else state_dir / "workdir"
-        settings = engine_settings(config, self.owner, self.workdir)
+        settings = engine_settings(config, self.owner, self.workdir, state_dir)
         self.engine = build_engine(self.store, self.agent, settings, self.metrics)
         self.adapters = self.engine.adapters
         self.intake = self.engine.intake

@@ -20,6 +20,7 @@ PLUGINS: dict[str, str] = {
     "telegram": "chatgate.platforms.telegram.plugin:PLUGIN",
     "slack": "chatgate.platforms.slack.plugin:PLUGIN",
     "discord": "chatgate.platforms.discord.plugin:PLUGIN",
+    "matrix": "chatgate.platforms.matrix.plugin:PLUGIN",
     "relay": "chatgate.platforms.relay.plugin:PLUGIN",
     "api": "chatgate.platforms.api.plugin:PLUGIN",
     "email": "chatgate.platforms.email.plugin:PLUGIN",

@@ -252,3 +252,8 @@ def run_migration(path: Path, target: PostgresStore, out: TextIO = sys.stderr) -
             return asyncio.run(migrate(source, target, out))
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreUnavailable(f"postgresql: {exc}; nothing was migrated") from exc
+
+
+def migrate_into(path: Path, url: str, *, schema: str, password: str | None) -> dict[str, int]:
+    """``run_migration`` into the schema ``schema`` at ``url`` (what ``chatgate store migrate`` runs)."""
+    return run_migration(path, PostgresStore(url, schema=schema, password=password, pool_size=1))

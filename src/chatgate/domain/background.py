@@ -40,6 +40,12 @@ def child_session_key(parent_key: str, task_id: str) -> str:
     return f"{parent_key}:task:{task_id}"
 
 
+def may_be_child_session(session_key: str) -> bool:
+    """False only for a key no task's child session can have (every child's has ``:task:``):
+    a turn of such a session ends no task, so its commit need not look for one."""
+    return ":task:" in session_key
+
+
 @dataclass(frozen=True, slots=True)
 class TaskRecord:
     id: str

@@ -43,6 +43,14 @@ class StoreUnavailable(StoreError):
     """The store could not be read or written; nothing was changed."""
 
 
+class NoDatabaseYet(StoreUnavailable):
+    """A command found no state to read: no gateway has stored anything there yet."""
+
+    def __init__(self, where: object) -> None:
+        super().__init__(f"there is no database at {where} yet")
+        self.path = where
+
+
 class LeaseLost(StoreError):
     """This process no longer owns the session (it expired or was stopped)."""
 

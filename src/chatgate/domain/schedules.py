@@ -92,6 +92,11 @@ class Schedule:
             other.deliver_only,
         )
 
+    def kept_over(self, offered: Schedule) -> bool:
+        """Whether this stored schedule stays as it is when ``offered`` is saved under its id: a
+        chat schedule is saved once; a ``config:`` one takes a changed definition."""
+        return self.origin != "config" or offered.origin != "config" or self.same_definition(offered)
+
     def with_next(self, next_fire_at: float | None) -> Schedule:
         return replace(self, next_fire_at=next_fire_at)
 

@@ -4,7 +4,7 @@ Either way a task is a child session of its own (``<parent key>:task:<id>``) who
 inbox event is committed with the task's record, so it runs like any turn: in order, under
 a lease, resumed after a crash or given up with a notice. A ``bg`` child answers into the
 chat it was asked in; a ``delegate`` child's answer goes to its parent session's inbox
-(``store.sqlite.tasks.finish_tasks``), never to the chat.
+(``store.task_rules.finish_tasks``), never to the chat.
 """
 
 from __future__ import annotations

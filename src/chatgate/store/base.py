@@ -14,6 +14,7 @@ from chatgate.domain.store_roles import (
     Approvals,
     Cursors,
     Exchanges,
+    FleetView,
     Inbox,
     Labels,
     Leases,
@@ -29,6 +30,7 @@ from chatgate.domain.store_roles import (
 
 class Store(
     Lifecycle,
+    FleetView,
     Inbox,
     Leases,
     Transcript,

@@ -21,5 +21,11 @@ def resolve_state_dir(cli_value: str | None, config: GatewayConfig) -> Path:
     return Path(chosen).expanduser().resolve()
 
 
-def load_from_args(args: argparse.Namespace) -> GatewayConfig:
-    return load_config(Path(args.config) if args.config else None)
+def load_from_args(args: argparse.Namespace, *, need_secrets: bool = True) -> GatewayConfig:
+    """The config ``--config`` names; ``need_secrets=False`` for commands that read the state,
+    not the platforms (they work in a terminal where the gateway's secrets are not set)."""
+    return load_config(Path(args.config) if args.config else None, need_secrets=need_secrets)
+
+
+def admin_config(args: argparse.Namespace) -> GatewayConfig:
+    return load_from_args(args, need_secrets=False)

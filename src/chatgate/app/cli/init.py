@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from chatgate.app import registry
+from chatgate.app.cli import service
+from chatgate.app.cli.common import resolve_state_dir
 from chatgate.app.cli.init_checks import openai_models
 from chatgate.app.cli.init_render import Answers, answers_from, current_sections, merged, render
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
@@ -152,8 +154,6 @@ def _existing(path: Path) -> dict[str, Any]:
 
 
 def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
-    from chatgate.app.cli import service
-
     wanted = (
         args.service
         if args.service is not None
@@ -166,8 +166,6 @@ def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
         return
     state_dir = Path(args.state_dir).expanduser().resolve() if args.state_dir else None
     service_args = argparse.Namespace(config=str(path), print_only=False)
-    from chatgate.app.cli.common import resolve_state_dir
-
     service.cmd_install(service_args, state_dir or resolve_state_dir(None, load_config(path)))
 
 

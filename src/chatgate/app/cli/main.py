@@ -18,7 +18,15 @@ from pathlib import Path
 import platformdirs
 
 from chatgate import __version__
-from chatgate.app.cli.common import EX_CONFIG, EX_FORCED, EX_USAGE, load_from_args, resolve_state_dir
+from chatgate.app import registry
+from chatgate.app.cli.common import (
+    EX_CONFIG,
+    EX_FORCED,
+    EX_USAGE,
+    admin_config,
+    load_from_args,
+    resolve_state_dir,
+)
 from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.config.secrets import check_secrets
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable
@@ -30,7 +38,7 @@ log = logging.getLogger("chatgate")
 
 
 async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
-    from chatgate.app.gateway import Gateway
+    from chatgate.app.gateway import Gateway  # the engine and the store: only for `run`
 
     gateway = Gateway(config, state_dir)
     stop = asyncio.Event()
@@ -73,12 +81,14 @@ def _force_exit(reason: str) -> None:
 
 
 def _database_path(config: GatewayConfig, state_dir: Path) -> Path:
-    return Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
+    from chatgate.app.store_access import database_path  # the store's modules: only when asked
+
+    return database_path(config, state_dir)
 
 
 def _reset_damaged_state(db_path: Path) -> None:
     """``run --reset-state``: accept the loss of a missing or damaged database (a healthy one is kept)."""
-    from chatgate.store.sqlite.identity import set_aside
+    from chatgate.app.store_access import set_aside  # only for --reset-state
 
     moved = set_aside(db_path)
     if moved:
@@ -91,8 +101,9 @@ def _reset_damaged_state(db_path: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    # `run` alone imports the gateway's parts, and only once it runs
     from chatgate.app.startup import CredentialInUse, StartupError
-    from chatgate.store.sqlite.identity import StateDamaged
+    from chatgate.app.store_access import StateDamaged
 
     config = load_from_args(args)
     if args.port is not None:
@@ -147,22 +158,27 @@ def _stop_before_start(signum: int, frame: object) -> None:
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
-    from chatgate.app.cli import sessions as sessions_cli
+    from chatgate.app.cli import sessions as sessions_cli  # each command's module: when it runs
 
-    config = load_from_args(args)
+    config = admin_config(args)
     return sessions_cli.cmd_sessions(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def _status(args: argparse.Namespace, state_dir: Path) -> int:
+    # each command's module: when it runs
     from chatgate.app.cli import ops as ops_cli
+    from chatgate.app.store_access import NoDatabaseYet, open_store
 
-    config = load_from_args(args)
-    if config.store.url is None:
-        return ops_cli.cmd_status(args, state_dir)
-    from chatgate.app.cli.fleet import fleet_members
+    config = admin_config(args)
+
+    async def members() -> list[dict[str, object]] | None:
+        async with open_store(config, state_dir, purpose="read") as store:
+            return await store.fleet_members()  # None: a store of one gateway has no fleet
 
     try:
-        fleet = fleet_members(config)
+        fleet = asyncio.run(members())
+    except NoDatabaseYet:
+        fleet = None
     except StoreUnavailable as exc:
         print(f"chatgate: cannot list the fleet: {exc}", file=sys.stderr)
         fleet = None
@@ -188,36 +204,22 @@ def _with_state(
     command: Callable[[argparse.Namespace, Path], int],
 ) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        return command(args, resolve_state_dir(args.state_dir, load_from_args(args)))
+        return command(args, resolve_state_dir(args.state_dir, admin_config(args)))
 
     return run
 
 
-def cmd_api_key(args: argparse.Namespace) -> int:
-    from chatgate.app.cli import api_keys as api_key_cli
-
-    config = load_from_args(args)
-    return api_key_cli.cmd_api_key(args, config, resolve_state_dir(args.state_dir, config))
-
-
-def cmd_user(args: argparse.Namespace) -> int:
-    from chatgate.app.cli import users as user_cli
-
-    config = load_from_args(args)
-    return user_cli.cmd_user(args, config, resolve_state_dir(args.state_dir, config))
-
-
 def cmd_pairing(args: argparse.Namespace) -> int:
-    from chatgate.app.cli import pairing as pairing_cli
+    from chatgate.app.cli import pairing as pairing_cli  # each command's module: when it runs
 
-    config = load_from_args(args)
+    config = admin_config(args)
     return pairing_cli.cmd_pairing(args, config, resolve_state_dir(args.state_dir, config))
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    from chatgate.app.cli import schedules as schedules_cli
+    from chatgate.app.cli import schedules as schedules_cli  # each command's module: when it runs
 
-    config = load_from_args(args)
+    config = admin_config(args)
     return schedules_cli.cmd_schedules(args, config, resolve_state_dir(args.state_dir, config))
 
 
@@ -232,9 +234,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
   chatgate pairing list        codes strangers got in a DM; approve one with: chatgate pairing approve CODE
-  chatgate api-key create      a bearer key for the OpenAI-compatible API (platforms.api, docs/api.md)
-  chatgate user add NAME       a web chat account and its sign-in token (platforms.web.auth: accounts)
-  chatgate schedules list      schedules and their next firing (pause|resume|delete ID)
+{platform_lines}  chatgate schedules list      schedules and their next firing (pause|resume|delete ID)
   chatgate --help              every command; chatgate COMMAND --help for its options
 
 State lives in {state_dir} unless --state-dir or state_dir says otherwise.
@@ -288,7 +288,7 @@ def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     if run_only:
         _add_run_parser(sub, common)
         return parser
-    from chatgate.app.cli import init as init_wizard
+    from chatgate.app.cli import init as init_wizard  # the other commands: not for `run`
 
     init_wizard.add_parser(sub, init_wizard.cmd_init)
     _add_run_parser(sub, common)
@@ -300,14 +300,14 @@ def _add_tool_parsers(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     common: Callable[[argparse.ArgumentParser], None],
 ) -> None:
-    """The commands besides ``init`` and ``run``: each imports its module only here."""
-    from chatgate.app.cli import api_keys as api_key_cli
+    """The commands besides ``init`` and ``run``, and each platform's own (through its plugin)."""
+    # the other commands' modules: not for `run`
     from chatgate.app.cli import ops as ops_cli
     from chatgate.app.cli import pairing as pairing_cli
     from chatgate.app.cli import schedules as schedules_cli
     from chatgate.app.cli import service
     from chatgate.app.cli import store as store_cli
-    from chatgate.app.cli import users as user_cli
+    from chatgate.app.cli.platform_commands import add_platform_commands
 
     sessions = sub.add_parser("sessions", help="list sessions with their last activity")
     common(sessions)
@@ -329,8 +329,7 @@ def _add_tool_parsers(
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
     pairing_cli.add_parser(sub, common, cmd_pairing)
-    api_key_cli.add_parser(sub, common, cmd_api_key)
-    user_cli.add_parser(sub, common, cmd_user)
+    add_platform_commands(sub, common)
     schedules_cli.add_parser(sub, common, cmd_schedules)
     store_cli.add_parser(sub, common, _with_state, load_from_args, _database_path)
     service.add_parser(sub, common, _with_state)
@@ -351,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        print(GUIDE.format(version=__version__, state_dir=platformdirs.user_state_dir("chatgate")), end="")
+        lines = "".join(f"  {line}\n" for name in registry.names() for line in registry.plugin(name).guide)
+        state_dir = platformdirs.user_state_dir("chatgate")
+        print(GUIDE.format(version=__version__, state_dir=state_dir, platform_lines=lines), end="")
         return 0
     if args.command == "relay-sim":
         args.relay_sim_args = extra

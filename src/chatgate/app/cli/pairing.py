@@ -1,30 +1,24 @@
 """``chatgate pairing list|approve CODE|revoke USER``: the operator's side of DM pairing.
 
-It runs beside a running gateway: the gateway owns the store, so this writes through a
-connection of its own (``store.sqlite.pairing.offline``) and the gateway's authorizer sees
-an approval or revocation within a second (``engine.authz``), without a restart. The store
-is imported by the commands, not here, so that ``chatgate run`` does not pay for it before
-it takes its runtime lock.
+It runs beside a running gateway through a store of its own (``app.store_access``: a side
+store on the SQLite file, or the fleet's PostgreSQL schema), and the gateway's authorizer
+sees an approval or revocation within a second (``engine.authz``), without a restart.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from chatgate.app.config import GatewayConfig
+from chatgate.app.store_access import NoDatabaseYet, Purpose, open_store
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingRequest
-
-T = TypeVar("T")
-
-
-def database_path(config: GatewayConfig, state_dir: Path) -> Path:
-    return Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
+from chatgate.domain.store_roles import Pairing
 
 
 def _in(seconds: float) -> str:
@@ -38,13 +32,9 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-def cmd_list(path: Path) -> int:
-    from chatgate.store.sqlite import pairing as sql
-
+async def cmd_list(store: Pairing) -> int:
     now = time.time()
-    pending = sql.offline(path, lambda c: sql.pending_pairings(c, now))
-    paired = sql.offline(path, lambda c: sql.paired_users(c, None))
-    return print_list(pending, paired, now)
+    return print_list(await store.pending_pairings(now), await store.paired_users(None), now)
 
 
 def print_list(pending: list[PairingRequest], paired: list[PairedUser], now: float) -> int:
@@ -98,55 +88,46 @@ def say_approval(result: PairingApproval, code: str, max_failures: int) -> int:
     return 1
 
 
-def cmd_approve(path: Path, code: str, config: GatewayConfig) -> int:
-    from chatgate.store.sqlite import pairing as sql
-
+async def cmd_approve(store: Pairing, code: str, config: GatewayConfig) -> int:
     limits = config.pairing.limits()
-    now = time.time()
-    result = sql.offline(path, lambda c: sql.approve_pairing(c, code, now, limits))
+    result = await store.approve_pairing(code, time.time(), limits)
     return say_approval(result, code, limits.max_failed_approvals)
 
 
-def cmd_revoke(path: Path, user: str, platform: str | None) -> int:
-    from chatgate.store.sqlite import pairing as sql
-
-    paired = sql.offline(path, lambda c: sql.paired_users(c, platform))
+async def cmd_revoke(store: Pairing, user: str, platform: str | None) -> int:
+    paired = await store.paired_users(platform)
     platforms = sorted({u.platform for u in paired if u.user_id == user})
     if not platforms:
         where = f" on {platform}" if platform else ""
         print(f"chatgate: user {user} is not paired{where} (see `chatgate pairing list`)", file=sys.stderr)
         return 1
     for name in platforms:
-        sql.offline(path, lambda c, name=name: sql.revoke_pairing(c, name, user))  # type: ignore[misc]
+        await store.revoke_pairing(name, user)
         print(f"Revoked {name} user {user}: their next message is refused (or offered a new code).")
     return 0
 
 
-def _guarded(run: Callable[[], int]) -> int:
-    try:
-        return run()
-    except StoreUnavailable as exc:
-        print(f"chatgate: {exc}", file=sys.stderr)
-        return 1
-
-
 def cmd_pairing(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
-    if config.store.url is not None:
-        from chatgate.app.cli.fleet import postgres_pairing
+    async def run() -> int:
+        purpose: Purpose = "read" if args.pairing_command == "list" else "change"
+        async with open_store(config, state_dir, purpose=purpose) as store:
+            if args.pairing_command == "approve":
+                return await cmd_approve(store, args.code, config)
+            if args.pairing_command == "revoke":
+                return await cmd_revoke(store, args.user, args.platform)
+            return await cmd_list(store)
 
-        return _guarded(lambda: postgres_pairing(args, config))
-    path = database_path(config, state_dir)
-    if not path.exists():
+    try:
+        return asyncio.run(run())
+    except NoDatabaseYet as exc:
         print(
-            f"No database at {path} yet: start the gateway (chatgate run) and let someone write to it;"
+            f"No database at {exc.path} yet: start the gateway (chatgate run) and let someone write to it;"
             " their code then shows here."
         )
         return 0 if args.pairing_command == "list" else 1
-    if args.pairing_command == "approve":
-        return _guarded(lambda: cmd_approve(path, args.code, config))
-    if args.pairing_command == "revoke":
-        return _guarded(lambda: cmd_revoke(path, args.user, args.platform))
-    return _guarded(lambda: cmd_list(path))
+    except StoreUnavailable as exc:
+        print(f"chatgate: {exc}", file=sys.stderr)
+        return 1
 
 
 def add_parser(

@@ -1,31 +1,29 @@
 """``chatgate schedules list|pause ID|resume ID|delete ID``: the operator's view of schedules.
 
-Like ``chatgate pairing`` it writes beside a running gateway through a connection of its own
-(``store.sqlite.pairing.offline``, or the fleet's PostgreSQL schema when ``store.url`` is
-set); the gateway's runner reads each schedule's row when it is due, so a pause or delete
-takes effect at the next firing, without a restart. A ``config:`` schedule deleted here
-comes back at the next start while the config still names it: remove it from the config
-(or pause it) instead.
+Like ``chatgate pairing`` it changes the store beside a running gateway through a store of
+its own (``app.store_access``); the gateway's runner reads each schedule's row when it is
+due, so a pause or delete takes effect at the next firing, without a restart. A ``config:``
+schedule deleted here comes back at the next start while the config still names it: remove
+it from the config (or pause it) instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from chatgate.app.cli.pairing import database_path
 from chatgate.app.config import GatewayConfig
+from chatgate.app.store_access import NoDatabaseYet, Purpose, open_store
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.schedules import Schedule, describe
+from chatgate.domain.store_roles import Schedules
 
 
-def cmd_list(path: Path) -> int:
-    from chatgate.store.sqlite import schedules as sql
-    from chatgate.store.sqlite.pairing import offline
-
-    return print_schedules(offline(path, lambda c: sql.list_schedules(c, None)))
+async def cmd_list(store: Schedules) -> int:
+    return print_schedules(await store.list_schedules())
 
 
 def print_schedules(rows: list[Schedule]) -> int:
@@ -38,14 +36,11 @@ def print_schedules(rows: list[Schedule]) -> int:
     return 0
 
 
-def cmd_change(path: Path, verb: str, schedule_id: str) -> int:
-    from chatgate.store.sqlite import schedules as sql
-    from chatgate.store.sqlite.pairing import offline
-
+async def cmd_change(store: Schedules, verb: str, schedule_id: str) -> int:
     if verb == "delete":
-        changed = offline(path, lambda c: sql.delete_schedule(c, schedule_id))
+        changed = await store.delete_schedule(schedule_id)
     else:
-        changed = offline(path, lambda c: sql.pause_schedule(c, schedule_id, verb == "pause"))
+        changed = await store.pause_schedule(schedule_id, verb == "pause")
     return say_changed(changed, verb, schedule_id)
 
 
@@ -61,22 +56,18 @@ def say_changed(changed: bool, verb: str, schedule_id: str) -> int:
 
 
 def cmd_schedules(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
-    if config.store.url is not None:  # the fleet's schedules are in its PostgreSQL schema
-        from chatgate.app.cli.fleet import postgres_schedules
+    verb = args.schedules_command
+    purpose: Purpose = "read" if verb == "list" else "change"
 
-        try:
-            return postgres_schedules(args, config)
-        except StoreUnavailable as exc:
-            print(f"chatgate: {exc}", file=sys.stderr)
-            return 1
-    path = database_path(config, state_dir)
-    if not path.exists():
-        print(f"No database at {path} yet: start the gateway (chatgate run) first.")
-        return 0 if args.schedules_command == "list" else 1
+    async def run() -> int:
+        async with open_store(config, state_dir, purpose=purpose) as store:
+            return await (cmd_list(store) if verb == "list" else cmd_change(store, verb, args.id))
+
     try:
-        if args.schedules_command == "list":
-            return cmd_list(path)
-        return cmd_change(path, args.schedules_command, args.id)
+        return asyncio.run(run())
+    except NoDatabaseYet as exc:
+        print(f"No database at {exc.path} yet: start the gateway (chatgate run) first.")
+        return 0 if verb == "list" else 1
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1

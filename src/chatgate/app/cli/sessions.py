@@ -1,28 +1,31 @@
-"""``chatgate sessions``: the conversations a state directory (or a PostgreSQL fleet) holds."""
+"""``chatgate sessions``: the conversations the configured store holds (a state directory's
+SQLite file, or a PostgreSQL fleet's schema), read beside a running gateway."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from pathlib import Path
 
 from chatgate.app.config import GatewayConfig
+from chatgate.app.store_access import NoDatabaseYet, open_store
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.sessions import SessionInfo
 
 
+async def _sessions(config: GatewayConfig, state_dir: Path, limit: int) -> list[SessionInfo]:
+    async with open_store(config, state_dir, purpose="read") as store:
+        return await store.list_sessions(limit)
+
+
 def cmd_sessions(args: argparse.Namespace, config: GatewayConfig, state_dir: Path) -> int:
     try:
-        if config.store.url is not None:
-            from chatgate.app.cli.fleet import postgres_sessions
-
-            sessions = postgres_sessions(config, args.limit)
-        else:
-            found = _sqlite_sessions(config, state_dir, args.limit)
-            if found is None:
-                return 0
-            sessions = found
+        sessions = asyncio.run(_sessions(config, state_dir, args.limit))
+    except NoDatabaseYet as exc:
+        print(f"no sessions yet (no database at {exc.path})")
+        return 0
     except StoreUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return 1
@@ -36,14 +39,3 @@ def cmd_sessions(args: argparse.Namespace, config: GatewayConfig, state_dir: Pat
         state = "running" if s.leased_by else ("error: " + s.last_error if s.last_error else "idle")
         print(f"{s.session_key:<{width}}  {when:<19}  {s.queued:>6}  {state}")
     return 0
-
-
-def _sqlite_sessions(config: GatewayConfig, state_dir: Path, limit: int) -> list[SessionInfo] | None:
-    """The SQLite file's sessions, read-only; None (and a line saying so) when there is no file."""
-    from chatgate.store.sqlite import read_sessions
-
-    path = Path(config.store.sqlite.path) if config.store.sqlite.path else state_dir / "chatgate.db"
-    if not path.exists():
-        print(f"no sessions yet (no database at {path})")
-        return None
-    return read_sessions(path, limit)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from chatgate.agents.tools.env import check_names
 from chatgate.app.config.background import (
     BackgroundConfig,
     DelegationConfig,
@@ -178,6 +179,15 @@ class ToolsConfig(_Section):
     file system read-only, private /tmp, no network); start-up fails if it cannot."""
     sandbox_network: bool = False
     """With the sandbox on, let commands reach the network."""
+    env: list[str] = []
+    """Names of the gateway's environment variables a command may see. Every command, sandboxed
+    or not, otherwise gets only PATH, HOME (the work directory), LANG/LC_ALL, TERM=dumb and git's
+    settings, so model keys and bot tokens stay out of what it can print (docs/approvals.md)."""
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        return check_names(value)  # a ValueError names the variable and why it cannot be passed
 
 
 class ApprovalsConfig(_Section):

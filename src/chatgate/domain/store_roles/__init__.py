@@ -59,6 +59,15 @@ class Lifecycle(Protocol):
         ...
 
 
+class FleetView(Protocol):
+    """The other gateway processes sharing this store, as ``chatgate status`` lists them."""
+
+    async def fleet_members(self) -> list[dict[str, object]] | None:
+        """Every other process on the store (owner, host, pid, start, leases, sends, alive), live
+        or not yet reaped; None for a store that serves one process (it has no fleet)."""
+        ...
+
+
 # ---------------------------------------------------------------- inbox
 
 
@@ -330,6 +339,7 @@ class Exchanges(Protocol):
 
 ROLES: tuple[type, ...] = (
     Lifecycle,
+    FleetView,
     Inbox,
     Leases,
     Transcript,

@@ -38,10 +38,8 @@ class ApprovalSettings:
     render_timeout_s: float = 10.0
     """Longest wait for an adapter to show or update a prompt."""
     allow: AllowList = field(default_factory=lambda: DEFAULT_ALLOW)
-    """Programs a command may use and still run unasked (``approvals.allow``)."""
-    sandboxed: bool = False
-    """The shell tool runs in an OS sandbox (``tools.sandbox``): programs marked
-    ``needs_sandbox`` may then run unasked."""
+    """Programs a command may use and still run unasked (``approvals.allow``). The sandbox
+    proves nothing: it confines what an approved command can change (issue 27)."""
 
 
 class AnswerRefused(ChatgateError):

@@ -11,7 +11,7 @@ from chatgate.domain.errors import ConfigError
 from chatgate.engine.ports import PlatformContext
 from chatgate.platforms.api.section import ApiSection
 from chatgate.platforms.kit.init import InitAnswers, Prompter
-from chatgate.platforms.kit.plugin import CoreView, PlatformBuild, Plugin
+from chatgate.platforms.kit.plugin import CommandTools, CoreView, PlatformBuild, Plugin
 
 
 class ApiPlugin(Plugin[ApiSection]):
@@ -47,6 +47,17 @@ class ApiPlugin(Plugin[ApiSection]):
         )
         adapter = ApiAdapter(ctx.store, ctx.intake, settings)
         return PlatformBuild(adapters=[adapter], routes=api_routes(adapter))
+
+    guide = (
+        "chatgate api-key create      a bearer key for the OpenAI-compatible API (docs/api.md)",
+    )
+
+    def add_commands(
+        self, sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools
+    ) -> None:
+        from chatgate.platforms.api import cli  # only when the full command line is built
+
+        cli.add_parser(sub, tools)
 
     def init_ask(self, p: Prompter, current: Mapping[str, Any], args: argparse.Namespace) -> InitAnswers:
         p.say("  api: OpenAI clients reach the agent at http://<http.host>:<http.port>/v1")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
 from chatgate.domain.access import PlatformAccess
 from chatgate.domain.errors import ConfigError
-from chatgate.engine.ports import Adapter, PlatformContext
+from chatgate.engine.ports import Adapter, PlatformContext, PlatformStores
 from chatgate.platforms.kit.init import InitAnswers, Prompter
 from chatgate.platforms.kit.section import PlatformSection
 
@@ -99,6 +100,23 @@ class PlatformBuild:
         self.allowed_origins |= other.allowed_origins
 
 
+Purpose = Literal["read", "change", "create"]
+"""What a command does with the store: ``create`` makes an empty state first if there is none."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandTools:
+    """What the ``chatgate`` command lends a platform's own subcommands (``chatgate user``)."""
+
+    common: Callable[[argparse.ArgumentParser], None]
+    """Adds ``--config`` and ``--state-dir`` to a subcommand's parser."""
+    open_store: Callable[[argparse.Namespace, Purpose], AbstractAsyncContextManager[PlatformStores]]
+    """The store of the config and state directory the arguments name, beside a running gateway;
+    ``NoDatabaseYet`` (``domain/errors.py``) for ``read``/``change`` where none exists."""
+    section: Callable[[argparse.Namespace], PlatformSection]
+    """This platform's section of the config the arguments name (no secret needs to be set)."""
+
+
 class Plugin(Generic[SectionT]):
     """One platform, whole. Subclasses set the class attributes and implement ``build``."""
 
@@ -143,6 +161,16 @@ class Plugin(Generic[SectionT]):
     def build(self, section: SectionT, ctx: PlatformContext) -> PlatformBuild:
         """Its adapters over the engine's ports (the client library is imported here)."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------ its own commands
+
+    guide: ClassVar[tuple[str, ...]] = ()
+    """Lines of ``chatgate``'s short guide for its commands."""
+
+    def add_commands(
+        self, sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools
+    ) -> None:
+        """Its own ``chatgate`` subcommands (the web chat's ``user``, the API's ``api-key``)."""
 
     # ------------------------------------------------------------ chatgate init
 

@@ -11,7 +11,7 @@ from chatgate.domain.errors import ConfigError
 from chatgate.domain.store_roles import Accounts
 from chatgate.engine.ports import PlatformContext
 from chatgate.platforms.kit.init import InitAnswers, Prompter
-from chatgate.platforms.kit.plugin import CoreView, PlatformBuild, Plugin, Secret
+from chatgate.platforms.kit.plugin import CommandTools, CoreView, PlatformBuild, Plugin, Secret
 from chatgate.platforms.webchat.section import WebChatSection
 
 
@@ -22,6 +22,17 @@ class WebChatPlugin(Plugin[WebChatSection]):
     doc = "docs/webchat.md"
     summary = "the built-in chat page, at http://<http.host>:<http.port>/"
     asks_access = False  # on loopback it is this machine's; beyond, accounts or a token decide
+
+    guide = (
+        "chatgate user add NAME       a web chat account and its sign-in token (web.auth: accounts)",
+    )
+
+    def add_commands(
+        self, sub: argparse._SubParsersAction[argparse.ArgumentParser], tools: CommandTools
+    ) -> None:
+        from chatgate.platforms.webchat import cli  # only when the full command line is built
+
+        cli.add_parser(sub, tools)
 
     def init_ask(self, p: Prompter, current: Mapping[str, Any], args: argparse.Namespace) -> InitAnswers:
         p.say("  web: the built-in chat, at http://127.0.0.1:8765/ once the gateway runs")

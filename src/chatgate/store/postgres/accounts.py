@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncpg
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
-from chatgate.store.postgres.database import PgRole, rowcount
-from chatgate.store.sqlite.accounts import account_of, session_of, token_of
-
-_ACCOUNT = "a.user_id, a.name, a.role, a.created_at, a.revoked_at"
-_TOKEN = "t.token_id, t.user_id, t.created_at, t.revoked_at"
-_SESSION = "s.session_id, s.user_id, s.created_at, s.expires_at, s.via, s.ended_at"
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
+from chatgate.store.postgres.sql import rowcount
+from chatgate.store.rows import ACCOUNT, TOKEN, WEB_SESSION, account_of, token_of, web_session_of
 
 
 async def create_account(conn: asyncpg.Connection, account: Account, password_hash: str | None) -> bool:
@@ -32,12 +30,12 @@ async def create_account(conn: asyncpg.Connection, account: Account, password_ha
 
 
 async def account_by_name(conn: asyncpg.Connection, name: str) -> tuple[Account, str | None] | None:
-    row = await conn.fetchrow(f"SELECT {_ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = $1", name)
+    row = await conn.fetchrow(f"SELECT {ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = $1", name)
     return None if row is None else (account_of(row), None if row[5] is None else str(row[5]))
 
 
 async def list_accounts(conn: asyncpg.Connection) -> list[Account]:
-    rows = await conn.fetch(f"SELECT {_ACCOUNT} FROM accounts a ORDER BY a.created_at, a.name")
+    rows = await conn.fetch(f"SELECT {ACCOUNT} FROM accounts a ORDER BY a.created_at, a.name")
     return [account_of(r) for r in rows]
 
 
@@ -57,7 +55,7 @@ async def sign_in_token_by_hash(
     conn: asyncpg.Connection, token_hash: str
 ) -> tuple[SignInToken, Account] | None:
     row = await conn.fetchrow(
-        f"SELECT {_TOKEN}, {_ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
+        f"SELECT {TOKEN}, {ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
         " WHERE t.token_hash = $1",
         token_hash,
     )
@@ -65,7 +63,7 @@ async def sign_in_token_by_hash(
 
 
 async def list_sign_in_tokens(conn: asyncpg.Connection) -> list[SignInToken]:
-    rows = await conn.fetch(f"SELECT {_TOKEN} FROM sign_in_tokens t ORDER BY t.created_at, t.token_id")
+    rows = await conn.fetch(f"SELECT {TOKEN} FROM sign_in_tokens t ORDER BY t.created_at, t.token_id")
     return [token_of(r) for r in rows]
 
 
@@ -108,12 +106,12 @@ async def create_web_session(conn: asyncpg.Connection, session: WebSession, cook
 
 async def signed_in(conn: asyncpg.Connection, cookie_hash: str, now: float) -> SignedIn | None:
     row = await conn.fetchrow(
-        f"SELECT {_SESSION}, {_ACCOUNT} FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
+        f"SELECT {WEB_SESSION}, {ACCOUNT} FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
         " WHERE s.cookie_hash = $1 AND s.ended_at IS NULL AND s.expires_at > $2 AND a.revoked_at IS NULL",
         cookie_hash,
         now,
     )
-    return None if row is None else SignedIn(session_of(tuple(row)[:6]), account_of(tuple(row)[6:]))
+    return None if row is None else SignedIn(web_session_of(tuple(row)[:6]), account_of(tuple(row)[6:]))
 
 
 async def end_web_session(conn: asyncpg.Connection, session_id: str, now: float) -> bool:
@@ -140,38 +138,17 @@ async def live_sessions(conn: asyncpg.Connection, session_ids: list[str], now: f
 class PgAccounts(PgRole):
     """``Accounts``."""
 
-    async def create_account(self, account: Account, password_hash: str | None) -> bool:
-        return await self._db.write(lambda c: create_account(c, account, password_hash))
-
-    async def account_by_name(self, name: str) -> tuple[Account, str | None] | None:
-        return await self._db.read(lambda c: account_by_name(c, name))
-
-    async def list_accounts(self) -> list[Account]:
-        return await self._db.read(list_accounts)
-
-    async def add_sign_in_token(self, token: SignInToken, token_hash: str) -> None:
-        await self._db.write(lambda c: add_sign_in_token(c, token, token_hash))
-
-    async def sign_in_token_by_hash(self, token_hash: str) -> tuple[SignInToken, Account] | None:
-        return await self._db.read(lambda c: sign_in_token_by_hash(c, token_hash))
-
-    async def list_sign_in_tokens(self) -> list[SignInToken]:
-        return await self._db.read(list_sign_in_tokens)
-
-    async def revoke_account(self, user_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_account(c, user_id, now))
-
-    async def revoke_sign_in_token(self, token_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_sign_in_token(c, token_id, now))
-
-    async def create_web_session(self, session: WebSession, cookie_hash: str) -> None:
-        await self._db.write(lambda c: create_web_session(c, session, cookie_hash))
-
-    async def signed_in(self, cookie_hash: str, now: float) -> SignedIn | None:
-        return await self._db.read(lambda c: signed_in(c, cookie_hash, now))
-
-    async def end_web_session(self, session_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: end_web_session(c, session_id, now))
+    create_account = writes(create_account)
+    account_by_name = reads(account_by_name)
+    list_accounts = reads(list_accounts)
+    add_sign_in_token = writes(add_sign_in_token)
+    sign_in_token_by_hash = reads(sign_in_token_by_hash)
+    list_sign_in_tokens = reads(list_sign_in_tokens)
+    revoke_account = writes(revoke_account)
+    revoke_sign_in_token = writes(revoke_sign_in_token)
+    create_web_session = writes(create_web_session)
+    signed_in = reads(signed_in)
+    end_web_session = writes(end_web_session)
 
     async def live_sessions(self, session_ids: list[str], now: float) -> set[str]:
         ids = list(dict.fromkeys(session_ids))

@@ -31,7 +31,8 @@ import asyncpg
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbox import AdmitRequest, AdmitResult
-from chatgate.store.postgres.database import NOTIFY, PgDatabase
+from chatgate.store.postgres.database import PgDatabase
+from chatgate.store.postgres.sql import NOTIFY
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 64

@@ -6,18 +6,15 @@ outbox rows its turn (or its control command) recorded; nothing of its own is st
 
 from __future__ import annotations
 
-import json
-
 import asyncpg
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
-from chatgate.store.postgres.database import PgRole, rowcount
-
-_KEY_COLUMNS = "key_id, name, created_at, revoked_at"
-
-
-def _key(row: asyncpg.Record) -> ApiKeyRecord:
-    return ApiKeyRecord(str(row[0]), str(row[1]), float(row[2]), None if row[3] is None else float(row[3]))
+from chatgate.store import exchange_rules
+from chatgate.store.exchange_rules import INBOX_ROW, ExchangeStatements
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
+from chatgate.store.postgres.sql import rowcount
+from chatgate.store.rows import API_KEY, Row, api_key_of
 
 
 async def create_api_key(conn: asyncpg.Connection, record: ApiKeyRecord, token_hash: str) -> None:
@@ -32,13 +29,13 @@ async def create_api_key(conn: asyncpg.Connection, record: ApiKeyRecord, token_h
 
 
 async def api_key_by_hash(conn: asyncpg.Connection, token_hash: str) -> ApiKeyRecord | None:
-    row = await conn.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE token_hash = $1", token_hash)
-    return None if row is None else _key(row)
+    row = await conn.fetchrow(f"SELECT {API_KEY} FROM api_keys WHERE token_hash = $1", token_hash)
+    return None if row is None else api_key_of(row)
 
 
 async def list_api_keys(conn: asyncpg.Connection) -> list[ApiKeyRecord]:
-    rows = await conn.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id")
-    return [_key(r) for r in rows]
+    rows = await conn.fetch(f"SELECT {API_KEY} FROM api_keys ORDER BY created_at, key_id")
+    return [api_key_of(r) for r in rows]
 
 
 async def revoke_api_key(conn: asyncpg.Connection, key_id: str, now: float) -> bool:
@@ -48,60 +45,42 @@ async def revoke_api_key(conn: asyncpg.Connection, key_id: str, now: float) -> b
     return rowcount(status) > 0
 
 
-async def _answer(conn: asyncpg.Connection, seq: int, transport: str, delivery_id: str) -> str | None:
-    """The final's parts joined (``final:<seq>``, ``final:<seq>:<i>``), else a command's reply."""
-    first = f"final:{seq}"
-    rows = await conn.fetch(
-        # The parts' range under the C collation (a database's own may not order ':' before ';'),
-        # which the ``outbox_idem_bytes`` index serves.
-        "SELECT text FROM outbox WHERE idem_key = $1"
-        ' OR (idem_key COLLATE "C" > $2 AND idem_key COLLATE "C" < $3) ORDER BY id',
-        first,
-        first + ":",
-        first + ";",
-    )
-    if rows:
-        return "".join(str(r[0]) for r in rows)
-    reply = f"cmd:{transport}:{delivery_id}"
-    text = await conn.fetchval("SELECT text FROM outbox WHERE idem_key = $1", reply)
-    return None if text is None else str(text)
+class ExchangeSql(ExchangeStatements):
+    """``ExchangeStatements`` on a pooled connection."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._c = conn
+
+    async def inbox_row(self, transport: str, delivery_id: str) -> Row | None:
+        sql = f"SELECT {INBOX_ROW} FROM inbox WHERE transport = $1 AND delivery_id = $2"
+        return await self._c.fetchrow(sql, transport, delivery_id)
+
+    async def final_parts(self, first: str) -> list[str]:
+        rows = await self._c.fetch(
+            # The parts' range under the C collation (a database's own may not order ':' before ';'),
+            # which the ``outbox_idem_bytes`` index serves.
+            "SELECT text FROM outbox WHERE idem_key = $1"
+            ' OR (idem_key COLLATE "C" > $2 AND idem_key COLLATE "C" < $3) ORDER BY id',
+            first,
+            first + ":",
+            first + ";",
+        )
+        return [str(r[0]) for r in rows]
+
+    async def outbox_text(self, idem_key: str) -> str | None:
+        text = await self._c.fetchval("SELECT text FROM outbox WHERE idem_key = $1", idem_key)
+        return None if text is None else str(text)
 
 
 async def api_exchange(conn: asyncpg.Connection, transport: str, delivery_id: str) -> ApiExchange | None:
-    row = await conn.fetchrow(
-        "SELECT seq, session_key, inbound_json, status, outcome, admitted_at FROM inbox"
-        " WHERE transport = $1 AND delivery_id = $2",
-        transport,
-        delivery_id,
-    )
-    if row is None:
-        return None
-    seq = int(row[0])
-    return ApiExchange(
-        seq=seq,
-        session_key=str(row[1]),
-        inbound_json=json.loads(row[2]),
-        status=str(row[3]),
-        outcome=None if row[4] is None else str(row[4]),
-        admitted_at=float(row[5]),
-        answer=await _answer(conn, seq, transport, delivery_id),
-    )
+    return await exchange_rules.api_exchange(ExchangeSql(conn), transport, delivery_id)
 
 
 class PgApiKeys(PgRole):
     """``ApiKeys`` and ``Exchanges``."""
 
-    async def create_api_key(self, record: ApiKeyRecord, token_hash: str) -> None:
-        await self._db.write(lambda c: create_api_key(c, record, token_hash))
-
-    async def api_key_by_hash(self, token_hash: str) -> ApiKeyRecord | None:
-        return await self._db.read(lambda c: api_key_by_hash(c, token_hash))
-
-    async def list_api_keys(self) -> list[ApiKeyRecord]:
-        return await self._db.read(list_api_keys)
-
-    async def revoke_api_key(self, key_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_api_key(c, key_id, now))
-
-    async def api_exchange(self, transport: str, delivery_id: str) -> ApiExchange | None:
-        return await self._db.read(lambda c: api_exchange(c, transport, delivery_id))
+    create_api_key = writes(create_api_key)
+    api_key_by_hash = reads(api_key_by_hash)
+    list_api_keys = reads(list_api_keys)
+    revoke_api_key = writes(revoke_api_key)
+    api_exchange = reads(api_exchange)

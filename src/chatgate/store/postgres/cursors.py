@@ -7,6 +7,7 @@ import time
 import asyncpg
 
 from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 
 
 async def get_cursor(conn: asyncpg.Connection, name: str) -> str | None:
@@ -27,8 +28,7 @@ async def set_cursor(conn: asyncpg.Connection, name: str, value: str, now: float
 class PgCursors(PgRole):
     """``Cursors``: ``set_cursor`` returns once its value is committed."""
 
-    async def get_cursor(self, name: str) -> str | None:
-        return await self._db.read(lambda c: get_cursor(c, name))
+    get_cursor = reads(get_cursor)
 
     async def set_cursor(self, name: str, value: str) -> None:
         now = time.time()

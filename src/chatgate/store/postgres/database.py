@@ -27,19 +27,14 @@ from typing import TypeVar, cast
 import asyncpg
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
+from chatgate.store.postgres.fleet import release_holders
 from chatgate.store.postgres.schema import migrate
+from chatgate.store.postgres.sql import HOLDER_KEY, NOW
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Fn = Callable[[asyncpg.Connection], Awaitable[T]]
 
-NOW = "extract(epoch from now())::float8"
-"""The database clock, in epoch seconds: every lease expiry is computed from it."""
-HOLDER_KEY = "hashtextextended(current_schema() || '/' || {}, 0)"
-"""The advisory lock key of a store instance id (an SQL expression of it)."""
-NOTIFY_CHANNEL = "left('chatgate_' || current_schema(), 63)"
-NOTIFY = f"SELECT pg_notify({NOTIFY_CHANNEL}, $1)"
-"""Tell every process of the fleet (at commit): ``inbox``, ``outbox``, ``stop:<session key>``, ..."""
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _RETRIES = 3
 UNREACHABLE: tuple[type[BaseException], ...] = (
@@ -52,20 +47,12 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
 """What asyncpg and the socket raise when the server cannot serve us; becomes ``StoreUnavailable``."""
 CHECK_SECONDS = 2.0
 """How long a held credential lock's check may take before it counts as lost."""
-GONE = "NOT EXISTS (SELECT 1 FROM processes p WHERE p.holder = {})"
-"""A holder with no ``processes`` row: reaped (run ``reap_dead`` first in the transaction)."""
 
 
 def unavailable(exc: BaseException, what: str) -> StoreUnavailable:
     wrapped = StoreUnavailable(f"postgresql {what} failed: {type(exc).__name__}: {exc}")
     wrapped.__cause__ = exc
     return wrapped
-
-
-def rowcount(status: str) -> int:
-    """The row count of a command status such as ``UPDATE 3`` or ``INSERT 0 1``."""
-    tail = status.rsplit(" ", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
 
 
 class PgDatabase:
@@ -166,8 +153,6 @@ class PgDatabase:
 
     async def _leave_fleet(self) -> None:
         """A clean stop hands what this instance still holds to its peers now, not at their next poll."""
-        from chatgate.store.postgres.fleet import release_holders
-
         if self._pool is None:
             return
         try:

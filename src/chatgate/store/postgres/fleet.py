@@ -14,7 +14,7 @@ import json
 
 import asyncpg
 
-from chatgate.store.postgres.database import HOLDER_KEY, NOW
+from chatgate.store.postgres.sql import HOLDER_KEY, NOW
 
 REAP_GRACE = 5.0
 """Seconds (database clock) a peer must also have been silent to be reaped: a live process

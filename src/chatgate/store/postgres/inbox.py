@@ -11,7 +11,6 @@ and then inserts nothing.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 import asyncpg
 
@@ -19,13 +18,15 @@ from chatgate.domain.approvals import ApprovalResolution
 from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
+from chatgate.store.admission_rules import reply_of
+from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.postgres import approvals
 from chatgate.store.postgres.admission import AdmissionQueue
-from chatgate.store.postgres.database import NOTIFY, NOW, PgDatabase, PgRole, rowcount
+from chatgate.store.postgres.database import PgDatabase, PgRole
+from chatgate.store.postgres.forwards import reads
 from chatgate.store.postgres.labels import observe_labels
 from chatgate.store.postgres.outbox import insert_outbox
-from chatgate.store.sqlite.codec import dumps
-from chatgate.store.sqlite.inbox import amended, new_session_id
+from chatgate.store.postgres.sql import NOTIFY, NOW, rowcount
 
 
 async def _lock_session(
@@ -123,26 +124,9 @@ async def _answer(
         return None
     a = req.answer
     a = a.recorded(not a.waiting_here and await _waiting_elsewhere(conn, a.prompt_id, holder))
-    return await approvals.resolve(
+    return await approvals.resolve_approval(
         conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
     )
-
-
-async def _record_reply(
-    conn: asyncpg.Connection,
-    req: AdmitRequest,
-    waiting: int,
-    resolution: ApprovalResolution | None,
-    now: float,
-) -> None:
-    if req.reply is None:
-        return
-    reply = req.reply
-    if req.cancel_queued:
-        reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
-    if resolution is not None and req.answer is not None and req.answer.render is not None:
-        reply = replace(reply, text=req.answer.render(resolution))
-    await insert_outbox(conn, reply, now)
 
 
 async def _amend_waiting(conn: asyncpg.Connection, req: AdmitRequest, seq: int, now: float) -> bool:
@@ -220,7 +204,9 @@ async def admit(
             "UPDATE sessions SET session_id = $1 WHERE key = $2", new_session_id(), req.session_key
         )
     resolution = await _answer(conn, req, now, holder)
-    await _record_reply(conn, req, waiting, resolution, now)
+    reply = reply_of(req, waiting, resolution)
+    if reply is not None:
+        await insert_outbox(conn, reply, now)
     return AdmitResult(
         new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
     )
@@ -259,7 +245,7 @@ async def record_rejected(
     await conn.execute("DELETE FROM rejected_inbound WHERE id <= $1", int(newest) - REJECTED_KEPT)
 
 
-async def rejected(conn: asyncpg.Connection, limit: int) -> list[RejectedInbound]:
+async def rejected(conn: asyncpg.Connection, limit: int = 100) -> list[RejectedInbound]:
     rows = await conn.fetch(
         "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
         " ORDER BY id DESC LIMIT $1",
@@ -302,11 +288,6 @@ class PgInbox(PgRole):
         now = time.time()
         await self._db.write(lambda c: record_rejected(c, transport, delivery_id, reason, excerpt, now))
 
-    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
-        return await self._db.read(lambda c: rejected(c, limit))
-
-    async def queue_depth(self) -> int:
-        return await self._db.read(queue_depth)
-
-    async def queue_stats(self) -> QueueStats:
-        return await self._db.read(queue_stats)
+    rejected = reads(rejected)
+    queue_depth = reads(queue_depth)
+    queue_stats = reads(queue_stats)

@@ -11,6 +11,7 @@ import asyncpg
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.source import Source
 from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
 
 
 async def observe_labels(conn: asyncpg.Connection, source: Source, seq: int) -> None:
@@ -41,5 +42,4 @@ async def chat_labels(conn: asyncpg.Connection, platform: str, scope: str | None
 class PgLabels(PgRole):
     """``Labels``."""
 
-    async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels:
-        return await self._db.read(lambda c: chat_labels(c, platform, scope, chat_id))
+    chat_labels = reads(chat_labels)

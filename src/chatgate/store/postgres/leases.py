@@ -1,4 +1,5 @@
-"""The leases role over PostgreSQL: claims across processes, renewals, a turn's commit or abandon.
+"""The leases role over PostgreSQL: claims across processes, renewals, and the statements of a
+turn's commit, abandon and resume, whose rules are ``store.turn_rules``.
 
 A claim locks the candidate session rows ``FOR UPDATE SKIP LOCKED``: two processes
 claiming at once take disjoint sessions and never wait for each other. A lease has an
@@ -13,19 +14,23 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 import asyncpg
 
-from chatgate.domain.background import TaskRecord
-from chatgate.domain.errors import LeaseLost
+from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
-from chatgate.store.postgres.database import GONE, NOW, PgRole, rowcount
+from chatgate.store import turn_rules
+from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.fleet import REAP_GRACE, reap_dead
+from chatgate.store.postgres.forwards import writes
 from chatgate.store.postgres.outbox import OUTBOX_LEASE_SECONDS, insert_claimed, insert_outbox
-from chatgate.store.postgres.tasks import finish_tasks, log_finished_tasks
+from chatgate.store.postgres.sql import GONE, NOW, rowcount
+from chatgate.store.postgres.tasks import TaskSql
 from chatgate.store.postgres.transcript import append_transcript
+from chatgate.store.turn_rules import CompletesTurns, TurnStatements, choose
 
 
 async def _take_batch(
@@ -94,18 +99,6 @@ _TAKE_HEADS = (
 )
 
 
-def _choose(candidates: list[asyncpg.Record], isolated: int) -> list[asyncpg.Record]:
-    """The candidates in order, at most ``isolated`` of them suspects."""
-    chosen = []
-    for candidate in candidates:
-        if candidate[2]:
-            if isolated <= 0:
-                continue  # one suspect at a time: it waits for the running one
-            isolated -= 1
-        chosen.append(candidate)
-    return chosen
-
-
 async def claim_sessions(
     conn: asyncpg.Connection,
     owner: str,
@@ -122,7 +115,7 @@ async def claim_sessions(
     sessions it takes, a claim is five statements: reap, lock the candidates, hand back
     what dead turns left claimed, take each session's head batch, set the leases."""
     await reap_dead(conn, holder, grace)
-    chosen = _choose(await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit), isolated)
+    chosen = choose(await conn.fetch(_CANDIDATES, SUSPECT_AFTER_DEATHS, isolated, limit), isolated)
     if not chosen:
         return []
     keys = [c[0] for c in chosen]
@@ -158,123 +151,104 @@ async def renew_lease(conn: asyncpg.Connection, key: str, owner: str, lease_s: f
     return rowcount(status) == 1
 
 
-async def _held_session_id(conn: asyncpg.Connection, owner: str, out: TurnOutcome) -> str:
-    """The session id, if ``owner`` still holds the lease and every item is still its, queued."""
-    held = await conn.fetchval(
-        "SELECT session_id FROM sessions WHERE key = $1 AND lease_owner = $2 FOR UPDATE",
-        out.session_key,
-        owner,
-    )
-    if held is None:
-        raise LeaseLost(f"lease on {out.session_key} is no longer held by {owner}")
-    mine = await conn.fetchval(
-        "SELECT COUNT(*) FROM inbox WHERE seq = ANY($1::bigint[]) AND status = 'queued' AND claimed_by = $2",
-        list(out.item_seqs),
-        owner,
-    )
-    if mine != len(set(out.item_seqs)):
-        raise LeaseLost(f"items of {out.session_key} were cancelled or taken over while the turn ran")
-    return str(held)
+class TurnSql(TurnStatements):
+    """``TurnStatements`` on the connection of one transaction. The session row is locked before
+    anything of its turn changes, the order every writer of a session takes; ``holder`` (this
+    store instance) is who a reply recorded claimed is claimed by, for ``send_lease_s``."""
 
+    def __init__(
+        self, conn: asyncpg.Connection, holder: str, send_lease_s: float = OUTBOX_LEASE_SECONDS
+    ) -> None:
+        self._c = conn
+        self._holder = holder
+        self._send_lease_s = send_lease_s
 
-async def complete_turn(
-    conn: asyncpg.Connection,
-    owner: str,
-    out: TurnOutcome,
-    lease_s: float,
-    batch: int,
-    now: float,
-    holder: str,
-    finished: list[TaskRecord] | None = None,
-    send_room: int = 0,
-    send_lease_s: float = OUTBOX_LEASE_SECONDS,
-) -> TurnCommit:
-    """Commit a turn while ``owner`` holds it; a child turn ends its task here (``finish_tasks``),
-    and ``finished`` is refilled with the tasks it ended (a rerun after a rollback refills it).
-    Up to ``send_room`` of its rows are recorded claimed by ``holder`` (``insert_claimed``)."""
-    session_id = await _held_session_id(conn, owner, out)
-    await conn.execute(
-        "UPDATE inbox SET status = 'done', finished_at = $1, outcome = $2 WHERE seq = ANY($3::bigint[])",
-        now,
-        out.outcome,
-        list(out.item_seqs),
-    )
-    await append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
-    ended = await finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now, holder)
-    if finished is not None:
-        finished[:] = ended
-    sending: list[OutboxRow] = []
-    for draft in out.outbox:
-        if len(sending) < send_room:
-            row = await insert_claimed(conn, draft, now, holder, send_lease_s)
-            if row is not None:
-                sending.append(row)
-        else:
-            await insert_outbox(conn, draft, now)
-    await conn.execute(
-        "UPDATE sessions SET last_activity = $1, retry_at = NULL, last_error = NULL,"
-        f" preview_message_id = NULL, lease_expires = {NOW} + $2 WHERE key = $3",
-        now,
-        lease_s,
-        out.session_key,
-    )
-    claim = await _take_batch(conn, out.session_key, session_id, batch, owner)
-    if claim is None:
-        await conn.execute(
+    async def leased_session_id(self, session_key: str, owner: str) -> str | None:
+        found = await self._c.fetchval(
+            "SELECT session_id FROM sessions WHERE key = $1 AND lease_owner = $2 FOR UPDATE",
+            session_key,
+            owner,
+        )
+        return None if found is None else str(found)
+
+    async def items_held(self, seqs: tuple[int, ...], owner: str) -> int:
+        """Still queued and claimed by ``owner``: a peer that took the session over claimed them anew."""
+        found = await self._c.fetchval(
+            "SELECT COUNT(*) FROM inbox WHERE seq = ANY($1::bigint[]) AND status = 'queued'"
+            " AND claimed_by = $2",
+            list(seqs),
+            owner,
+        )
+        return int(found)
+
+    async def mark_done(self, seqs: tuple[int, ...], outcome: str, now: float) -> None:
+        await self._c.execute(
+            "UPDATE inbox SET status = 'done', finished_at = $1, outcome = $2 WHERE seq = ANY($3::bigint[])",
+            *(now, outcome, list(seqs)),
+        )
+
+    async def append_transcript(
+        self, session_id: str, session_key: str, entries: Sequence[HistoryEntry], now: float
+    ) -> None:
+        await append_transcript(self._c, session_id, session_key, entries, now)
+
+    def tasks(self) -> TaskSql:
+        return TaskSql(self._c, self._holder)
+
+    async def insert_claimed(self, draft: OutboxDraft, now: float) -> OutboxRow | None:
+        return await insert_claimed(self._c, draft, now, self._holder, self._send_lease_s)
+
+    async def insert_outbox(self, draft: OutboxDraft, now: float) -> None:
+        await insert_outbox(self._c, draft, now)
+
+    async def renew_after_turn(self, session_key: str, now: float, lease_s: float) -> None:
+        await self._c.execute(
+            "UPDATE sessions SET last_activity = $1, retry_at = NULL, last_error = NULL,"
+            f" preview_message_id = NULL, lease_expires = {NOW} + $2 WHERE key = $3",
+            *(now, lease_s, session_key),
+        )
+
+    async def take_batch(self, session_key: str, session_id: str, batch: int, owner: str) -> Claim | None:
+        return await _take_batch(self._c, session_key, session_id, batch, owner)
+
+    async def release_lease(self, session_key: str) -> None:
+        await self._c.execute(
             "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL"
             " WHERE key = $1",
-            out.session_key,
+            session_key,
         )
-    return TurnCommit(claim, tuple(sending))
+
+    async def give_back(self, seqs: tuple[int, ...]) -> None:
+        await self._c.execute(
+            "UPDATE inbox SET attempts = GREATEST(attempts - 1, 0), claimed_by = NULL, isolated = FALSE"
+            " WHERE seq = ANY($1::bigint[]) AND status = 'queued'",
+            list(seqs),
+        )
+
+    async def release_for_retry(
+        self, session_key: str, owner: str, retry_at: float | None, error: str | None
+    ) -> None:
+        await self._c.execute(
+            "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL,"
+            " retry_at = $1, preview_message_id = NULL, last_error = COALESCE($2, last_error)"
+            " WHERE key = $3 AND lease_owner = $4",
+            *(retry_at, error, session_key, owner),
+        )
+
+    async def set_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
+        return await record_preview(self._c, owner, session_key, message_id)
 
 
-async def abandon_turn(
-    conn: asyncpg.Connection,
-    owner: str,
-    key: str,
-    seqs: tuple[int, ...],
-    retry_at: float | None,
-    error: str | None,
-) -> None:
-    held = await conn.fetchval(
-        "SELECT 1 FROM sessions WHERE key = $1 AND lease_owner = $2 FOR UPDATE", key, owner
-    )
-    if held is None:
-        return  # a former owner: the session and its attempts belong to someone else now
-    await conn.execute(
-        "UPDATE inbox SET attempts = GREATEST(attempts - 1, 0), claimed_by = NULL, isolated = FALSE"
-        " WHERE seq = ANY($1::bigint[]) AND status = 'queued'",
-        list(seqs),
-    )
-    await conn.execute(
-        "UPDATE sessions SET lease_owner = NULL, lease_holder = NULL, lease_expires = NULL,"
-        " retry_at = $1, preview_message_id = NULL, last_error = COALESCE($2, last_error)"
-        " WHERE key = $3 AND lease_owner = $4",
-        retry_at,
-        error,
-        key,
-        owner,
-    )
-
-
-async def record_preview(conn: asyncpg.Connection, owner: str, key: str, message_id: str | None) -> bool:
+async def record_preview(
+    conn: asyncpg.Connection, owner: str, session_key: str, message_id: str | None
+) -> bool:
     status = await conn.execute(
         "UPDATE sessions SET preview_message_id = $1 WHERE key = $2 AND lease_owner = $3",
         message_id,
-        key,
+        session_key,
         owner,
     )
     return rowcount(status) == 1
-
-
-async def record_resume(
-    conn: asyncpg.Connection, owner: str, key: str, notice: OutboxDraft, now: float
-) -> bool:
-    """The notice is recorded and owns the old preview (if it names one) in one transaction."""
-    if not await record_preview(conn, owner, key, None):
-        return False
-    await insert_outbox(conn, notice, now)
-    return True
 
 
 async def release_dead_owners(conn: asyncpg.Connection, owner: str, holder: str) -> int:
@@ -302,7 +276,7 @@ async def release_dead_owners(conn: asyncpg.Connection, owner: str, holder: str)
     return len(keys)
 
 
-class PgLeases(PgRole):
+class PgLeases(PgRole, CompletesTurns):
     """``Leases``: every method is one transaction; a claim first makes sure this instance
     is seen alive (its liveness lock), so a peer never mistakes its fresh lease for a dead one."""
 
@@ -318,20 +292,16 @@ class PgLeases(PgRole):
             lambda c: claim_sessions(c, owner, holder, limit, lease_seconds, batch, isolated, grace)
         )
 
-    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
-        return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
+    record_preview = writes(record_preview)
 
     async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
-        now = time.time()
-        return await self._db.write(lambda c: record_resume(c, owner, session_key, notice, now))
+        now, holder = time.time(), self._db.holder
+        return await self._db.write(
+            lambda c: turn_rules.record_resume(TurnSql(c, holder), owner, session_key, notice, now)
+        )
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
         return await self._db.write(lambda c: renew_lease(c, session_key, owner, lease_seconds))
-
-    async def complete_turn(
-        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
-    ) -> Claim | None:
-        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next
 
     async def commit_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
@@ -339,14 +309,20 @@ class PgLeases(PgRole):
         now, holder, send_lease = time.time(), self._db.holder, self.outbox_lease_seconds
         if send_room > 0:  # rows claimed under this instance: peers must see it alive, as for a claim
             await self._db.hold_liveness()
-        finished: list[TaskRecord] = []  # refilled by each run of the write (a rerun after a rollback too)
-        committed = await self._db.write(
-            lambda c: complete_turn(
-                c, owner, outcome, lease_seconds, batch, now, holder, finished, send_room, send_lease
+        return await turn_rules.committed_then_logged(
+            lambda finished: self._db.write(
+                lambda c: turn_rules.commit_turn(
+                    TurnSql(c, holder, send_lease),
+                    owner,
+                    outcome,
+                    lease_seconds,
+                    batch,
+                    now,
+                    send_room,
+                    finished,
+                )
             )
         )
-        log_finished_tasks(finished)  # after the commit, once
-        return committed
 
     async def abandon_turn(
         self,
@@ -356,4 +332,9 @@ class PgLeases(PgRole):
         retry_at: float | None,
         error: str | None,
     ) -> None:
-        await self._db.write(lambda c: abandon_turn(c, owner, session_key, item_seqs, retry_at, error))
+        holder = self._db.holder
+        await self._db.write(
+            lambda c: turn_rules.abandon_turn(
+                TurnSql(c, holder), owner, session_key, item_seqs, retry_at, error
+            )
+        )

@@ -17,38 +17,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import asyncpg
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
-from chatgate.store.postgres.database import GONE, NOTIFY_CHANNEL, NOW, PgRole, rowcount
-from chatgate.store.sqlite.codec import draft_columns, dumps
+from chatgate.store.codec import draft_columns, dumps
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads
+from chatgate.store.postgres.sql import GONE, NOTIFY_CHANNEL, NOW, rowcount
+from chatgate.store.rows import OUTBOX, outbox_row
 
-_COLUMNS = (
-    "id, idem_key, platform, chat_id, session_key, kind, text, in_reply_to, status, "
-    "attempts, possibly_duplicate, platform_message_id, created_at, target_json"
-)
 _OPEN = "('pending', 'sending', 'ambiguous')"
-
-
-def outbox_row(row: asyncpg.Record | tuple[Any, ...]) -> OutboxRow:
-    return OutboxRow(
-        id=row[0],
-        idem_key=row[1],
-        platform=row[2],
-        chat_id=row[3],
-        session_key=row[4],
-        kind=row[5],
-        text=row[6],
-        in_reply_to=row[7],
-        status=row[8],
-        attempts=row[9],
-        possibly_duplicate=bool(row[10]),
-        platform_message_id=row[11],
-        created_at=row[12],
-        target=json.loads(row[13]),
-    )
 
 
 async def insert_outbox(conn: asyncpg.Connection, draft: OutboxDraft, now: float) -> None:
@@ -123,7 +103,7 @@ async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_
     """Claim due head-of-chat rows; a row left ambiguous, or left ``sending`` past its claim's
     expiry (its claimer hung or died unnoticed), is claimed as a possible duplicate."""
     rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM outbox o WHERE (o.status IN ('pending', 'ambiguous')"
+        f"SELECT {OUTBOX} FROM outbox o WHERE (o.status IN ('pending', 'ambiguous')"
         f" AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= {NOW})"
         f" OR o.status = 'sending' AND o.sending_expires < {NOW})"
         " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
@@ -139,7 +119,7 @@ async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_
     claimed = await conn.fetch(
         "UPDATE outbox SET possibly_duplicate = possibly_duplicate OR status IN ('ambiguous', 'sending'),"
         f" status = 'sending', attempts = attempts + 1, sending_holder = $2, sending_expires = {NOW} + $3"
-        f" WHERE id = ANY($1::bigint[]) RETURNING {_COLUMNS}",
+        f" WHERE id = ANY($1::bigint[]) RETURNING {OUTBOX}",
         [r[0] for r in rows],
         holder,
         lease_s,
@@ -185,7 +165,7 @@ async def unconfirmed_for_chat(
     conn: asyncpg.Connection, platform: str, chat_id: str, after_id: int = 0, limit: int | None = None
 ) -> list[OutboxRow]:
     rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM outbox WHERE platform = $1 AND chat_id = $2 AND id > $3"
+        f"SELECT {OUTBOX} FROM outbox WHERE platform = $1 AND chat_id = $2 AND id > $3"
         " AND confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous')"
         " ORDER BY id LIMIT $4",
         platform,
@@ -239,11 +219,8 @@ class PgOutbox(PgRole):
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
 
-    async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
-        return await self._db.read(lambda c: outbox_status(c, idem_key))
-
-    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int:
-        return await self._db.read(lambda c: undelivered_in_chat(c, platform, chat_id))
+    outbox_status = reads(outbox_status)
+    undelivered_in_chat = reads(undelivered_in_chat)
 
     async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
         if not drafts:

@@ -9,54 +9,27 @@ a new id is inserted ``ON CONFLICT DO NOTHING``, so concurrent saves of one id k
 
 from __future__ import annotations
 
-import json
-
 import asyncpg
 
-from chatgate.domain.schedules import Schedule, ScheduleTarget
-from chatgate.store.postgres.database import PgRole, rowcount
-from chatgate.store.sqlite.codec import dumps
-
-_COLUMNS = (
-    "id, origin, name, kind, spec, text, target_json, deliver_only, paused, next_fire_at,"
-    " last_fired_at, fired, created_at, meta_json"
-)
-
-
-def _row(row: asyncpg.Record) -> Schedule:
-    (sid, origin, name, kind, spec, text, target, deliver, paused, nxt, last, fired, created, meta) = row
-    return Schedule(
-        id=sid,
-        kind=kind,
-        spec=spec,
-        text=text,
-        target=ScheduleTarget.from_dict(json.loads(target)),
-        origin=origin,
-        next_fire_at=nxt,
-        created_at=created,
-        deliver_only=bool(deliver),
-        paused=bool(paused),
-        last_fired_at=last,
-        fired=int(fired),
-        name=name,
-        meta=json.loads(meta),
-    )
+from chatgate.domain.schedules import Schedule
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
+from chatgate.store.postgres.sql import rowcount
+from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
 
 
 async def get_schedule(conn: asyncpg.Connection, schedule_id: str, lock: bool = False) -> Schedule | None:
-    query = f"SELECT {_COLUMNS} FROM schedules WHERE id = $1" + (" FOR UPDATE" if lock else "")
+    query = f"SELECT {SCHEDULE} FROM schedules WHERE id = $1" + (" FOR UPDATE" if lock else "")
     row = await conn.fetchrow(query, schedule_id)
-    return None if row is None else _row(row)
+    return None if row is None else schedule_of(row)
 
 
 async def _insert(conn: asyncpg.Connection, s: Schedule) -> bool:
     status = await conn.execute(
-        f"INSERT INTO schedules ({_COLUMNS}, session_key)"
+        f"INSERT INTO schedules ({SCHEDULE}, session_key)"
         " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) ON CONFLICT (id) DO NOTHING",
-        s.id, s.origin, s.name, s.kind, s.spec, s.text, dumps(s.target.to_dict()), s.deliver_only,
-        s.paused, s.next_fire_at, s.last_fired_at, s.fired, s.created_at, dumps(s.meta),
-        s.target.session_key,
-    )  # fmt: skip
+        *schedule_values(s, bool),
+    )
     return rowcount(status) == 1
 
 
@@ -67,38 +40,36 @@ async def save_schedule(conn: asyncpg.Connection, schedule: Schedule) -> Schedul
     if stored is None:  # deleted by a peer between the two statements: this save creates it again
         await _insert(conn, schedule)
         return schedule
-    if stored.origin != "config" or schedule.origin != "config" or stored.same_definition(schedule):
+    if stored.kept_over(schedule):
         return stored
     await conn.execute(
         "UPDATE schedules SET name = $1, kind = $2, spec = $3, text = $4, target_json = $5, session_key = $6,"
         " deliver_only = $7, next_fire_at = $8, meta_json = $9 WHERE id = $10",
-        schedule.name, schedule.kind, schedule.spec, schedule.text, dumps(schedule.target.to_dict()),
-        schedule.target.session_key, schedule.deliver_only, schedule.next_fire_at,
-        dumps(schedule.meta), schedule.id,
-    )  # fmt: skip
+        *schedule_definition(schedule, bool),
+    )
     found = await get_schedule(conn, schedule.id)
     assert found is not None
     return found
 
 
-async def list_schedules(conn: asyncpg.Connection, session_key: str | None) -> list[Schedule]:
+async def list_schedules(conn: asyncpg.Connection, session_key: str | None = None) -> list[Schedule]:
     if session_key is None:
-        rows = await conn.fetch(f"SELECT {_COLUMNS} FROM schedules ORDER BY created_at, id")
+        rows = await conn.fetch(f"SELECT {SCHEDULE} FROM schedules ORDER BY created_at, id")
     else:
         rows = await conn.fetch(
-            f"SELECT {_COLUMNS} FROM schedules WHERE session_key = $1 ORDER BY created_at, id", session_key
+            f"SELECT {SCHEDULE} FROM schedules WHERE session_key = $1 ORDER BY created_at, id", session_key
         )
-    return [_row(r) for r in rows]
+    return [schedule_of(r) for r in rows]
 
 
 async def due_schedules(conn: asyncpg.Connection, now: float, limit: int) -> list[Schedule]:
     rows = await conn.fetch(
-        f"SELECT {_COLUMNS} FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL"
+        f"SELECT {SCHEDULE} FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL"
         " AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2",
         now,
         limit,
     )
-    return [_row(r) for r in rows]
+    return [schedule_of(r) for r in rows]
 
 
 async def next_schedule_at(conn: asyncpg.Connection) -> float | None:
@@ -133,26 +104,14 @@ async def delete_schedule(conn: asyncpg.Connection, schedule_id: str) -> bool:
 class PgSchedules(PgRole):
     """``Schedules``: each write is one transaction, committed before it returns."""
 
-    async def save_schedule(self, schedule: Schedule) -> Schedule:
-        return await self._db.write(lambda c: save_schedule(c, schedule))
+    save_schedule = writes(save_schedule)
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         return await self._db.read(lambda c: get_schedule(c, schedule_id))
 
-    async def list_schedules(self, session_key: str | None = None) -> list[Schedule]:
-        return await self._db.read(lambda c: list_schedules(c, session_key))
-
-    async def due_schedules(self, now: float, limit: int) -> list[Schedule]:
-        return await self._db.read(lambda c: due_schedules(c, now, limit))
-
-    async def next_schedule_at(self) -> float | None:
-        return await self._db.read(next_schedule_at)
-
-    async def advance_schedule(self, schedule_id: str, fired_at: float, next_fire_at: float | None) -> bool:
-        return await self._db.write(lambda c: advance_schedule(c, schedule_id, fired_at, next_fire_at))
-
-    async def pause_schedule(self, schedule_id: str, paused: bool) -> bool:
-        return await self._db.write(lambda c: pause_schedule(c, schedule_id, paused))
-
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self._db.write(lambda c: delete_schedule(c, schedule_id))
+    list_schedules = reads(list_schedules)
+    due_schedules = reads(due_schedules)
+    next_schedule_at = reads(next_schedule_at)
+    advance_schedule = writes(advance_schedule)
+    pause_schedule = writes(pause_schedule)
+    delete_schedule = writes(delete_schedule)

@@ -102,8 +102,8 @@ class PostgresStore(
             lambda c: c.execute("UPDATE processes SET adapters = $1 WHERE holder = $2", text, holder)
         )
 
-    async def fleet(self) -> list[dict[str, object]]:
-        """The other processes on this schema: owner, host, pid, start, leases, sends, alive."""
+    async def fleet_members(self) -> list[dict[str, object]]:
+        """``FleetView``: the other processes on this schema (``fleet.members``)."""
         holder = self._db.holder
         return await self._db.write(lambda c: members(c, holder))
 

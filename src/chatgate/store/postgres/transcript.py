@@ -15,18 +15,8 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.postgres.database import PgRole
-
-_SESSION_INFO = (
-    "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
-    " s.lease_owner, s.last_error,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
-    " AND i.claimed_by IS NULL) FROM sessions s"
-)
-
-
-def _info(row: asyncpg.Record) -> SessionInfo:
-    return SessionInfo(*row)
+from chatgate.store.postgres.forwards import reads
+from chatgate.store.rows import SESSION_INFO, session_info_of
 
 
 async def append_transcript(
@@ -50,32 +40,27 @@ async def history(conn: asyncpg.Connection, session_id: str, limit: int) -> list
     return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
 
 
-async def session_source(conn: asyncpg.Connection, key: str) -> Source | None:
-    found = await conn.fetchval("SELECT source_json FROM sessions WHERE key = $1", key)
+async def session_source(conn: asyncpg.Connection, session_key: str) -> Source | None:
+    found = await conn.fetchval("SELECT source_json FROM sessions WHERE key = $1", session_key)
     return Source.from_dict(json.loads(found)) if found is not None else None
 
 
-async def session_info(conn: asyncpg.Connection, key: str) -> SessionInfo | None:
-    row = await conn.fetchrow(_SESSION_INFO + " WHERE s.key = $1", key)
-    return _info(row) if row else None
+async def session_info(conn: asyncpg.Connection, session_key: str) -> SessionInfo | None:
+    row = await conn.fetchrow(SESSION_INFO + " WHERE s.key = $1", session_key)
+    return session_info_of(row) if row else None
 
 
-async def list_sessions(conn: asyncpg.Connection, limit: int) -> list[SessionInfo]:
-    rows = await conn.fetch(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
-    return [_info(r) for r in rows]
+async def list_sessions(conn: asyncpg.Connection, limit: int = 100) -> list[SessionInfo]:
+    rows = await conn.fetch(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
+    return [session_info_of(r) for r in rows]
 
 
 class PgTranscript(PgRole):
     """``Transcript``: every method is a read."""
 
-    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
-        return await self._db.read(lambda c: history(c, session_id, limit))
+    history = reads(history)
 
-    async def session_source(self, session_key: str) -> Source | None:
-        return await self._db.read(lambda c: session_source(c, session_key))
+    session_source = reads(session_source)
+    session_info = reads(session_info)
 
-    async def session_info(self, session_key: str) -> SessionInfo | None:
-        return await self._db.read(lambda c: session_info(c, session_key))
-
-    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
-        return await self._db.read(lambda c: list_sessions(c, limit))
+    list_sessions = reads(list_sessions)

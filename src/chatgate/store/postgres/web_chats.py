@@ -16,7 +16,9 @@ from chatgate.domain.web_chats import (
     newest_first,
     reply_item,
 )
-from chatgate.store.postgres.database import PgRole, rowcount
+from chatgate.store.postgres.database import PgRole
+from chatgate.store.postgres.forwards import reads, writes
+from chatgate.store.postgres.sql import rowcount
 
 _NEWEST = float("inf")
 
@@ -131,21 +133,8 @@ async def chat_history(
 class PgWebChats(PgRole):
     """``WebChats``."""
 
-    async def claim_chat(self, platform: str, chat_id: str, user_id: str, now: float) -> str:
-        return await self._db.write(lambda c: claim_chat(c, platform, chat_id, user_id, now))
-
-    async def chat_owner(self, platform: str, chat_id: str) -> str | None:
-        return await self._db.read(lambda c: chat_owner(c, platform, chat_id))
-
-    async def set_chat_title(self, platform: str, chat_id: str, title: str, *, replace: bool) -> bool:
-        return await self._db.write(lambda c: set_chat_title(c, platform, chat_id, title, replace))
-
-    async def list_chats(
-        self, platform: str, user_id: str, query: str | None, limit: int
-    ) -> list[ChatSummary]:
-        return await self._db.read(lambda c: list_chats(c, platform, user_id, query, limit))
-
-    async def chat_history(
-        self, platform: str, chat_id: str, before: float | None, limit: int
-    ) -> list[HistoryItem]:
-        return await self._db.read(lambda c: chat_history(c, platform, chat_id, before, limit))
+    claim_chat = writes(claim_chat)
+    chat_owner = reads(chat_owner)
+    set_chat_title = writes(set_chat_title)
+    list_chats = reads(list_chats)
+    chat_history = reads(chat_history)

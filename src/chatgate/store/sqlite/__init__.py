@@ -7,6 +7,5 @@ exports what the composition root and the CLI build it with.
 
 from chatgate.store.sqlite.database import Connect
 from chatgate.store.sqlite.store import SqliteStore
-from chatgate.store.sqlite.transcript import read_sessions
 
-__all__ = ["Connect", "SqliteStore", "read_sessions"]
+__all__ = ["Connect", "SqliteStore"]

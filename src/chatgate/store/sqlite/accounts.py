@@ -1,39 +1,17 @@
 """The ``Accounts`` role over SQLite: users, sign-in tokens and browser sessions (hashes only).
 
 Functions take a connection, so ``chatgate user`` can write through a connection of its
-own beside a running gateway (``store.sqlite.pairing.offline``), as ``chatgate api-key`` does.
+own beside a running gateway (a side store, ``SqliteStore.beside``), as ``chatgate api-key`` does.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
+from chatgate.store.rows import ACCOUNT, TOKEN, WEB_SESSION, account_of, token_of, web_session_of
 from chatgate.store.sqlite.database import SqliteRole
-
-_ACCOUNT = "a.user_id, a.name, a.role, a.created_at, a.revoked_at"
-_TOKEN = "t.token_id, t.user_id, t.created_at, t.revoked_at"
-_SESSION = "s.session_id, s.user_id, s.created_at, s.expires_at, s.via, s.ended_at"
-
-
-def _opt(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
-def account_of(row: Any) -> Account:
-    return Account(
-        str(row[0]), str(row[1]), "admin" if row[2] == "admin" else "user", float(row[3]), _opt(row[4])
-    )
-
-
-def token_of(row: Any) -> SignInToken:
-    return SignInToken(str(row[0]), str(row[1]), float(row[2]), _opt(row[3]))
-
-
-def session_of(row: Any) -> WebSession:
-    via = None if row[4] is None else str(row[4])
-    return WebSession(str(row[0]), str(row[1]), float(row[2]), float(row[3]), via, _opt(row[5]))
+from chatgate.store.sqlite.forwards import reads, writes
 
 
 def create_account(conn: sqlite3.Connection, account: Account, password_hash: str | None) -> bool:
@@ -47,13 +25,13 @@ def create_account(conn: sqlite3.Connection, account: Account, password_hash: st
 
 def account_by_name(conn: sqlite3.Connection, name: str) -> tuple[Account, str | None] | None:
     row = conn.execute(
-        f"SELECT {_ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = ?", (name,)
+        f"SELECT {ACCOUNT}, a.password_hash FROM accounts a WHERE a.name = ?", (name,)
     ).fetchone()
     return None if row is None else (account_of(row), None if row[5] is None else str(row[5]))
 
 
 def list_accounts(conn: sqlite3.Connection) -> list[Account]:
-    rows = conn.execute(f"SELECT {_ACCOUNT} FROM accounts a ORDER BY a.created_at, a.name").fetchall()
+    rows = conn.execute(f"SELECT {ACCOUNT} FROM accounts a ORDER BY a.created_at, a.name").fetchall()
     return [account_of(r) for r in rows]
 
 
@@ -67,7 +45,7 @@ def add_sign_in_token(conn: sqlite3.Connection, token: SignInToken, token_hash: 
 
 def sign_in_token_by_hash(conn: sqlite3.Connection, token_hash: str) -> tuple[SignInToken, Account] | None:
     row = conn.execute(
-        f"SELECT {_TOKEN}, {_ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
+        f"SELECT {TOKEN}, {ACCOUNT} FROM sign_in_tokens t JOIN accounts a ON a.user_id = t.user_id"
         " WHERE t.token_hash = ?",
         (token_hash,),
     ).fetchone()
@@ -75,7 +53,7 @@ def sign_in_token_by_hash(conn: sqlite3.Connection, token_hash: str) -> tuple[Si
 
 
 def list_sign_in_tokens(conn: sqlite3.Connection) -> list[SignInToken]:
-    rows = conn.execute(f"SELECT {_TOKEN} FROM sign_in_tokens t ORDER BY t.created_at, t.token_id").fetchall()
+    rows = conn.execute(f"SELECT {TOKEN} FROM sign_in_tokens t ORDER BY t.created_at, t.token_id").fetchall()
     return [token_of(r) for r in rows]
 
 
@@ -118,11 +96,11 @@ def create_web_session(conn: sqlite3.Connection, session: WebSession, cookie_has
 
 def signed_in(conn: sqlite3.Connection, cookie_hash: str, now: float) -> SignedIn | None:
     row = conn.execute(
-        f"SELECT {_SESSION}, {_ACCOUNT} FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
+        f"SELECT {WEB_SESSION}, {ACCOUNT} FROM web_sessions s JOIN accounts a ON a.user_id = s.user_id"
         " WHERE s.cookie_hash = ? AND s.ended_at IS NULL AND s.expires_at > ? AND a.revoked_at IS NULL",
         (cookie_hash, now),
     ).fetchone()
-    return None if row is None else SignedIn(session_of(row[:6]), account_of(row[6:]))
+    return None if row is None else SignedIn(web_session_of(row[:6]), account_of(row[6:]))
 
 
 def end_web_session(conn: sqlite3.Connection, session_id: str, now: float) -> bool:
@@ -149,38 +127,17 @@ def live_sessions(conn: sqlite3.Connection, session_ids: list[str], now: float) 
 class SqliteAccounts(SqliteRole):
     """``Accounts``."""
 
-    async def create_account(self, account: Account, password_hash: str | None) -> bool:
-        return await self._db.write(lambda c: create_account(c, account, password_hash))
-
-    async def account_by_name(self, name: str) -> tuple[Account, str | None] | None:
-        return await self._db.read(lambda c: account_by_name(c, name))
-
-    async def list_accounts(self) -> list[Account]:
-        return await self._db.read(list_accounts)
-
-    async def add_sign_in_token(self, token: SignInToken, token_hash: str) -> None:
-        await self._db.write(lambda c: add_sign_in_token(c, token, token_hash))
-
-    async def sign_in_token_by_hash(self, token_hash: str) -> tuple[SignInToken, Account] | None:
-        return await self._db.read(lambda c: sign_in_token_by_hash(c, token_hash))
-
-    async def list_sign_in_tokens(self) -> list[SignInToken]:
-        return await self._db.read(list_sign_in_tokens)
-
-    async def revoke_account(self, user_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_account(c, user_id, now))
-
-    async def revoke_sign_in_token(self, token_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_sign_in_token(c, token_id, now))
-
-    async def create_web_session(self, session: WebSession, cookie_hash: str) -> None:
-        await self._db.write(lambda c: create_web_session(c, session, cookie_hash))
-
-    async def signed_in(self, cookie_hash: str, now: float) -> SignedIn | None:
-        return await self._db.read(lambda c: signed_in(c, cookie_hash, now))
-
-    async def end_web_session(self, session_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: end_web_session(c, session_id, now))
+    create_account = writes(create_account)
+    account_by_name = reads(account_by_name)
+    list_accounts = reads(list_accounts)
+    add_sign_in_token = writes(add_sign_in_token)
+    sign_in_token_by_hash = reads(sign_in_token_by_hash)
+    list_sign_in_tokens = reads(list_sign_in_tokens)
+    revoke_account = writes(revoke_account)
+    revoke_sign_in_token = writes(revoke_sign_in_token)
+    create_web_session = writes(create_web_session)
+    signed_in = reads(signed_in)
+    end_web_session = writes(end_web_session)
 
     async def live_sessions(self, session_ids: list[str], now: float) -> set[str]:
         ids = list(dict.fromkeys(session_ids))

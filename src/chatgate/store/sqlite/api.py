@@ -1,22 +1,20 @@
 """The API's roles over SQLite: bearer keys (``api_keys``) and exchanges (inbox + outbox reads).
 
 Key functions take a connection, so ``chatgate api-key`` can write through a connection
-of its own beside a running gateway (``store.sqlite.pairing.offline``), as pairing does.
+of its own beside a running gateway (a side store, ``SqliteStore.beside``), as pairing does.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
+from chatgate.store import exchange_rules
+from chatgate.store.exchange_rules import INBOX_ROW, ExchangeStatements
+from chatgate.store.inline import run_inline
+from chatgate.store.rows import API_KEY, Row, api_key_of
 from chatgate.store.sqlite.database import SqliteRole
-
-_KEY_COLUMNS = "key_id, name, created_at, revoked_at"
-
-
-def _key(row: tuple[object, ...]) -> ApiKeyRecord:
-    return ApiKeyRecord(str(row[0]), str(row[1]), float(row[2]), None if row[3] is None else float(row[3]))  # type: ignore[arg-type]
+from chatgate.store.sqlite.forwards import reads, writes
 
 
 def create_api_key(conn: sqlite3.Connection, record: ApiKeyRecord, token_hash: str) -> None:
@@ -27,13 +25,13 @@ def create_api_key(conn: sqlite3.Connection, record: ApiKeyRecord, token_hash: s
 
 
 def api_key_by_hash(conn: sqlite3.Connection, token_hash: str) -> ApiKeyRecord | None:
-    row = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE token_hash = ?", (token_hash,)).fetchone()
-    return _key(row) if row else None
+    row = conn.execute(f"SELECT {API_KEY} FROM api_keys WHERE token_hash = ?", (token_hash,)).fetchone()
+    return api_key_of(row) if row else None
 
 
 def list_api_keys(conn: sqlite3.Connection) -> list[ApiKeyRecord]:
-    rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, key_id").fetchall()
-    return [_key(r) for r in rows]
+    rows = conn.execute(f"SELECT {API_KEY} FROM api_keys ORDER BY created_at, key_id").fetchall()
+    return [api_key_of(r) for r in rows]
 
 
 def revoke_api_key(conn: sqlite3.Connection, key_id: str, now: float) -> bool:
@@ -43,55 +41,38 @@ def revoke_api_key(conn: sqlite3.Connection, key_id: str, now: float) -> bool:
     return cur.rowcount > 0
 
 
-def _answer(conn: sqlite3.Connection, seq: int, transport: str, delivery_id: str) -> str | None:
-    """The final's parts joined (``final:<seq>``, ``final:<seq>:<i>``), else a command's reply."""
-    first = f"final:{seq}"
-    rows = conn.execute(
-        "SELECT text FROM outbox WHERE idem_key = ? OR (idem_key > ? AND idem_key < ?) ORDER BY id",
-        (first, first + ":", first + ";"),
-    ).fetchall()
-    if rows:
-        return "".join(str(r[0]) for r in rows)
-    row = conn.execute(
-        "SELECT text FROM outbox WHERE idem_key = ?", (f"cmd:{transport}:{delivery_id}",)
-    ).fetchone()
-    return None if row is None else str(row[0])
+class ExchangeSql(ExchangeStatements):
+    """``ExchangeStatements`` on a reader's connection (each completes at once: see ``run_inline``)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+
+    async def inbox_row(self, transport: str, delivery_id: str) -> Row | None:
+        sql = f"SELECT {INBOX_ROW} FROM inbox WHERE transport = ? AND delivery_id = ?"
+        row: Row | None = self._c.execute(sql, (transport, delivery_id)).fetchone()
+        return row
+
+    async def final_parts(self, first: str) -> list[str]:
+        rows = self._c.execute(
+            "SELECT text FROM outbox WHERE idem_key = ? OR (idem_key > ? AND idem_key < ?) ORDER BY id",
+            (first, first + ":", first + ";"),
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    async def outbox_text(self, idem_key: str) -> str | None:
+        row = self._c.execute("SELECT text FROM outbox WHERE idem_key = ?", (idem_key,)).fetchone()
+        return None if row is None else str(row[0])
 
 
 def api_exchange(conn: sqlite3.Connection, transport: str, delivery_id: str) -> ApiExchange | None:
-    row = conn.execute(
-        "SELECT seq, session_key, inbound_json, status, outcome, admitted_at FROM inbox"
-        " WHERE transport = ? AND delivery_id = ?",
-        (transport, delivery_id),
-    ).fetchone()
-    if row is None:
-        return None
-    seq = int(row[0])
-    return ApiExchange(
-        seq=seq,
-        session_key=str(row[1]),
-        inbound_json=json.loads(row[2]),
-        status=str(row[3]),
-        outcome=None if row[4] is None else str(row[4]),
-        admitted_at=float(row[5]),
-        answer=_answer(conn, seq, transport, delivery_id),
-    )
+    return run_inline(exchange_rules.api_exchange(ExchangeSql(conn), transport, delivery_id))
 
 
 class SqliteApiKeys(SqliteRole):
     """``ApiKeys`` and ``Exchanges``."""
 
-    async def create_api_key(self, record: ApiKeyRecord, token_hash: str) -> None:
-        await self._db.write(lambda c: create_api_key(c, record, token_hash))
-
-    async def api_key_by_hash(self, token_hash: str) -> ApiKeyRecord | None:
-        return await self._db.read(lambda c: api_key_by_hash(c, token_hash))
-
-    async def list_api_keys(self) -> list[ApiKeyRecord]:
-        return await self._db.read(list_api_keys)
-
-    async def revoke_api_key(self, key_id: str, now: float) -> bool:
-        return await self._db.write(lambda c: revoke_api_key(c, key_id, now))
-
-    async def api_exchange(self, transport: str, delivery_id: str) -> ApiExchange | None:
-        return await self._db.read(lambda c: api_exchange(c, transport, delivery_id))
+    create_api_key = writes(create_api_key)
+    api_key_by_hash = reads(api_key_by_hash)
+    list_api_keys = reads(list_api_keys)
+    revoke_api_key = writes(revoke_api_key)
+    api_exchange = reads(api_exchange)

@@ -6,6 +6,7 @@ import sqlite3
 import time
 
 from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 
 
 def get_cursor(conn: sqlite3.Connection, name: str) -> str | None:
@@ -24,8 +25,7 @@ def set_cursor(conn: sqlite3.Connection, name: str, value: str, now: float) -> N
 class SqliteCursors(SqliteRole):
     """``Cursors``: ``set_cursor`` returns once its value is committed."""
 
-    async def get_cursor(self, name: str) -> str | None:
-        return await self._db.read(lambda c: get_cursor(c, name))
+    get_cursor = reads(get_cursor)
 
     async def set_cursor(self, name: str, value: str) -> None:
         now = time.time()

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.store.sqlite import identity
@@ -216,8 +216,29 @@ class Database:
         await self._health.check(timeout)
 
 
-class SqliteRole:
-    """Base of the role classes: each reads and writes through the store's one ``Database``."""
+class Connections(Protocol):
+    """What the role classes read and write through: the gateway's ``Database`` (its writer
+    thread, readers and lock), or a ``side.SideDatabase`` beside a running gateway."""
 
-    def __init__(self, db: Database) -> None:
+    path: str
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self, timeout: float = 1.0) -> None: ...
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, redoable: bool = False) -> T: ...
+
+    def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None: ...
+
+    def forget_deferred(self, key: str) -> None: ...
+
+
+class SqliteRole:
+    """Base of the role classes: each reads and writes through the store's one ``Connections``."""
+
+    def __init__(self, db: Connections) -> None:
         self._db = db

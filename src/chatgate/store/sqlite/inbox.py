@@ -8,26 +8,21 @@ functions of the database and their arguments (``now`` is taken before queueing)
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
-import uuid
-from dataclasses import replace
 
 from chatgate.domain.approvals import ApprovalResolution
 from chatgate.domain.edits import edit_target
 from chatgate.domain.errors import ScopeConflict
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
 from chatgate.domain.source import Source
+from chatgate.store.admission_rules import reply_of
+from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.sqlite import approvals
-from chatgate.store.sqlite.codec import dumps
 from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.labels import observe_labels
 from chatgate.store.sqlite.outbox import insert_outbox
-
-
-def new_session_id() -> str:
-    return time.strftime("%Y%m%d_%H%M%S_", time.gmtime()) + uuid.uuid4().hex[:8]
 
 
 def _insert_event(conn: sqlite3.Connection, req: AdmitRequest, inbound_json: str, now: float) -> int | None:
@@ -73,13 +68,6 @@ def _amend_waiting(conn: sqlite3.Connection, req: AdmitRequest, seq: int, now: f
     return True
 
 
-def amended(original_json: str, edit: AdmitRequest) -> str:
-    """The waiting message's stored event with the edit's text (both backends store it so)."""
-    original = json.loads(original_json)
-    original["text"] = edit.inbound.text
-    return dumps(original)
-
-
 def _touch_session(conn: sqlite3.Connection, key: str, source: Source, source_json: str, now: float) -> None:
     """A session keeps the scope of its first message: another scope's event for the same key
     raises ``ScopeConflict`` (and its transaction rolls back), so two workspaces never share one."""
@@ -119,24 +107,9 @@ def _answer(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> Approval
     if req.answer is None:
         return None
     a = req.answer.recorded(waiting_elsewhere=False)  # one process per SQLite store: no elsewhere
-    return approvals.resolve(conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason)
-
-
-def _record_reply(
-    conn: sqlite3.Connection,
-    req: AdmitRequest,
-    waiting: int,
-    resolution: ApprovalResolution | None,
-    now: float,
-) -> None:
-    if req.reply is None:
-        return
-    reply = req.reply
-    if req.cancel_queued:
-        reply = replace(reply, text=reply.text.replace("{cancelled}", str(waiting)))
-    if resolution is not None and req.answer is not None and req.answer.render is not None:
-        reply = replace(reply, text=req.answer.render(resolution))
-    insert_outbox(conn, reply, now)
+    return approvals.resolve_approval(
+        conn, a.prompt_id, a.outcome, a.tier, a.by_id, a.by_name, now, reason=a.reason
+    )
 
 
 def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResult:
@@ -158,7 +131,9 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
     if req.reset_session:
         conn.execute("UPDATE sessions SET session_id = ? WHERE key = ?", (new_session_id(), req.session_key))
     resolution = _answer(conn, req, now)
-    _record_reply(conn, req, waiting, resolution, now)
+    reply = reply_of(req, waiting, resolution)
+    if reply is not None:
+        insert_outbox(conn, reply, now)
     return AdmitResult(
         new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
     )
@@ -191,7 +166,7 @@ def record_rejected(
     )
 
 
-def rejected(conn: sqlite3.Connection, limit: int) -> list[RejectedInbound]:
+def rejected(conn: sqlite3.Connection, limit: int = 100) -> list[RejectedInbound]:
     rows = conn.execute(
         "SELECT transport, delivery_id, reason, excerpt, received_at FROM rejected_inbound"
         " ORDER BY id DESC LIMIT ?",
@@ -231,11 +206,6 @@ class SqliteInbox(SqliteRole):
         now = time.time()
         await self._db.write(lambda c: record_rejected(c, transport, delivery_id, reason, excerpt, now))
 
-    async def rejected(self, limit: int = 100) -> list[RejectedInbound]:
-        return await self._db.read(lambda c: rejected(c, limit))
-
-    async def queue_depth(self) -> int:
-        return await self._db.read(queue_depth)
-
-    async def queue_stats(self) -> QueueStats:
-        return await self._db.read(queue_stats)
+    rejected = reads(rejected)
+    queue_depth = reads(queue_depth)
+    queue_stats = reads(queue_stats)

@@ -12,6 +12,7 @@ import sqlite3
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.source import Source
 from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import reads
 
 
 def observe_labels(conn: sqlite3.Connection, source: Source, seq: int) -> None:
@@ -35,5 +36,4 @@ def chat_labels(conn: sqlite3.Connection, platform: str, scope: str | None, chat
 class SqliteLabels(SqliteRole):
     """``Labels``."""
 
-    async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels:
-        return await self._db.read(lambda c: chat_labels(c, platform, scope, chat_id))
+    chat_labels = reads(chat_labels)

@@ -1,11 +1,9 @@
-"""The leases role over SQLite: claims in admission order, renewals, a turn's commit or abandon.
+"""The leases role over SQLite: claims in admission order, renewals, and the statements of a
+turn's commit, abandon and resume, whose rules are ``store.turn_rules``.
 
-A session is worked on only by the owner of its lease (``sessions.lease_owner``).
-``complete_turn`` is one transaction: the items' outcome, the transcript, the outbox
-rows (with ``send_room``, those that head their chat already claimed for delivery), and
-the claim of the session's next batch, so the session passes from one turn to the next
-without ever being free. Write functions are pure functions of the database and
-their arguments (``now`` is taken before queueing).
+A session is worked on only by the owner of its lease (``sessions.lease_owner``). Write
+functions are pure functions of the database and their arguments (``now`` is taken before
+queueing), so a batch the writer runs again after a rollback writes the same.
 """
 
 from __future__ import annotations
@@ -13,16 +11,21 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 
-from chatgate.domain.background import TaskRecord
-from chatgate.domain.errors import LeaseLost, StoreUnavailable
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
+from chatgate.store import turn_rules
+from chatgate.store.inline import run_inline
 from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
-from chatgate.store.sqlite.tasks import finish_tasks, log_finished_tasks
+from chatgate.store.sqlite.tasks import TaskSql
 from chatgate.store.sqlite.transcript import append_transcript
+from chatgate.store.turn_rules import CompletesTurns, TurnStatements, choose
 
 
 def _take_batch(
@@ -79,11 +82,7 @@ def claim_sessions(
         (SUSPECT_AFTER_DEATHS, now, now, SUSPECT_AFTER_DEATHS, isolated, limit),
     ).fetchall()
     claims: list[Claim] = []
-    for key, session_id, suspect, preview in candidates:
-        if suspect:
-            if isolated <= 0:
-                continue  # one suspect at a time: it waits for the running one
-            isolated -= 1
+    for key, session_id, suspect, preview in choose(candidates, isolated):
         conn.execute(
             "UPDATE sessions SET lease_owner = ?, lease_expires = ? WHERE key = ?",
             (owner, now + lease_s, key),
@@ -104,107 +103,86 @@ def renew_lease(conn: sqlite3.Connection, key: str, owner: str, lease_s: float, 
     )
 
 
-def _held_session_id(conn: sqlite3.Connection, owner: str, out: TurnOutcome) -> str:
-    """The session id, if ``owner`` still holds the lease and every item is still queued."""
-    held = conn.execute(
-        "SELECT session_id FROM sessions WHERE key = ? AND lease_owner = ?",
-        (out.session_key, owner),
-    ).fetchone()
-    if held is None:
-        raise LeaseLost(f"lease on {out.session_key} is no longer held by {owner}")
-    marks = "?" * len(out.item_seqs)
-    queued = conn.execute(
-        f"SELECT COUNT(*) FROM inbox WHERE seq IN ({','.join(marks)}) AND status = 'queued'",
-        out.item_seqs,
-    ).fetchone()[0]
-    if queued != len(out.item_seqs):
-        raise LeaseLost(f"items of {out.session_key} were cancelled while the turn ran")
-    return str(held[0])
+class TurnSql(TurnStatements):
+    """``TurnStatements`` on the writer's connection (each completes at once: see ``run_inline``).
+    One process per file: a queued item of a session this owner leases is this owner's."""
 
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
 
-def complete_turn(
-    conn: sqlite3.Connection,
-    owner: str,
-    out: TurnOutcome,
-    lease_s: float,
-    batch: int,
-    now: float,
-    finished: list[TaskRecord] | None = None,
-    send_room: int = 0,
-) -> TurnCommit:
-    """Commit the turn; up to ``send_room`` of its rows that head their chat are recorded claimed."""
-    session_id = _held_session_id(conn, owner, out)
-    conn.executemany(
-        "UPDATE inbox SET status = 'done', finished_at = ?, outcome = ? WHERE seq = ?",
-        [(now, out.outcome, seq) for seq in out.item_seqs],
-    )
-    append_transcript(conn, out.session_id, out.session_key, out.transcript, now)
-    ended = finish_tasks(conn, out.item_seqs, out.transcript, out.outcome, now)
-    if finished is not None:
-        finished[:] = ended
-    sending: list[OutboxRow] = []
-    for draft in out.outbox:
-        if len(sending) < send_room:
-            row = insert_claimed(conn, draft, now)
-            if row is not None:
-                sending.append(row)
-        else:
-            insert_outbox(conn, draft, now)
-    conn.execute(
-        "UPDATE sessions SET last_activity = ?, retry_at = NULL, last_error = NULL,"
-        " preview_message_id = NULL, lease_expires = ? WHERE key = ?",
-        (now, now + lease_s, out.session_key),
-    )
-    claim = _take_batch(conn, out.session_key, session_id, batch, owner)
-    if claim is None:
-        conn.execute(
-            "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?",
-            (out.session_key,),
+    async def leased_session_id(self, session_key: str, owner: str) -> str | None:
+        sql = "SELECT session_id FROM sessions WHERE key = ? AND lease_owner = ?"
+        row = self._c.execute(sql, (session_key, owner)).fetchone()
+        return None if row is None else str(row[0])
+
+    async def items_held(self, seqs: tuple[int, ...], owner: str) -> int:
+        marks = ",".join("?" * len(seqs))
+        sql = f"SELECT COUNT(*) FROM inbox WHERE seq IN ({marks}) AND status = 'queued'"
+        return int(self._c.execute(sql, seqs).fetchone()[0])
+
+    async def mark_done(self, seqs: tuple[int, ...], outcome: str, now: float) -> None:
+        self._c.executemany(
+            "UPDATE inbox SET status = 'done', finished_at = ?, outcome = ? WHERE seq = ?",
+            [(now, outcome, seq) for seq in seqs],
         )
-    return TurnCommit(claim, tuple(sending))
+
+    async def append_transcript(
+        self, session_id: str, session_key: str, entries: Sequence[HistoryEntry], now: float
+    ) -> None:
+        append_transcript(self._c, session_id, session_key, entries, now)
+
+    def tasks(self) -> TaskSql:
+        return TaskSql(self._c)
+
+    async def insert_claimed(self, draft: OutboxDraft, now: float) -> OutboxRow | None:
+        return insert_claimed(self._c, draft, now)
+
+    async def insert_outbox(self, draft: OutboxDraft, now: float) -> None:
+        insert_outbox(self._c, draft, now)
+
+    async def renew_after_turn(self, session_key: str, now: float, lease_s: float) -> None:
+        self._c.execute(
+            "UPDATE sessions SET last_activity = ?, retry_at = NULL, last_error = NULL,"
+            " preview_message_id = NULL, lease_expires = ? WHERE key = ?",
+            (now, now + lease_s, session_key),
+        )
+
+    async def take_batch(self, session_key: str, session_id: str, batch: int, owner: str) -> Claim | None:
+        return _take_batch(self._c, session_key, session_id, batch, owner)
+
+    async def release_lease(self, session_key: str) -> None:
+        sql = "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?"
+        self._c.execute(sql, (session_key,))
+
+    async def give_back(self, seqs: tuple[int, ...]) -> None:
+        self._c.executemany(
+            "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL, isolated = 0"
+            " WHERE seq = ? AND status = 'queued'",
+            [(s,) for s in seqs],
+        )
+
+    async def release_for_retry(
+        self, session_key: str, owner: str, retry_at: float | None, error: str | None
+    ) -> None:
+        self._c.execute(
+            "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL, retry_at = ?,"
+            " preview_message_id = NULL,"
+            " last_error = COALESCE(?, last_error) WHERE key = ? AND lease_owner = ?",
+            (retry_at, error, session_key, owner),
+        )
+
+    async def set_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
+        return record_preview(self._c, owner, session_key, message_id)
 
 
-def abandon_turn(
-    conn: sqlite3.Connection,
-    owner: str,
-    key: str,
-    seqs: tuple[int, ...],
-    retry_at: float | None,
-    error: str | None,
-) -> None:
-    held = conn.execute("SELECT 1 FROM sessions WHERE key = ? AND lease_owner = ?", (key, owner)).fetchone()
-    if held is None:
-        return  # a former owner: the session and its attempts belong to someone else now
-    conn.executemany(
-        "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL, isolated = 0"
-        " WHERE seq = ? AND status = 'queued'",
-        [(s,) for s in seqs],
-    )
-    # The turn's own process closed its preview (best effort): nothing is left to take over.
-    conn.execute(
-        "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL, retry_at = ?,"
-        " preview_message_id = NULL,"
-        " last_error = COALESCE(?, last_error) WHERE key = ? AND lease_owner = ?",
-        (retry_at, error, key, owner),
-    )
-
-
-def record_preview(conn: sqlite3.Connection, owner: str, key: str, message_id: str | None) -> bool:
+def record_preview(conn: sqlite3.Connection, owner: str, session_key: str, message_id: str | None) -> bool:
     return (
         conn.execute(
             "UPDATE sessions SET preview_message_id = ? WHERE key = ? AND lease_owner = ?",
-            (message_id, key, owner),
+            (message_id, session_key, owner),
         ).rowcount
         == 1
     )
-
-
-def record_resume(conn: sqlite3.Connection, owner: str, key: str, notice: OutboxDraft, now: float) -> bool:
-    """The notice is recorded and owns the old preview (if it names one) in one transaction."""
-    if not record_preview(conn, owner, key, None):
-        return False
-    insert_outbox(conn, notice, now)
-    return True
 
 
 def release_dead_owners(conn: sqlite3.Connection, owner: str) -> int:
@@ -230,7 +208,7 @@ def release_dead_owners(conn: sqlite3.Connection, owner: str) -> int:
     return released
 
 
-class SqliteLeases(SqliteRole):
+class SqliteLeases(SqliteRole, CompletesTurns):
     """``Leases``: every method is a write through the group-commit writer."""
 
     async def claim_sessions(
@@ -247,12 +225,13 @@ class SqliteLeases(SqliteRole):
         # Redoable: after a power cut the session is unclaimed again and recovery claims it anew.
         return await self._db.write(claim, redoable=True)
 
-    async def record_preview(self, owner: str, session_key: str, message_id: str | None) -> bool:
-        return await self._db.write(lambda c: record_preview(c, owner, session_key, message_id))
+    record_preview = writes(record_preview)
 
     async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
         now = time.time()
-        return await self._db.write(lambda c: record_resume(c, owner, session_key, notice, now))
+        return await self._db.write(
+            lambda c: run_inline(turn_rules.record_resume(TurnSql(c), owner, session_key, notice, now))
+        )
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
         now = time.time()
@@ -260,22 +239,20 @@ class SqliteLeases(SqliteRole):
             lambda c: renew_lease(c, session_key, owner, lease_seconds, now), redoable=True
         )
 
-    async def complete_turn(
-        self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int
-    ) -> Claim | None:
-        return (await self.commit_turn(owner, outcome, lease_seconds, batch, 0)).next
-
     async def commit_turn(
         self, owner: str, outcome: TurnOutcome, lease_seconds: float, batch: int, send_room: int
     ) -> TurnCommit:
         now = time.time()
-        finished: list[TaskRecord] = []  # refilled by each run of the write (a batch rerun too)
         # The rows it claims are durable before they are sent: a turn's commit is never redoable.
-        committed = await self._db.write(
-            lambda c: complete_turn(c, owner, outcome, lease_seconds, batch, now, finished, send_room)
+        return await turn_rules.committed_then_logged(
+            lambda finished: self._db.write(
+                lambda c: run_inline(
+                    turn_rules.commit_turn(
+                        TurnSql(c), owner, outcome, lease_seconds, batch, now, send_room, finished
+                    )
+                )
+            )
         )
-        log_finished_tasks(finished)  # after the commit, once
-        return committed
 
     async def abandon_turn(
         self,
@@ -286,7 +263,7 @@ class SqliteLeases(SqliteRole):
         error: str | None,
     ) -> None:
         def release(conn: sqlite3.Connection) -> None:
-            abandon_turn(conn, owner, session_key, item_seqs, retry_at, error)
+            run_inline(turn_rules.abandon_turn(TurnSql(conn), owner, session_key, item_seqs, retry_at, error))
 
         try:
             await self._db.write(release)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from chatgate.store.sqlite.database import SqliteRole
+from chatgate.store.sqlite.forwards import writes
 from chatgate.store.sqlite.leases import release_dead_owners
 from chatgate.store.sqlite.outbox import requeue_mid_send
 
@@ -17,7 +18,8 @@ def recover(conn: sqlite3.Connection, owner: str) -> int:
 
 
 class SqliteLifecycle(SqliteRole):
-    """``Lifecycle``. A closed store refuses to open again: create a new one to reopen the file."""
+    """``Lifecycle`` and ``FleetView``. A closed store refuses to open again: create a new one to
+    reopen the file."""
 
     async def open(self) -> None:
         await self._db.open()
@@ -28,5 +30,9 @@ class SqliteLifecycle(SqliteRole):
     async def ping(self, timeout: float = 1.0) -> None:
         await self._db.ping(timeout)
 
-    async def recover(self, owner: str) -> int:
-        return await self._db.write(lambda c: recover(c, owner))
+    async def fleet_members(self) -> None:
+        """``FleetView``: one gateway per SQLite file, so no fleet (a closed store still says so
+        with ``StoreUnavailable``, like every role method)."""
+        await self._db.read(lambda c: None)
+
+    recover = writes(recover)

@@ -14,35 +14,13 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
-from chatgate.store.sqlite.codec import draft_columns, dumps
+from chatgate.store.codec import draft_columns, dumps
+from chatgate.store.rows import OUTBOX, outbox_row
 from chatgate.store.sqlite.database import SqliteRole
-
-_COLUMNS = (
-    "id, idem_key, platform, chat_id, session_key, kind, text, in_reply_to, status, "
-    "attempts, possibly_duplicate, platform_message_id, created_at, target_json"
-)
-
-
-def outbox_row(row: tuple[Any, ...]) -> OutboxRow:
-    return OutboxRow(
-        id=row[0],
-        idem_key=row[1],
-        platform=row[2],
-        chat_id=row[3],
-        session_key=row[4],
-        kind=row[5],
-        text=row[6],
-        in_reply_to=row[7],
-        status=row[8],
-        attempts=row[9],
-        possibly_duplicate=bool(row[10]),
-        platform_message_id=row[11],
-        created_at=row[12],
-        target=json.loads(row[13]),
-    )
+from chatgate.store.sqlite.forwards import reads
 
 
 def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> None:
@@ -93,7 +71,7 @@ def requeue_mid_send(conn: sqlite3.Connection) -> None:
 def claim_outbox(conn: sqlite3.Connection, limit: int, now: float) -> list[OutboxRow]:
     """Claim due head-of-chat rows; a row left ambiguous is claimed as a possible duplicate."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM outbox o WHERE o.status IN ('pending', 'ambiguous')"
+        f"SELECT {OUTBOX} FROM outbox o WHERE o.status IN ('pending', 'ambiguous')"
         " AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?)"
         " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
         " AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN ('pending', 'sending', 'ambiguous'))"
@@ -153,7 +131,7 @@ def unconfirmed_for_chat(
     conn: sqlite3.Connection, platform: str, chat_id: str, after_id: int = 0, limit: int = -1
 ) -> list[OutboxRow]:
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM outbox WHERE platform = ? AND chat_id = ? AND id > ?"
+        f"SELECT {OUTBOX} FROM outbox WHERE platform = ? AND chat_id = ? AND id > ?"
         " AND confirmed_at IS NULL AND status IN ('pending', 'sending', 'sent', 'ambiguous')"
         " ORDER BY id LIMIT ?",
         (platform, chat_id, after_id, limit),
@@ -200,11 +178,8 @@ class SqliteOutbox(SqliteRole):
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
 
-    async def outbox_status(self, idem_key: str) -> OutboxStatus | None:
-        return await self._db.read(lambda c: outbox_status(c, idem_key))
-
-    async def undelivered_in_chat(self, platform: str, chat_id: str) -> int:
-        return await self._db.read(lambda c: undelivered_in_chat(c, platform, chat_id))
+    outbox_status = reads(outbox_status)
+    undelivered_in_chat = reads(undelivered_in_chat)
 
     async def enqueue_outbox(self, drafts: Sequence[OutboxDraft]) -> None:
         if not drafts:

@@ -7,54 +7,24 @@ grows with time. ``advance`` is a compare-and-set on the firing it records.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Any
 
-from chatgate.domain.schedules import Schedule, ScheduleTarget
-from chatgate.store.sqlite.codec import dumps
+from chatgate.domain.schedules import Schedule
+from chatgate.store.rows import SCHEDULE, schedule_definition, schedule_of, schedule_values
 from chatgate.store.sqlite.database import SqliteRole
-
-_COLUMNS = (
-    "id, origin, name, kind, spec, text, target_json, deliver_only, paused, next_fire_at,"
-    " last_fired_at, fired, created_at, meta_json"
-)
-
-
-def _row(row: tuple[Any, ...]) -> Schedule:
-    (sid, origin, name, kind, spec, text, target, deliver, paused, nxt, last, fired, created, meta) = row
-    return Schedule(
-        id=sid,
-        kind=kind,
-        spec=spec,
-        text=text,
-        target=ScheduleTarget.from_dict(json.loads(target)),
-        origin=origin,
-        next_fire_at=nxt,
-        created_at=created,
-        deliver_only=bool(deliver),
-        paused=bool(paused),
-        last_fired_at=last,
-        fired=int(fired),
-        name=name,
-        meta=json.loads(meta),
-    )
+from chatgate.store.sqlite.forwards import reads, writes
 
 
 def get_schedule(conn: sqlite3.Connection, schedule_id: str) -> Schedule | None:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM schedules WHERE id = ?", (schedule_id,)).fetchone()
-    return None if row is None else _row(row)
+    row = conn.execute(f"SELECT {SCHEDULE} FROM schedules WHERE id = ?", (schedule_id,)).fetchone()
+    return None if row is None else schedule_of(row)
 
 
 def _insert(conn: sqlite3.Connection, s: Schedule) -> None:
     conn.execute(
-        f"INSERT INTO schedules ({_COLUMNS}, session_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (
-            s.id, s.origin, s.name, s.kind, s.spec, s.text, dumps(s.target.to_dict()), int(s.deliver_only),
-            int(s.paused), s.next_fire_at, s.last_fired_at, s.fired, s.created_at, dumps(s.meta),
-            s.target.session_key,
-        ),
-    )  # fmt: skip
+        f"INSERT INTO schedules ({SCHEDULE}, session_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        schedule_values(s, int),
+    )
 
 
 def save_schedule(conn: sqlite3.Connection, schedule: Schedule) -> Schedule:
@@ -62,39 +32,35 @@ def save_schedule(conn: sqlite3.Connection, schedule: Schedule) -> Schedule:
     if stored is None:
         _insert(conn, schedule)
         return schedule
-    if stored.origin != "config" or schedule.origin != "config" or stored.same_definition(schedule):
+    if stored.kept_over(schedule):
         return stored
     conn.execute(
         "UPDATE schedules SET name = ?, kind = ?, spec = ?, text = ?, target_json = ?, session_key = ?,"
         " deliver_only = ?, next_fire_at = ?, meta_json = ? WHERE id = ?",
-        (
-            schedule.name, schedule.kind, schedule.spec, schedule.text, dumps(schedule.target.to_dict()),
-            schedule.target.session_key, int(schedule.deliver_only), schedule.next_fire_at,
-            dumps(schedule.meta), schedule.id,
-        ),
-    )  # fmt: skip
+        schedule_definition(schedule, int),
+    )
     found = get_schedule(conn, schedule.id)
     assert found is not None
     return found
 
 
-def list_schedules(conn: sqlite3.Connection, session_key: str | None) -> list[Schedule]:
+def list_schedules(conn: sqlite3.Connection, session_key: str | None = None) -> list[Schedule]:
     if session_key is None:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY created_at, id").fetchall()
+        rows = conn.execute(f"SELECT {SCHEDULE} FROM schedules ORDER BY created_at, id").fetchall()
     else:
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM schedules WHERE session_key = ? ORDER BY created_at, id", (session_key,)
+            f"SELECT {SCHEDULE} FROM schedules WHERE session_key = ? ORDER BY created_at, id", (session_key,)
         ).fetchall()
-    return [_row(r) for r in rows]
+    return [schedule_of(r) for r in rows]
 
 
 def due_schedules(conn: sqlite3.Connection, now: float, limit: int) -> list[Schedule]:
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL"
+        f"SELECT {SCHEDULE} FROM schedules WHERE paused = 0 AND next_fire_at IS NOT NULL"
         " AND next_fire_at <= ? ORDER BY next_fire_at, id LIMIT ?",
         (now, limit),
     ).fetchall()
-    return [_row(r) for r in rows]
+    return [schedule_of(r) for r in rows]
 
 
 def next_schedule_at(conn: sqlite3.Connection) -> float | None:
@@ -129,26 +95,11 @@ def delete_schedule(conn: sqlite3.Connection, schedule_id: str) -> bool:
 class SqliteSchedules(SqliteRole):
     """``Schedules``: each write commits before it returns."""
 
-    async def save_schedule(self, schedule: Schedule) -> Schedule:
-        return await self._db.write(lambda c: save_schedule(c, schedule))
-
-    async def get_schedule(self, schedule_id: str) -> Schedule | None:
-        return await self._db.read(lambda c: get_schedule(c, schedule_id))
-
-    async def list_schedules(self, session_key: str | None = None) -> list[Schedule]:
-        return await self._db.read(lambda c: list_schedules(c, session_key))
-
-    async def due_schedules(self, now: float, limit: int) -> list[Schedule]:
-        return await self._db.read(lambda c: due_schedules(c, now, limit))
-
-    async def next_schedule_at(self) -> float | None:
-        return await self._db.read(next_schedule_at)
-
-    async def advance_schedule(self, schedule_id: str, fired_at: float, next_fire_at: float | None) -> bool:
-        return await self._db.write(lambda c: advance_schedule(c, schedule_id, fired_at, next_fire_at))
-
-    async def pause_schedule(self, schedule_id: str, paused: bool) -> bool:
-        return await self._db.write(lambda c: pause_schedule(c, schedule_id, paused))
-
-    async def delete_schedule(self, schedule_id: str) -> bool:
-        return await self._db.write(lambda c: delete_schedule(c, schedule_id))
+    save_schedule = writes(save_schedule)
+    get_schedule = reads(get_schedule)
+    list_schedules = reads(list_schedules)
+    due_schedules = reads(due_schedules)
+    next_schedule_at = reads(next_schedule_at)
+    advance_schedule = writes(advance_schedule)
+    pause_schedule = writes(pause_schedule)
+    delete_schedule = writes(delete_schedule)

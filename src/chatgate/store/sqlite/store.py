@@ -3,7 +3,8 @@
 Each role's SQL lives in its own module (``inbox``, ``leases``, ``transcript``,
 ``outbox``, ``approvals``, ``cursors``, ``labels``, ``pairing``, ``api``, ``schedules``,
 ``tasks``, ``accounts``, ``web_chats``, ``lifecycle``); this class only composes them over
-one ``Database`` (the writer thread, the reader pool, the file lock).
+one ``Database`` (the writer thread, the reader pool, the file lock), or, for a command run
+beside a gateway, one ``side.SideDatabase`` (``side=True``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from chatgate.store.sqlite.accounts import SqliteAccounts
 from chatgate.store.sqlite.api import SqliteApiKeys
 from chatgate.store.sqlite.approvals import SqliteApprovals
 from chatgate.store.sqlite.cursors import SqliteCursors
-from chatgate.store.sqlite.database import Connect, Database, Synchronous, default_connect
+from chatgate.store.sqlite.database import Connect, Connections, Database, Synchronous, default_connect
 from chatgate.store.sqlite.inbox import SqliteInbox
 from chatgate.store.sqlite.labels import SqliteLabels
 from chatgate.store.sqlite.leases import SqliteLeases
@@ -23,6 +24,7 @@ from chatgate.store.sqlite.lifecycle import SqliteLifecycle
 from chatgate.store.sqlite.outbox import SqliteOutbox
 from chatgate.store.sqlite.pairing import SqlitePairing
 from chatgate.store.sqlite.schedules import SqliteSchedules
+from chatgate.store.sqlite.side import SideDatabase
 from chatgate.store.sqlite.tasks import SqliteTasks
 from chatgate.store.sqlite.transcript import SqliteTranscript
 from chatgate.store.sqlite.web_chats import SqliteWebChats
@@ -56,15 +58,22 @@ class SqliteStore(
         readers: int = 2,
         connect: Connect = default_connect,
         on_commit: Callable[[int, float], None] | None = None,
+        side: bool = False,
     ) -> None:
-        db = Database(
-            path,
-            synchronous=synchronous,
-            group_commit=group_commit,
-            max_batch=max_batch,
-            readers=readers,
-            connect=connect,
-            on_commit=on_commit,
+        """``side``: a short-lived store beside a running gateway (the CLI's): no file lock, no
+        writer thread, each write its own WAL transaction, no migration (``side.py``)."""
+        db: Connections = (
+            SideDatabase(path)
+            if side
+            else Database(
+                path,
+                synchronous=synchronous,
+                group_commit=group_commit,
+                max_batch=max_batch,
+                readers=readers,
+                connect=connect,
+                on_commit=on_commit,
+            )
         )
         super().__init__(db)
         self.path = db.path

@@ -1,7 +1,7 @@
 """The transcript role over SQLite: sessions and what was said in them.
 
 ``append_transcript`` is written by a turn's commit (``leases.complete_turn``); the
-rest are reads. ``read_sessions`` serves the CLI without opening a store.
+rest are reads.
 """
 
 from __future__ import annotations
@@ -9,22 +9,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 
-from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
+from chatgate.store.rows import SESSION_INFO, session_info_of
 from chatgate.store.sqlite.database import SqliteRole
-from chatgate.store.sqlite.schema import SCHEMA_VERSION
-
-_SESSION_INFO = (
-    "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
-    " s.lease_owner, s.last_error,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
-    " AND i.claimed_by IS NULL) FROM sessions s"
-)
+from chatgate.store.sqlite.forwards import reads
 
 
 def append_transcript(
@@ -45,55 +36,27 @@ def history(conn: sqlite3.Connection, session_id: str, limit: int) -> list[Histo
     return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
 
 
-def session_source(conn: sqlite3.Connection, key: str) -> Source | None:
-    found = conn.execute("SELECT source_json FROM sessions WHERE key = ?", (key,)).fetchone()
+def session_source(conn: sqlite3.Connection, session_key: str) -> Source | None:
+    found = conn.execute("SELECT source_json FROM sessions WHERE key = ?", (session_key,)).fetchone()
     return Source.from_dict(json.loads(found[0])) if found else None
 
 
-def session_info(conn: sqlite3.Connection, key: str) -> SessionInfo | None:
-    row = conn.execute(_SESSION_INFO + " WHERE s.key = ?", (key,)).fetchone()
-    return SessionInfo(*row) if row else None
+def session_info(conn: sqlite3.Connection, session_key: str) -> SessionInfo | None:
+    row = conn.execute(SESSION_INFO + " WHERE s.key = ?", (session_key,)).fetchone()
+    return session_info_of(row) if row else None
 
 
-def list_sessions(conn: sqlite3.Connection, limit: int) -> list[SessionInfo]:
-    rows = conn.execute(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
-    return [SessionInfo(*r) for r in rows.fetchall()]
-
-
-def read_sessions(path: Path, limit: int) -> list[SessionInfo]:
-    """List sessions without opening a store: read-only, no writer, no migration.
-
-    For the CLI, which may run while a gateway owns the database.
-    """
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error as exc:
-        raise StoreUnavailable(f"cannot open {path}: {exc}") from exc
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            raise StoreUnavailable(
-                f"{path} has schema v{version}; this chatgate reads v{SCHEMA_VERSION}."
-                " Run the matching chatgate version (a newer gateway upgrades the file when it starts)."
-            )
-        return list_sessions(conn, limit)
-    except sqlite3.Error as exc:
-        raise StoreUnavailable(f"cannot read {path}: {exc}") from exc
-    finally:
-        conn.close()
+def list_sessions(conn: sqlite3.Connection, limit: int = 100) -> list[SessionInfo]:
+    rows = conn.execute(SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
+    return [session_info_of(r) for r in rows.fetchall()]
 
 
 class SqliteTranscript(SqliteRole):
     """``Transcript``: every method is a read."""
 
-    async def history(self, session_id: str, limit: int) -> list[HistoryEntry]:
-        return await self._db.read(lambda c: history(c, session_id, limit))
+    history = reads(history)
 
-    async def session_source(self, session_key: str) -> Source | None:
-        return await self._db.read(lambda c: session_source(c, session_key))
+    session_source = reads(session_source)
+    session_info = reads(session_info)
 
-    async def session_info(self, session_key: str) -> SessionInfo | None:
-        return await self._db.read(lambda c: session_info(c, session_key))
-
-    async def list_sessions(self, limit: int = 100) -> list[SessionInfo]:
-        return await self._db.read(lambda c: list_sessions(c, limit))
+    list_sessions = reads(list_sessions)

@@ -1,0 +1,121 @@
+"""A thin client-server API client over aiohttp: one ``call`` and the homeserver's answers as
+typed errors (``errors.py``).
+
+Neither mautrix nor matrix-nio is used for these calls (docs/platforms/matrix.md, "Why no
+client library"): mautrix's ``HTTPAPI`` drops ``retry_after_ms`` from ``M_LIMIT_EXCEEDED``
+(its ``MLimitExceeded`` keeps the message only) and nio retries a 429 inside the call by
+default, while the outbox must see the homeserver's delay and decide itself. The adapter
+makes a dozen calls (sync, send, redact, typing, join, whoami, event, relations, messages,
+members, state); each answer is read as plain JSON, bounded in size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from chatgate.platforms.matrix.errors import ApiRefused, MaybeSent, NotSent, RateLimited
+
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
+"""A sync answer is bounded by the filter's timeline limit; anything larger is not read."""
+CLIENT = "/_matrix/client/v3"
+
+
+def path(*parts: str) -> str:
+    """``path("rooms", room_id, "send")`` with every part escaped (ids hold ``!``, ``:``, ``$``)."""
+    return CLIENT + "".join("/" + quote(p, safe="") for p in parts)
+
+
+def retry_after(body: Mapping[str, Any], header: str | None) -> float:
+    """The delay a 429 asks for: ``retry_after_ms`` in the body, else the ``Retry-After`` header
+    (seconds), else one second."""
+    ms = body.get("retry_after_ms")
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and ms >= 0:
+        return float(ms) / 1000.0
+    if header is not None and header.strip().isdigit():
+        return float(header.strip())
+    return 1.0
+
+
+def error_of(what: str, status: int, body: bytes, header: str | None) -> ApiRefused:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    data: dict[str, Any] = answer if isinstance(answer, dict) else {}
+    errcode = data.get("errcode") if isinstance(data.get("errcode"), str) else f"HTTP_{status}"
+    message = data.get("error") if isinstance(data.get("error"), str) else "(no message)"
+    if errcode == "M_LIMIT_EXCEEDED" or status == 429:
+        return RateLimited(what, status, str(message)[:200], retry_after(data, header))
+    return ApiRefused(what, status, str(errcode)[:60], str(message)[:200])
+
+
+async def _bounded(stream: aiohttp.StreamReader) -> bytes:
+    """The whole body, or its first ``MAX_ANSWER_BYTES + 1`` bytes when it is longer."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream.iter_chunked(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            break
+    return b"".join(chunks)
+
+
+class MatrixApi:
+    """``call(method, path, ...)`` -> the JSON answer, or a ``MatrixCallError``.
+
+    Create it on the event loop that uses it (the adapter does, in ``start``).
+    """
+
+    def __init__(self, homeserver: str, token: str = "", *, max_connections: int = 50) -> None:
+        self.base = homeserver.rstrip("/")
+        self.token = token
+        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max_connections))
+
+    async def call(
+        self,
+        method: str,
+        where: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        query: Mapping[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        """One request; ``timeout`` bounds the whole call (a long poll's wait included)."""
+        what = f"{method} {where.removeprefix(CLIENT)}"
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            async with self._http.request(
+                method, self.base + where, json=body if method != "GET" else None, params=query,
+                headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:  # fmt: skip
+                status = response.status
+                header = response.headers.get("Retry-After")
+                data = await _bounded(response.content)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            raise NotSent(f"{what}: could not connect: {type(exc).__name__}") from exc
+        except TimeoutError as exc:
+            raise MaybeSent(f"{what}: no answer within {timeout:.0f}s") from exc
+        except aiohttp.ClientError as exc:
+            raise MaybeSent(f"{what}: connection failed: {type(exc).__name__}: {exc}") from exc
+        if len(data) > MAX_ANSWER_BYTES:
+            raise MaybeSent(f"{what}: answer larger than {MAX_ANSWER_BYTES} bytes, not read")
+        if status >= 300:
+            raise error_of(what, status, data, header)
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise MaybeSent(
+                f"{what}: unreadable answer (HTTP {status}, {len(data)} bytes, not a JSON object)"
+            )
+        return answer
+
+    async def aclose(self) -> None:
+        await self._http.close()
