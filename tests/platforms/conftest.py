@@ -1,15 +1,27 @@
 """Fixtures for the platform suites; the harnesses live in support.web_harness and telegram_double."""
 
-from collections.abc import AsyncIterator
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from mail_servers import MailServers, dovecot_missing
 from slack_fake import FakeSlack
 from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways
 
 from support.web_harness import _no_chatgate_env, connect_client, start_gateway
 
-__all__ = ["_no_chatgate_env", "connect_client", "double", "fake_slack", "gateways", "start_gateway"]
+__all__ = [
+    "_no_chatgate_env",
+    "connect_client",
+    "double",
+    "fake_slack",
+    "gateways",
+    "mail_servers",
+    "start_gateway",
+]
 
 
 @pytest.fixture
@@ -34,3 +46,23 @@ async def fake_slack() -> AsyncIterator[FakeSlack]:
     await server.start()
     yield server
     await server.stop()
+
+
+@pytest.fixture(scope="session")
+def mail_servers() -> Iterator[MailServers]:
+    """A real Dovecot and SMTP server, started once per xdist worker (tests add their own users).
+
+    Their directory is not under pytest's tmp (mode 0700, root's): Dovecot runs as ``nobody``
+    when the suite runs as root, and must reach its maildirs."""
+    missing = dovecot_missing()
+    if missing is not None:
+        pytest.fail(missing)
+    root = Path(tempfile.mkdtemp(prefix="chatgate-mail-"))
+    os.chmod(root, 0o755)
+    servers = MailServers(root)
+    try:
+        servers.start()
+        yield servers
+    finally:
+        servers.stop()
+        shutil.rmtree(root, ignore_errors=True)

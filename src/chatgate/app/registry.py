@@ -23,6 +23,7 @@ PLUGINS: dict[str, str] = {
     "matrix": "chatgate.platforms.matrix.plugin:PLUGIN",
     "relay": "chatgate.platforms.relay.plugin:PLUGIN",
     "api": "chatgate.platforms.api.plugin:PLUGIN",
+    "email": "chatgate.platforms.email.plugin:PLUGIN",
 }
 """Registration order is start order, and the order ``chatgate init`` offers them in."""
 

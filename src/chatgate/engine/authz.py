@@ -40,9 +40,7 @@ class Authorizer:
         rule = self._rules.get(source.platform)
         if rule is None:
             return f"platform {source.platform!r} is not enabled"
-        if rule.allow_all:
-            return None
-        if source.user_id is not None and source.user_id in rule.allow_users:
+        if rule.allows(source.user_id):
             return None
         return f"user {source.user_id!r} is not on the {source.platform} allowlist"
 

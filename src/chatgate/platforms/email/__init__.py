@@ -1,0 +1,1 @@
+"""Email: a mailbox over IMAP (IDLE) and SMTP; each thread is a session (docs/platforms/email.md)."""
