@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import ApiAdapter
 from chatgate.platforms.api.asks import chat_ask
-from chatgate.platforms.api.bodies import ChatCompletionRequest, parse, read_json
+from chatgate.platforms.api.bodies import ChatCompletionRequest, parse, read_json, request_digest
 from chatgate.platforms.api.errors import ApiError
 from chatgate.platforms.api.lane import (
     Closed,
@@ -42,8 +42,9 @@ def finish_reason(done: Done) -> str:
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request.headers.get("authorization"))
-    body = parse(ChatCompletionRequest, await read_json(request, adapter.settings.max_body_bytes))
-    started = await begin(adapter, chat_ask(adapter, key, body, request.headers))
+    data = await read_json(request, adapter.settings.max_body_bytes)
+    body = parse(ChatCompletionRequest, data)
+    started = await begin(adapter, chat_ask(adapter, key, body, request.headers, request_digest(data)))
     if body.stream:
         return StreamingResponse(
             _stream(adapter, started),

@@ -15,7 +15,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
 from chatgate.platforms.api.asks import response_ask
-from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json
+from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json, request_digest
 from chatgate.platforms.api.chat import SSE_HEADERS, closed_error
 from chatgate.platforms.api.errors import ApiError
 from chatgate.platforms.api.lane import (
@@ -52,8 +52,11 @@ def _object(started: Started, status: str, text: str | None = None) -> dict[str,
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request.headers.get("authorization"))
-    body = parse(ResponseRequest, await read_json(request, adapter.settings.max_body_bytes))
-    started = await begin(adapter, await response_ask(adapter, key, body, request.headers))
+    data = await read_json(request, adapter.settings.max_body_bytes)
+    body = parse(ResponseRequest, data)
+    started = await begin(
+        adapter, await response_ask(adapter, key, body, request.headers, request_digest(data))
+    )
     if body.stream:
         return StreamingResponse(
             _stream(adapter, started),
