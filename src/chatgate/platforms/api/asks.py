@@ -111,5 +111,5 @@ async def response_ask(
     own_chat = chat_id is None and named is None
     text = _text(messages, own_chat, f"input.{len(messages) - 1}")
     chat_id = chat_id or chat_for(key.key_id, named, delivery_id)
-    previous = body.previous_response_id
-    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, previous, request)
+    after = body.previous_response_id
+    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, after, request)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -44,6 +45,7 @@ from chatgate.platforms.slack.decode import (
     decode_command,
     decode_event,
 )
+from chatgate.platforms.slack.http_events import Refusal, body_problem, signature_problem
 from chatgate.platforms.slack.interactive import decode_interactive
 from chatgate.platforms.slack.outbound import SlackOutbound
 from chatgate.platforms.slack.streams import SlackStreams
@@ -130,6 +132,8 @@ class SlackAdapter:
         self._chores: set[asyncio.Task[None]] = set()
         self._accepting = True
         self._detail = "not started"
+        self._refusals = LogBudget(log)
+        """Refused HTTP Events requests: anyone can send them, so their lines are budgeted."""
 
     @property
     def capabilities(self) -> Capabilities:
@@ -234,10 +238,33 @@ class SlackAdapter:
             return PlainTextResponse("not ready", status_code=503)
         body = await _bounded_body(request, MAX_HTTP_BODY)
         if body is None:
-            log.warning("refused a Slack HTTP request larger than %d bytes", MAX_HTTP_BODY)
-            return PlainTextResponse("too large", status_code=413)
-        response = await self.app.async_dispatch(to_async_bolt_request(request, body))
-        return to_starlette_response(response)
+            refusal: Refusal | None = Refusal(413, "too_large", f"the body is over {MAX_HTTP_BODY} bytes")
+        else:
+            assert self._settings.signing_secret is not None  # HTTP mode has one (config)
+            content_type = (request.headers.get("content-type") or "").split(";")[0] or None
+            refusal = signature_problem(self._settings.signing_secret, request.headers, body)
+            refusal = refusal or body_problem(content_type, body)
+        if refusal is not None or body is None:
+            return self._refuse(refusal or Refusal(400, "invalid_body", "no body"))
+        try:
+            bolt_request = to_async_bolt_request(request, body)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # Bolt's context
+            return self._refuse(Refusal(400, "invalid_body", f"Bolt cannot read it ({type(exc).__name__})"))
+        return to_starlette_response(await self.app.async_dispatch(bolt_request))
+
+    def _refuse(self, refusal: Refusal) -> Response:
+        """A client fault: its status and one short line, within the log budget (strangers send these)."""
+        from starlette.responses import PlainTextResponse
+
+        self._refusals.warning(
+            f"slack http: {refusal.code}",
+            "Slack HTTP request refused (%d %s): %s",
+            refusal.status,
+            refusal.code,
+            refusal.reason,
+            extra={"platform": PLATFORM, "code": refusal.code},
+        )
+        return PlainTextResponse(refusal.reason, status_code=refusal.status)
 
     async def _handle(self, lane: str, body: dict[str, Any]) -> BoltResponse:
         """Decode, submit, and answer Bolt with the acknowledgement the intake's answer allows."""
