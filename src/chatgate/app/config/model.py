@@ -7,6 +7,7 @@ environment variable that holds each one.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -49,6 +50,20 @@ class HttpConfig(_Section):
     """How long a connection may take to send a request's headers (slowloris guard)."""
     keep_alive_seconds: int = Field(5, ge=1, le=3600)
     """How long an idle HTTP keep-alive connection stays open between requests."""
+    trusted_proxies: list[str] = []
+    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``, ``::1``) of reverse proxies whose
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed. From anyone else those headers
+    are ignored: a client could name any address and get a fresh sign-in budget, or claim https."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an IP address or network (10.0.0.0/8, ::1)") from None
+        return [str(ipaddress.ip_network(v.strip(), strict=False)) for v in values]
 
 
 class SqliteConfig(_Section):

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from chatgate.app.config.model import HttpConfig
 from chatgate.app.http.guard import ConnectionLimits, guarded_http
@@ -26,10 +27,13 @@ class HttpServer(uvicorn.Server):
 
 
 def http_server(app: ASGIApp, http: HttpConfig) -> HttpServer:
+    if http.trusted_proxies:  # the client and scheme a trusted proxy forwarded; nobody else's
+        app = ProxyHeadersMiddleware(app, trusted_hosts=list(http.trusted_proxies))  # type: ignore[arg-type,assignment]
     config = uvicorn.Config(
         app,
         log_config=None,
         lifespan="off",
+        proxy_headers=False,  # uvicorn's default believes X-Forwarded-For from 127.0.0.1
         ws_max_size=4 * 1024 * 1024,
         ws_ping_interval=20.0,
         http=guarded_http(ConnectionLimits(http.max_connections, http.header_timeout_seconds)),

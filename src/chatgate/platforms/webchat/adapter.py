@@ -22,7 +22,7 @@ from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, U
 from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, SIGNED_OUT, Connection
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
-from chatgate.platforms.webchat.session_gate import Refusal, SessionGate, refused
+from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 from chatgate.platforms.webchat.signed_sockets import SignedSockets
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class WebChatAdapter:
         if self.gate is not None:
             found = await self.gate.for_socket(ws)
             if isinstance(found, Refusal):
-                await self._refuse(ws, found)
+                await self._refuse(ws, found, self.gate)
                 return
             signed = found
         await ws.accept()
@@ -178,10 +178,10 @@ class WebChatAdapter:
                 self._signed.discard(conn)
             await conn.close()
 
-    async def _refuse(self, ws: WebSocket, refusal: Refusal) -> None:
+    async def _refuse(self, ws: WebSocket, refusal: Refusal, gate: SessionGate) -> None:
         """A foreign Origin is refused at the handshake; a missing or ended session is told
         with a close code the page acts on (4401: go to the sign-in page)."""
-        refused(ws, refusal, "socket")
+        gate.refused(ws, refusal, "socket")
         if refusal.status == 403:
             await ws.close(code=1008, reason=refusal.message)
             return
