@@ -87,6 +87,7 @@ def _build_web(config: GatewayConfig, engine: Engine, store: Store) -> PlatformB
         max_queued_bytes=web.max_queued_bytes,
         gate=gate,
         session_check_seconds=web.session_check_seconds,
+        hello_timeout=config.http.auth_timeout_seconds,
     )
     built = PlatformBuild(adapters=[adapter], web_chat=adapter)
     if gate is not None:

@@ -24,6 +24,9 @@ from typing import Any
 
 PERIOD = 60.0
 BURST = 5
+OTHER = "other lines"
+SUMMARY_FIELD = "left_out"
+"""The field a summary line carries (its count): a filter that budgets lines lets these pass."""
 
 
 @dataclass(slots=True)
@@ -45,18 +48,30 @@ class LogBudget:
         period: float = PERIOD,
         burst: int = BURST,
         clock: Callable[[], float] = time.monotonic,
+        max_kinds: int = 256,
     ) -> None:
         self.logger = logger
         self.period = period
         self.burst = burst
+        self.max_kinds = max_kinds
         self._clock = clock
         self._kinds: dict[str, _Kind] = {}
 
     def log(self, level: int, kind: str, msg: str, *args: Any, **kwargs: Any) -> bool:
         """Log ``msg`` if ``kind`` has budget left (True), else count it for the summary (False)."""
-        if not self.logger.isEnabledFor(level):
+        if not self.logger.isEnabledFor(level) or not self.admit(level, kind):
             return False
+        self.logger.log(level, msg, *args, **kwargs)
+        return True
+
+    def admit(self, level: int, kind: str) -> bool:
+        """Whether a line of ``kind`` may be logged now; if not, it is counted for the summary.
+
+        At most ``max_kinds`` kinds are kept apart; beyond them (a caller whose kinds are not
+        a fixed set, such as a library's preformatted messages) lines share one kind."""
         now = self._clock()
+        if kind not in self._kinds and len(self._kinds) >= self.max_kinds:
+            kind = OTHER
         state = self._kinds.get(kind)
         if state is None:
             state = self._kinds[kind] = _Kind(now)
@@ -64,7 +79,6 @@ class LogBudget:
             state = self._summarise(kind, state, now)
         if state.logged < self.burst:
             state.logged += 1
-            self.logger.log(level, msg, *args, **kwargs)
             return True
         state.left_out += 1
         state.level = max(state.level, level)
@@ -107,7 +121,7 @@ class LogBudget:
                 f"{state.left_out:,}",
                 kind,
                 now - state.start,
-                extra={"left_out": state.left_out},
+                extra={SUMMARY_FIELD: state.left_out},
             )
         fresh = self._kinds[kind] = _Kind(now)
         return fresh

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from chatgate.engine.webhooks import HookRoute, Webhooks
+from chatgate.platforms.kit.trust import vouch
 
 
 async def _bounded_body(request: Request, limit: int) -> bytes | None:
@@ -45,6 +46,8 @@ def hook_routes(hooks: Webhooks | None) -> list[BaseRoute]:
             return JSONResponse({"error": "too_large", "message": message}, status_code=413)
         headers = {k.lower(): v for k, v in request.headers.items()}
         answer = await hooks.receive(route, headers, body)
+        if answer.status < 400:
+            vouch(request)  # a signed (or bearer) delivery: its sender's connection is no stranger's
         return JSONResponse(answer.body, status_code=answer.status)
 
     return [Route("/hooks/{route}", receive, methods=["POST"])]

@@ -41,7 +41,7 @@ def finish_reason(done: Done) -> str:
 
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ChatCompletionRequest, data)
     started = await begin(adapter, chat_ask(adapter, key, body, request.headers, request_digest(data)))
@@ -96,7 +96,7 @@ async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
 
 
 async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     ident = request.path_params["completion_id"]
     exchange = await owned_exchange(adapter, key, ident)
     if exchange is None:

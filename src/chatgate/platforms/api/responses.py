@@ -51,7 +51,7 @@ def _object(started: Started, status: str, text: str | None = None) -> dict[str,
 
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ResponseRequest, data)
     started = await begin(
@@ -154,7 +154,7 @@ async def _pending(adapter: ApiAdapter, exchange: ApiExchange) -> list[dict[str,
 
 async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
     """A client that disconnected fetches the answer here; a running one says ``in_progress``."""
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     ident = request.path_params["response_id"]
     exchange = await owned_exchange(adapter, key, ident)
     if exchange is None:

@@ -38,6 +38,7 @@ from chatgate.engine.ports import (
     resolve_prompt_by_edit,
 )
 from chatgate.platforms.kit.per_key import PerKeyQueues
+from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.slack.decode import (
     PLATFORM,
     IntakeRules,
@@ -246,6 +247,7 @@ class SlackAdapter:
             refusal = refusal or body_problem(content_type, body)
         if refusal is not None or body is None:
             return self._refuse(refusal or Refusal(400, "invalid_body", "no body"))
+        vouch(request)  # signed by Slack: its connection is no stranger's
         try:
             bolt_request = to_async_bolt_request(request, body)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # Bolt's context

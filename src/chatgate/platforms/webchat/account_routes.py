@@ -25,6 +25,7 @@ from chatgate.domain.accounts import (
 )
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Accounts
+from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.webchat.attempts import SignInAttempts, address_key
 from chatgate.platforms.webchat.bodies import BodyError, Revoke, SignIn, read_body
 from chatgate.platforms.webchat.pages import PAGE_HEADERS, page
@@ -131,6 +132,7 @@ class AccountDesk:
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"could not sign in now: {exc}; try again"))
         log.info("web chat sign-in: %s (%s)", account.name, "token " + via if via else "password")
+        vouch(request)
         response = JSONResponse(whoami(SignedIn(session, account), cookie))
         response.set_cookie(
             COOKIE,

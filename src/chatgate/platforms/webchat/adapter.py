@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -9,17 +10,20 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from starlette.types import Message as AsgiMessage
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
-from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, SIGNED_OUT, Connection
+from chatgate.platforms.kit.trust import vouch
+from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, NO_HELLO, SIGNED_OUT, Connection
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
@@ -63,8 +67,12 @@ class WebChatAdapter:
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         gate: SessionGate | None = None,
         session_check_seconds: float = 5.0,
+        hello_timeout: float = 10.0,
     ) -> None:
         self._store = store
+        self._hello_timeout = hello_timeout
+        self._lines = LogBudget(log)
+        """Rejected frames and closed idle sockets: strangers cause them, so a budget of lines."""
         self.gate = gate
         """The session cookie check of ``auth: accounts`` (None: hellos say who they are)."""
         self._signed = SignedSockets(store, PLATFORM, session_check_seconds) if gate is not None else None
@@ -146,6 +154,8 @@ class WebChatAdapter:
     # ------------------------------------------------------------ inbound
 
     async def serve(self, ws: WebSocket) -> None:
+        """One socket: its frames in order until it goes. It must say an accepted hello within
+        ``hello_timeout`` or it is closed (4408): an idle socket is a place a stranger holds."""
         signed = None
         if self.gate is not None:
             found = await self.gate.for_socket(ws)
@@ -153,16 +163,18 @@ class WebChatAdapter:
                 await self._refuse(ws, found, self.gate)
                 return
             signed = found
+            vouch(ws)  # a valid session cookie: a signed-in user's socket
         await ws.accept()
         conn = Connection(ws, self._max_queued_bytes)
         conn.signed = signed
         if self._signed is not None:
             self._signed.add(conn)
         conn.start()
+        hello_by = asyncio.get_running_loop().time() + self._hello_timeout
         try:
             while True:
-                message = await ws.receive()
-                if message["type"] == "websocket.disconnect":
+                message = await self._next_message(ws, conn, hello_by)
+                if message is None or message["type"] == "websocket.disconnect":
                     return
                 raw = message.get("text")
                 if raw is None:
@@ -177,6 +189,23 @@ class WebChatAdapter:
             if self._signed is not None:
                 self._signed.discard(conn)
             await conn.close()
+
+    async def _next_message(self, ws: WebSocket, conn: Connection, hello_by: float) -> AsgiMessage | None:
+        """The socket's next message; None (the socket closed with 4408) past the hello deadline."""
+        if conn.greeted:
+            return await ws.receive()
+        try:
+            async with asyncio.timeout_at(hello_by):
+                return await ws.receive()
+        except TimeoutError:
+            self._lines.info(
+                "web: no hello",
+                "closed a web chat socket that sent no accepted hello within %.0f s"
+                " (http.auth_timeout_seconds)",
+                self._hello_timeout,
+            )
+            conn.close_with(NO_HELLO, f"send a hello within {self._hello_timeout:.0f} s of connecting")
+            return None
 
     async def _refuse(self, ws: WebSocket, refusal: Refusal, gate: SessionGate) -> None:
         """A foreign Origin is refused at the handshake; a missing or ended session is told
@@ -197,8 +226,10 @@ class WebChatAdapter:
                     del self._chats[conn.chat_id]
 
     def _error(self, conn: Connection, code: str, message: str, frame_id: str | None = None) -> None:
-        log.warning(
-            "web chat frame rejected", extra={"code": code, "reason": message, "chat_id": conn.chat_id}
+        self._lines.warning(
+            f"web frame: {code}",
+            "web chat frame rejected",
+            extra={"code": code, "reason": message, "chat_id": conn.chat_id},
         )
         frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
         if frame_id is not None:
@@ -226,6 +257,8 @@ class WebChatAdapter:
         if self._token is not None and not hmac.compare_digest(hello.token or "", self._token):
             self._error(conn, "unauthorized", "this web chat needs an access token in the hello frame")
             return
+        vouch(conn.ws)  # the right token, or none needed: this socket is a user's
+        conn.greeted = True
         if conn.signed is not None and self._signed is not None:
             problem = await self._signed.owner_problem(conn, hello.chat_id)
             if problem is not None:

@@ -19,6 +19,7 @@ from chatgate.domain.accounts import SignedIn, csrf_matches, hash_secret, sessio
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.store_roles import Accounts
+from chatgate.platforms.kit.trust import vouch
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,10 @@ class SessionGate:
         except StoreUnavailable as exc:
             log.warning("could not check a web session: %s", exc, extra={"code": "storage_unavailable"})
             return Refusal(503, "storage_unavailable", f"could not check the session: {exc}; try again")
-        return NOT_SIGNED_IN if found is None else found
+        if found is None:
+            return NOT_SIGNED_IN
+        vouch(conn)  # a signed-in user's connection: never pushed out for a stranger's
+        return found
 
     async def for_change(self, conn: HTTPConnection) -> SignedIn | Refusal:
         """A state-changing request: a valid session, our Origin, and the session's CSRF token."""
