@@ -38,7 +38,6 @@ from chatgate.engine.ports import (
     resolve_prompt_by_edit,
 )
 from chatgate.platforms.kit.per_key import PerKeyQueues
-from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.slack.decode import (
     PLATFORM,
     IntakeRules,
@@ -46,7 +45,7 @@ from chatgate.platforms.slack.decode import (
     decode_command,
     decode_event,
 )
-from chatgate.platforms.slack.http_events import Refusal, body_problem, signature_problem
+from chatgate.platforms.slack.http_events import serve_http
 from chatgate.platforms.slack.interactive import decode_interactive
 from chatgate.platforms.slack.outbound import SlackOutbound
 from chatgate.platforms.slack.streams import SlackStreams
@@ -61,8 +60,6 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 log = logging.getLogger(__name__)
-MAX_HTTP_BODY = 1024 * 1024
-"""Largest HTTP event body read (Slack's are a few KiB; a modal with many inputs stays far below)."""
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
 
 
@@ -230,43 +227,14 @@ class SlackAdapter:
         await send_async_response(client, req, response, 0.0)  # acks only a 200
 
     async def http_endpoint(self, request: Request) -> Response:
-        """HTTP mode: Bolt checks the signature and timestamp, then the listener decides the
-        status; 200 only after commit, 503 (Slack retries) when the event was not saved."""
-        from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
+        """HTTP mode (``http_events.serve``): the checks, then Bolt; 200 only after commit, 503
+        (Slack retries) when the event was not saved."""
         from starlette.responses import PlainTextResponse
 
         if self.app is None or not self._accepting:
             return PlainTextResponse("not ready", status_code=503)
-        body = await _bounded_body(request, MAX_HTTP_BODY)
-        if body is None:
-            refusal: Refusal | None = Refusal(413, "too_large", f"the body is over {MAX_HTTP_BODY} bytes")
-        else:
-            assert self._settings.signing_secret is not None  # HTTP mode has one (config)
-            content_type = (request.headers.get("content-type") or "").split(";")[0] or None
-            refusal = signature_problem(self._settings.signing_secret, request.headers, body)
-            refusal = refusal or body_problem(content_type, body)
-        if refusal is not None or body is None:
-            return self._refuse(refusal or Refusal(400, "invalid_body", "no body"))
-        vouch(request)  # signed by Slack: its connection is no stranger's
-        try:
-            bolt_request = to_async_bolt_request(request, body)
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # Bolt's context
-            return self._refuse(Refusal(400, "invalid_body", f"Bolt cannot read it ({type(exc).__name__})"))
-        return to_starlette_response(await self.app.async_dispatch(bolt_request))
-
-    def _refuse(self, refusal: Refusal) -> Response:
-        """A client fault: its status and one short line, within the log budget (strangers send these)."""
-        from starlette.responses import PlainTextResponse
-
-        self._refusals.warning(
-            f"slack http: {refusal.code}",
-            "Slack HTTP request refused (%d %s): %s",
-            refusal.status,
-            refusal.code,
-            refusal.reason,
-            extra={"platform": PLATFORM, "code": refusal.code},
-        )
-        return PlainTextResponse(refusal.reason, status_code=refusal.status)
+        assert self._settings.signing_secret is not None  # HTTP mode has one (config)
+        return await serve_http(self.app, self._settings.signing_secret, request, self._refusals)
 
     async def _handle(self, lane: str, body: dict[str, Any]) -> BoltResponse:
         """Decode, submit, and answer Bolt with the acknowledgement the intake's answer allows."""
@@ -382,21 +350,6 @@ def _channel_of(payload: dict[str, Any]) -> str:
     if isinstance(channel, dict) and isinstance(channel.get("id"), str):
         return str(channel["id"])
     return str(payload.get("channel_id") or "")
-
-
-async def _bounded_body(request: Request, limit: int) -> bytes | None:
-    """The request body, or None past ``limit`` bytes (read no further than that)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _redact(text: str, settings: SlackSettings) -> str:

@@ -16,10 +16,21 @@ import hmac
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from chatgate.domain import bounded_json
 from chatgate.domain.bounded_json import BadJson
+from chatgate.domain.log_budget import LogBudget
+from chatgate.platforms.kit.trust import vouch
+
+if TYPE_CHECKING:
+    from slack_bolt.async_app import AsyncApp
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+MAX_HTTP_BODY = 1024 * 1024
+"""Largest HTTP event body read (Slack's are a few KiB; a modal with many inputs stays far below)."""
 
 WINDOW_SECONDS = 300
 """Slack's own rule: a request signed more than five minutes from now is refused."""
@@ -72,3 +83,52 @@ def body_problem(content_type: str | None, body: bytes) -> Refusal | None:
     if not isinstance(parsed, dict):
         return Refusal(400, "invalid_body", "the body (or its payload) must be a JSON object")
     return None
+
+
+async def serve_http(app: AsyncApp, secret: str, request: Request, lines: LogBudget) -> Response:
+    """One request to ``/slack/events``: read within its bound, checked, then Bolt's to dispatch."""
+    from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
+
+    body = await _bounded_body(request, MAX_HTTP_BODY)
+    if body is None:
+        return _refuse(Refusal(413, "too_large", f"the body is over {MAX_HTTP_BODY} bytes"), lines)
+    content_type = (request.headers.get("content-type") or "").split(";")[0] or None
+    refusal = signature_problem(secret, request.headers, body) or body_problem(content_type, body)
+    if refusal is not None:
+        return _refuse(refusal, lines)
+    vouch(request)  # signed by Slack: its connection is no stranger's
+    try:
+        bolt_request = to_async_bolt_request(request, body)
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # Bolt's context
+        return _refuse(Refusal(400, "invalid_body", f"Bolt cannot read it ({type(exc).__name__})"), lines)
+    return to_starlette_response(await app.async_dispatch(bolt_request))
+
+
+def _refuse(refusal: Refusal, lines: LogBudget) -> Response:
+    """A client fault: its status and one short line, within the log budget (strangers send these)."""
+    from starlette.responses import PlainTextResponse
+
+    lines.warning(
+        f"slack http: {refusal.code}",
+        "Slack HTTP request refused (%d %s): %s",
+        refusal.status,
+        refusal.code,
+        refusal.reason,
+        extra={"platform": "slack", "code": refusal.code},
+    )
+    return PlainTextResponse(refusal.reason, status_code=refusal.status)
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None past ``limit`` bytes (read no further than that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

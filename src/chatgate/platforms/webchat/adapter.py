@@ -10,7 +10,6 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from starlette.types import Message as AsgiMessage
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.errors import StoreUnavailable
@@ -23,11 +22,12 @@ from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
 from chatgate.platforms.kit.trust import vouch
-from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, NO_HELLO, SIGNED_OUT, Connection
+from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 from chatgate.platforms.webchat.signed_sockets import SignedSockets
+from chatgate.platforms.webchat.socket_gate import next_message, refuse
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -160,7 +160,7 @@ class WebChatAdapter:
         if self.gate is not None:
             found = await self.gate.for_socket(ws)
             if isinstance(found, Refusal):
-                await self._refuse(ws, found, self.gate)
+                await refuse(ws, found, self.gate)
                 return
             signed = found
             vouch(ws)  # a valid session cookie: a signed-in user's socket
@@ -173,7 +173,7 @@ class WebChatAdapter:
         hello_by = asyncio.get_running_loop().time() + self._hello_timeout
         try:
             while True:
-                message = await self._next_message(ws, conn, hello_by)
+                message = await next_message(ws, conn, hello_by, self._hello_timeout, self._lines)
                 if message is None or message["type"] == "websocket.disconnect":
                     return
                 raw = message.get("text")
@@ -189,33 +189,6 @@ class WebChatAdapter:
             if self._signed is not None:
                 self._signed.discard(conn)
             await conn.close()
-
-    async def _next_message(self, ws: WebSocket, conn: Connection, hello_by: float) -> AsgiMessage | None:
-        """The socket's next message; None (the socket closed with 4408) past the hello deadline."""
-        if conn.greeted:
-            return await ws.receive()
-        try:
-            async with asyncio.timeout_at(hello_by):
-                return await ws.receive()
-        except TimeoutError:
-            self._lines.info(
-                "web: no hello",
-                "closed a web chat socket that sent no accepted hello within %.0f s"
-                " (http.auth_timeout_seconds)",
-                self._hello_timeout,
-            )
-            conn.close_with(NO_HELLO, f"send a hello within {self._hello_timeout:.0f} s of connecting")
-            return None
-
-    async def _refuse(self, ws: WebSocket, refusal: Refusal, gate: SessionGate) -> None:
-        """A foreign Origin is refused at the handshake; a missing or ended session is told
-        with a close code the page acts on (4401: go to the sign-in page)."""
-        gate.refused(ws, refusal, "socket")
-        if refusal.status == 403:
-            await ws.close(code=1008, reason=refusal.message)
-            return
-        await ws.accept()
-        await ws.close(code=SIGNED_OUT if refusal.status == 401 else 1011, reason=refusal.message[:120])
 
     def _unregister(self, conn: Connection) -> None:
         if conn.chat_id is not None:
