@@ -120,3 +120,23 @@ async def test_a_hostile_signed_body_is_a_4xx_with_one_short_line(
         r.getMessage() for r in caplog.records if "Slack" in r.getMessage() and "refused" in r.getMessage()
     ]
     assert len(lines) == 1 and len(lines[0]) < 300, lines
+
+
+async def test_a_body_trickled_to_slack_events_is_cut_off_with_408(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
+) -> None:
+    from support.attackers import trickle
+
+    config = slack_config(
+        fake_slack,
+        tmp_path,
+        http={"port": 0, "body_timeout_seconds": 0.5},
+        slack={"mode": "http", "app_token_env": None, "signing_secret_env": SIGNING_SECRET_ENV},
+    )
+    gateway = await gateways.start(config)
+    slow = await trickle(gateway.port, "/slack/events")
+    try:
+        answer = await slow.until_answered(30)
+    finally:
+        await slow.stop()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
