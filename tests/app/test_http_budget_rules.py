@@ -28,6 +28,12 @@ class Conn:
         self.closed = True
         self.budget.release(self, self.peer)
 
+    def vouch(self) -> None:
+        self.budget.vouch(self)
+
+    def linger(self, seconds: float) -> None:
+        raise AssertionError("the budget never lingers a connection; the ASGI edge does")
+
 
 NOW = [0.0]
 

@@ -62,6 +62,14 @@ class Holder(Protocol):
         """Close it now, telling the client why if the protocol allows."""
         ...
 
+    def vouch(self) -> None:
+        """Its client proved who it is (the app's word, through the ASGI scope)."""
+        ...
+
+    def linger(self, seconds: float) -> None:
+        """Close it in ``seconds`` if it is still open (the app is done with it)."""
+        ...
+
 
 def networks(values: Iterable[str]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(v, strict=False) for v in values)

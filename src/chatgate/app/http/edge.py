@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 
 from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from chatgate.app.http.budget import Budget
+from chatgate.app.http.budget import Budget, Holder
 from chatgate.domain.log_budget import LogBudget
 from chatgate.platforms.kit.trust import SCOPE_KEY
 
@@ -38,10 +38,13 @@ class Edge:
             await self._app(scope, receive, send)
             return
         client = scope.get("client")
+        holder = None
         if self._budget is not None and client is not None:
             holder = self._budget.by_peer.get((str(client[0]), int(client[1])))
             if holder is not None:
-                scope[SCOPE_KEY] = getattr(holder, "vouch", None)
+                scope[SCOPE_KEY] = holder.vouch
+        if holder is not None and scope["type"] == "websocket":
+            send = _lingering(send, holder)
         try:
             await self._app(scope, receive, send)
         except ClientDisconnect:
@@ -52,3 +55,20 @@ class Edge:
                 str(scope.get("path", "?"))[:100],
                 client[0] if client else "?",
             )
+
+
+CLOSE_GRACE = 1.0
+"""Seconds a stranger's socket has to answer our close frame (uvicorn waits 10 for anyone)."""
+
+
+def _lingering(send: Send, holder: Holder) -> Send:
+    """``send``, and once the app closes a socket nobody vouched for, its connection goes
+    ``CLOSE_GRACE`` seconds later whether or not the client answers the close frame: a
+    socket closed for saying no hello must not keep its place for ten seconds more."""
+
+    async def sending(message: Message) -> None:
+        await send(message)
+        if message["type"] == "websocket.close" and not holder.trusted:
+            holder.linger(CLOSE_GRACE)
+
+    return sending

@@ -92,6 +92,10 @@ class _GuardedHttp(asyncio.Protocol):
         """The app's word that this connection's client proved who it is (``platforms.kit.trust``)."""
         self._budget.vouch(self)
 
+    def linger(self, seconds: float) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._loop.call_later(seconds, self._close, False)
+
     def waiting(self) -> bool:
         """Idle, sending its headers, sending its body, or a WebSocket: nothing is being served."""
         if self._upgraded:
