@@ -20,6 +20,7 @@ from starlette.websockets import WebSocket
 from chatgate.app.http.hooks import hook_routes
 from chatgate.app.netaddr import hostname, is_loopback
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.store_roles import Inbox
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.webhooks import Webhooks
@@ -83,6 +84,7 @@ def _web_chat_routes(
 ) -> list[BaseRoute]:
     """The page at ``/`` and its socket at ``/ws`` (both say so when the web chat is disabled)."""
     page = chat_page(web.auth if web is not None else "none")
+    refusals = LogBudget(log)
 
     async def index(request: Request) -> Response:
         if web is None:
@@ -99,9 +101,10 @@ def _web_chat_routes(
             await ws.close(code=1008, reason="web chat disabled")
             return
         if not _origin_allowed(ws, allowed_origins, loopback_bind):
-            log.warning(
+            refusals.warning(
+                "cross-origin socket",
                 "refused a cross-origin web chat connection from %s (platforms.web.allowed_origins)",
-                ws.headers.get("origin"),
+                str(ws.headers.get("origin"))[:200],
             )
             await ws.close(code=1008, reason="cross-origin connection refused")
             return
@@ -129,6 +132,8 @@ def build_app(
     routes: Sequence[BaseRoute] = (),
     hooks: Webhooks | None = None,
 ) -> Starlette:
+    refusals = LogBudget(log)
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -144,9 +149,10 @@ def build_app(
         if not _names_this_host(request, allowed_origins) or not _origin_allowed(
             request, allowed_origins, loopback_bind
         ):
-            log.warning(
+            refusals.warning(
+                "status host",
                 "refused /status for Host %r (DNS rebinding?); ask for 127.0.0.1 or localhost",
-                request.headers.get("host"),
+                str(request.headers.get("host"))[:200],
             )
             return JSONResponse(
                 {"error": "status is only served under a loopback name or an IP address (Host header)"},
