@@ -10,7 +10,7 @@ import openai
 import pytest
 from fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Hang, Reply, split_text
 
-from chatgate.agents.base import AgentError, AgentEvent, AgentRequest, Final, TextDelta, TurnMessage
+from chatgate.agents.base import AgentEvent, AgentFailed, AgentRequest, Final, TextDelta, TurnMessage
 from chatgate.agents.openai_agent import OpenAIAgent
 from chatgate.domain.history import HistoryEntry
 
@@ -36,9 +36,9 @@ async def collect(agent: OpenAIAgent, request: AgentRequest | None = None) -> li
     return [event async for event in agent.stream(request or make_request())]
 
 
-def only_error(events: list[AgentEvent]) -> AgentError:
+def only_error(events: list[AgentEvent]) -> AgentFailed:
     assert len(events) == 1, events
-    assert isinstance(events[0], AgentError), events
+    assert isinstance(events[0], AgentFailed), events
     return events[0]
 
 
@@ -202,7 +202,7 @@ async def test_stream_stalling_after_first_delta_times_out_into_agent_error_afte
 
     assert events[0] == TextDelta("ab")
     assert len(events) == 2
-    assert isinstance(events[1], AgentError)
+    assert isinstance(events[1], AgentFailed)
     assert events[1].retryable is True
 
 
@@ -254,7 +254,7 @@ async def test_agent_is_reusable_across_turns(server: FakeOpenAIServer, make_age
     server.script(Fail(500, "first turn fails"), Reply("second turn works", chunks=2))
     agent = make_agent()
 
-    assert isinstance(only_error(await collect(agent)), AgentError)
+    assert isinstance(only_error(await collect(agent)), AgentFailed)
     assert (await collect(agent))[-1] == Final("second turn works")
 
 

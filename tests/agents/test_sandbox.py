@@ -1,8 +1,11 @@
-"""tools.sandbox: bwrap (issue 12.1): an approved command reaches the work directory only.
+"""tools.sandbox: bwrap (issues 12.1 and 27): an approved command reaches the work directory only.
 
 Real bubblewrap, the real shell tool. The ``rm -rf /`` test first proves, through the same
 runner, that the file system outside the work directory is read-only, and only then runs
-the command: a broken sandbox fails the test instead of wiping the machine.
+the command: a broken sandbox fails the test instead of wiping the machine. Issue 27: no
+host Unix socket is reachable (the machine's real PostgreSQL socket, a socket the test
+listens on outside the hidden directories, an abstract one with the network shared), and
+the state directory, /run, /var/run and the homes are hidden.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import sys
+import sysconfig
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +25,7 @@ import pytest
 
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
+from chatgate.agents.tools.seccomp import NoFilter, unix_socket_filter
 from support.approval_harness import MakeApprovals, make_approvals
 from support.procs import GatewayProcess
 
@@ -170,3 +176,160 @@ async def test_an_rm_rf_root_asks_and_once_approved_runs_in_the_sandbox_harmless
     assert final.startswith("exit code 1") and "Read-only file system" in final
     assert (outside / "marker").read_text() == "still here"
     assert list(h.workdir.iterdir()) == []
+
+
+PG_DIR = Path("/var/run/postgresql")
+PG_SOCKET = PG_DIR / ".s.PGSQL.5432"
+COUNT_ENTRIES = 'for d in /run /var/run /home /root; do echo "$d has $(ls -A $d | wc -l)"; done'
+EMPTY = ["/run has 0", "/var/run has 0", "/home has 0", "/root has 0"]
+CONNECT = (
+    'python3 -c "import socket; s=socket.socket(socket.{family});'
+    " s.connect({address!r}); print('connected')\""
+)
+
+
+IO_URING_SETUP = (
+    'python3 -c "import ctypes; libc = ctypes.CDLL(None, use_errno=True);'
+    ' print(libc.syscall(425, 1, 0), ctypes.get_errno())"'
+)
+
+
+def connect(address: str, family: str = "AF_UNIX") -> str:
+    return CONNECT.format(family=family, address=address)
+
+
+@pytest.fixture
+def listening(outside: Path) -> Iterator[str]:
+    """A Unix socket the test listens on, in /var/tmp: no hidden directory covers it."""
+    path = str(outside / "host.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(8)
+    yield path
+    server.close()
+
+
+@pytest.mark.skipif(not PG_SOCKET.exists() or shutil.which("psql") is None, reason="no local PostgreSQL")
+async def test_the_hosts_postgresql_socket_is_unreachable_inside_and_reachable_outside(
+    tmp_path: Path,
+) -> None:
+    """The issue's case: an approved ``psql -h /run/postgresql`` created a table on the host."""
+    work = populated(tmp_path)
+    table = f"chatgate_sandbox_probe_{uuid.uuid4().hex[:12]}"
+    psql = f"psql -h {PG_DIR} -U postgres -d test -Atc"
+    exists = f"{psql} \"select count(*) from pg_tables where tablename = '{table}'\""
+    plain = ShellToolRunner(work, 60.0, 4096)
+
+    try:
+        inside = await sandboxed(work).execute(
+            f"{psql} 'create table {table} (x int)' 2>&1; echo psql=$?; {connect(str(PG_SOCKET))} 2>&1;"
+            f" {COUNT_ENTRIES}",
+            "c1",
+        )
+        assert "psql=2" in inside.content and "CREATE TABLE" not in inside.content, inside.content
+        assert "connected" not in inside.content
+        assert all(line in inside.content.splitlines() for line in EMPTY), inside.content
+        outside = await plain.execute(f"{exists}; {connect(str(PG_SOCKET))}", "c2")
+        assert outside.content.splitlines()[2:4] == ["0", "connected"], outside.content  # it works here
+    finally:  # a broken sandbox must not leave the probe in the shared database
+        await plain.execute(f"{psql} 'drop table if exists {table}'", "cleanup")
+
+
+async def test_no_host_unix_socket_is_reachable_wherever_it_is(tmp_path: Path, listening: str) -> None:
+    """Hiding /run is not enough: a socket can live anywhere. The seccomp filter refuses them all,
+    with the network shared too (which shares the abstract sockets)."""
+    work = populated(tmp_path)
+    abstract = socket.socket(socket.AF_UNIX)
+    name = f"\0chatgate-test-{uuid.uuid4().hex}"
+    abstract.bind(name)
+    abstract.listen(1)
+    try:
+        probe = f"{connect(listening)} 2>&1; {connect(name)} 2>&1; ls {Path(listening).parent}"
+        for network in (False, True):
+            inside = await sandboxed(work, network=network).execute(probe, "c1")
+            assert "connected" not in inside.content, (network, inside.content)
+            assert inside.content.count("PermissionError") == 2 and "host.sock" in inside.content
+        outside = await ShellToolRunner(work, 60.0, 4096).execute(probe, "c2")
+        assert outside.content.count("connected") == 2, outside.content
+        uring = await sandboxed(work).execute(IO_URING_SETUP, "c4")
+        assert "-1 38" in uring.content, uring.content  # ENOSYS: no socket behind the filter's back
+        pair = await sandboxed(work).execute(
+            "python3 -c \"import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))\"", "c3"
+        )
+        assert "b'x'" in pair.content  # a process's own socket pairs still work
+    finally:
+        abstract.close()
+
+
+async def test_the_state_directory_run_and_every_home_are_hidden(tmp_path: Path) -> None:
+    """The default layout: the work directory inside the state directory, which holds the database."""
+    state = tmp_path / "state"
+    work = state / "workdir"
+    work.mkdir(parents=True)
+    (state / "chatgate.db").write_text("secret rows")
+    (state / "chatgate.yaml").write_text("token: secret")
+    box = BwrapSandbox(work, hide=(state,))
+    result = await ShellToolRunner(work, 60.0, 8192, box).execute(
+        f"ls -A {state}; cat {state}/chatgate.db 2>&1; {COUNT_ENTRIES}; echo ok > made.txt;"
+        " cat /etc/os-release | head -n 1",
+        "c1",
+    )
+    out = result.content
+    assert "secret" not in out and "No such file or directory" in out, out
+    assert "workdir" in out  # the state directory shows only the way to the work directory
+    assert all(line in out.splitlines() for line in EMPTY), out
+    assert (work / "made.txt").read_text() == "ok\n" and "NAME=" in out  # what stays readable
+    seen = await ShellToolRunner(work, 60.0, 8192).execute(f"ls -A {state}", "c2")
+    assert "chatgate.db" in seen.content  # the same command outside the sandbox sees it
+
+
+async def test_a_hidden_directory_inside_the_work_directory_stays_hidden(tmp_path: Path) -> None:
+    work = populated(tmp_path)
+    (work / "state").mkdir()
+    (work / "state" / "chatgate.db").write_text("secret rows")
+    box = BwrapSandbox(work, hide=(work / "state",))
+    result = await ShellToolRunner(work, 60.0, 4096, box).execute("ls -A state; cat top.txt", "c1")
+    assert "chatgate.db" not in result.content and "t" in result.content
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs /usr/bin/python3")
+async def test_pytest_asks_even_in_the_sandbox_and_its_conftest_never_runs_unasked(
+    make_approvals: MakeApprovals, monkeypatch: pytest.MonkeyPatch, outside: Path
+) -> None:
+    """Issue 27, finding 2: ``pytest`` ran ``conftest.py`` unasked under the sandbox and read the
+    gateway's secrets. Now it asks, saying why; approved once, its conftest runs in the sandbox
+    and finds no secret in its environment.
+
+    The sandbox hides every home, and this machine's venv Python lives in /root/.pyenv, so the
+    ``pytest`` on PATH here runs the real pytest of this venv with the system's Python 3.11.
+    """
+    tools = outside / "bin"
+    tools.mkdir()
+    site = sysconfig.get_paths()["purelib"]
+    (tools / "pytest").write_text(f'#!/bin/sh\nPYTHONPATH={site} exec /usr/bin/python3 -m pytest "$@"\n')
+    (tools / "pytest").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    secret = f"sk-test-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    h = await make_approvals(sandbox=True)
+    (h.workdir / "conftest.py").write_text(
+        "import os, pathlib\n"
+        "pathlib.Path('conftest-ran').write_text(os.environ.get('OPENAI_API_KEY', 'none'))\n"
+    )
+    (h.workdir / "test_x.py").write_text("def test_x():\n    pass\n")
+    await h.send("!sh pytest -q -p no:cacheprovider")
+    turn = h.sent[-1]
+    prompt = await h.prompt()
+    assert [o.id for o in prompt.options] == ["once", "deny"]
+    assert "`pytest` runs code from the work directory (conftest.py, setup.py, Makefile…)" in prompt.text
+    assert not (h.workdir / "conftest-ran").exists()
+    await h.tap(prompt.prompt_id, "once")
+    final = await h.final_for(h.btn, turn, timeout=120.0)
+    assert "1 passed" in final, final
+    assert (h.workdir / "conftest-ran").read_text() == "none"
+
+
+def test_a_machine_without_a_seccomp_filter_refuses_the_sandbox() -> None:
+    with pytest.raises(NoFilter, match="not ppc64le"):
+        unix_socket_filter("ppc64le")
+    assert len(unix_socket_filter("x86_64")) == len(unix_socket_filter("aarch64")) == 13 * 8

@@ -116,5 +116,6 @@ async def test_the_shell_runs_without_the_variables_the_approval_check_assumes_u
         'echo "${CDPATH-unset} ${ENV-unset} ${BASH_ENV-unset} ${KEEP-unset}"; env | grep -c BASH_FUNC_',
         workdir=tmp_path,
         env=env,
+        keep=("KEEP",),
     )
     assert result.stdout.splitlines() == ["unset unset unset k", "0"]

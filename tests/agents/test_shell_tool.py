@@ -82,10 +82,10 @@ async def test_command_runs_in_the_working_directory(tmp_path: Path) -> None:
     assert (tmp_path / "made.txt").read_text() == "made\n"
 
 
-async def test_env_mapping_replaces_the_environment(tmp_path: Path) -> None:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GREETING": "hello"}
+async def test_env_is_the_source_of_the_variables_a_command_may_keep(tmp_path: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GREETING": "hello", "OTHER": "x"}
     result = await run_shell(
-        'echo "$GREETING"; echo "${CHATGATE_TEST_UNSET-unset}"', workdir=tmp_path, env=env
+        'echo "$GREETING"; echo "${OTHER-unset}"', workdir=tmp_path, env=env, keep=("GREETING",)
     )
     assert result.stdout == "hello\nunset\n"
 

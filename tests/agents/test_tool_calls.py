@@ -15,8 +15,8 @@ from fake_openai_server import API_KEY, CallTools, Fail, FakeOpenAIServer, Reply
 from tool_doubles import RecordingRunner
 
 from chatgate.agents.base import (
-    AgentError,
     AgentEvent,
+    AgentFailed,
     AgentRequest,
     Final,
     TextDelta,
@@ -162,7 +162,7 @@ async def test_step_cap_ends_with_a_final_that_says_so_and_keeps_the_text(
     assert isinstance(final, Final)
     assert final.text.startswith("Trying.\n\nTrying.\n\nTrying.\n\n[stopped:")
     assert "3 steps" in final.text
-    assert sum(isinstance(e, Final | AgentError) for e in events) == 1
+    assert sum(isinstance(e, Final | AgentFailed) for e in events) == 1
 
 
 async def test_a_cap_of_one_step_runs_no_tools(server: FakeOpenAIServer, make_agent: AgentFactory) -> None:
@@ -259,7 +259,7 @@ async def test_model_failure_after_a_tool_step_ends_with_one_agent_error(
     events = await collect(make_agent(), request_with(runner))
 
     assert len(runner.calls) == 1
-    assert isinstance(events[-1], AgentError)
+    assert isinstance(events[-1], AgentFailed)
     assert "backend fell over" in events[-1].message
     assert not any(isinstance(e, Final) for e in events)
 

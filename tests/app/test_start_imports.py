@@ -27,7 +27,15 @@ CLI_ONLY = (
     "chatgate.app.cli.users",
     "chatgate.app.cli.service",
 )
-HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http.app", "chatgate.platforms.webchat.adapter")
+HTTP_STACK = ("uvicorn", "starlette", "chatgate.app.http.app")
+UNCONFIGURED = (
+    "chatgate.platforms.webchat.adapter",
+    "chatgate.platforms.slack.plugin",
+    "chatgate.platforms.discord.plugin",
+    "chatgate.platforms.relay.plugin",
+    "chatgate.platforms.api.plugin",
+)
+"""A Telegram-only config (the web chat disabled) never imports another platform's code."""
 
 
 def _probe(tmp_path: Path) -> dict[str, Any]:
@@ -51,3 +59,4 @@ def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(
     assert set(HTTP_STACK) <= after, "the HTTP server still starts, after the poll"
     assert not (at_poll | after) & set(CLI_ONLY), sorted((at_poll | after) & set(CLI_ONLY))
     assert "chatgate.platforms.telegram.botapi" in at_poll
+    assert not (at_poll | after) & set(UNCONFIGURED), sorted((at_poll | after) & set(UNCONFIGURED))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from chatgate.agents.base import ToolCall, ToolResult
 from chatgate.domain.source import Source
 from chatgate.engine.approvals import ToolContext
-from chatgate.engine.tasks import CombinedTools, DelegateTool, TaskDesk, TaskSettings
+from chatgate.engine.tasks import BackgroundTasks, CombinedTools, DelegateTool, TaskSettings
 from support.engine_harness import PLATFORM
 
 if TYPE_CHECKING:
@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 CTX = ToolContext("k-parent", "sid-1", 7, Source(PLATFORM, "c1", user_id="u1"), "ref-1", {})
 
 
-def desk(h: Any, **settings: Any) -> TaskDesk:
+def desk(h: Any, **settings: Any) -> BackgroundTasks:
     async def stop(key: str) -> None:
         return None
 
-    return TaskDesk(h.store, h.scheduler.on_queued, stop, TaskSettings(delegation=True, **settings))
+    return BackgroundTasks(h.store, h.scheduler.on_queued, stop, TaskSettings(delegation=True, **settings))
 
 
 async def test_a_resumed_turn_delegating_the_same_work_finds_its_task(make_harness: MakeHarness) -> None:

@@ -408,7 +408,12 @@ def test_the_walkthrough_quotes_the_toy_verbatim_and_names_real_symbols() -> Non
     section = _walkthrough()
     root = ARCHITECTURE.parents[1]
     quoted = re.findall(r"```python\n# (tests/\S+\.py)\n(.*?)```", section, re.S)
-    assert {path for path, _ in quoted} == {"tests/kit/toy_platform.py", "tests/kit/test_toy_adapter.py"}
+    assert {path for path, _ in quoted} == {
+        "tests/kit/toy_platform.py",
+        "tests/kit/test_toy_adapter.py",
+        "tests/kit/toy_plugin.py",
+        "tests/kit/test_toy_plugin.py",
+    }
     assert len(quoted) >= 6, "the walkthrough shows the toy's decode, ack, queues, encode and lifecycle"
     for path, block in quoted:
         source = (root / path).read_text().splitlines()

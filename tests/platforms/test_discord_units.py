@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.platforms.discord.catchup import MAX_CHANNELS, ChannelBook, snowflake_time
 from chatgate.platforms.discord.commands import desired_commands, unchanged
-from chatgate.platforms.discord.decode import Addressing, Bad, ChannelInfo, Inbound, Skip, decode_message
+from chatgate.platforms.discord.decode import Addressing, Bad, ChannelInfo, Inbound, decode_message
+from chatgate.platforms.kit.skipped import Skipped
 from chatgate.store.sqlite import SqliteStore
 
 EPOCH_MS = 1_420_070_400_000
@@ -88,11 +89,11 @@ def _message(**over: object) -> dict[str, object]:
 
 
 def test_messages_not_for_the_bot_are_skipped_and_mentions_stripped() -> None:
-    assert isinstance(decode_message(_message(), GUILD, RULES, received_at=0), Skip)
+    assert isinstance(decode_message(_message(), GUILD, RULES, received_at=0), Skipped)
     assert isinstance(
-        decode_message(_message(author={"id": "u2", "bot": True}), GUILD, RULES, received_at=0), Skip
+        decode_message(_message(author={"id": "u2", "bot": True}), GUILD, RULES, received_at=0), Skipped
     )
-    assert isinstance(decode_message(_message(type=7), GUILD, RULES, received_at=0), Skip)  # a join notice
+    assert isinstance(decode_message(_message(type=7), GUILD, RULES, received_at=0), Skipped)  # a join notice
     mentioned = decode_message(
         _message(content=f"<@{BOT}> hello", mentions=[{"id": BOT}]), GUILD, RULES, received_at=0
     )
@@ -109,7 +110,7 @@ def test_allow_channels_filters_by_the_channel_or_a_threads_parent() -> None:
     rules = Addressing(BOT, require_mention=False, allow_channels=frozenset({"p1"}))
     thread = ChannelInfo("t1", 11, "g1", "Guild", "t", None, "p1", "parent")
     assert isinstance(decode_message(_message(channel_id="t1"), thread, rules, received_at=0), Inbound)
-    assert isinstance(decode_message(_message(), GUILD, rules, received_at=0), Skip)
+    assert isinstance(decode_message(_message(), GUILD, rules, received_at=0), Skipped)
 
 
 JSON = st.recursive(
@@ -138,7 +139,7 @@ def test_any_message_shape_decodes_or_is_refused_without_raising(
         data = {**data, "id": "5", "author": {"id": "u1", "global_name": data.get("content")}}
     for rules in (RULES, Addressing(BOT, require_mention=False)):
         result = decode_message(data, GUILD, rules, received_at=0)
-        assert isinstance(result, Inbound | Skip | Bad)
+        assert isinstance(result, Inbound | Skipped | Bad)
 
 
 def test_registration_is_skipped_when_the_commands_are_unchanged() -> None:

@@ -159,16 +159,27 @@ def test_flags_with_yes_ask_nothing_and_a_refused_token_writes_nothing(tmp_path:
     base = [sys.executable, "-m", "chatgate", "init", "--write", str(target), "--yes"]
     env = _env(tmp_path)
     ok = subprocess.run(
-        [*base, "--agent", "echo", "--platform", "web", "--platform", "discord", "--relay-url", "wss://relay.test",
-         "--relay-gateway-id", "gw1", "--relay-bot-id", "B1", "--allow", "allowlist", "--allow-user", "7"],
+        [*base, "--agent", "echo", "--platform", "web", "--platform", "relay", "--relay-url", "wss://relay.test",
+         "--relay-gateway-id", "gw1", "--relay-platform", "discord", "--relay-bot-id", "B1",
+         "--allow", "allowlist", "--allow-user", "7"],
         env=env, capture_output=True, text=True, timeout=TIMEOUT,
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
-    assert "Discord is not native in chatgate yet" in ok.stdout
     relay = yaml.safe_load(target.read_text())["platforms"]["relay"]
     assert relay["enabled"] is True and relay["platforms"] == [
         {"platform": "discord", "bot_id": "B1", "pairing": False, "allow_users": ["7"]}
     ]
+    native = subprocess.run(
+        [*base, "--write", str(tmp_path / "native.yaml"), "--platform", "discord", "--discord-token-env",
+         "MY_DISCORD_TOKEN", "--allow", "pairing"],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert native.returncode == 0, native.stderr
+    assert "Connector URL" not in native.stdout  # Discord is native: no connector is asked for
+    written = yaml.safe_load((tmp_path / "native.yaml").read_text())["platforms"]
+    assert "relay" not in written
+    discord = written["discord"]
+    assert discord == {"enabled": True, "token_env": "MY_DISCORD_TOKEN", "pairing": True, "allow_users": []}
     before = target.read_text()
     env[TOKEN_ENV] = "123:not-the-token"
     bad = subprocess.run(

@@ -1,5 +1,5 @@
 """The Slack decoders: any JSON gives an ``Inbound``, an ``Undecodable`` with a reason, or a
-``Skip``, never an exception (an exception would make Bolt answer 500, so the envelope
+``Skipped``, never an exception (an exception would make Bolt answer 500, so the envelope
 would never be acknowledged and Slack would redeliver it forever)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from slack_fake import BOT_USER, TEAM, block_action, message_event, slash_comman
 
 from chatgate.domain.inbound import Inbound
 from chatgate.engine.ports import Undecodable
+from chatgate.platforms.kit.skipped import Skipped
 from chatgate.platforms.slack.decode import (
     IntakeRules,
-    Skip,
     decode_command,
     decode_event,
     strip_mention,
@@ -56,7 +56,7 @@ shaped = st.dictionaries(
 @given(body=shaped)
 def test_any_body_decodes_to_a_value_never_an_exception(body: dict[str, Any]) -> None:
     for decoded in (decode_event(body, RULES), decode_interactive(body), decode_command(body)):
-        assert isinstance(decoded, Inbound | Undecodable | Skip)
+        assert isinstance(decoded, Inbound | Undecodable | Skipped)
         if isinstance(decoded, Undecodable):
             assert decoded.reason and decoded.platform == "slack"
 
@@ -95,11 +95,11 @@ def test_only_the_bots_own_mention_is_removed() -> None:
 
 def test_channel_rules_decide_what_reaches_the_agent() -> None:
     plain = message_event("C9", "U1", "no mention", channel_type="channel")
-    assert isinstance(decode_event(plain, RULES), Skip)
+    assert isinstance(decode_event(plain, RULES), Skipped)
     assert isinstance(decode_event(plain, IntakeRules(BOT_USER, free_response_channels=("C9",))), Inbound)
     assert isinstance(decode_event(plain, IntakeRules(BOT_USER, require_mention=False)), Inbound)
     mention = message_event("C9", "U1", f"<@{BOT_USER}> hi", channel_type="channel")
-    assert isinstance(decode_event(mention, IntakeRules(BOT_USER, channels=("C1",))), Skip)
+    assert isinstance(decode_event(mention, IntakeRules(BOT_USER, channels=("C1",))), Skipped)
 
 
 def test_a_message_shortcut_quotes_its_target() -> None:

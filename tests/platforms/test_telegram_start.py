@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, echo_of, private, telegram_config
 
-from chatgate.agents.base import Agent, AgentError, AgentRequest
+from chatgate.agents.base import Agent, AgentFailed, AgentRequest
 from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.config import GatewayConfig
@@ -96,7 +96,7 @@ async def test_an_agent_that_cannot_be_built_ends_each_turn_with_a_non_retryable
     request = AgentRequest(system="", history=(), messages=(), model_input="hi", session_key="k")
     for _ in range(2):
         events = [event async for event in agent.stream(request)]
-        assert len(events) == 1 and isinstance(events[0], AgentError)
+        assert len(events) == 1 and isinstance(events[0], AgentFailed)
         assert "no such SDK" in events[0].message and not events[0].retryable
     await agent.aclose()
 

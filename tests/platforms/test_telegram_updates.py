@@ -27,7 +27,8 @@ from chatgate.domain.inbound import Inbound
 from chatgate.engine.intake import MAX_UNEXPECTED_TRIES as MAX_UNEXPECTED_FAILURES
 from chatgate.engine.intake import EngineIntake
 from chatgate.engine.ports import Admitted
-from chatgate.platforms.telegram.adapter import TelegramAdapter, TelegramSettings
+from chatgate.platforms.telegram.adapter import TelegramAdapter
+from chatgate.platforms.telegram.section import TelegramSection
 from chatgate.store.sqlite import SqliteStore
 
 ADA = User(8001, "Ada", "Lovelace", username="ada")
@@ -194,7 +195,8 @@ async def test_an_update_that_keeps_failing_unexpectedly_is_retried_then_skipped
     await store.open()
     sink = _FlakySink("poison")
     intake = EngineIntake(sink, store)
-    adapter = TelegramAdapter(TelegramSettings(TOKEN, api_base=double.base, poll_timeout=5), store, intake)
+    section = TelegramSection(api_base=double.base, poll_timeout_seconds=5)
+    adapter = TelegramAdapter(section, TOKEN, store, intake)
     await adapter.start()
     try:
         poison, _ = await double.push_message(private(ADA), ADA, "poison")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from chatgate.agents.base import AgentError, AgentEvent, AgentRequest, Final
+from chatgate.agents.base import AgentEvent, AgentFailed, AgentRequest, Final
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.gateway import Gateway
 from support.browser import BrowserSession, browser, open_chat, send
@@ -68,7 +68,7 @@ class ScriptedAgent(EchoAgent):
     async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
         text = request.model_input.strip()
         if text == FAIL:
-            yield AgentError("the model's service refused the request")
+            yield AgentFailed("the model's service refused the request")
         elif text in REPLIES:
             yield Final(REPLIES[text])
         else:

@@ -215,9 +215,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
                 turns=FAST_TURNS,
                 scheduler=FAST_SCHEDULER,
                 delivery=FAST_DELIVERY,
-                approvals=ApprovalSettings(
-                    timeout_s=timeout, approvers=dict(approvers or {}), rules=rules, sandboxed=sandbox
-                ),
+                approvals=ApprovalSettings(timeout_s=timeout, approvers=dict(approvers or {}), rules=rules),
                 shell=ShellToolRunner(
                     workdir,
                     timeout_s=600.0 if sandbox else 30.0,

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 
-from chatgate.agents.base import AgentError, AgentEvent, AgentRequest, Final
+from chatgate.agents.base import AgentEvent, AgentFailed, AgentRequest, Final
 from chatgate.agents.echo import EchoAgent
 
 _echo_stream = EchoAgent.stream
@@ -39,7 +39,7 @@ async def _stream(self: EchoAgent, request: AgentRequest) -> AsyncIterator[Agent
     ended = False
     try:
         async for event in _echo_stream(self, request):
-            if isinstance(event, (Final, AgentError)):
+            if isinstance(event, (Final, AgentFailed)):
                 _journal("end", request.session_key, "done")
                 ended = True
             yield event

@@ -108,16 +108,18 @@ class Final:
 
 
 @dataclass(frozen=True, slots=True)
-class AgentError:
+class AgentFailed:
+    """The turn's last event when the agent could not answer (the model endpoint failed...)."""
+
     message: str
     retryable: bool = False
 
 
-AgentEvent = TextDelta | ToolStarted | ToolFinished | Final | AgentError
+AgentEvent = TextDelta | ToolStarted | ToolFinished | Final | AgentFailed
 
 
 class Agent(Protocol):
-    """Streams one turn. Must end with exactly one ``Final`` or ``AgentError``."""
+    """Streams one turn. Must end with exactly one ``Final`` or ``AgentFailed``."""
 
     name: str
 

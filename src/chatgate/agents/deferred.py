@@ -5,7 +5,7 @@ pydantic models); done in ``Gateway.__init__`` it delayed the first Telegram pol
 and so every restart's downtime, by that much. ``DeferredAgent`` starts the build
 in a thread when the gateway starts (``warm``) and hands a turn to the real agent
 once it exists; a turn that starts earlier waits for it. A build that fails ends
-every turn with a non-retryable ``AgentError`` naming the reason (and is logged once).
+every turn with a non-retryable ``AgentFailed`` naming the reason (and is logged once).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 
-from chatgate.agents.base import Agent, AgentError, AgentEvent, AgentRequest
+from chatgate.agents.base import Agent, AgentEvent, AgentFailed, AgentRequest
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class DeferredAgent:
             agent = await self._ready()
         except Exception as exc:
             log.error("the %s agent could not be set up: %s", self.name, exc)
-            yield AgentError(f"the {self.name} agent could not be set up: {exc}", retryable=False)
+            yield AgentFailed(f"the {self.name} agent could not be set up: {exc}", retryable=False)
             return
         async with aclosing(agent.stream(request)) as events:  # type: ignore[type-var]
             async for event in events:

@@ -7,7 +7,7 @@ this path 2.9 ms (``bench/openai_client.py``), with the SDK's retries, timeouts
 and error types kept.
 
 Failures never escape as exceptions: the engine needs every turn to end with
-exactly one ``Final`` or ``AgentError``, and needs to know whether retrying
+exactly one ``Final`` or ``AgentFailed``, and needs to know whether retrying
 the turn could help. Only cancellation propagates, because it is the caller's
 decision, not the model's failure.
 
@@ -36,8 +36,8 @@ from openai.types.chat import (
 )
 
 from chatgate.agents.base import (
-    AgentError,
     AgentEvent,
+    AgentFailed,
     AgentRequest,
     Final,
     TextDelta,
@@ -192,10 +192,10 @@ class OpenAIAgent:
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _to_agent_error(self, exc: Exception) -> AgentError:
+    def _to_agent_error(self, exc: Exception) -> AgentFailed:
         message, retryable = describe(exc, self._timeout_s)
         # Redact before shortening so a truncated key can never slip through.
-        return AgentError(message=shorten(self._redact(message)), retryable=retryable)
+        return AgentFailed(message=shorten(self._redact(message)), retryable=retryable)
 
     def _redact(self, text: str) -> str:
         # Servers sometimes echo credentials back in error bodies.
@@ -284,7 +284,7 @@ class _StepOutcome:
 
     text: str = ""
     pending: _PendingCalls = field(default_factory=_PendingCalls)
-    failure: AgentError | None = None
+    failure: AgentFailed | None = None
 
 
 async def _run_calls(

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import resource
 
+from chatgate.domain.errors import StartupError
+
 DESCRIPTOR_RESERVE = 128
 """Descriptors kept beyond ``max_connections`` for the database, logs, outbound clients."""
 
 
-class DescriptorBudgetError(Exception):
+class DescriptorBudgetError(StartupError):
     """The process may open fewer descriptors than the connection cap needs."""
 
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Protocol, runtime_checkable
 
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import CredentialInUse, StoreUnavailable
 from chatgate.domain.store_roles import ApprovalReads
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.pipeline import Engine
@@ -243,5 +243,5 @@ class FleetCredentials:
             self._task = None
 
 
-class CredentialHeld(Exception):
+class CredentialHeld(CredentialInUse):
     """Another live process of the fleet holds a credential this one cannot stand by for."""

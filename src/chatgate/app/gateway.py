@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import os
@@ -15,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from chatgate import __version__
 from chatgate.agents.base import Agent
 from chatgate.agents.deferred import DeferredAgent
-from chatgate.agents.tools.runner import ShellToolRunner
-from chatgate.agents.tools.sandbox import BwrapSandbox, SandboxUnavailable
+from chatgate.agents.tools.sandbox import SandboxUnavailable
 from chatgate.app.config import ConfigError, GatewayConfig
-from chatgate.app.config.background import task_settings, webhooks_for
+from chatgate.app.config.background import webhooks_for
 from chatgate.app.descriptors import DescriptorBudgetError, ensure_descriptors
+from chatgate.app.engine_settings import engine_settings
 from chatgate.app.fleet import CredentialHeld, FleetCredentials, FleetNotices, StandbyAdapter
+from chatgate.app.lifetime import Lifetime
 from chatgate.app.locks import (
     FileLock,
     LockHeld,
@@ -32,27 +34,24 @@ from chatgate.app.locks import (
 )
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
-from chatgate.app.platforms import Credential, build_platforms, platform_access
+from chatgate.app.platforms import build_platforms
 from chatgate.app.startup import CredentialInUse, StartupError, build_agent, build_store
 from chatgate.app.startup_line import startup_line
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
-from chatgate.domain.shell.allow import load_allow
-from chatgate.domain.shell.danger import load_rules
-from chatgate.engine.approvals import ApprovalSettings
-from chatgate.engine.delivery import DeliverySettings
 from chatgate.engine.looplag import LoopLagMonitor
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.pipeline import EngineSettings, build_engine
-from chatgate.engine.scheduler import SchedulerSettings
-from chatgate.engine.turn import TurnSettings
+from chatgate.engine.pipeline import build_engine
 from chatgate.engine.webhooks import Webhooks
+from chatgate.platforms.kit.plugin import Credential
 from chatgate.store.base import Store
 
 if TYPE_CHECKING:
     from chatgate.app.http.server import HttpServer
 
 log = logging.getLogger(__name__)
+HTTP_SERVER = "chatgate.app.http.server"
+_UNSET = object()
+"""uvicorn, starlette and the ASGI app: the largest share of a start's imports."""
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -80,15 +79,18 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self.store = store or build_store(config, state_dir, self.metrics)
         self.agent = agent or build_agent(config)
-        self.engine = build_engine(self.store, self.agent, self._engine_settings(), self.metrics)
+        tools = config.tools
+        self.workdir = Path(tools.workdir) if tools.workdir else state_dir / "workdir"
+        settings = engine_settings(config, self.owner, self.workdir, state_dir)
+        self.engine = build_engine(self.store, self.agent, settings, self.metrics)
         self.adapters = self.engine.adapters
         self.intake = self.engine.intake
         self.delivery = self.engine.delivery
         self.scheduler = self.engine.scheduler
         self.approvals = self.engine.approvals
         built = build_platforms(config, self.engine, self.store)
-        self.web = built.web_chat
         self._routes = built.routes
+        self._allowed_origins = built.allowed_origins
         self._preflight = built.preflight
         self._credentials = built.credentials
         self._credential_locks: list[FileLock] = []
@@ -106,63 +108,12 @@ class Gateway:
         self.fleet_credentials = FleetCredentials(self.store)
         self._started = time.monotonic()
         self._stopping = False
+        self._lifetime = Lifetime()
         self._server: HttpServer | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._sock: socket.socket | None = None
-        self._loop_handler: Any = None
+        self._loop_handler: Any = _UNSET
         self.port: int | None = None
-
-    def _engine_settings(self) -> EngineSettings:
-        config = self.config
-        sessions, tools = config.sessions, config.tools
-        self.workdir = Path(tools.workdir) if tools.workdir else self.state_dir / "workdir"
-        sandbox = (
-            BwrapSandbox(self.workdir.absolute(), tools.sandbox_network) if tools.sandbox == "bwrap" else None
-        )
-        shell = (
-            ShellToolRunner(self.workdir.absolute(), tools.timeout_seconds, tools.output_cap, sandbox)
-            if tools.enabled
-            else None
-        )
-        return EngineSettings(
-            owner=self.owner,
-            access=platform_access(config),
-            profile=config.profile,
-            isolation=IsolationPolicy(sessions.group_sessions_per_user, sessions.thread_sessions_per_user),
-            overrides={
-                name: PolicyOverride(o.group_sessions_per_user, o.thread_sessions_per_user)
-                for name, o in sessions.platforms.items()
-            },
-            turns=TurnSettings(
-                history_limit=config.agent.history_limit,
-                max_attempts=config.scheduler.max_turn_attempts,
-                timeout_seconds=config.agent.turn_timeout_seconds,
-                draft_interval=config.platforms.web.draft_interval_ms / 1000,
-                silence_marker=config.agent.silence_marker,
-            ),
-            scheduler=SchedulerSettings(
-                max_concurrent_turns=config.scheduler.max_concurrent_turns,
-                lease_seconds=config.scheduler.lease_seconds,
-                busy_policy=sessions.busy_policy,
-            ),
-            delivery=DeliverySettings(
-                max_attempts=config.delivery.max_attempts,
-                send_timeout=config.delivery.send_timeout_seconds,
-                max_age=config.delivery.max_age_seconds,
-            ),
-            approvals=ApprovalSettings(
-                timeout_s=config.approvals.timeout_seconds,
-                approvers={name: frozenset(users) for name, users in config.approvals.approvers.items()},
-                rules=load_rules(config.approvals.rules),
-                allow=load_allow(config.approvals.allow),
-                sandboxed=sandbox is not None,
-            ),
-            shell=shell,
-            rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
-            pairing=config.pairing.limits(),
-            schedules=config.schedules.settings(),
-            tasks=task_settings(config.background, config.delegation),
-        )
 
     def _lock_credentials(self) -> None:
         """One process per bot token or relay identity, across state directories (blocking: in a thread)."""
@@ -247,37 +198,63 @@ class Gateway:
         return info
 
     async def start(self) -> None:
+        """Start every part in order; a failure closes what had started (newest first) and raises."""
         self._started = time.monotonic()
+        try:
+            await self._start(self._lifetime)
+        except BaseException:
+            await self._lifetime.aclose()
+            raise
+        log.info(startup_line(self.config, self.state_dir, self.adapters))
+
+    async def _start(self, life: Lifetime) -> None:
         try:
             ensure_descriptors(self.config.http.max_connections)
         except DescriptorBudgetError as exc:
             raise StartupError(str(exc)) from None
         await asyncio.to_thread(self._lock_credentials)
-        expired_prompts = await self.engine.open()
+        life.opened("credential locks", self._release_credentials_off_loop)
+        expired_prompts = await self.engine.open()  # the store, and what a previous process left
+        life.opened("store", self.store.close)
+        life.opened("fleet notices", self.fleet.close)
         for check in self._preflight:
             if (problem := await check()) is not None:
-                raise ConfigError(problem)  # the caller stops what was started
+                raise ConfigError(problem)
         standby = await self._take_fleet_credentials()
         if self.engine.tools is not None:
             await asyncio.to_thread(self.workdir.mkdir, parents=True, exist_ok=True)
             await self._check_sandbox()
             log.info("the shell tool runs commands in %s", self.workdir)
+        life.opened("agent", self.agent.aclose)
         self.lag.start()
-        self.engine.start()
-        self._bind()
-        for adapter in self.adapters.values():
+        life.opened("loop lag monitor", self.lag.stop)
+        self._bind()  # a port in use fails the start before any platform connects
+        life.opened("HTTP socket", self._close_socket)
+        # uvicorn, starlette and the pages: imported in a thread while the platforms make their
+        # first calls, so a restart's first poll does not wait for them.
+        http_imports = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, HTTP_SERVER))
+        life.opened("HTTP imports", lambda: asyncio.gather(http_imports, return_exceptions=True))
+        close_budget = self.config.shutdown.adapter_close_seconds
+        for name, adapter in self.adapters.items():
+            # Before its start: ``aclose`` also undoes a start that raised part-way.
+            life.opened(f"{name} adapter", functools.partial(adapter.aclose, close_budget))
             # after the store is open: intake commits every event before its ack
             if adapter.platform in standby and isinstance(adapter, StandbyAdapter):
                 await adapter.start_sending()  # another process of the fleet polls
             else:
                 await adapter.start()
-        await self._start_http()  # its imports run in a thread while the platforms make their first calls
+        await http_imports
+        life.opened("HTTP server", self._stop_http)
+        await self._start_http()
+        self.engine.start()
+        life.opened("engine", self._stop_engine)
         self.fleet_credentials.start()
+        life.opened("fleet credentials", self.fleet_credentials.close)  # no takeover while this one stops
         await self.fleet_credentials.announce(self.adapters)
+        life.opened("intake", self._stop_intake)  # the first to go: nothing new is acknowledged
         if isinstance(self.agent, DeferredAgent):
             self.agent.warm()  # after the adapters: their first poll does not wait for an SDK import
         self.approvals.render_all(expired_prompts)
-        log.info(startup_line(self.config, self.state_dir, self.adapters))
 
     async def _take_fleet_credentials(self) -> set[str]:
         credentials = [(c.kind, c.value, c.what) for c in self._credentials]
@@ -305,10 +282,7 @@ class Gateway:
         self.port = self._sock.getsockname()[1]
 
     async def _start_http(self) -> None:
-        # uvicorn, starlette and the web chat: imported off the loop, so a poll already
-        # started goes on meanwhile (the modules are then cached for the imports below).
-        await asyncio.to_thread(importlib.import_module, "chatgate.app.http.server")
-        from chatgate.app.http.app import build_app
+        from chatgate.app.http.app import build_app  # imported in a thread already (``_start``)
         from chatgate.app.http.guard import AcceptErrorThrottle
         from chatgate.app.http.server import http_server
 
@@ -319,10 +293,9 @@ class Gateway:
         app = build_app(
             self.store,
             self.metrics,
-            self.web,
             ready=self.ready,
             status=self.status,
-            allowed_origins=frozenset(o.rstrip("/") for o in self.config.platforms.web.allowed_origins),
+            allowed_origins=self._allowed_origins,
             loopback_bind=is_loopback(http.host),
             refresh_gauges=self._refresh_gauges,
             routes=self._routes,
@@ -341,16 +314,22 @@ class Gateway:
         log.info("chatgate listening on http://%s:%d/", http.host, self.port)
 
     async def stop(self) -> None:
-        """Stop intake, let turns finish within the budget, flush the outbox, close.
+        """Stop intake, let turns finish within the budget, flush the outbox, close: the start in reverse.
 
         Whatever does not fit in a budget stays in the store for the next start:
         unfinished turns are queued again, undelivered replies stay pending.
         """
-        budget = self.config.shutdown
         self._stopping = True
-        await self.fleet_credentials.close()  # a standby takes nothing over while this one stops
+        await self._lifetime.aclose()
+        log.info("chatgate stopped")
+
+    async def _stop_intake(self) -> None:
+        self._stopping = True
         for adapter in self.adapters.values():
             adapter.stop_intake()
+
+    async def _stop_engine(self) -> None:
+        budget = self.config.shutdown
         if not await self.engine.drain(
             budget.drain_seconds
         ):  # no answer can arrive now: re-ask after restart
@@ -359,25 +338,24 @@ class Gateway:
                 budget.drain_seconds,
             )
         await self.engine.stop(budget.adapter_close_seconds, budget.outbox_flush_seconds)
-        await self._stop_http(budget.adapter_close_seconds)
-        for adapter in self.adapters.values():
-            await adapter.aclose(budget.adapter_close_seconds)
-        await self.agent.aclose()
-        await self.lag.stop()
-        await self.fleet.close()
-        await self.store.close()
-        self._release_credentials()
-        log.info("chatgate stopped")
 
-    async def _stop_http(self, timeout: float) -> None:
-        if self._server is None or self._server_task is None:
-            if self._sock is not None:
-                self._sock.close()  # bound, but a start that failed before serving never used it
-            return
-        self._server.should_exit = True
-        done, _ = await asyncio.wait({self._server_task}, timeout=timeout)
-        if not done:
-            self._server.force_exit = True
-            await asyncio.gather(self._server_task, return_exceptions=True)
-        self._server_task = None
-        asyncio.get_running_loop().set_exception_handler(self._loop_handler)
+    async def _release_credentials_off_loop(self) -> None:
+        await asyncio.to_thread(self._release_credentials)
+
+    async def _close_socket(self) -> None:
+        if self._sock is not None and self._server is None:
+            self._sock.close()  # bound, but never served (uvicorn closes the socket it served)
+        self._sock = None
+
+    async def _stop_http(self) -> None:
+        timeout = self.config.shutdown.adapter_close_seconds
+        if self._server is not None and self._server_task is not None:
+            self._server.should_exit = True
+            done, _ = await asyncio.wait({self._server_task}, timeout=timeout)
+            if not done:
+                self._server.force_exit = True
+                await asyncio.gather(self._server_task, return_exceptions=True)
+            self._server_task = None
+        if self._loop_handler is not _UNSET:
+            asyncio.get_running_loop().set_exception_handler(self._loop_handler)
+            self._loop_handler = _UNSET

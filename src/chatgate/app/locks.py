@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from chatgate import __version__
+from chatgate.domain.errors import StartupError
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ class LockRecord:
             return None
 
 
-class LockHeld(Exception):
+class LockHeld(StartupError):
     def __init__(self, path: Path, record: LockRecord | None) -> None:
         owner = f"pid {record.pid} (chatgate {record.version})" if record else "another process"
         super().__init__(f"{path} is locked by {owner}")
@@ -84,7 +85,7 @@ class LockHeld(Exception):
         self.record = record
 
 
-class LockUnavailable(Exception):
+class LockUnavailable(StartupError):
     """The lock file cannot be opened or written; the message says what to do."""
 
 

@@ -1,30 +1,11 @@
-"""Addresses and listening sockets, shared by the gateway and the relay simulator."""
+"""Listening sockets and loopback addresses, shared by the gateway and the relay simulator."""
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 
-
-def is_loopback(host: str | None) -> bool:
-    """``localhost`` or a loopback IP (IPv4-mapped IPv6 included); nothing else, no DNS."""
-    if not host:
-        return False
-    host = host.removeprefix("::ffff:")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def hostname(netloc: str) -> str:
-    """The host part of a ``Host`` header or URL authority, without port or IPv6 brackets."""
-    host = netloc.lower().rsplit("@", 1)[-1]
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+from chatgate.platforms.kit.origins import hostname as hostname
+from chatgate.platforms.kit.origins import is_loopback as is_loopback
 
 
 def listen_tcp(host: str, port: int, backlog: int) -> socket.socket:

@@ -9,17 +9,11 @@ from chatgate.agents.base import Agent
 from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.config import GatewayConfig
+from chatgate.domain.errors import CredentialInUse as CredentialInUse
+from chatgate.domain.errors import StartupError as StartupError
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.store.base import Store
 from chatgate.store.sqlite import SqliteStore
-
-
-class StartupError(Exception):
-    """The gateway cannot start; the message says what to do."""
-
-
-class CredentialInUse(StartupError):
-    """Another process holds a platform credential this gateway would use (one process per credential)."""
 
 
 def build_agent(config: GatewayConfig) -> Agent:
@@ -33,7 +27,7 @@ def build_agent(config: GatewayConfig) -> Agent:
             )
 
         def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
-            from chatgate.agents.openai_agent import OpenAIAgent
+            from chatgate.agents.openai_agent import OpenAIAgent  # the SDK, in a thread after start
 
             return OpenAIAgent(
                 base_url=oa.base_url,
@@ -64,7 +58,7 @@ def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics)
 
 def build_postgres_store(config: GatewayConfig) -> Store:
     """The fleet's shared store; asyncpg (the ``postgres`` extra) is imported only here."""
-    from chatgate.store.postgres import PostgresStore
+    from chatgate.store.postgres import PostgresStore  # asyncpg: only for a PostgreSQL config
 
     store, pg = config.store, config.store.postgres
     assert store.url is not None  # the config refuses backend postgres without a url

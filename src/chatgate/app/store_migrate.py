@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 import asyncpg
 
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import ChatgateError, StoreUnavailable
 from chatgate.store.postgres import PostgresStore
 from chatgate.store.sqlite.schema import SCHEMA_VERSION as SQLITE_VERSION
 
@@ -133,7 +133,7 @@ TABLES: tuple[Table, ...] = (
 )  # fmt: skip
 
 
-class MigrationRefused(Exception):
+class MigrationRefused(ChatgateError):
     """The migration cannot start; the message says what to do."""
 
 

@@ -22,6 +22,8 @@ class Capabilities:
     typing: bool = False
     edit_interval: float = 1.0
     """Seconds between two edits of a streaming preview."""
+    draft_interval: float = 0.05
+    """Seconds between two drafts of the reply so far, on a platform with ``drafts``."""
     chat_min_interval: float = 0.0
     """Seconds between two calls (send, edit, typing) to one chat."""
     platform_max_rate: float | None = None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from chatgate.domain.errors import ChatgateError
 from chatgate.domain.source import Source
 
 SCHEDULE_TRANSPORT = "schedule"
@@ -32,7 +33,7 @@ _DURATION = re.compile(r"(\d+)\s*(d|h|m|s)", re.IGNORECASE)
 _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ChatgateError, ValueError):
     """A schedule the user or the config described wrongly; the message says how to fix it."""
 
 

@@ -20,7 +20,7 @@ from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import Source, canonical_source
 from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Pairing, Transcript
-from chatgate.engine.approvals import AnswerRefused, ApprovalBroker, ApprovalDesk, prompt_response
+from chatgate.engine.approvals import AnswerIntake, AnswerRefused, ApprovalBroker, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.commands import COMMAND_TABLE, CommandHandler, ControlCommand
 from chatgate.engine.intake import AdmissionRefused
@@ -69,7 +69,7 @@ class Admission:
         self._on_queued = on_queued
         self._on_reply = on_reply
         self._stop_session = stop_session
-        self._desk = ApprovalDesk(store, approvals) if approvals is not None else None
+        self._desk = AnswerIntake(store, approvals) if approvals is not None else None
         self._approvals = approvals
         self._scopes = ScopeBindings(store)
         self._pairing = PairingOffers(store, pairing)

@@ -12,20 +12,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
+from chatgate.domain.access import PlatformAccess as PlatformAccess
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import PairingReads
 
 PAIRED_CACHE_SECONDS = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class PlatformAccess:
-    allow_all: bool = False
-    allow_users: frozenset[str] = field(default_factory=frozenset)
-    pairing: bool = False
-    """Strangers in a direct message are offered a pairing code; approved users are allowed."""
 
 
 class Authorizer:

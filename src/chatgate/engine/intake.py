@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import ChatgateError, StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.store_roles import Rejections
 from chatgate.engine.metrics import GatewayMetrics
@@ -35,7 +35,7 @@ from chatgate.engine.ports import (
 log = logging.getLogger(__name__)
 
 
-class AdmissionRefused(Exception):
+class AdmissionRefused(ChatgateError):
     """An inbound event that will not be admitted, with a code adapters can show."""
 
     def __init__(self, code: str, message: str) -> None:

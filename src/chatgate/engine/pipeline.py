@@ -42,7 +42,7 @@ from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
 from chatgate.engine.schedule_commands import ScheduleCommands
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.schedules import ScheduleRunner, ScheduleSettings, configured
-from chatgate.engine.tasks import CombinedTools, TaskDesk, TaskSettings
+from chatgate.engine.tasks import BackgroundTasks, CombinedTools, TaskSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -141,10 +141,10 @@ class Engine:
         )
         self.schedules = self._build_schedules(settings.schedules)
 
-    def _build_tasks(self, settings: TaskSettings | None) -> TaskDesk | None:
+    def _build_tasks(self, settings: TaskSettings | None) -> BackgroundTasks | None:
         if settings is None:
             return None
-        desk = TaskDesk(self.store, self.session_queued, self.stop_session, settings)
+        desk = BackgroundTasks(self.store, self.session_queued, self.stop_session, settings)
         if settings.commands:
             self.admission.add_handler("bg", desk.bg)
             self.admission.add_handler("tasks", desk.list)

@@ -9,7 +9,7 @@ that port's contract.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
@@ -25,6 +25,15 @@ from chatgate.domain.outbound import (
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
+from chatgate.domain.store_roles import (
+    Accounts,
+    ApiKeys,
+    ApprovalReads,
+    Cursors,
+    Exchanges,
+    OutboxConfirmations,
+    WebChats,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,7 +298,8 @@ class Adapter(Protocol):
 
     async def aclose(self, budget: float) -> None:
         """After the outbox flush: end intake and outbound, release connections, within ``budget``
-        seconds. Idempotent (adapters that share one connection close it once)."""
+        seconds. Idempotent (adapters that share one connection close it once), and also called
+        after a ``start`` that raised part-way: it closes whatever that start had opened."""
         ...
 
     def state(self) -> AdapterState:
@@ -327,3 +337,36 @@ def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
     ):
         return None
     return cast(PromptingPlatform, adapter)
+
+
+class PlatformStores(
+    Cursors, OutboxConfirmations, ApprovalReads, Accounts, WebChats, ApiKeys, Exchanges, Protocol
+):
+    """Every store role a platform may be given; a plugin hands each adapter only the ones it uses."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformContext:
+    """What a platform plugin builds its adapters over: the engine's ports and nothing else."""
+
+    intake: Intake
+    store: PlatformStores
+    interrupt: Callable[[str, str], Awaitable[object]]
+    """Stop a session's running turn from outside a chat (``session_key``, ``reason``): a relay's
+    ``interrupt_inbound``. Its items are cancelled; the waiting messages stay."""
+    count_refused: Callable[[str, str], None]
+    """Count a delivery refused before it became an event (``platform``, ``code``) in the
+    gateway's ``chatgate_refused_total``: a malformed relay frame."""
+    environ: Mapping[str, str]
+    """Where the secrets a platform's ``*_env`` keys name are read."""
+    duplicate_marker: str = "(possible repeat) "
+    """Prefixed to a reply re-sent after a send whose outcome is unknown."""
+    http_loopback: bool = True
+    """The gateway's HTTP server listens on loopback only."""
+    auth_timeout: float = 10.0
+    """Seconds a connection may take to prove who it is (``http.auth_timeout_seconds``): a web
+    chat socket without an accepted hello by then is closed."""
+
+    def secret(self, name: str | None) -> str | None:
+        """The value of the environment variable ``name`` (checked when the config loaded)."""
+        return self.environ.get(name) if name else None

@@ -74,7 +74,7 @@ class StreamConsumer:
         reply_to: str | None,
         budget: RateBudget,
         *,
-        draft_interval: float,
+        draft_interval: float | None = None,
         silence_marker: str = "",
         call_timeout: float = 10.0,
         on_update: Callable[[str, str], None] = lambda platform, op: None,
@@ -105,7 +105,12 @@ class StreamConsumer:
         self._cursor = "" if self._stream is not None else PREVIEW_CURSOR
         self._previews = previews
         self._typing = bool(caps and caps.typing)
-        self._interval = draft_interval if self._drafts else (caps.edit_interval if caps else 1.0)
+        if caps is None:
+            self._interval = 1.0
+        elif self._drafts:
+            self._interval = draft_interval if draft_interval is not None else caps.draft_interval
+        else:
+            self._interval = caps.edit_interval
         self._unit: LengthUnit = caps.length_unit if caps else "chars"
         self._max_preview = (caps.max_length if caps else 4096) - measure(self._cursor, self._unit)
         self._started = time.monotonic()

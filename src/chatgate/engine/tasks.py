@@ -71,7 +71,7 @@ def task_id(seed: str) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:8]
 
 
-class TaskDesk:
+class BackgroundTasks:
     """Starts, lists and cancels tasks; ``on_queued`` wakes the scheduler for a child session."""
 
     def __init__(
@@ -191,7 +191,7 @@ class TaskDesk:
 class DelegateTool:
     """``delegate(task)`` for one turn: starts a child task; never raises for the model."""
 
-    def __init__(self, desk: TaskDesk, ctx: ToolContext) -> None:
+    def __init__(self, desk: BackgroundTasks, ctx: ToolContext) -> None:
         self._desk = desk
         self._ctx = ctx
         self._asked: dict[str, int] = {}

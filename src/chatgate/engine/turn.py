@@ -19,7 +19,7 @@ from typing import Protocol
 
 from chatgate.agents.base import (
     Agent,
-    AgentError,
+    AgentFailed,
     AgentRequest,
     Final,
     TextDelta,
@@ -59,7 +59,8 @@ class TurnSettings:
     max_attempts: int = 2
     """Deaths blamed on a message (it ran isolated, and the process died) before it is given up."""
     timeout_seconds: float = 600.0
-    draft_interval: float = 0.1
+    draft_interval: float | None = None
+    """Seconds between two drafts; None: the platform's own (``Capabilities.draft_interval``)."""
     silence_marker: str = "NO_REPLY"
     typing_interval: float = 4.0
     """Seconds between two typing indicators while a turn shows nothing yet."""
@@ -349,7 +350,7 @@ class TurnRunner:
                 await consumer.update(so_far)
             elif isinstance(event, Final):
                 return event.text, "ok"
-            elif isinstance(event, AgentError):
+            elif isinstance(event, AgentFailed):
                 # One line per failure, for the operator (the user is told in the reply).
                 log.warning(
                     "the agent failed: %s", event.message,

@@ -20,7 +20,7 @@ from chatgate.domain.session_key import IsolationPolicy, session_key
 from chatgate.domain.source import Source, canonical_source
 from chatgate.platforms.discord_wire.interaction import (
     MAX_BODY_BYTES,
-    Unsupported,
+    UnsupportedInteraction,
     decode_interaction,
 )
 
@@ -75,9 +75,9 @@ def decoded(obj: Any) -> Inbound:
     return result
 
 
-def rejected(body: bytes) -> Unsupported:
+def rejected(body: bytes) -> UnsupportedInteraction:
     result = decode_interaction(body, received_at=RECEIVED_AT)
-    assert isinstance(result, Unsupported), result
+    assert isinstance(result, UnsupportedInteraction), result
     assert result.reason
     return result
 
@@ -625,7 +625,7 @@ def test_sizes_are_guarded() -> None:
 
 def test_a_non_bytes_body_is_unsupported() -> None:
     result = decode_interaction("{}", received_at=RECEIVED_AT)  # type: ignore[arg-type]
-    assert isinstance(result, Unsupported) and "bytes" in result.reason
+    assert isinstance(result, UnsupportedInteraction) and "bytes" in result.reason
 
 
 # -- never an exception -----------------------------------------------------------------------------
@@ -661,7 +661,7 @@ def test_a_mutated_interaction_never_raises(sample: dict[str, Any], choice: int,
     paths = _paths(sample)
     body = _with(sample, paths[choice % len(paths)], value)
     result = decode_interaction(raw(body), received_at=RECEIVED_AT)
-    assert isinstance(result, Inbound | Unsupported)
+    assert isinstance(result, Inbound | UnsupportedInteraction)
     if isinstance(result, Inbound):
         json.dumps(result.to_dict(), allow_nan=False)
 
@@ -670,4 +670,4 @@ def test_a_mutated_interaction_never_raises(sample: dict[str, Any], choice: int,
 @given(data=st.binary(max_size=64) | _json.map(lambda v: json.dumps(v).encode()))
 def test_arbitrary_bytes_never_raise(data: bytes) -> None:
     result = decode_interaction(data, received_at=RECEIVED_AT)
-    assert isinstance(result, Unsupported)
+    assert isinstance(result, UnsupportedInteraction)

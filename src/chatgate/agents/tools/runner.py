@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from chatgate.agents.base import ToolCall, ToolResult
+from chatgate.agents.tools.env import check_names
 from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.agents.tools.shell import SHELL_TOOL_SCHEMA, ShellResult, run_shell
+from chatgate.domain.errors import AgentError
 
 log = logging.getLogger(__name__)
 
 SHELL_TOOL_NAME = "shell"
 
 
-class ToolArgumentError(ValueError):
+class ToolArgumentError(AgentError, ValueError):
     """A call the runner will not run as asked; the message is written for the model."""
 
 
@@ -82,7 +85,12 @@ class ShellToolRunner:
     """Runs every valid shell call at once, in ``workdir``; the engine adds approvals."""
 
     def __init__(
-        self, workdir: Path, timeout_s: float, output_cap: int, sandbox: BwrapSandbox | None = None
+        self,
+        workdir: Path,
+        timeout_s: float,
+        output_cap: int,
+        sandbox: BwrapSandbox | None = None,
+        env: Sequence[str] = (),
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
@@ -93,6 +101,9 @@ class ShellToolRunner:
         self.output_cap = output_cap
         self.sandbox = sandbox
         """When set, every command runs inside it (``tools.sandbox: bwrap``)."""
+        self.env = tuple(check_names(env))
+        """Variables of the gateway's environment a command sees (``tools.env``); every command
+        gets a minimal environment besides (``agents/tools/env.py``)."""
 
     def specs(self) -> tuple[dict[str, Any], ...]:
         return (SHELL_TOOL_SCHEMA,)
@@ -115,6 +126,7 @@ class ShellToolRunner:
                 workdir=self.workdir,
                 timeout=self.timeout_s,
                 output_cap=self.output_cap,
+                keep=self.env,
                 sandbox=self.sandbox,
             )
         except (OSError, ValueError) as exc:  # missing workdir, no /bin/sh or bwrap, NUL in the command

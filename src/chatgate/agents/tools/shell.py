@@ -1,9 +1,9 @@
 """The shell tool: run one command in a working directory without blocking the event loop.
 
 The command runs as ``/bin/sh -c`` in a new session, so the whole process group can be
-killed on timeout or cancellation. Output is read from both pipes concurrently and stored
-up to a cap per stream; past the cap it is still drained so the child never blocks on a
-full pipe.
+killed on timeout or cancellation, with a minimal environment and git guarded
+(``launch.py``). Output is read from both pipes concurrently and stored up to a cap per
+stream; past the cap it is still drained so the child never blocks on a full pipe.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chatgate.agents.tools.launch import Launch, launched
 from chatgate.agents.tools.sandbox import BwrapSandbox
 
 _READ_CHUNK = 64 * 1024
-_UNSET = ("CDPATH", "ENV", "BASH_ENV", "IFS")
-"""Variables that would make ``cd``, word splitting or the shell's start-up do what the
-approval check cannot see (it assumes they are unset); so are exported bash functions."""
 _SETTLE_S = 5.0
 """After a kill, how long to wait for the pipes to close and the shell to be reaped."""
 
@@ -127,15 +125,7 @@ def _kill_spawned(spawn: asyncio.Future[asyncio.subprocess.Process]) -> None:
     _close_pipes(process)
 
 
-def shell_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    """The command's environment: ``env`` (or the gateway's) without the ``_UNSET`` names."""
-    base = os.environ if env is None else env
-    return {k: v for k, v in base.items() if k not in _UNSET and not k.startswith("BASH_FUNC_")}
-
-
-async def _spawn(
-    argv: Sequence[str], workdir: Path, env: Mapping[str, str] | None
-) -> asyncio.subprocess.Process:
+async def _spawn(launch: Launch, workdir: Path) -> asyncio.subprocess.Process:
     """Start ``argv`` (``/bin/sh -c command``) in a new session; a cancellation meanwhile kills the group.
 
     The shell runs (and may fork) as soon as it is forked, while ``create_subprocess_exec``
@@ -147,9 +137,10 @@ async def _spawn(
     """
     spawn = asyncio.ensure_future(
         asyncio.create_subprocess_exec(
-            *argv,
+            *launch.argv,
             cwd=workdir,
-            env=shell_env(env),
+            env=launch.env,
+            pass_fds=launch.pass_fds,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -182,22 +173,28 @@ async def run_shell(
     timeout: float = 60.0,
     output_cap: int = 16_000,
     env: Mapping[str, str] | None = None,
+    keep: Sequence[str] = (),
     sandbox: BwrapSandbox | None = None,
 ) -> ShellResult:
     """Run ``command`` with ``/bin/sh -c`` in ``workdir``; never blocks the event loop.
 
-    ``output_cap`` is in bytes, per stream. ``env`` replaces the environment when given
-    (None inherits the gateway's; ``CDPATH``, ``ENV`` and ``BASH_ENV`` are dropped either
-    way). With ``sandbox`` the shell runs inside it. Stdin is /dev/null. On timeout the
-    process group is killed with SIGKILL; on cancellation too, and CancelledError propagates.
+    ``output_cap`` is in bytes, per stream. The command gets a minimal environment
+    (``env.command_env``): ``env`` is the gateway's (None: ``os.environ``), of which it sees
+    only ``PATH`` and the variables ``keep`` names. With ``sandbox`` the shell runs inside it.
+    Stdin is /dev/null. On timeout the process group is killed with SIGKILL; on cancellation
+    too, and CancelledError propagates.
     """
     if timeout <= 0:
         raise ValueError("timeout must be > 0")
     if output_cap < 0:
         raise ValueError("output_cap must be >= 0")
     started = time.monotonic()
-    argv = sandbox.argv(command) if sandbox is not None else ["/bin/sh", "-c", command]
-    process = await _spawn(argv, workdir, env)
+    async with launched(command, workdir, env, keep, sandbox) as launch:
+        return await _run(launch, workdir, timeout, output_cap, started)
+
+
+async def _run(launch: Launch, workdir: Path, timeout: float, output_cap: int, started: float) -> ShellResult:
+    process = await _spawn(launch, workdir)
     out, err = _Capture(output_cap), _Capture(output_cap)
     timed_out = False
     try:

@@ -47,7 +47,7 @@ def say_created(key_id: str, name: str, token: str, config: GatewayConfig) -> in
     print(f"  {token}\n")
     if not config.platforms.api.enabled:
         print("The API is off in this config: set platforms.api.enabled: true (docs/api.md).")
-    elif config.platforms.api.key_storage != "store":
+    elif config.platforms.api.key_storage != "store":  # type: ignore[attr-defined]  # to the API plugin
         print("This config accepts only platforms.api.key_env's key: set key_storage: store to use this one.")
     return 0
 

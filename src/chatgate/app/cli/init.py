@@ -2,7 +2,7 @@
 
 It asks for the agent, the platforms (each only what it needs) and who may talk, checks
 every credential it can against the real service (an OpenAI-compatible ``/models``,
-Telegram's ``getMe``), validates the result with ``load_config`` before writing it, and
+each platform's own, through its plugin), validates the result with ``load_config`` before writing it, and
 offers the user service. Every question has a flag, so a script runs it with ``--yes``;
 a re-run offers the file's current values as the defaults.
 """
@@ -18,76 +18,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from chatgate.app.cli.init_render import NATIVE, VIA_RELAY, Answers, answers_from, merged, render
+from chatgate.app import registry
+from chatgate.app.cli.init_checks import openai_models
+from chatgate.app.cli.init_render import Answers, answers_from, current_sections, merged, render
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
-from chatgate.app.config.errors import env_var_name
 from chatgate.app.config.extras import check_extras
+from chatgate.platforms.kit.init import Aborted, CheckFailed, Prompter, split_list
 
 EX_USAGE = 2
 
 
-class Aborted(Exception):
-    """The user stopped the wizard (Ctrl+D, or declined to write), or a --yes run cannot go on."""
-
-
-class Prompter:
-    """Questions on the terminal; with ``--yes`` every question takes its default silently."""
-
-    def __init__(self, interactive: bool) -> None:
-        self.interactive = interactive
-
-    def say(self, text: str = "") -> None:
-        print(text, flush=True)
-
-    def ask(self, question: str, default: str = "") -> str:
-        if not self.interactive:
-            return default
-        shown = f" [{default}]" if default else ""
-        try:
-            answer = input(f"{question}{shown}: ").strip()
-        except EOFError:
-            raise Aborted("no answer (end of input); nothing was written") from None
-        return answer or default
-
-    def confirm(self, question: str, default: bool) -> bool:
-        answer = self.ask(f"{question} (y/n)", "y" if default else "n").lower()
-        return answer.startswith("y")
-
-
-def _pick(p: Prompter, flag: str | None, question: str, default: str, choices: tuple[str, ...] = ()) -> str:
-    while True:
-        value = flag if flag is not None else p.ask(question, default)
-        if not choices or value.lower() in choices:
-            return value.lower() if choices else value
-        if flag is not None or not p.interactive:
-            raise Aborted(f"{value!r} is not one of {', '.join(choices)}")
-        p.say(f"  Please answer one of: {', '.join(choices)}")
-
-
-def _env_name(p: Prompter, flag: str | None, question: str, default: str) -> str:
-    while True:
-        value = _pick(p, flag, question, default)
-        try:
-            name = env_var_name(value)
-        except ValueError as exc:
-            if flag is not None or not p.interactive:
-                raise Aborted(f"{question}: {exc}") from None
-            p.say(f"  {exc}")
-            continue
-        assert name is not None
-        return name
-
-
-def _list(text: str) -> list[str]:
-    return [item.strip().lower() for item in text.replace(" ", ",").split(",") if item.strip()]
-
-
 def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
-    from chatgate.app.cli import init_checks  # urllib: only for init, not for every chatgate command
-
     p.say("\n1. The agent: who answers the messages")
-    a.agent = _pick(
-        p,
+    a.agent = p.pick(
         args.agent,
         "Agent: echo (offline test agent) or openai (any OpenAI-compatible API)",
         a.agent,
@@ -95,19 +38,21 @@ def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
     )
     if a.agent != "openai":
         return
-    a.openai_base_url = _pick(p, args.openai_base_url, "Base URL of the endpoint", a.openai_base_url)
-    a.openai_key_env = _env_name(
-        p, args.openai_key_env, "Environment variable holding the API key", a.openai_key_env
+    a.openai_base_url = p.until_valid(
+        args.openai_base_url, "Base URL of the endpoint", a.openai_base_url, _http_url
     )
-    key = os.environ.get(a.openai_key_env)
+    a.openai_key_env = p.env_name(
+        args.openai_key_env, "Environment variable holding the API key", a.openai_key_env
+    )
+    key = p.environ.get(a.openai_key_env)
     if not key:
         p.say(
             f"  {a.openai_key_env} is not set in this shell (not checked now); export it before chatgate run"
         )
     else:
         try:
-            models = init_checks.openai_models(a.openai_base_url, key)
-        except init_checks.CheckFailed as exc:
+            models = openai_models(a.openai_base_url, key)
+        except CheckFailed as exc:
             p.say(f"  The endpoint check failed: {exc}")
             if not p.interactive or not p.confirm("Keep these settings anyway?", False):
                 raise Aborted(f"the agent endpoint did not pass its check: {exc}") from None
@@ -116,98 +61,42 @@ def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
             p.say(f"  The endpoint answers; models: {shown or '(none listed)'}")
             if models and a.openai_model not in models and args.openai_model is None:
                 a.openai_model = models[0]
-    a.openai_model = _pick(p, args.openai_model, "Model", a.openai_model)
+    a.openai_model = p.pick(args.openai_model, "Model", a.openai_model)
 
 
-def ask_platforms(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
+def ask_platforms(p: Prompter, a: Answers, args: argparse.Namespace, existing: dict[str, Any]) -> None:
     p.say("\n2. Platforms: where people chat with it")
+    for name in registry.names():
+        p.say(f"  {name}: {registry.plugin(name).summary}")
     flag = ",".join(args.platform) if args.platform else None
-    while True:
-        chosen = _list(
-            _pick(
-                p,
-                flag,
-                "Platforms, comma-separated (web, telegram, relay, discord, slack)",
-                ",".join(a.platforms),
-            )
-        )
-        unknown = [name for name in chosen if name not in NATIVE + VIA_RELAY]
-        if not unknown and chosen:
-            break
-        if flag is not None or not p.interactive:
-            names = ", ".join(NATIVE + VIA_RELAY)
-            raise Aborted(f"unknown platform(s) {unknown or '(none chosen)'}; choose from {names}")
-        p.say(f"  Choose at least one of: {', '.join(NATIVE + VIA_RELAY)}")
-    relayed = [name for name in chosen if name in VIA_RELAY]
-    for name in relayed:
-        p.say(
-            f"  {name.capitalize()} is not native in chatgate yet: it is reached through a relay connector"
-            " (docs/platforms/relay.md). Adding the relay for it."
-        )
-    a.platforms = [name for name in NATIVE if name in chosen or (name == "relay" and relayed)]
-    if relayed:
-        a.relay_fronted = relayed
-    if "web" in a.platforms:
-        p.say("  web: the built-in chat, at http://127.0.0.1:8765/ once the gateway runs")
-    if "telegram" in a.platforms:
-        ask_telegram(p, a, args)
-    if "relay" in a.platforms:
-        ask_relay(p, a, args)
+    a.platforms = p.until_valid(flag, "Platforms, comma-separated", ",".join(a.platforms), _platforms)
+    current = current_sections(existing)
+    for name in a.platforms:
+        a.sections[name] = registry.plugin(name).init_ask(p, current[name], args)
 
 
-def ask_telegram(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
-    from chatgate.app.cli import init_checks
-
-    p.say("  telegram: talk to @BotFather in Telegram, send /newbot, and keep the token it gives you")
-    a.telegram_token_env = _env_name(
-        p, args.telegram_token_env, "  Environment variable holding the bot token", a.telegram_token_env
-    )
-    if args.telegram_api_base is not None:
-        a.telegram_api_base = args.telegram_api_base
-    token = os.environ.get(a.telegram_token_env)
-    if not token:
-        p.say(
-            f"  {a.telegram_token_env} is not set in this shell: export {a.telegram_token_env}=<token> and"
-            " run `chatgate init` again to check it (written unchecked)"
-        )
-        return
-    try:
-        bot = init_checks.telegram_bot(a.telegram_api_base, token)
-    except init_checks.CheckFailed as exc:
-        p.say(f"  Telegram check failed: {exc}")
-        if not p.interactive or not p.confirm("  Keep this token variable anyway?", False):
-            raise Aborted(f"the Telegram token did not pass its check: {exc}") from None
-        return
-    p.say(f"  Telegram: the token belongs to @{bot.username}. Chat with it: {bot.link}")
+def _platforms(text: str) -> list[str]:
+    chosen = list(dict.fromkeys(name.lower() for name in split_list(text)))
+    for name in chosen:
+        if name not in registry.PLUGINS:
+            raise ValueError(registry.unknown(name))
+    if not chosen:
+        raise ValueError(f"choose at least one of: {', '.join(registry.names())}")
+    return chosen
 
 
-def ask_relay(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
-    p.say("  relay: a relay connector fronts Discord or Slack for this gateway (docs/platforms/relay.md)")
-    a.relay_url = _pick(p, args.relay_url, "  Connector URL (wss://... or http://...)", a.relay_url)
-    a.relay_gateway_id = _pick(
-        p, args.relay_gateway_id, "  Gateway id the connector enrolled", a.relay_gateway_id
-    )
-    a.relay_secret_env = _env_name(
-        p, args.relay_secret_env, "  Environment variable holding the relay secret", a.relay_secret_env
-    )
-    for name in a.relay_fronted:
-        flag = args.relay_bot_id if len(a.relay_fronted) == 1 else None
-        a.relay_bot_ids[name] = _pick(
-            p, flag, f"  {name} bot id (as the connector knows it)", a.relay_bot_ids.get(name, "")
-        )
-    if not os.environ.get(a.relay_secret_env):
-        p.say(f"  {a.relay_secret_env} is not set in this shell; export it before `chatgate run`")
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{value!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:11434/v1)")
+    return value
 
 
 def ask_access(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
-    others = [name for name in a.platforms if name != "web"]
-    if not others:
+    asked = a.asking_access()
+    if not asked:
         return
-    p.say(
-        "\n3. Who may talk (on " + ", ".join(others) + "; the web chat on loopback is open to this machine)"
-    )
-    a.allow = _pick(
-        p,
+    p.say("\n3. Who may talk (on " + ", ".join(asked) + ")")
+    a.allow = p.pick(
         args.allow,
         "pairing (a stranger gets a code you approve) or allowlist (only listed user ids)",
         a.allow,
@@ -219,7 +108,7 @@ def ask_access(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
         if a.allow == "pairing"
         else "User ids allowed"
     )
-    a.allow_users = _list(_pick(p, users, question, ",".join(a.allow_users)))
+    a.allow_users = p.until_valid(users, question, ",".join(a.allow_users), split_list)
     if a.allow == "allowlist" and not a.allow_users:
         p.say("  Nobody is on the allowlist yet: every message there is refused until you add ids.")
 
@@ -246,12 +135,6 @@ def validated(text: str, where: Path, secrets: list[str]) -> GatewayConfig:
             return load_config(Path(tmp.name), check_installed=False)
     finally:
         os.unlink(tmp.name)
-
-
-def secret_names(a: Answers) -> list[str]:
-    names = [a.openai_key_env] if a.agent == "openai" else []
-    names += [a.telegram_token_env] if "telegram" in a.platforms else []
-    return names + ([a.relay_secret_env] if "relay" in a.platforms else [])
 
 
 def _existing(path: Path) -> dict[str, Any]:
@@ -290,23 +173,23 @@ def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
 
 def run_wizard(args: argparse.Namespace) -> int:
     path = Path(args.write).expanduser().resolve()
-    p = Prompter(interactive=not args.yes)
+    p = Prompter(interactive=not args.yes, environ=os.environ)
     existing = _existing(path)
     a = answers_from(existing)
     p.say(f"chatgate init: writing {path}" + (" (current values are the defaults)" if existing else ""))
     ask_agent(p, a, args)
-    ask_platforms(p, a, args)
+    ask_platforms(p, a, args, existing)
     ask_access(p, a, args)
     text = render(merged(existing, a), str(path))
     try:
-        config = validated(text, path, secret_names(a))
+        config = validated(text, path, a.secrets())
     except ConfigError as exc:
         raise Aborted(f"the config would not load, so it was not written:\n{exc}") from None
     if (needs := check_extras(config)) is not None:
         p.say(f"  Before chatgate run: {needs.split(': ', 1)[1]}")
     p.say(
         f"\nagent {config.agent.kind}; platforms {', '.join(a.platforms)}"
-        + (f"; access {a.allow}" if set(a.platforms) - {"web"} else "")
+        + (f"; access {a.allow}" if a.asking_access() else "")
     )
     if p.interactive and not p.confirm(f"Write {path}?", True):
         raise Aborted("not written")
@@ -315,9 +198,11 @@ def run_wizard(args: argparse.Namespace) -> int:
     _offer_service(p, args, path)
     run = f"chatgate run --config {path}"
     p.say(f"\nStart it:  {run}")
-    if "web" in a.platforms:
-        p.say(f"Then open http://{config.http.host}:{config.http.port}/ and say hello.")
-    if a.allow == "pairing" and set(a.platforms) - {"web"}:
+    http = f"http://{config.http.host}:{config.http.port}"
+    for answers in a.sections.values():
+        for note in answers.notes:
+            p.say(note.replace("{http}", http))
+    if a.allow == "pairing" and a.asking_access():
         p.say("A stranger who writes to the bot gets a code; approve it with: chatgate pairing approve CODE")
     return 0
 
@@ -351,15 +236,9 @@ def add_parser(
     )
     init.add_argument("--openai-model", help="the model to use")
     init.add_argument("--openai-key-env", help="the environment variable holding the API key")
-    init.add_argument(
-        "--platform", action="append", help="web, telegram, relay, discord or slack (repeat for more)"
-    )
-    init.add_argument("--telegram-token-env", help="the environment variable holding the bot token")
-    init.add_argument("--telegram-api-base", help="the Bot API address (default https://api.telegram.org)")
-    init.add_argument("--relay-url", help="the relay connector's URL")
-    init.add_argument("--relay-gateway-id", help="the gateway id the connector enrolled")
-    init.add_argument("--relay-secret-env", help="the environment variable holding the relay secret")
-    init.add_argument("--relay-bot-id", help="the fronted platform's bot id")
+    init.add_argument("--platform", action="append", help=f"{', '.join(registry.names())} (repeat for more)")
+    for name in registry.names():
+        registry.plugin(name).init_arguments(init)
     init.add_argument("--allow", help="pairing or allowlist: who may talk on the chat platforms")
     init.add_argument(
         "--allow-user", action="append", help="a user id let in without a code (repeat for more)"

@@ -1,8 +1,9 @@
 """The answers of ``chatgate init`` and the commented YAML they become.
 
 A re-run starts from the file it wrote: ``answers_from`` reads the current values as the
-defaults, and ``render`` merges the answers into the existing file's keys, so settings
-the wizard does not ask about (tools, approvals, timeouts) are kept.
+defaults, and ``merged`` writes the answers over the existing file's keys, so settings the
+wizard does not ask about (tools, approvals, timeouts) are kept. The platforms' own keys
+are their plugins' answers (``Plugin.init_ask``); this module names no platform.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from typing import Any
 
 import yaml
 
-NATIVE = ("web", "telegram", "relay")
-VIA_RELAY = ("discord", "slack")
-"""Platforms chatgate reaches through a relay connector only (no native adapter yet)."""
+from chatgate.app import registry
+from chatgate.platforms.kit.init import InitAnswers
 
 
 @dataclass(slots=True)
@@ -24,16 +24,20 @@ class Answers:
     openai_base_url: str = "https://api.openai.com/v1"
     openai_model: str = "gpt-4o-mini"
     openai_key_env: str = "OPENAI_API_KEY"
-    platforms: list[str] = field(default_factory=lambda: ["web"])
-    telegram_token_env: str = "TELEGRAM_BOT_TOKEN"
-    telegram_api_base: str = "https://api.telegram.org"
-    relay_url: str = ""
-    relay_gateway_id: str = ""
-    relay_secret_env: str = "CHATGATE_RELAY_SECRET"
-    relay_fronted: list[str] = field(default_factory=lambda: ["discord"])
-    relay_bot_ids: dict[str, str] = field(default_factory=dict)
+    platforms: list[str] = field(default_factory=lambda: list(registry.ON_BY_DEFAULT))
+    sections: dict[str, InitAnswers] = field(default_factory=dict)
+    """Each chosen platform's answers, by section name."""
     allow: str = "pairing"
     allow_users: list[str] = field(default_factory=list)
+
+    def secrets(self) -> list[str]:
+        """Every variable the answers name (placeholders while the result is validated)."""
+        names = [self.openai_key_env] if self.agent == "openai" else []
+        return names + [name for answers in self.sections.values() for name in answers.secrets]
+
+    def asking_access(self) -> list[str]:
+        """The chosen platforms the "who may talk" question is for."""
+        return [name for name in self.platforms if registry.plugin(name).asks_access]
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -42,6 +46,18 @@ def _get(data: Any, *path: str) -> Any:
             return None
         data = data.get(key)
     return data
+
+
+def current_sections(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The file's platform sections, with ``enabled`` as the gateway reads it (defaults applied)."""
+    written = _get(data, "platforms") or {}
+    sections: dict[str, dict[str, Any]] = {}
+    for name in registry.names():
+        found = written.get(name)
+        section: dict[str, Any] = found if isinstance(found, dict) else {}
+        enabled = section.get("enabled", name in registry.ON_BY_DEFAULT)
+        sections[name] = {**section, "enabled": enabled is not False and enabled is not None}
+    return sections
 
 
 def answers_from(data: dict[str, Any]) -> Answers:
@@ -54,32 +70,16 @@ def answers_from(data: dict[str, Any]) -> Answers:
         ("openai_key_env", "api_key_env"),
     ):
         setattr(a, attr, str(_get(data, "agent", "openai", key) or getattr(a, attr)))
-    platforms = [] if _get(data, "platforms", "web", "enabled") is False else ["web"]
-    telegram = _get(data, "platforms", "telegram") or {}
-    if telegram.get("enabled"):
-        platforms.append("telegram")
-    a.telegram_token_env = str(telegram.get("token_env") or a.telegram_token_env)
-    a.telegram_api_base = str(telegram.get("api_base") or a.telegram_api_base)
-    relay = _get(data, "platforms", "relay") or {}
-    if relay.get("enabled"):
-        platforms.append("relay")
-    a.platforms = platforms
-    a.relay_url = str(relay.get("url") or "")
-    a.relay_gateway_id = str(relay.get("gateway_id") or "")
-    a.relay_secret_env = str(relay.get("secret_env") or a.relay_secret_env)
-    fronted = [p for p in relay.get("platforms") or [] if isinstance(p, dict) and p.get("platform")]
-    if fronted:
-        a.relay_fronted = [str(p["platform"]) for p in fronted]
-        a.relay_bot_ids = {str(p["platform"]): str(p.get("bot_id") or "") for p in fronted}
-    section = telegram if telegram.get("enabled") else (fronted[0] if fronted else {})
-    if section.get("allow_users") and not section.get("pairing"):
-        a.allow = "allowlist"
-    a.allow_users = [str(u) for u in section.get("allow_users") or []]
+    sections = current_sections(data)
+    a.platforms = [name for name, section in sections.items() if section["enabled"]]
+    for name in a.platforms:
+        plugin = registry.plugin(name)
+        access = plugin.init_current_access(sections[name]) if plugin.asks_access else None
+        if access is not None:
+            pairing, users = access
+            a.allow, a.allow_users = ("pairing" if pairing else "allowlist"), users
+            break
     return a
-
-
-def _access(a: Answers) -> dict[str, Any]:
-    return {"pairing": a.allow == "pairing", "allow_users": list(a.allow_users)}
 
 
 def merged(existing: dict[str, Any], a: Answers) -> dict[str, Any]:
@@ -92,29 +92,25 @@ def merged(existing: dict[str, Any], a: Answers) -> dict[str, Any]:
             base_url=a.openai_base_url, model=a.openai_model, api_key_env=a.openai_key_env
         )
     platforms = data.setdefault("platforms", {})
-    platforms.setdefault("web", {})["enabled"] = "web" in a.platforms
-    telegram = platforms.setdefault("telegram", {})
-    telegram["enabled"] = "telegram" in a.platforms
-    if telegram["enabled"]:
-        telegram.update(token_env=a.telegram_token_env, **_access(a))
-        if a.telegram_api_base != Answers().telegram_api_base or "api_base" in telegram:
-            telegram["api_base"] = a.telegram_api_base
-    relay = platforms.setdefault("relay", {})
-    relay["enabled"] = "relay" in a.platforms
-    if relay["enabled"]:
-        relay.update(url=a.relay_url, gateway_id=a.relay_gateway_id, secret_env=a.relay_secret_env)
-        relay["platforms"] = [
-            {"platform": name, "bot_id": a.relay_bot_ids.get(name, ""), **_access(a)}
-            for name in a.relay_fronted
-        ]
+    for name in registry.names():
+        chosen = name in a.platforms
+        if not chosen and name not in platforms and name not in registry.ON_BY_DEFAULT:
+            continue  # never configured: nothing to write
+        section = platforms.setdefault(name, {})
+        section["enabled"] = chosen
+        answers = a.sections.get(name)
+        if chosen and answers is not None:
+            section.update(copy.deepcopy(answers.section))
+            if registry.plugin(name).asks_access:
+                registry.plugin(name).init_access(section, a.allow == "pairing", a.allow_users)
     return data
 
 
 COMMENTS = {
     "agent": "Who answers: 'echo' (offline, repeats you) or 'openai' (any OpenAI-compatible endpoint).\n"
     "The API key is read from the environment variable named by api_key_env, never from this file.",
-    "platforms": "Where people chat. web: the built-in chat at http://<http.host>:<http.port>/.\n"
-    "telegram / relay: 'pairing: true' sends a stranger who writes in a DM a one-time code;\n"
+    "platforms": "Where people chat: one section per platform (docs/configuration.md).\n"
+    "'pairing: true' sends a stranger who writes in a DM a one-time code;\n"
     "approve it with `chatgate pairing approve CODE`. allow_users are let in without one.",
     "http": "The web chat, /healthz, /status and /metrics listen here (loopback by default).",
 }

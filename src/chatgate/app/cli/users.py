@@ -133,7 +133,7 @@ async def _issue(accounts: Any, account: Account, config: GatewayConfig) -> int:
         f"Sign-in token {token_id} for {account.name}. This is the only time it is shown; keep it secret:\n"
     )
     print(f"  {value}\n")
-    if config.platforms.web.auth_mode() != "accounts":
+    if config.platforms.web.auth_mode() != "accounts":  # type: ignore[attr-defined]  # to the web plugin
         print("This config does not use accounts: set platforms.web.auth: accounts (docs/webchat.md).")
     return 0
 

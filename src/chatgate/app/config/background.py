@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from chatgate.app.config.section import EnvName, Section
 from chatgate.domain.schedules import Schedule, ScheduleError, ScheduleTarget, check_spec, parse_duration
 from chatgate.domain.source import Source
+from chatgate.platforms.kit.section import EnvName, Section
 
 if TYPE_CHECKING:
     from chatgate.engine.schedules import ScheduleSettings
@@ -103,6 +103,7 @@ class SchedulesConfig(Section):
 
     def settings(self) -> ScheduleSettings | None:
         """The engine's schedule settings (None: off), the jobs as ``config:<name>`` rows."""
+        # the engine's types only where the gateway builds its settings, not for `config check`
         from chatgate.engine.schedule_commands import ChatScheduleLimits
         from chatgate.engine.schedules import ScheduleSettings
 
@@ -143,7 +144,7 @@ class DelegationConfig(Section):
 
 
 def task_settings(background: BackgroundConfig, delegation: DelegationConfig) -> TaskSettings | None:
-    from chatgate.engine.tasks import TaskSettings
+    from chatgate.engine.tasks import TaskSettings  # only where the gateway builds its settings
 
     if not background.enabled and not delegation.enabled:
         return None
@@ -209,7 +210,7 @@ def hook_secret_problem(hooks: HooksConfig, environ: Any) -> str | None:
 
 def webhooks_for(hooks: HooksConfig, environ: Any) -> dict[str, HookRoute]:
     """The configured routes with their secrets read from the environment (checked at load)."""
-    from chatgate.engine.webhooks import HookRoute
+    from chatgate.engine.webhooks import HookRoute  # only where the gateway builds its routes
 
     if not hooks.enabled:
         return {}

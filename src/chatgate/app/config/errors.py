@@ -16,6 +16,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from chatgate.app import registry
+from chatgate.app.config.platforms import PlatformSections
+
 KeyPath = tuple[str | int, ...]
 
 
@@ -90,6 +93,13 @@ def _fields_at(model: type[BaseModel], loc: KeyPath) -> list[str]:
         field = current.model_fields.get(str(loc[i]))
         if field is None:
             return []
+        if field.annotation is PlatformSections:
+            if i + 1 == len(loc):
+                return registry.names()  # a misspelt platform: the names it could be
+            name = str(loc[i + 1])
+            current = registry.plugin(name).section if name in registry.PLUGINS else None
+            i += 2
+            continue
         # a list or dict of sections: the next part is an index or a name
         i += 2 if _is_container(field.annotation) else 1
         current = _model_in(field.annotation)
@@ -111,35 +121,3 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
-
-
-def fold_literal_case(model: type[BaseModel], data: Any) -> Any:
-    """``log_level: info`` means ``INFO``: a choice is matched whatever its case."""
-    if not isinstance(data, dict):
-        return data
-    folded = dict(data)
-    for name, field in model.model_fields.items():
-        value = folded.get(name)
-        if not isinstance(value, str) or typing.get_origin(field.annotation) is not typing.Literal:
-            continue
-        for choice in typing.get_args(field.annotation):
-            if isinstance(choice, str) and choice.casefold() == value.casefold():
-                folded[name] = choice
-    return folded
-
-
-def env_var_name(value: str | None) -> str | None:
-    """A ``*_env`` key holds the *name* of a variable; a pasted secret is refused, never echoed."""
-    if value is None:
-        return None
-    name = value.strip()
-    looks_like_a_name = (
-        bool(name) and (name[0].isalpha() or name[0] == "_") and name.replace("_", "").isalnum()
-    )
-    if not looks_like_a_name or (len(name) >= 32 and "_" not in name):
-        raise ValueError(
-            "this must be the name of an environment variable (like TELEGRAM_BOT_TOKEN), and what is"
-            " here is not one; if you pasted the secret itself, remove it from the file, put it in a"
-            " variable (export TELEGRAM_BOT_TOKEN=...) and give that variable's name here"
-        )
-    return name

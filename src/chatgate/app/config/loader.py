@@ -7,19 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_settings import SettingsError
 
+from chatgate.app.config.env import overlay
 from chatgate.app.config.errors import KeyPath, describe, parse_yaml
 from chatgate.app.config.extras import check_extras
 from chatgate.app.config.model import ConfigError, GatewayConfig
 from chatgate.app.config.rates import rate_limit_problem
-from chatgate.app.config.secrets import check_secrets
+from chatgate.app.config.secrets import ANY_SECRET, check_secrets, served_platforms
 
 
-def load_config(path: Path | None, *, check_installed: bool = True) -> GatewayConfig:
+def load_config(
+    path: Path | None, *, check_installed: bool = True, need_secrets: bool = True
+) -> GatewayConfig:
     """Read, merge with the environment and validate; ``ConfigError`` names the key and its line.
 
-    ``check_installed=False`` skips the check that enabled features have their pip extra."""
+    ``check_installed=False`` skips the check that enabled features have their pip extra;
+    ``need_secrets=False`` the check that every secret a key names is set (the admin commands
+    read the state, not the platforms)."""
     where = str(path) if path else "defaults"
     data: Any = {}
     lines: dict[KeyPath, int] = {}
@@ -33,26 +37,22 @@ def load_config(path: Path | None, *, check_installed: bool = True) -> GatewayCo
         data = data or {}
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must contain a mapping at the top level")
+    data = overlay(data, os.environ, GatewayConfig.model_fields)
     try:
         config = GatewayConfig(**data)
     except ValidationError as exc:
         where += " (and CHATGATE_* environment variables)"
         raise ConfigError(describe(exc, where, GatewayConfig, lines)) from exc
-    except SettingsError as exc:
-        raise ConfigError(
-            f"invalid CHATGATE_* environment variable: {exc}. A section variable such as CHATGATE_HTTP"
-            " must hold JSON; or set one key at a time, e.g. CHATGATE_HTTP__PORT=9000"
-        ) from exc
     if check_installed and (needs := check_extras(config)) is not None:
         raise ConfigError(needs)
-    check_secrets(config, os.environ)
+    check_secrets(config, os.environ if need_secrets else ANY_SECRET)
     check_budgets(config)
     return config
 
 
 def check_budgets(config: GatewayConfig) -> None:
     """Timeouts that only make sense in one order, rate budgets for served platforms."""
-    if (problem := rate_limit_problem(config)) is not None:
+    if (problem := rate_limit_problem(config.delivery.rate_limits, served_platforms(config))) is not None:
         raise ConfigError(problem)
     approvals, turn = config.approvals.timeout_seconds, config.agent.turn_timeout_seconds
     if config.tools.enabled and approvals >= turn:
@@ -60,11 +60,4 @@ def check_budgets(config: GatewayConfig) -> None:
             f"approvals.timeout_seconds: {approvals:g} s is not below agent.turn_timeout_seconds"
             f" ({turn:g} s); the turn would time out while its prompt still waits. Lower it or raise"
             " the turn timeout"
-        )
-    relay, send = config.platforms.relay, config.delivery.send_timeout_seconds
-    if relay.enabled and relay.outbound_timeout_seconds >= send:
-        raise ConfigError(
-            f"platforms.relay.outbound_timeout_seconds: {relay.outbound_timeout_seconds:g} s is not below"
-            f" delivery.send_timeout_seconds ({send:g} s); a missing result would not be recorded as"
-            " ambiguous"
         )

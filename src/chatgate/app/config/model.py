@@ -11,34 +11,23 @@ import ipaddress
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    field_validator,
-    model_validator,
-)
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from chatgate.agents.tools.env import check_names
 from chatgate.app.config.background import (
     BackgroundConfig,
     DelegationConfig,
     HooksConfig,
     SchedulesConfig,
 )
-from chatgate.app.config.errors import fold_literal_case
 from chatgate.app.config.pairing import PairingConfig
-from chatgate.app.config.platforms import (
-    PlatformsConfig,
-)
+from chatgate.app.config.platforms import PlatformSections
 from chatgate.app.config.rates import RateLimitsConfig
-from chatgate.app.config.section import EnvName
-from chatgate.app.config.section import Section as _Section
+from chatgate.domain.errors import ConfigError as ConfigError
 from chatgate.domain.shell.allow import load_allow
 from chatgate.domain.shell.danger import load_rules
-
-
-class ConfigError(Exception):
-    """A configuration mistake, already phrased for the user."""
+from chatgate.platforms.kit.section import EnvName, fold_literal_case
+from chatgate.platforms.kit.section import Section as _Section
 
 
 class HttpConfig(_Section):
@@ -232,6 +221,15 @@ class ToolsConfig(_Section):
     file system read-only, private /tmp, no network); start-up fails if it cannot."""
     sandbox_network: bool = False
     """With the sandbox on, let commands reach the network."""
+    env: list[str] = []
+    """Names of the gateway's environment variables a command may see. Every command, sandboxed
+    or not, otherwise gets only PATH, HOME (the work directory), LANG/LC_ALL, TERM=dumb and git's
+    settings, so model keys and bot tokens stay out of what it can print (docs/approvals.md)."""
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        return check_names(value)  # a ValueError names the variable and why it cannot be passed
 
 
 class ApprovalsConfig(_Section):
@@ -274,10 +272,10 @@ class LocksConfig(_Section):
     """Machine-wide directory for per-credential locks (default: <tmp>/chatgate-locks)."""
 
 
-class GatewayConfig(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="CHATGATE_", env_nested_delimiter="__", extra="forbid", validate_default=True
-    )
+class GatewayConfig(BaseModel):
+    """The whole config; ``load_config`` reads it from the YAML file and ``CHATGATE_*`` variables."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     profile: str = "default"
     state_dir: str | None = None
@@ -288,7 +286,7 @@ class GatewayConfig(BaseSettings):
     sessions: SessionsConfig = SessionsConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
     delivery: DeliveryConfig = DeliveryConfig()
-    platforms: PlatformsConfig = PlatformsConfig()
+    platforms: PlatformSections = Field(default_factory=lambda: PlatformSections.validate({}))
     shutdown: ShutdownConfig = ShutdownConfig()
     locks: LocksConfig = LocksConfig()
     tools: ToolsConfig = ToolsConfig()
@@ -303,18 +301,6 @@ class GatewayConfig(BaseSettings):
     @classmethod
     def _any_case_choices(cls, data: Any) -> Any:
         return fold_literal_case(cls, data)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The environment overrides the YAML file (passed as init values).
-        return (env_settings, init_settings)
 
 
 def secret(environ: Any, name: str | None) -> str | None:

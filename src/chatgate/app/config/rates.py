@@ -8,14 +8,9 @@ keeps the adapter's value. A platform name that is not served is a start-up erro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from chatgate.engine.ratelimit import RateOverride
-
-if TYPE_CHECKING:
-    from chatgate.app.config.model import GatewayConfig
 
 
 class RateLimitsConfig(BaseModel):
@@ -32,23 +27,9 @@ class RateLimitsConfig(BaseModel):
         return RateOverride(self.chat_interval_seconds, self.per_second, self.group_per_minute)
 
 
-def served_platforms(config: GatewayConfig) -> list[str]:
-    platforms = config.platforms
-    relay = platforms.relay
-    relayed = [p.platform.strip().lower() for p in relay.platforms] if relay.enabled else []
-    return [
-        *(["web"] if platforms.web.enabled else []),
-        *(["telegram"] if platforms.telegram.enabled else []),
-        *(["slack"] if platforms.slack.enabled else []),
-        *(["discord"] if platforms.discord.enabled else []),
-        *relayed,
-    ]
-
-
-def rate_limit_problem(config: GatewayConfig) -> str | None:
+def rate_limit_problem(limits: dict[str, RateLimitsConfig], served: list[str]) -> str | None:
     """The error naming the key, when a budget names a platform this gateway does not serve."""
-    served = served_platforms(config)
-    for name in config.delivery.rate_limits:
+    for name in limits:
         if name not in served:
             return (
                 f"delivery.rate_limits.{name}: {name!r} is not a platform this gateway serves"

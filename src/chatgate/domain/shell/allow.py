@@ -12,9 +12,11 @@ inside the work directory (docs/approvals.md). An entry is data:
   (where a write can make a later ``git`` run a command).
 - ``asks``: understood (so its options are resolved for the prompt) but always asks,
   because it reaches beyond the work directory.
-- ``needs_sandbox``: it runs code from the work directory (a test runner), so it runs
-  without a prompt only with ``tools.sandbox: bwrap``.
 - ``subcommands``: for ``git``-like programs, an entry per subcommand.
+
+A program that runs code from the work directory (``domain.shell.code_runners``: test
+runners, build tools, interpreters, package managers) is never proven safe, sandbox or not:
+an entry for one must say ``asks: true``, and the check refuses it either way.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatgate.domain.shell.allow_defaults import DEFAULT_TABLE
+from chatgate.domain.shell.code_runners import REASON, runs_workdir_code
 
 _OPTION = re.compile(r"(-NUM|--?[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z0-9?])(?: (PATH|TEXT))?")
 _PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}|\[")
-_FIELDS = frozenset({"options", "operands", "writes", "asks", "needs_sandbox", "subcommands"})
+_FIELDS = frozenset({"options", "operands", "writes", "asks", "subcommands"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +43,6 @@ class ProgramSpec:
     operands: str = "paths"
     writes: bool = False
     asks: bool = False
-    needs_sandbox: bool = False
     subcommands: Mapping[str, ProgramSpec] = field(default_factory=dict)
 
     @property
@@ -56,6 +58,11 @@ def _spec(item: Any, where: str) -> ProgramSpec:
     if not isinstance(item, Mapping):
         raise ValueError(
             f"{where}: expected a mapping with options/operands/writes, got {type(item).__name__}"
+        )
+    if "needs_sandbox" in item:
+        raise ValueError(
+            f"{where}.needs_sandbox: removed; a program that runs code from the work directory is never"
+            " proven safe, sandbox or not (docs/approvals.md); write asks: true instead"
         )
     unknown = sorted(str(k) for k in item if k not in _FIELDS)
     if unknown:
@@ -78,7 +85,7 @@ def _spec(item: Any, where: str) -> ProgramSpec:
     if operands not in ("paths", "text"):
         raise ValueError(f"{where}.operands: must be 'paths' or 'text', got {operands!r}")
     flags = {}
-    for name in ("writes", "asks", "needs_sandbox"):
+    for name in ("writes", "asks"):
         value = item.get(name, False)
         if not isinstance(value, bool):
             raise ValueError(f"{where}.{name}: must be true or false, got {value!r}")
@@ -104,8 +111,15 @@ def load_allow(config: Mapping[str, Any] | None, *, defaults: bool = True) -> di
             raise ValueError(f"{where}: a program name is a plain command name (no '/', no spaces)")
         if item is False:
             table.pop(name, None)
-        else:
-            table[name] = _spec(item, where)
+            continue
+        spec = _spec(item, where)
+        why = runs_workdir_code(name)
+        if why is not None and not spec.asks:
+            raise ValueError(
+                f"{where}: `{name}` {REASON} ({why}), so it can never run without a prompt;"
+                " remove the entry, or add asks: true to keep its options understood in the prompt"
+            )
+        table[name] = spec
     return table
 
 

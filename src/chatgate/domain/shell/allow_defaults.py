@@ -4,6 +4,14 @@ Read-only programs, and programs confined to the work directory by their operand
 Options that make a program run another program (``find -exec``, ``sort
 --compress-program``, ``git -c``), follow a path given elsewhere, or reach the network
 are deliberately absent: the check refuses an option it does not know.
+
+No program here runs code or configuration found in the work directory (audited line by
+line in docs/approvals.md, "Programs that are never proven safe"); such programs are in
+``code_runners`` and always ask. ``git`` is the one exception made safe by the runner: it runs
+every ``git`` with the programs its configuration names turned off (hooks, fsmonitor,
+filters, diff drivers, pager, editor, ssh, ``ext::``; ``agents/tools/git_guard.py``).
+Subcommands or options that would still run one ask: ``status -v`` and ``commit -v`` show a
+diff through the repository's textconv drivers and take no ``--no-textconv``.
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ _GIT_DIFF = (
 )
 
 _GIT: dict[str, Any] = {
-    "status": _entry("-s -b -u --short --branch --porcelain --long --untracked-files --ignored -v"),
+    "status": _entry("-s -b -u --short --branch --porcelain --long --untracked-files --ignored"),
     "diff": _entry(_GIT_DIFF, text="-U --unified --diff-filter"),
     "log": _entry(_GIT_LOG, text=_GIT_LOG_TEXT),
     "show": _entry(_GIT_LOG + " " + _GIT_DIFF, text="--format --pretty"),
@@ -59,7 +67,7 @@ _GIT: dict[str, Any] = {
         "-A -u -n -v -f -N --all --update --dry-run --verbose --force --intent-to-add", writes=True
     ),
     "commit": _entry(
-        "-a -q -v -s --all --quiet --verbose --signoff --amend --no-edit --allow-empty --no-verify",
+        "-a -q -s --all --quiet --signoff --amend --no-edit --allow-empty --no-verify",
         text="-m --message",
     ),
     "reset": _entry("-q --quiet --soft --mixed --hard"),
@@ -156,10 +164,4 @@ DEFAULT_TABLE: dict[str, dict[str, Any]] = {
     ),
     "cd": _entry("-L -P"),
     "git": {"options": ["--no-pager"], "subcommands": _GIT},
-    "pytest": _entry(
-        "-q -v -x -s -l -vv --quiet --verbose --exitfirst --lf --ff --last-failed --failed-first --no-header"
-        " -ra",
-        text="-k -m -n --tb --maxfail -p",
-        needs_sandbox=True,
-    ),
 }

@@ -255,13 +255,11 @@ def assess(
     workdir: str,
     extra_rules: Sequence[DangerRule] = (),
     allow: AllowList = DEFAULT_ALLOW,
-    *,
-    sandboxed: bool = False,
 ) -> Assessment:
     """Prove ``command`` (run by ``/bin/sh -c`` in the absolute ``workdir``) safe against the
     allow-list, and match it against the rules, which explain what it does."""
     found = views(command, workdir)
-    proof = prove(command, workdir, allow, sandboxed=sandboxed)
+    proof = prove(command, workdir, allow)
     found = (*found, *proof.views)
     matched = tuple(
         rule

@@ -7,8 +7,14 @@ it may be in by then. Anything else yields a reason, and the command asks a huma
 canonical form of each command (variables resolved, long options spelled in full) is
 returned too, so the danger rules can explain what it does. Pure: no I/O.
 
+A program that runs code from the work directory (``code_runners``) is never proven, and
+neither is ``git`` in a pipeline beside a command that writes files (the configuration git
+reads could change while it runs).
+
 Assumptions the runner keeps (``agents.tools``): ``/bin/sh -c`` runs the command, in the
-work directory, with ``CDPATH``, ``ENV`` and ``BASH_ENV`` removed from its environment.
+work directory, with a minimal environment (no ``CDPATH``, ``ENV``, ``BASH_ENV``, ``IFS``; a
+``PATH`` without the work directory), and every ``git`` it runs has the programs its
+configuration names turned off (``agents/tools/git_guard.py``).
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from chatgate.domain.shell import code_runners
 from chatgate.domain.shell.allow import AllowList, ProgramSpec
 from chatgate.domain.shell.options import parse_options
-from chatgate.domain.shell.strict import Refused, StrictLexer, Tok, Word, shown
+from chatgate.domain.shell.strict import NotProvable, StrictLexer, Tok, Word, shown
 
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=")
 _LOCAL_VAR = re.compile(r"[a-z_][a-z0-9_]*")
@@ -28,8 +35,6 @@ _SPLITS = re.compile(r"[\s*?\[]")
 _MAX_REASONS = 5
 _MAX_CWDS = 16
 _RUNS_CODE = {
-    **dict.fromkeys(("sh", "bash", "dash", "zsh", "ksh", "fish", "python", "python3", "perl", "ruby",
-                     "node", "php", "awk", "gawk", "busybox"), "runs whatever code it is given"),
     **dict.fromkeys(("eval", "source", ".", "exec", "command", "builtin", "env", "xargs", "nohup", "nice",
                      "timeout", "sudo", "doas", "su", "setsid", "stdbuf", "time", "watch"),
                     "runs its arguments as a command"),
@@ -58,23 +63,26 @@ class Proof:
 class _State:
     workdir: str
     allow: AllowList
-    sandboxed: bool
     cwds: list[str] = field(default_factory=list)
     vars: dict[str, str] = field(default_factory=dict)
     views: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    git: bool = False
+    """The current command runs ``git``."""
+    writes: bool = False
+    """The current command writes a file (a redirection or a program marked ``writes``)."""
 
     def refuse(self, reason: str) -> None:
         if reason not in self.reasons and len(self.reasons) < _MAX_REASONS:
             self.reasons.append(reason)
 
 
-def prove(command: str, workdir: str, allow: AllowList, *, sandboxed: bool = False) -> Proof:
+def prove(command: str, workdir: str, allow: AllowList) -> Proof:
     """Whether ``command`` (``/bin/sh -c`` in the absolute ``workdir``) is proven safe."""
-    state = _State(posixpath.normpath(workdir), allow, sandboxed, cwds=[posixpath.normpath(workdir)])
+    state = _State(posixpath.normpath(workdir), allow, cwds=[posixpath.normpath(workdir)])
     try:
         tokens = StrictLexer(command).run()
-    except Refused as exc:
+    except NotProvable as exc:
         return Proof((), (exc.reason,))
     try:
         _walk(state, tokens)
@@ -89,6 +97,7 @@ def _walk(state: _State, tokens: list[Tok]) -> None:
     redirs: list[tuple[Tok, Word]] = []
     pending: Tok | None = None
     before = ""  # the operator before the current command
+    stages: list[tuple[bool, bool]] = []  # (runs git, writes) of each command of the current pipeline
     for tok in [*tokens, Tok("o", op="\n")]:
         if tok.kind == "w" and pending is not None:
             redirs.append((pending, tok.word))
@@ -105,10 +114,28 @@ def _walk(state: _State, tokens: list[Tok]) -> None:
             pending = None
             if words or redirs:
                 conditional = before in ("&&", "||", "|") or tok.op == "|"
+                state.git = state.writes = False
                 _command(state, words, redirs, conditional=conditional)
+                stages.append((state.git, state.writes))
             elif tok.op in ("&&", "||", "|"):
                 state.refuse(f"has `{tok.op}` without a command before it")
+            if tok.op != "|":
+                _pipeline(state, stages)
+                stages = []
             words, redirs, before = [], [], tok.op
+
+
+def _pipeline(state: _State, stages: list[tuple[bool, bool]]) -> None:
+    """``git`` runs at the same time as the other commands of its pipeline: none may write a file,
+    or the configuration git reads (a file it includes may be in the work directory) could change
+    between the runner's guard reading it and git reading it."""
+    for index, (git, _) in enumerate(stages):
+        if git and any(writes for other, (_, writes) in enumerate(stages) if other != index):
+            state.refuse(
+                "runs `git` in a pipeline beside a command that writes files, which could change"
+                " git's configuration while it runs"
+            )
+            return
 
 
 def _expand(state: _State, word: Word) -> str | None:
@@ -173,6 +200,8 @@ def _redirect(state: _State, tok: Tok, target: Word) -> None:
     path = _expand(state, target)
     if path is None:
         return
+    if tok.op not in ("<", ">&", "<&") and path not in _DEVICES:
+        state.writes = True
     if tok.op in (">&", "<&"):
         if not (path.isdigit() or path == "-"):
             state.refuse(f"redirects with `{tok.op}{shown(path)}`, which this check does not analyse")
@@ -185,6 +214,11 @@ def _program(state: _State, name: str, args: list[str]) -> None:
     if "/" in name:
         state.refuse(f"runs `{shown(name)}`, a program named by a path, not one on the allow-list")
         return
+    why_code = code_runners.runs_workdir_code(name)
+    if why_code is not None:  # whatever approvals.allow says
+        state.refuse(code_runners.reason(shown(name), why_code))
+        return
+    state.git = state.git or name == "git"
     spec = state.allow.get(name)
     if spec is None:
         why = _RUNS_CODE.get(name)
@@ -215,13 +249,13 @@ def _checked(state: _State, spec: ProgramSpec, label: str, args: list[str], pref
         state.refuse(reason)
     if spec.asks:
         state.refuse(f"`{label}` reaches beyond the work directory, so it always asks")
-    if spec.needs_sandbox and not state.sandboxed:
-        state.refuse(f"`{label}` runs code from the work directory; it runs unasked only with tools.sandbox")
     operands = opts.operands
     if label == "sed":
         given = opts.texts.get("-e", []) + opts.texts.get("--expression", [])
         _sed(state, given or operands[:1])
         operands = operands if given else operands[1:]
+    if spec.writes and (opts.paths or (spec.operands == "paths" and operands)):
+        state.writes = True  # it may write a path it names (`sort` alone only filters a pipe)
     for value in opts.paths:
         _path(state, value, write=spec.writes, what=f"`{label}`")
     if spec.operands == "paths":

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from chatgate.domain.errors import ChatgateError
+
 # A word is a tuple of parts: (kind, text); kind "u" unquoted literal, "q" quoted literal,
 # "vu" unquoted $name, "vq" quoted "$name".
 Part = tuple[str, str]
@@ -26,7 +28,7 @@ class Tok:
     fd: str = ""  # the file descriptor digits before a redirection ("2" of 2>)
 
 
-class Refused(Exception):
+class NotProvable(ChatgateError):
     """The command uses shell syntax this lexer does not analyse; ``reason`` says which."""
 
     def __init__(self, reason: str) -> None:
@@ -56,7 +58,7 @@ def shown(text: str) -> str:
 
 
 class StrictLexer:
-    """One pass over the text; ``run`` returns the tokens or raises ``Refused``."""
+    """One pass over the text; ``run`` returns the tokens or raises ``NotProvable``."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -84,10 +86,10 @@ class StrictLexer:
             elif c == "$":
                 self._var(quoted=False)
             elif c == "`":
-                raise Refused("cannot tell what a `…` command substitution runs")
+                raise NotProvable("cannot tell what a `…` command substitution runs")
             elif text.startswith(_REFUSED_REDIRS, self.i):
                 op = next(o for o in _REFUSED_REDIRS if text.startswith(o, self.i))
-                raise Refused(f"uses `{op}`, which this check does not analyse")
+                raise NotProvable(f"uses `{op}`, which this check does not analyse")
             elif c in "<>":
                 self._redirect()
             elif c in ";&|\n()":
@@ -112,7 +114,7 @@ class StrictLexer:
 
     def _literal(self, c: str) -> None:
         if c == "~" and (not self.in_word or self._last_char() in "=:"):
-            raise Refused("uses `~`, which expands to a home directory")
+            raise NotProvable("uses `~`, which expands to a home directory")
         if (
             (c == "[" and self._lone_bracket())
             or c in _SAFE
@@ -120,16 +122,18 @@ class StrictLexer:
         ):
             self._add("u", c)
         elif c in "*?[":
-            raise Refused(f"cannot tell which files the pattern `{shown(self._word_at())}` names (quote it)")
+            raise NotProvable(
+                f"cannot tell which files the pattern `{shown(self._word_at())}` names (quote it)"
+            )
         elif (
             c == "{" and not self.in_word and self.text.startswith("{}", self.i) and self._ends_at(self.i + 2)
         ):
             self._add("u", "{}")
             self.i += 1
         elif c == "{":
-            raise Refused(f"uses `{{` (a brace group or brace expansion) in `{shown(self._word_at())}`")
+            raise NotProvable(f"uses `{{` (a brace group or brace expansion) in `{shown(self._word_at())}`")
         else:
-            raise Refused(f"uses the character {c!r} unquoted, which this check does not analyse")
+            raise NotProvable(f"uses the character {c!r} unquoted, which this check does not analyse")
         self.i += 1
 
     def _last_char(self) -> str:
@@ -157,7 +161,7 @@ class StrictLexer:
     def _single(self) -> None:
         end = self.text.find("'", self.i + 1)
         if end < 0:
-            raise Refused("has an unterminated ' quote")
+            raise NotProvable("has an unterminated ' quote")
         self._add("q", self.text[self.i + 1 : end])
         self.i = end + 1
 
@@ -176,18 +180,18 @@ class StrictLexer:
                 self._var(quoted=True)
                 i = self.i
             elif c == "`":
-                raise Refused("cannot tell what a `…` command substitution runs")
+                raise NotProvable("cannot tell what a `…` command substitution runs")
             else:
                 self._add("q", c)
                 i += 1
         if i >= len(text):
-            raise Refused('has an unterminated " quote')
+            raise NotProvable('has an unterminated " quote')
         self.i = i + 1
 
     def _escape(self) -> None:
         nxt = self.text[self.i + 1 : self.i + 2]
         if nxt == "":
-            raise Refused("ends with a lone backslash")
+            raise NotProvable("ends with a lone backslash")
         if nxt != "\n":
             self._add("q", nxt)
         self.i += 2
@@ -202,8 +206,8 @@ class StrictLexer:
         elif braced or not m:
             snippet = self._expansion_at(i)
             if snippet.startswith(("$(", "$[")):
-                raise Refused(f"cannot tell what `{shown(snippet)}` runs")
-            raise Refused(f"cannot tell what `{shown(snippet)}` expands to")
+                raise NotProvable(f"cannot tell what `{shown(snippet)}` runs")
+            raise NotProvable(f"cannot tell what `{shown(snippet)}` expands to")
         self._add("vq" if quoted else "vu", m.group())
         self.i = end
 
@@ -230,7 +234,7 @@ class StrictLexer:
         for op in (*_OPS[:2], *_REFUSED_OPS, *_OPS[2:]):
             if self.text.startswith(op, self.i):
                 if op in _REFUSED_OPS:
-                    raise Refused(_REFUSED_OPS[op])
+                    raise NotProvable(_REFUSED_OPS[op])
                 self.tokens.append(Tok("o", op=op))
                 self.i += len(op)
                 return

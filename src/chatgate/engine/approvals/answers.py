@@ -60,7 +60,7 @@ class AnswerStore(Inbox, ApprovalReads, Protocol):
     """The roles an answer needs: the prompt it answers, and the inbox its event commits to."""
 
 
-class ApprovalDesk:
+class AnswerIntake:
     """Admission's side of approvals: commit an answer with its event, then wake and render."""
 
     def __init__(self, store: AnswerStore, broker: ApprovalBroker) -> None:

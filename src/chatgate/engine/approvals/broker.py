@@ -115,9 +115,7 @@ class ApprovalBroker:
     ) -> Decision:
         """Run now, or ask a human and obey the recorded answer. Raises ``StoreUnavailable``."""
         settings = self.settings
-        assessment = await asyncio.to_thread(
-            assess, command, str(workdir), settings.rules, settings.allow, sandboxed=settings.sandboxed
-        )
+        assessment = await asyncio.to_thread(assess, command, str(workdir), settings.rules, settings.allow)
         if not assessment.dangerous:
             return Decision(True)
         # A remembered approval covers a rule, never a command that could not be analysed.

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.errors import ChatgateError
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.prompts import (
     OPTION_IDS,
@@ -37,13 +38,11 @@ class ApprovalSettings:
     render_timeout_s: float = 10.0
     """Longest wait for an adapter to show or update a prompt."""
     allow: AllowList = field(default_factory=lambda: DEFAULT_ALLOW)
-    """Programs a command may use and still run unasked (``approvals.allow``)."""
-    sandboxed: bool = False
-    """The shell tool runs in an OS sandbox (``tools.sandbox``): programs marked
-    ``needs_sandbox`` may then run unasked."""
+    """Programs a command may use and still run unasked (``approvals.allow``). The sandbox
+    proves nothing: it confines what an approved command can change (issue 27)."""
 
 
-class AnswerRefused(Exception):
+class AnswerRefused(ChatgateError):
     """This person may not give this answer; nothing was recorded. ``code`` is for adapters."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
@@ -25,33 +24,17 @@ from chatgate.engine.ports import AdapterState, Intake, deliver_final, marked_te
 from chatgate.platforms.discord.catchup import ChannelBook
 from chatgate.platforms.discord.commands import register_commands
 from chatgate.platforms.discord.decode import Addressing, ChannelInfo
-from chatgate.platforms.discord.endpoint import DEFAULT_API_BASE, point_gateway, point_rest
+from chatgate.platforms.discord.endpoint import point_gateway, point_rest
 from chatgate.platforms.discord.lane import PLATFORM, Access, DiscordLane
 from chatgate.platforms.discord.outbound import DiscordOutbound
 from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest
+from chatgate.platforms.discord.section import DiscordSection
 from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 
 log = logging.getLogger(__name__)
 USER_AGENT = "DiscordBot (https://github.com/chatgate/chatgate, 1) chatgate"
 FLUSH_INTERVAL = 1.0
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
-
-
-@dataclass(frozen=True, slots=True)
-class DiscordSettings:
-    token: str
-    api_base: str = DEFAULT_API_BASE
-    require_mention: bool = True
-    free_response_channels: frozenset[str] = frozenset()
-    allow_channels: frozenset[str] = frozenset()
-    allow_users: frozenset[str] = frozenset()
-    allow_roles: frozenset[str] = frozenset()
-    allow_all: bool = False
-    catch_up_hours: float = 24.0
-    command_guilds: tuple[str, ...] = ()
-    register_commands: bool = True
-    duplicate_marker: str = ""
-    status_reactions: bool = False
 
 
 def _info(channel: Any) -> ChannelInfo | None:
@@ -90,13 +73,24 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         platform_max_rate=50.0,
     )
 
-    def __init__(self, settings: DiscordSettings, cursors: Cursors, intake: Intake) -> None:
-        self._settings = settings
-        self._rest = DiscordRest(settings.token, settings.api_base, USER_AGENT)
-        self._outbound = DiscordOutbound(self._rest, status_reactions=settings.status_reactions)
+    def __init__(
+        self,
+        section: DiscordSection,
+        token: str,
+        cursors: Cursors,
+        intake: Intake,
+        *,
+        duplicate_marker: str = "",
+    ) -> None:
+        self._section = section
+        self._token = token
+        self._duplicate_marker = duplicate_marker
+        self._rest = DiscordRest(token, section.api_base, USER_AGENT)
+        self._outbound = DiscordOutbound(self._rest, status_reactions=section.status_reactions)
         self._client: Any = None
-        self._book = ChannelBook(cursors, "discord:channels", settings.catch_up_hours)
-        access = Access(settings.allow_all, settings.allow_users, settings.allow_roles)
+        self._book = ChannelBook(cursors, "discord:channels", section.catch_up_hours)
+        # With allow_roles the adapter decides (a member's roles are only on the Discord event).
+        access = Access(section.allow_all, frozenset(section.allow_users), frozenset(section.allow_roles))
         self.lane = DiscordLane(
             intake, self._rest, self._outbound, self._book, access, self._cached, self._guild
         )
@@ -108,7 +102,7 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        point_rest(self._settings.api_base)
+        point_rest(self._section.api_base)
         await self._rest.open()
         await self._book.load()
         self._detail = "connecting"
@@ -138,9 +132,9 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
     def _ready(self, client: Any) -> Any:
         async def on_ready() -> None:
             self._detail = f"connected as {client.user}"
-            if self._settings.register_commands and not self._commands_done and client.application_id:
+            if self._section.register_commands and not self._commands_done and client.application_id:
                 self._commands_done = True
-                guilds = self._settings.command_guilds
+                guilds = tuple(self._section.command_guilds)
                 await register_commands(self._rest, str(client.application_id), guilds)
 
         return on_ready
@@ -153,12 +147,12 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         while True:
             self._client = client = self._make_client()
             try:
-                await client.login(self._settings.token)
+                await client.login(self._token)
                 self.bot_id = str(client.user.id)
                 self._outbound.application_id = str(client.application_id)
                 self.lane.rules = Addressing(
-                    self.bot_id, self._settings.require_mention,
-                    self._settings.free_response_channels, self._settings.allow_channels,
+                    self.bot_id, self._section.require_mention,
+                    frozenset(self._section.free_response_channels), frozenset(self._section.allow_channels),
                 )  # fmt: skip
                 gateway = await self._rest.call("GET", "/gateway/bot")
                 point_gateway(str(gateway["url"]))
@@ -224,13 +218,11 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         if row.target.get(REPLY_VIA_KEY) == "interaction" or row.kind == "command":
             token = self.lane.tokens.valid(row.chat_id, row.target.get("user_id"))
             if token is not None:
-                sent = await self._outbound.follow_up(
-                    token, marked_text(row, self._settings.duplicate_marker)
-                )
+                sent = await self._outbound.follow_up(token, marked_text(row, self._duplicate_marker))
                 if not isinstance(sent, Rejected):
                     return sent
                 self.lane.tokens.forget(row.chat_id, row.target.get("user_id"))  # expired early: the channel
-        result = await deliver_final(self, row, self._settings.duplicate_marker)
+        result = await deliver_final(self, row, self._duplicate_marker)
         if isinstance(result, Delivered) and row.kind == "final":
             await self._outbound.mark_answered(row.chat_id, row.in_reply_to)
         return result

@@ -8,7 +8,7 @@ thread id and its channel as the parent. The user name follows discord.py's
 guild and channel names and the topic as the channel cache shows them now.
 
 Whether a message is for the bot at all (a mention, a reply to the bot, a free-response
-channel, the channel allowlist) is decided here too: a message that is not is a ``Skip``,
+channel, the channel allowlist) is decided here too: a message that is not is a ``Skipped``,
 never admitted and never recorded, like any other talk in a channel the bot can read.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 from chatgate.domain.edits import EDIT_OF
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound
 from chatgate.domain.source import ChatType, Source
+from chatgate.platforms.kit.skipped import Skipped
 
 PLATFORM = "discord"
 TRANSPORT = "discord"
@@ -53,11 +54,6 @@ class Addressing:
     free_response_channels: frozenset[str] = frozenset()
     allow_channels: frozenset[str] = frozenset()
     """Empty: every channel the bot can read (DMs are never filtered by channel)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,8 +141,8 @@ def strip_mention(text: str, bot_id: str) -> str:
 
 def decode_message(
     data: dict[str, Any], channel: ChannelInfo, rules: Addressing, *, received_at: float
-) -> Inbound | Skip | Bad:
-    """Never raises on input: a malformed message is ``Bad``, one not for the bot a ``Skip``."""
+) -> Inbound | Skipped | Bad:
+    """Never raises on input: a malformed message is ``Bad``, one not for the bot a ``Skipped``."""
     message_id, author = data.get("id"), data.get("author")
     if (
         not isinstance(message_id, str)
@@ -155,13 +151,13 @@ def decode_message(
     ):
         return Bad("message without an id or an author id", None)
     if author.get("bot") or author["id"] == rules.bot_id:
-        return Skip("written by a bot")
+        return Skipped("written by a bot")
     kind = data.get("type", 0)
     if not isinstance(kind, int) or kind not in PERSON_MESSAGE_TYPES:
-        return Skip(f"message type {data.get('type')} is not a person's message")
+        return Skipped(f"message type {data.get('type')} is not a person's message")
     addressed, why = _addressed(data, channel, rules)
     if not addressed:
-        return Skip(why)
+        return Skipped(why)
     content = data.get("content")
     if not isinstance(content, str):
         return Bad("message content is not a string", delivery_id(channel.id, message_id))
@@ -197,13 +193,13 @@ def decode_message(
 
 def decode_edit(
     data: dict[str, Any], channel: ChannelInfo, rules: Addressing, *, received_at: float
-) -> Inbound | Skip | Bad:
+) -> Inbound | Skipped | Bad:
     """A person's edit (MESSAGE_UPDATE with an ``edited_timestamp``) as a new event that says it
     is one: its own delivery id per edit, the edited message as ``message_ref`` and ``payload``
     (``edit_of``: the turn's fold, ``domain/edits.py``, tells the agent it is an edit)."""
     edited = data.get("edited_timestamp")
     if not isinstance(edited, str) or not isinstance(data.get("content"), str):
-        return Skip("an update that is not an edit of the text (an embed, a pin)")
+        return Skipped("an update that is not an edit of the text (an embed, a pin)")
     decoded = decode_message(data, channel, rules, received_at=received_at)
     if not isinstance(decoded, Inbound):
         return decoded

@@ -29,15 +29,15 @@ from chatgate.platforms.discord.decode import (
     Addressing,
     Bad,
     ChannelInfo,
-    Skip,
     decode_edit,
     decode_message,
 )
 from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
 from chatgate.platforms.discord.outbound import DiscordOutbound
 from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest, RateLimited
-from chatgate.platforms.discord_wire.interaction import Unsupported, decode_interaction
+from chatgate.platforms.discord_wire.interaction import UnsupportedInteraction, decode_interaction
 from chatgate.platforms.kit.per_key import PerKeyQueues
+from chatgate.platforms.kit.skipped import Skipped
 
 log = logging.getLogger(__name__)
 PLATFORM = "discord"
@@ -200,7 +200,7 @@ class DiscordLane:
             )
         decode = decode_edit if edit else decode_message
         decoded = decode(data, channel, self.rules, received_at=time.time())
-        if isinstance(decoded, Skip):
+        if isinstance(decoded, Skipped):
             return
         if isinstance(decoded, Bad):
             event: Any = Undecodable(TRANSPORT, decoded.reason, decoded.delivery_id, platform=PLATFORM)
@@ -237,7 +237,7 @@ class DiscordLane:
         iid, token = str(data.get("id") or ""), str(data.get("token") or "")
         body = json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
         decoded = decode_interaction(body, received_at=time.time(), transport=TRANSPORT)
-        if isinstance(decoded, Unsupported):
+        if isinstance(decoded, UnsupportedInteraction):
             event = Undecodable(TRANSPORT, decoded.reason, f"discord:interaction:{iid}" if iid else None,
                                 platform=PLATFORM)  # fmt: skip
             await self._intake.submit(event, patience=INTERACTION_PATIENCE)

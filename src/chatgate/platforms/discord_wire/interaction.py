@@ -18,7 +18,7 @@ labels, so the event never touches them, and replies go through the interaction'
 follow-up.
 
 A ping or autocomplete (answered by the connector), an unknown type or a malformed
-body becomes an ``Unsupported`` with its reason; this function never raises on input.
+body becomes an ``UnsupportedInteraction`` with its reason; this function never raises on input.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ ACTION_ROW, TEXT_DISPLAY, LABEL, FILE_UPLOAD = 1, 10, 18, 19
 
 
 @dataclass(frozen=True, slots=True)
-class Unsupported:
+class UnsupportedInteraction:
     reason: str
     action_id: str | None
     """The interaction id when it could be read, so the rejection can be recorded."""
@@ -326,29 +326,29 @@ def _no_constant(name: str) -> Any:
 
 def decode_interaction(
     body: bytes, *, received_at: float, transport: str = TRANSPORT
-) -> Inbound | Unsupported:
-    """Decode one interaction body exactly as Discord POSTed it; bad input becomes ``Unsupported``."""
+) -> Inbound | UnsupportedInteraction:
+    """Decode one interaction body exactly as Discord POSTed it; bad input is ``UnsupportedInteraction``."""
     if not isinstance(body, bytes | bytearray):
-        return Unsupported(f"body must be bytes, got {type(body).__name__}", None)
+        return UnsupportedInteraction(f"body must be bytes, got {type(body).__name__}", None)
     if len(body) > MAX_BODY_BYTES:
-        return Unsupported(f"body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}", None)
+        return UnsupportedInteraction(f"body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}", None)
     try:
         raw = bytes(body).decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Unsupported(f"body is not valid UTF-8 (byte {exc.start})", None)
+        return UnsupportedInteraction(f"body is not valid UTF-8 (byte {exc.start})", None)
     try:
         parsed: Any = json.loads(raw, parse_constant=_no_constant)
     except RecursionError:
-        return Unsupported("body is not usable JSON: nested too deeply", None)
+        return UnsupportedInteraction("body is not usable JSON: nested too deeply", None)
     except ValueError as exc:
-        return Unsupported(f"body is not JSON: {exc}", None)
+        return UnsupportedInteraction(f"body is not JSON: {exc}", None)
     if not isinstance(parsed, dict):
-        return Unsupported(f"body must be a JSON object, got {type(parsed).__name__}", None)
+        return UnsupportedInteraction(f"body must be a JSON object, got {type(parsed).__name__}", None)
     raw_id = parsed.get("id")
     action_id = raw_id if isinstance(raw_id, str) and raw_id.strip() else None
     try:
         return _decode(parsed, action_id, received_at, transport)
     except Reject as exc:
-        return Unsupported(exc.reason, action_id)
+        return UnsupportedInteraction(exc.reason, action_id)
     except RecursionError:  # a value nested near the parser's limit, touched one level deeper
-        return Unsupported("body is not usable: nested too deeply", action_id)
+        return UnsupportedInteraction("body is not usable: nested too deeply", action_id)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
+from chatgate.domain.errors import ChatgateError
 
-class Reject(Exception):
+
+class Reject(ChatgateError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason

@@ -47,7 +47,7 @@ from chatgate.engine.ports import (
     Unavailable,
     Undecodable,
 )
-from chatgate.platforms.discord_wire.interaction import Unsupported, decode_interaction
+from chatgate.platforms.discord_wire.interaction import UnsupportedInteraction, decode_interaction
 from chatgate.platforms.kit.per_key import PerKeyQueues
 from chatgate.platforms.relay.coalesce import FrameCoalescer
 from chatgate.platforms.relay.connection import (
@@ -277,7 +277,7 @@ class RelayHub(FrameHandler):
         if platform != "discord":
             return f"passthrough for platform {platform!r} is not supported (only discord interactions)"
         decoded = decode_interaction(frame.forward.body, received_at=received_at)
-        if isinstance(decoded, Unsupported):
+        if isinstance(decoded, UnsupportedInteraction):
             return decoded.reason
         return decoded
 

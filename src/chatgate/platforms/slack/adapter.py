@@ -38,16 +38,17 @@ from chatgate.engine.ports import (
     resolve_prompt_by_edit,
 )
 from chatgate.platforms.kit.per_key import PerKeyQueues
+from chatgate.platforms.kit.skipped import Skipped
 from chatgate.platforms.slack.decode import (
     PLATFORM,
     IntakeRules,
-    Skip,
     decode_command,
     decode_event,
 )
 from chatgate.platforms.slack.http_events import serve_http
 from chatgate.platforms.slack.interactive import decode_interactive
 from chatgate.platforms.slack.outbound import SlackOutbound
+from chatgate.platforms.slack.section import SlackSection
 from chatgate.platforms.slack.streams import SlackStreams
 
 if TYPE_CHECKING:
@@ -65,19 +66,14 @@ REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
 
 @dataclass(frozen=True, slots=True)
 class SlackSettings:
+    """The Slack section with the secrets its ``*_env`` keys name, read from the environment."""
+
+    section: SlackSection
     bot_token: str
     app_token: str | None = None
     """Socket Mode's app-level token (``xapp-``); None in HTTP mode."""
     signing_secret: str | None = None
     """HTTP mode's signing secret; None in Socket Mode."""
-    api_base: str = "https://slack.com/api/"
-    require_mention: bool = True
-    channels: tuple[str, ...] = ()
-    free_response_channels: tuple[str, ...] = ()
-    reply_in_thread: bool = True
-    streaming: bool = True
-    """Stream replies natively (chat.startStream) where Slack can; otherwise edited previews."""
-    gateway_command: str = "/chatgate"
     duplicate_marker: str = ""
     max_pending: int = 1024
     """Envelopes queued for admission at once; beyond this the socket reader waits."""
@@ -137,20 +133,21 @@ class SlackAdapter:
     def capabilities(self) -> Capabilities:
         """Native streaming until Slack says the workspace has none (or the config turns it off)."""
         streams = self._streams
-        off = not self._settings.streaming or (streams is not None and streams.supported is False)
+        off = not self._settings.section.streaming or (streams is not None and streams.supported is False)
         return replace(CAPABILITIES, native_stream=False) if off else CAPABILITIES
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        # slack_sdk and Bolt: at start, so the plugin and a config check stay light
         from slack_sdk.web.async_client import AsyncWebClient
 
-        from chatgate.platforms.slack.bolt_app import build_bolt_app
+        from chatgate.platforms.slack.bolt_app import build_bolt_app  # Bolt, at start (idem)
 
         s = self._settings
-        self._web = AsyncWebClient(token=s.bot_token, base_url=s.api_base)
-        self._outbound = SlackOutbound(self._web, reply_in_thread=s.reply_in_thread)
-        self._streams = SlackStreams(self._outbound, enabled=s.streaming)
+        self._web = AsyncWebClient(token=s.bot_token, base_url=s.section.api_base)
+        self._outbound = SlackOutbound(self._web, reply_in_thread=s.section.reply_in_thread)
+        self._streams = SlackStreams(self._outbound, enabled=s.section.streaming)
         self.app = build_bolt_app(self._web, self._handle, s.signing_secret)
         self._detail = "connecting"
         self._runner = asyncio.create_task(self._run(), name="chatgate-slack")
@@ -181,7 +178,7 @@ class SlackAdapter:
         s = self._settings
         assert s.app_token is not None
         self._socket = SocketModeClient(
-            app_token=s.app_token, web_client=AsyncWebClient(base_url=s.api_base), ping_interval=10
+            app_token=s.app_token, web_client=AsyncWebClient(base_url=s.section.api_base), ping_interval=10
         )
         self._socket.socket_mode_request_listeners.append(self._on_envelope)  # type: ignore[arg-type]
         await self._socket.connect()  # type: ignore[no-untyped-call]
@@ -245,10 +242,10 @@ class SlackAdapter:
         if lane == "event":
             decoded = decode_event(body, self._rules())
         elif lane == "command":
-            decoded = decode_command(body, self._settings.gateway_command)
+            decoded = decode_command(body, self._settings.section.slash_command)
         else:
             decoded = decode_interactive(body)
-        if isinstance(decoded, Skip):
+        if isinstance(decoded, Skipped):
             log.debug("Slack delivery skipped: %s", decoded.reason)
             return BoltResponse(status=200, body="")
         if not self._accepting:
@@ -282,9 +279,9 @@ class SlackAdapter:
             chore.add_done_callback(self._chores.discard)
 
     def _rules(self) -> IntakeRules:
-        s = self._settings
+        s = self._settings.section
         return IntakeRules(
-            self._identity.bot_user_id, s.require_mention, s.channels, s.free_response_channels
+            self._identity.bot_user_id, s.require_mention, tuple(s.channels), tuple(s.free_response_channels)
         )
 
     # ------------------------------------------------------------ outbound

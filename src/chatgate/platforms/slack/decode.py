@@ -2,7 +2,7 @@
 
 Pure functions over the parsed bodies Bolt hands us. Each result is an ``Inbound``, an
 ``Undecodable`` with its reason (recorded in the rejected log and acknowledged), or a
-``Skip``: a delivery that is not for the agent by design (the bot's own or another
+``Skipped``: a delivery that is not for the agent by design (the bot's own or another
 bot's message, a channel message that does not mention the bot, a join notice), which is
 acknowledged and logged at debug level only.
 
@@ -26,19 +26,13 @@ from chatgate.domain.edits import EDIT_OF
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.source import ChatType, Source
 from chatgate.engine.ports import Undecodable
+from chatgate.platforms.kit.skipped import Skipped
 
 PLATFORM = "slack"
 TRANSPORT = "slack"
 TEXT_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
 """Message subtypes a person wrote; every other subtype is a notice (join, topic, ...)."""
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    """Not for the agent, by design: acknowledge, log at debug, record nothing."""
-
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +47,7 @@ class IntakeRules:
     """Channel ids where every message is for the agent, mention or not."""
 
 
-Decoded = Inbound | Undecodable | Skip
+Decoded = Inbound | Undecodable | Skipped
 
 
 def chat_type_of(channel: str, channel_type: str | None = None) -> ChatType:
@@ -87,7 +81,7 @@ def decode_event(body: dict[str, Any], rules: IntakeRules) -> Decoded:
         return undecodable("event callback without event_id or event", event_id, body)
     kind = event.get("type")
     if kind == "app_mention":
-        return Skip("app_mention: the message event carries the same message")
+        return Skipped("app_mention: the message event carries the same message")
     if kind != "message":
         return undecodable(f"unsupported event type {kind!r}", event_id, event)
     subtype = event.get("subtype")
@@ -96,13 +90,13 @@ def decode_event(body: dict[str, Any], rules: IntakeRules) -> Decoded:
     if subtype == "message_deleted":
         previous = dict_of(event.get("previous_message"))
         if previous.get("bot_id") or previous.get("user") == rules.bot_user_id:
-            return Skip("the bot's own message was deleted")
+            return Skipped("the bot's own message was deleted")
         deleted = text_of(event.get("deleted_ts"))
         return undecodable(f"message {deleted} deleted (recorded; the agent is not told)", event_id, previous)
     if subtype is not None and subtype not in TEXT_SUBTYPES:
-        return Skip(f"message subtype {subtype!r} is a notice")
+        return Skipped(f"message subtype {subtype!r} is a notice")
     if event.get("bot_id") or event.get("user") == rules.bot_user_id:
-        return Skip("a bot's message")
+        return Skipped("a bot's message")
     return _message(body, event, event_id, rules)
 
 
@@ -147,17 +141,17 @@ def _edit(body: dict[str, Any], event: dict[str, Any], event_id: str, rules: Int
     (its previews, its finals) are skipped."""
     message, previous = dict_of(event.get("message")), dict_of(event.get("previous_message"))
     if message.get("bot_id") or message.get("user") == rules.bot_user_id:
-        return Skip("an edit of a bot's message")
+        return Skipped("an edit of a bot's message")
     channel = str_or_none(event.get("channel"))
     user, ts = str_or_none(message.get("user")), str_or_none(message.get("ts"))
     if channel is None or user is None or ts is None:
         return undecodable("message_changed without channel, message.user or message.ts", event_id, event)
     text, before = text_of(message.get("text")), text_of(previous.get("text"))
     if text == before:
-        return Skip("an edit that did not change the text (an unfurl, a reaction count)")
+        return Skipped("an edit that did not change the text (an unfurl, a reaction count)")
     chat_type = chat_type_of(channel, str_or_none(event.get("channel_type")))
     if chat_type != "dm" and _channel_skip(channel, text, rules) and _channel_skip(channel, before, rules):
-        return Skip("an edit of a channel message that does not mention the bot")
+        return Skipped("an edit of a channel message that does not mention the bot")
     if len(text) > MAX_TEXT_CHARS:
         return undecodable(f"edited text longer than {MAX_TEXT_CHARS} characters", event_id, text[:100])
     return Inbound(
@@ -178,14 +172,14 @@ def _edit(body: dict[str, Any], event: dict[str, Any], event_id: str, rules: Int
     )
 
 
-def _channel_skip(channel: str, text: str, rules: IntakeRules) -> Skip | None:
+def _channel_skip(channel: str, text: str, rules: IntakeRules) -> Skipped | None:
     if rules.channels and channel not in rules.channels:
-        return Skip("a channel this bot is not configured to answer in")
+        return Skipped("a channel this bot is not configured to answer in")
     if channel in rules.free_response_channels or not rules.require_mention:
         return None
     if any(m.group(1) == rules.bot_user_id for m in _MENTION.finditer(text)):
         return None
-    return Skip("a channel message that does not mention the bot")
+    return Skipped("a channel message that does not mention the bot")
 
 
 def strip_mention(text: str, bot_user_id: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.commands import CONTROL_COMMANDS
@@ -44,27 +43,19 @@ from chatgate.platforms.telegram.decode import (
     ALLOWED_UPDATES,
     PLATFORM,
     TRANSPORT,
-    Unsupported,
+    UnsupportedUpdate,
     decode_update,
 )
 from chatgate.platforms.telegram.errors import NotSent, TelegramError, bot_id_of
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
+from chatgate.platforms.telegram.section import TelegramSection
 
 if TYPE_CHECKING:
     from chatgate.platforms.telegram.botapi import BotApi
 
 log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
-
-
-@dataclass(frozen=True, slots=True)
-class TelegramSettings:
-    token: str
-    api_base: str = "https://api.telegram.org"
-    poll_timeout: int = 25
-    drop_pending_updates: bool = False
-    duplicate_marker: str = ""
 
 
 def _callback_text(answer: Admitted | Refused) -> str | None:
@@ -106,12 +97,21 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         group_max_per_minute=20,
     )
 
-    def __init__(self, settings: TelegramSettings, store: Cursors, intake: Intake) -> None:
-        self.bot_id = bot_id_of(settings.token)  # ValueError for a malformed token
+    def __init__(
+        self,
+        section: TelegramSection,
+        token: str,
+        store: Cursors,
+        intake: Intake,
+        *,
+        duplicate_marker: str = "",
+    ) -> None:
+        self.bot_id = bot_id_of(token)  # ValueError for a malformed token
         self._api: BotApi | None = None
         """Created by ``start``: the HTTP client is loaded once this process holds the token's lock."""
-        self._token = settings.token
-        self._settings = settings
+        self._token = token
+        self._section = section
+        self._duplicate_marker = duplicate_marker
         self._intake = intake
         self.username: str | None = None
         self._outbound = TelegramOutbound(self._call, self.redact)
@@ -124,9 +124,9 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
             store,
             f"telegram:{self.bot_id}:offset",
             self._handle_batch,
-            poll_timeout=settings.poll_timeout,
+            poll_timeout=section.poll_timeout_seconds,
             allowed_updates=list(ALLOWED_UPDATES),
-            drop_pending=settings.drop_pending_updates,
+            drop_pending=section.drop_pending_updates,
             on_connect=self._on_connect,
             on_state=self._set_state,
             redact=self.redact,
@@ -175,7 +175,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         from chatgate.platforms.telegram.botapi import BotApi  # aiohttp
 
         if self._api is None:
-            self._api = BotApi(self._settings.token, self._settings.api_base)
+            self._api = BotApi(self._token, self._section.api_base)
 
     def stop_intake(self) -> None:
         self.poller.stop()
@@ -246,7 +246,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
             callback_id = decoded.callback_id
             event = (
                 Undecodable(TRANSPORT, decoded.reason, str(raw.update_id), platform=PLATFORM)
-                if isinstance(decoded, Unsupported)
+                if isinstance(decoded, UnsupportedUpdate)
                 else decoded.inbound
             )
         answer = await self._intake.submit(event, patience=WAIT_BRIEFLY)
@@ -274,7 +274,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
     # ------------------------------------------------------------ outbound
 
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
-        return await deliver_final(self, row, self._settings.duplicate_marker)
+        return await deliver_final(self, row, self._duplicate_marker)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # Telegram previews are edits of a sent message (capabilities.drafts is False)

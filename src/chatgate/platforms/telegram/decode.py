@@ -18,7 +18,7 @@ message id, ``reply_to`` the id of the message it quotes, and its photo
 become ``Attachment``s with the Telegram ``file_id`` as ``ref``. A button press
 (``callback_query``) becomes a ``button`` event whose ``action_id`` is the
 callback query id, ``message_ref`` the message the button is attached to, and
-``text`` the callback data. Anything else is an ``Unsupported`` with a reason.
+``text`` the callback data. Anything else is an ``UnsupportedUpdate`` with a reason.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Decoded:
 
 
 @dataclass(frozen=True, slots=True)
-class Unsupported:
+class UnsupportedUpdate:
     reason: str
     callback_id: str | None = None
 
@@ -144,11 +144,11 @@ def strip_mention(text: str, bot_username: str | None) -> str:
 
 def decode_message(
     bot_id: int | str, update_id: int, message: Message, bot_username: str | None
-) -> Decoded | Unsupported:
+) -> Decoded | UnsupportedUpdate:
     files = attachments(message)
     text = message.text if message.text is not None else (message.caption or "")
     if not text and not files:
-        return Unsupported("message without text, caption or supported media (a service message?)")
+        return UnsupportedUpdate("message without text, caption or supported media (a service message?)")
     topic = _topic_id(message)
     payload: dict[str, Any] = {"date": message.date}
     if message.media_group_id:
@@ -171,12 +171,12 @@ def decode_message(
     return Decoded(inbound)
 
 
-def decode_callback(bot_id: int | str, update_id: int, query: CallbackQuery) -> Decoded | Unsupported:
+def decode_callback(bot_id: int | str, update_id: int, query: CallbackQuery) -> Decoded | UnsupportedUpdate:
     if query.data is None:
-        return Unsupported("callback query without data (a game button?)", query.id)
+        return UnsupportedUpdate("callback query without data (a game button?)", query.id)
     attached = query.message
     if attached is None:
-        return Unsupported("callback query from an inline message (no chat)", query.id)
+        return UnsupportedUpdate("callback query from an inline message (no chat)", query.id)
     topic = _topic_id(attached)
     inbound = Inbound(
         transport=TRANSPORT,
@@ -201,10 +201,10 @@ def _button_payload(data: str, chat_instance: str | None) -> dict[str, Any]:
     return payload
 
 
-def decode_update(update: Update, bot_id: int | str, bot_username: str | None) -> Decoded | Unsupported:
+def decode_update(update: Update, bot_id: int | str, bot_username: str | None) -> Decoded | UnsupportedUpdate:
     if update.message is not None:
         return decode_message(bot_id, update.update_id, update.message, bot_username)
     if update.callback_query is not None:
         return decode_callback(bot_id, update.update_id, update.callback_query)
     kinds = update.other_kinds()
-    return Unsupported(f"unsupported update type {', '.join(kinds) or '(empty)'}")
+    return UnsupportedUpdate(f"unsupported update type {', '.join(kinds) or '(empty)'}")

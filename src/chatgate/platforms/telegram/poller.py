@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import ChatgateError, StoreUnavailable
 from chatgate.domain.store_roles import Cursors
 from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent
 from chatgate.platforms.telegram.models import Update
@@ -68,7 +68,7 @@ def split_raw(result: Any) -> list[Raw]:
     return items
 
 
-class PollingRevoked(Exception):
+class PollingRevoked(ChatgateError):
     """The guard refused the next getUpdates: another process of the fleet may poll now."""
 
 

@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -51,11 +52,13 @@ class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Proto
     the chats each account owns."""
 
 
+CAPABILITIES = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
+
+
 class WebChatAdapter:
     """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store."""
 
     platform = PLATFORM
-    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
 
     def __init__(
         self,
@@ -67,8 +70,10 @@ class WebChatAdapter:
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         gate: SessionGate | None = None,
         session_check_seconds: float = 5.0,
+        draft_interval: float = 0.05,
         hello_timeout: float = 10.0,
     ) -> None:
+        self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
         self._hello_timeout = hello_timeout
         self._lines = LogBudget(log)

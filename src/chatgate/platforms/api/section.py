@@ -1,0 +1,28 @@
+"""``platforms.api``: the keys of the OpenAI-compatible API's section (docs/api.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from chatgate.platforms.kit.section import EnvName, PlatformSection
+
+
+class ApiSection(PlatformSection):
+    """The OpenAI-compatible API (``/v1/...``) on the gateway's HTTP server (docs/api.md)."""
+
+    model: str = Field("chatgate", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/-]+$")
+    """The model name clients ask for (``GET /v1/models`` lists it); any other name is a 400."""
+    key_storage: Literal["store", "env"] = "store"
+    """``store``: keys made with ``chatgate api-key create`` (hashed in the database);
+    ``env``: the one key in ``key_env`` (for a deployment without a shell)."""
+    key_env: EnvName | None = None
+    """With ``key_storage: env``: the environment variable that holds the accepted key."""
+    max_body_bytes: int = Field(1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """Longest request body read; a longer one is answered 400 (body_too_large) without reading the rest."""
+    wait_seconds: float = Field(600.0, gt=0)
+    """How long a request waits for its answer before a 504 (the turn keeps running: fetch it with
+    ``GET /v1/responses/{id}`` or retry with the same ``Idempotency-Key``)."""
+    max_waiting: int = Field(256, ge=1)
+    """Requests waiting for an answer at once (each holds a connection); beyond it, 429."""

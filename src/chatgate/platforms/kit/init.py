@@ -1,0 +1,137 @@
+"""What ``chatgate init`` gives a plugin to ask its questions with, and to check a credential live.
+
+A wrong answer is asked again with the reason (nothing typed so far is lost); with
+``--yes`` every question takes its flag or default silently, and a wrong one stops the
+wizard with the reason. The live checks are plain blocking HTTP (the wizard has no event
+loop); a secret is sent only to the service it is for and never appears in a message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from chatgate.domain.errors import ChatgateError
+from chatgate.platforms.kit.section import env_var_name
+
+TIMEOUT_SECONDS = 10.0
+T = TypeVar("T")
+
+
+class Aborted(ChatgateError):
+    """The user stopped the wizard (Ctrl+D, or declined to write), or a --yes run cannot go on."""
+
+
+class CheckFailed(ChatgateError):
+    """A live check did not pass; the message says why and what to do."""
+
+
+@dataclass(slots=True)
+class InitAnswers:
+    """What a plugin's questions produce."""
+
+    section: dict[str, Any]
+    """Keys written under ``platforms.<name>`` (over the file's current ones)."""
+    secrets: list[str] = field(default_factory=list)
+    """The environment variables the section names (placeholders while the result is validated)."""
+    notes: list[str] = field(default_factory=list)
+    """Lines shown after the file is written ("Chat with it: https://t.me/...")."""
+
+
+class Prompter:
+    """Questions on the terminal; with ``--yes`` every question takes its default silently."""
+
+    def __init__(self, interactive: bool, environ: Mapping[str, str]) -> None:
+        self.interactive = interactive
+        self.environ = environ
+        """Where the secrets the answers name are looked up for the live checks."""
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def ask(self, question: str, default: str = "") -> str:
+        if not self.interactive:
+            return default
+        shown = f" [{default}]" if default else ""
+        try:
+            answer = input(f"{question}{shown}: ").strip()
+        except EOFError:
+            raise Aborted("no answer (end of input); nothing was written") from None
+        return answer or default
+
+    def confirm(self, question: str, default: bool) -> bool:
+        answer = self.ask(f"{question} (y/n)", "y" if default else "n").lower()
+        return answer.startswith("y")
+
+    def until_valid(self, flag: str | None, question: str, default: str, parse: Callable[[str], T]) -> T:
+        """Ask until ``parse`` accepts the answer (a ``ValueError`` is its reason, said and asked
+        again); a flag or a ``--yes`` run that does not parse stops with the reason."""
+        while True:
+            value = flag if flag is not None else self.ask(question, default)
+            try:
+                return parse(value)
+            except ValueError as exc:
+                if flag is not None or not self.interactive:
+                    # never the value in the message: a pasted secret would be shown
+                    raise Aborted(f"{question.strip()}: {exc}") from None
+                self.say(f"  {exc}")
+
+    def pick(self, flag: str | None, question: str, default: str, choices: tuple[str, ...] = ()) -> str:
+        def one_of(value: str) -> str:
+            if choices and value.lower() not in choices:
+                raise ValueError(f"{value!r} is not one of {', '.join(choices)}; please answer one of them")
+            return value.lower() if choices else value
+
+        return self.until_valid(flag, question, default, one_of)
+
+    def env_name(self, flag: str | None, question: str, default: str) -> str:
+        def name(value: str) -> str:
+            checked = env_var_name(value)
+            if not checked:
+                raise ValueError("a variable name is needed")
+            return checked
+
+        return self.until_valid(flag, question, default, name)
+
+    def checked(self, what: str, check: Callable[[], str]) -> str | None:
+        """Run a live check and say what it found (returned); on a failure say why and ask whether
+        to keep the answer anyway (None), or stop."""
+        try:
+            found = check()
+        except CheckFailed as exc:
+            self.say(f"  {what} check failed: {exc}")
+            if not self.interactive or not self.confirm("  Keep this answer anyway?", False):
+                raise Aborted(f"{what}: the answer did not pass its check: {exc}") from None
+            return None
+        self.say(f"  {what}: {found}")
+        return found
+
+
+def split_list(text: str) -> list[str]:
+    """``a, b c`` -> ``["a", "b", "c"]``."""
+    return [item.strip() for item in text.replace(" ", ",").split(",") if item.strip()]
+
+
+def get_json(url: str, headers: dict[str, str], what: str, *, secret: str | None = None) -> Any:
+    """GET ``url`` and read its JSON; ``CheckFailed`` says why not (``secret`` never shown)."""
+    import urllib.error  # urllib: only for init, not for every chatgate command
+    import urllib.request  # (idem)
+
+    def clean(text: str) -> str:
+        return text.replace(secret, "<secret>") if secret else text
+
+    request = urllib.request.Request(url, headers={"User-Agent": "chatgate-init", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise CheckFailed(f"{what} refused the credential (HTTP {exc.code}); check the value") from None
+        raise CheckFailed(clean(f"{what} answered HTTP {exc.code} {exc.reason}")) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CheckFailed(clean(f"could not reach {what}: {reason}")) from None
+    except ValueError:
+        raise CheckFailed(f"{what} did not answer JSON; is the address right?") from None

@@ -1,0 +1,50 @@
+"""``platforms.web``: the keys of the built-in web chat's section (docs/webchat.md)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from chatgate.platforms.kit.section import EnvName, PlatformSection
+
+
+class WebChatSection(PlatformSection):
+    enabled: bool = True
+    allow_all: bool | None = None
+    """``None``: allow everyone when bound to loopback, nobody otherwise."""
+    allow_users: list[str] = []
+    pairing: bool = False
+    """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
+    access_token_env: EnvName | None = None
+    auth: Literal["none", "token", "accounts"] | None = None
+    """``accounts``: people sign in (``chatgate user add``) and see only their own chats;
+    ``token``: one shared access token (``access_token_env``); ``none``: loopback only.
+    Unset: ``token`` when ``access_token_env`` is set, else ``none``."""
+    session_hours: float = Field(168.0, gt=0, le=24 * 366)
+    """How long a sign-in lasts in a browser (accounts)."""
+    secure_cookies: bool | None = None
+    """Mark the session cookie ``Secure``; unset: when the page was requested over https
+    (or a proxy in ``http.trusted_proxies`` said so with ``X-Forwarded-Proto: https``)."""
+    sign_in_attempts_per_minute: int = Field(10, ge=1, le=10_000)
+    """Sign-in attempts per minute, per client address and per account named (accounts)."""
+    session_check_seconds: float = Field(5.0, gt=0, le=3600)
+    """How often open sockets re-check their session, so a revocation elsewhere (the CLI,
+    another process of a fleet) closes them (accounts)."""
+    max_text_chars: int = Field(16_000, ge=1)
+    draft_interval_ms: float = Field(50.0, ge=0)
+    """Milliseconds between two drafts of a reply being written (each a frame to the browser)."""
+    allowed_origins: list[str] = []
+    """Other origins (``https://chat.example``) whose pages may open /ws; same-origin always may."""
+    max_queued_bytes: int = Field(4 * 1024 * 1024, ge=64 * 1024)
+    """What one socket may have waiting to be written before a client that does not read is
+    closed (and resyncs on reconnect); at least one reply's frame (``max_text_chars``)."""
+
+    def auth_mode(self) -> Literal["none", "token", "accounts"]:
+        if self.auth is not None:
+            return self.auth
+        return "token" if self.access_token_env else "none"
+
+    def origins(self) -> frozenset[str]:
+        """``allowed_origins`` as browsers send an ``Origin`` (no trailing slash)."""
+        return frozenset(o.rstrip("/") for o in self.allowed_origins)
