@@ -69,8 +69,14 @@ def _ms(values: list[float]) -> dict[str, float]:
 
 async def _post(client: httpx.AsyncClient, n: int) -> float:
     body = json.dumps({"n": n}).encode()
-    signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    headers = {"X-Hub-Signature-256": signature, "X-Delivery-Id": f"bench-{n}"}
+    delivery, timestamp = f"bench-{n}", str(int(time.time()))
+    message = f"{timestamp}.{delivery}.".encode() + body  # what the signature covers
+    signature = "sha256=" + hmac.new(SECRET.encode(), message, hashlib.sha256).hexdigest()
+    headers = {
+        "X-Chatgate-Signature": signature,
+        "X-Chatgate-Timestamp": timestamp,
+        "X-Delivery-Id": delivery,
+    }
     started = time.perf_counter()
     response = await client.post("/hooks/bench", content=body, headers=headers)
     elapsed = time.perf_counter() - started

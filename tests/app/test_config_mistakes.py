@@ -31,8 +31,9 @@ def test_a_misspelt_key_inside_a_list_of_sections_gets_a_hint_too(tmp_path: Path
 def test_a_key_with_no_near_match_lists_the_valid_ones(tmp_path: Path) -> None:
     message = _load(tmp_path, "http:\n  zzz: 1\n")
     assert (
-        "http.zzz (line 2): unknown key; valid keys here: header_timeout_seconds, host,"
-        " keep_alive_seconds, max_connections, port" in message
+        "http.zzz (line 2): unknown key; valid keys here: auth_timeout_seconds, body_timeout_seconds,"
+        " header_timeout_seconds, host, keep_alive_seconds, max_connections, max_unauthenticated,"
+        " max_unauthenticated_per_address, min_body_bytes_per_second, port, trusted_proxies" in message
     )
 
 

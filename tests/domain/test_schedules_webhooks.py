@@ -18,7 +18,15 @@ from chatgate.domain.schedules import (
     next_fire_after,
     parse_duration,
 )
-from chatgate.domain.webhooks import MAX_FIELDS, bearer_valid, flatten, hmac_valid, render_prompt
+from chatgate.domain.webhooks import (
+    MAX_FIELDS,
+    bearer_valid,
+    flatten,
+    hmac_valid,
+    render_prompt,
+    signed_message,
+    timestamp_of,
+)
 
 T0 = 1_800_000_000.0
 
@@ -65,6 +73,13 @@ def test_the_next_firing_is_one_slot_after_now_on_the_grid(interval: float, gap:
 def test_a_once_schedule_has_no_next_firing() -> None:
     once = Schedule("s", "once", str(T0), "x", ScheduleTarget(None, "k"), "chat", T0, 0.0)
     assert next_fire_after(once, T0, T0 + 5) is None
+
+
+def test_the_signed_message_and_timestamps() -> None:
+    assert signed_message("1700000000", "d-1", b"{}") == b"1700000000.d-1.{}"
+    assert timestamp_of(" 1700000000 ") == 1700000000
+    for bad in (None, "", "-5", "1.5", "1e9", "yesterday", "٣", "9" * 13):
+        assert timestamp_of(bad) is None, bad
 
 
 def test_hmac_and_bearer_checks() -> None:

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,15 @@ CONFIG = {
 EVENT = {"pull_request": {"title": "Fix the flaky test"}, "sender": {"login": "ada"}, "labels": ["bug"]}
 
 
-def signed(body: bytes, secret: str = SECRET) -> dict[str, str]:
-    return {"X-Hub-Signature-256": "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()}
+def signed(body: bytes, delivery: str, secret: str = SECRET) -> dict[str, str]:
+    """A sender's headers: ``<timestamp>.<delivery id>.<body>`` signed (docs/background-work.md)."""
+    timestamp = str(int(time.time()))
+    message = f"{timestamp}.{delivery}.".encode() + body
+    return {
+        "X-GitHub-Delivery": delivery,
+        "X-Chatgate-Timestamp": timestamp,
+        "X-Chatgate-Signature": "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest(),
+    }
 
 
 def query(db: Path, sql: str) -> list[tuple[Any, ...]]:
@@ -83,7 +91,7 @@ async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 async def test_a_delivery_retried_five_times_runs_once_and_is_stored_before_its_200(gateway: Any) -> None:
     db = gateway.state_dir / "chatgate.db"
     body = json.dumps(EVENT).encode()
-    headers = {**signed(body), "X-GitHub-Delivery": "d-1", "Content-Type": "application/json"}
+    headers = {**signed(body, "d-1"), "Content-Type": "application/json"}
     answers = []
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as client:
         for _ in range(5):
@@ -106,14 +114,16 @@ async def test_a_delivery_retried_five_times_runs_once_and_is_stored_before_its_
 async def test_a_bad_or_missing_signature_gets_401_and_nothing_is_stored(gateway: Any) -> None:
     db = gateway.state_dir / "chatgate.db"
     body = json.dumps(EVENT).encode()
-    base = {"X-GitHub-Delivery": "d-2"}
+    good = signed(body, "d-2")
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as client:
         for headers in (
-            {**base, **signed(body, "wrong secret")},
-            {**base, **signed(body + b" ")},  # signed another body
-            {**base, "X-Hub-Signature-256": "sha256=" + "0" * 64},
-            {**base, "X-Hub-Signature-256": signed(body)["X-Hub-Signature-256"].removeprefix("sha256=")},
-            base,
+            signed(body, "d-2", "wrong secret"),
+            {**signed(body + b" ", "d-2")},  # signed another body
+            {**signed(body, "d-other"), "X-GitHub-Delivery": "d-2"},  # signed another delivery id
+            {**good, "X-Chatgate-Timestamp": str(int(good["X-Chatgate-Timestamp"]) - 1)},  # another time
+            {**good, "X-Chatgate-Signature": "sha256=" + "0" * 64},
+            {**good, "X-Chatgate-Signature": good["X-Chatgate-Signature"].removeprefix("sha256=")},
+            {k: v for k, v in good.items() if k != "X-Chatgate-Signature"},
         ):
             response = await client.post("/hooks/gh", content=body, headers=headers)
             assert (response.status_code, response.json()["error"]) == (401, "unauthorized")
@@ -122,7 +132,7 @@ async def test_a_bad_or_missing_signature_gets_401_and_nothing_is_stored(gateway
         )
         assert wrong_bearer.status_code == 401
     assert stored(db) == (0, 0, 0)
-    assert "missing or wrong secret (401)" in gateway.logs()
+    assert "refused a delivery (401 unauthorized)" in gateway.logs()
 
 
 async def test_size_delivery_id_json_and_route_mistakes_get_their_answers(gateway: Any) -> None:
@@ -131,13 +141,11 @@ async def test_size_delivery_id_json_and_route_mistakes_get_their_answers(gatewa
     not_json = b"{not json"
     body = json.dumps(EVENT).encode()
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}", timeout=30) as client:
-        too_large = await client.post(
-            "/hooks/gh", content=big, headers={**signed(big), "X-GitHub-Delivery": "b"}
+        too_large = await client.post("/hooks/gh", content=big, headers=signed(big, "b"))
+        no_id = await client.post(
+            "/hooks/gh", content=body, headers={**signed(body, "n"), "X-GitHub-Delivery": ""}
         )
-        no_id = await client.post("/hooks/gh", content=body, headers=signed(body))
-        bad = await client.post(
-            "/hooks/gh", content=not_json, headers={**signed(not_json), "X-GitHub-Delivery": "j"}
-        )
+        bad = await client.post("/hooks/gh", content=not_json, headers=signed(not_json, "j"))
         unknown = await client.post("/hooks/nope", content=body)
         wrong_method = await client.get("/hooks/gh")
     assert (too_large.status_code, too_large.json()["error"]) == (413, "too_large")

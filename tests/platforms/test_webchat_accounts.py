@@ -16,7 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from chatgate.store.sqlite import SqliteStore
 from support.accounts_harness import accounts_config, origin, seed, sign_in, socket
-from support.web_harness import StartGateway, of_type
+from support.web_harness import StartGateway, of_type, web_config
 
 
 @pytest.fixture
@@ -332,11 +332,14 @@ async def test_a_revocation_by_the_cli_closes_the_open_socket(
     assert await _closed_code(ws) == 4401
 
 
-async def test_the_cookie_is_secure_when_configured_or_when_a_proxy_says_https(
+async def test_the_cookie_is_secure_when_configured_or_when_a_trusted_proxy_says_https(
     db: Path, start_gateway: StartGateway
 ) -> None:
     users = await seed(db, ("ann", "user"))
-    plain = await start_gateway(accounts_config(), store=SqliteStore(db))
+    proxied = web_config(
+        http={"port": 0, "trusted_proxies": ["127.0.0.1"]}, platforms={"web": {"auth": "accounts"}}
+    )
+    plain = await start_gateway(proxied, store=SqliteStore(db))
     async with httpx.AsyncClient(base_url=origin(plain.port)) as http:
         headers = {"Origin": f"https://127.0.0.1:{plain.port}", "X-Forwarded-Proto": "https"}
         res = await http.post("/api/signin", json={"token": users["ann"].token}, headers=headers)

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from chatgate.domain.log_budget import SUMMARY_FIELD, LogBudget
+
 LogFormat = Literal["text", "json"]
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
@@ -104,6 +106,32 @@ class LastProblemHandler(logging.Handler):
 LAST_PROBLEM = LastProblemHandler()
 
 
+class LibraryBudget(logging.Filter):
+    """A library logger's lines within a budget per message template (``LogBudget``).
+
+    uvicorn logs what strangers cause itself ("Invalid HTTP request received.", a bad
+    WebSocket frame, an exception a hung-up client left behind) and asyncio what hung-up
+    sockets cause ("socket.send() raised exception."): each at most ``BURST`` times a minute
+    per template, then one summary line with the count."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.budget = LogBudget(logger)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if hasattr(record, SUMMARY_FIELD):
+            return True
+        return self.budget.admit(record.levelno, f"{record.name}: {str(record.msg)[:120]}")
+
+
+def _budget_library_lines() -> None:
+    for name in STRANGER_FACING:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, LibraryBudget)]:
+            logger.removeFilter(old)
+        logger.addFilter(LibraryBudget(logger))
+
+
 def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
@@ -118,6 +146,9 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
     for name in LIBRARY_CHATTER:
         logging.getLogger(name).setLevel(quiet)
+    _budget_library_lines()
 
 
 LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiohttp")
+STRANGER_FACING = ("uvicorn.error", "asyncio")
+"""Library loggers whose lines strangers can cause, budgeted by ``LibraryBudget``."""

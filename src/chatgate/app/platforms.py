@@ -36,6 +36,7 @@ def platform_context(config: GatewayConfig, engine: Engine, store: PlatformStore
         environ=os.environ,
         duplicate_marker=config.delivery.duplicate_marker,
         http_loopback=core_view(config).http_loopback,
+        auth_timeout=config.http.auth_timeout_seconds,
     )
 
 

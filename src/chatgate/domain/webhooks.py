@@ -29,12 +29,28 @@ class HookTemplate(string.Template):
     braceidpattern = r"[_a-zA-Z0-9][_a-zA-Z0-9.-]*"
 
 
-def hmac_valid(secret: bytes, body: bytes, signature: str | None, prefix: str) -> bool:
-    """Whether ``signature`` is ``prefix`` + the hex SHA-256 HMAC of ``body`` (constant time)."""
+def signed_message(timestamp: str, delivery: str, body: bytes) -> bytes:
+    """What an ``hmac`` route's signature covers: ``<timestamp>.<delivery id>.<body>``.
+
+    The timestamp bounds how long a captured delivery stays usable, and the delivery id
+    is signed so that the same body cannot be replayed under a new id (each id is run once)."""
+    return f"{timestamp}.{delivery}.".encode() + body
+
+
+def hmac_valid(secret: bytes, message: bytes, signature: str | None, prefix: str) -> bool:
+    """Whether ``signature`` is ``prefix`` + the hex SHA-256 HMAC of ``message`` (constant time)."""
     if not signature or not signature.startswith(prefix):
         return False
-    expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
+    expected = hmac.new(secret, message, hashlib.sha256).hexdigest()
     return hmac.compare_digest(signature[len(prefix) :].strip().lower().encode(), expected.encode())
+
+
+def timestamp_of(value: str | None) -> int | None:
+    """A delivery's ``<timestamp>`` header as Unix seconds: digits only (at most 12), else None."""
+    value = (value or "").strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 12:
+        return None
+    return int(value)
 
 
 def bearer_valid(secret: bytes, authorization: str | None) -> bool:

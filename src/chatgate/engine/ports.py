@@ -363,6 +363,9 @@ class PlatformContext:
     """Prefixed to a reply re-sent after a send whose outcome is unknown."""
     http_loopback: bool = True
     """The gateway's HTTP server listens on loopback only."""
+    auth_timeout: float = 10.0
+    """Seconds a connection may take to prove who it is (``http.auth_timeout_seconds``): a web
+    chat socket without an accepted hello by then is closed."""
 
     def secret(self, name: str | None) -> str | None:
         """The value of the environment variable ``name`` (checked when the config loaded)."""

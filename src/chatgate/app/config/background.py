@@ -158,14 +158,21 @@ def task_settings(background: BackgroundConfig, delegation: DelegationConfig) ->
 
 class HookRouteConfig(Section):
     auth: Literal["hmac", "bearer"] = "hmac"
-    """``hmac``: the hex SHA-256 HMAC of the body, keyed by the secret, in ``signature_header``;
+    """``hmac``: the hex SHA-256 HMAC of ``<timestamp>.<delivery id>.<body>``, keyed by the
+    secret, in ``signature_header`` (docs/background-work.md has a worked example);
     ``bearer``: ``Authorization: Bearer <secret>``."""
     secret_env: EnvName
     """The environment variable that holds the route's secret (required; never in the YAML)."""
-    signature_header: str = "X-Hub-Signature-256"
-    signature_prefix: str = "sha256="
-    delivery_header: str = "X-Delivery-Id"
-    """The header whose value names the delivery: a retry with the same value runs once."""
+    signature_header: str = Field("X-Chatgate-Signature", min_length=1, max_length=100)
+    signature_prefix: str = Field("sha256=", max_length=100)
+    delivery_header: str = Field("X-Delivery-Id", min_length=1, max_length=100)
+    """The header whose value names the delivery: a retry with the same value runs once. It is
+    signed, so a captured body cannot be replayed under a new id."""
+    timestamp_header: str = Field("X-Chatgate-Timestamp", min_length=1, max_length=100)
+    """(``hmac``) The header with the Unix time, in seconds, at which the delivery was signed."""
+    max_age_seconds: float = Field(300.0, ge=1, le=86_400)
+    """(``hmac``) How far a delivery's signed timestamp may be from the gateway's clock, either
+    way; an older (or later) one is refused as stale, so a captured delivery expires."""
     template: str = Field("Webhook $route: $body", min_length=1, max_length=4000)
     """The prompt: ``$route``, ``$body`` (the JSON), ``${a.b}`` for a field of the body."""
     target: TargetConfig
@@ -217,6 +224,8 @@ def webhooks_for(hooks: HooksConfig, environ: Any) -> dict[str, HookRoute]:
             signature_header=route.signature_header,
             signature_prefix=route.signature_prefix,
             delivery_header=route.delivery_header,
+            timestamp_header=route.timestamp_header,
+            max_age_seconds=route.max_age_seconds,
             deliver_only=route.deliver_only,
             max_body_bytes=route.max_body_bytes,
         )

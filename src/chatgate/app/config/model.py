@@ -7,6 +7,7 @@ environment variable that holds each one.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -38,6 +39,47 @@ class HttpConfig(_Section):
     """How long a connection may take to send a request's headers (slowloris guard)."""
     keep_alive_seconds: int = Field(5, ge=1, le=3600)
     """How long an idle HTTP keep-alive connection stays open between requests."""
+    max_unauthenticated: int = Field(256, ge=1, le=1_000_000)
+    """Connections at once whose client has not proved who it is (no hello with the right token,
+    no session cookie, no API key, no signed delivery yet; health probes too). Past it, a new
+    one takes the place of the oldest that is only waiting (for headers, a body, a hello), so
+    strangers cannot take the places of users, API clients and probes."""
+    max_unauthenticated_per_address: int = Field(32, ge=1, le=1_000_000)
+    """How many of those one client address may hold (a proxy in ``trusted_proxies``: no cap);
+    its next one takes the place of its own oldest waiting one."""
+    auth_timeout_seconds: float = Field(10.0, gt=0, le=3600)
+    """How long a web chat WebSocket may take to send an accepted hello before it is closed (4408)."""
+    body_timeout_seconds: float = Field(5.0, gt=0, le=3600)
+    """How long a request body may take before ``min_body_bytes_per_second`` applies to it."""
+    min_body_bytes_per_second: float = Field(1024.0, gt=0, le=1e9)
+    """The slowest a request body may arrive, on average, once ``body_timeout_seconds`` have
+    passed since its headers; a slower one is answered 408 and closed (every route that reads a
+    body: webhooks, Slack events, the API, sign-in)."""
+    trusted_proxies: list[str] = []
+    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/8``, ``::1``) of reverse proxies whose
+    ``X-Forwarded-For`` and ``X-Forwarded-Proto`` are believed. From anyone else those headers
+    are ignored: a client could name any address and get a fresh sign-in budget, or claim https."""
+
+    @model_validator(mode="after")
+    def _budgets_fit(self) -> HttpConfig:
+        if "max_unauthenticated" not in self.model_fields_set:
+            self.max_unauthenticated = min(self.max_unauthenticated, self.max_connections)
+        elif self.max_unauthenticated > self.max_connections:
+            raise ValueError(
+                f"http.max_unauthenticated ({self.max_unauthenticated}) must be at most"
+                f" http.max_connections ({self.max_connections})"
+            )
+        return self
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                ipaddress.ip_network(value.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not an IP address or network (10.0.0.0/8, ::1)") from None
+        return [str(ipaddress.ip_network(v.strip(), strict=False)) for v in values]
 
 
 class SqliteConfig(_Section):

@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from chatgate.app.http.hooks import hook_routes
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.store_roles import Inbox
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.webhooks import Webhooks
@@ -47,6 +48,9 @@ def build_app(
     routes: Sequence[BaseRoute] = (),
     hooks: Webhooks | None = None,
 ) -> Starlette:
+    refusals = LogBudget(log)
+    """Refused /status requests: anyone may send them, so their lines are budgeted."""
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -62,9 +66,10 @@ def build_app(
         if not names_this_host(request, allowed_origins) or not origin_allowed(
             request, allowed_origins, loopback_bind
         ):
-            log.warning(
+            refusals.warning(
+                "status host",
                 "refused /status for Host %r (DNS rebinding?); ask for 127.0.0.1 or localhost",
-                request.headers.get("host"),
+                str(request.headers.get("host"))[:200],
             )
             return JSONResponse(
                 {"error": "status is only served under a loopback name or an IP address (Host header)"},

@@ -7,15 +7,12 @@ than ``max_body_bytes`` per request.
 
 from __future__ import annotations
 
-import logging
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from chatgate.engine.webhooks import HookRoute, Webhooks
-
-log = logging.getLogger(__name__)
+from chatgate.platforms.kit.trust import vouch
 
 
 async def _bounded_body(request: Request, limit: int) -> bytes | None:
@@ -43,11 +40,14 @@ def hook_routes(hooks: Webhooks | None) -> list[BaseRoute]:
             )
         body = await _bounded_body(request, route.max_body_bytes)
         if body is None:
-            log.warning("webhook %s: refused a body over %d bytes (413)", name, route.max_body_bytes)
+            kind, limit = f"webhook {name}: too_large", route.max_body_bytes
+            hooks.refusals.warning(kind, "webhook %s: refused a body over %d bytes (413)", name, limit)
             message = f"the body is over {route.max_body_bytes} bytes (hooks.routes.{name}.max_body_bytes)"
             return JSONResponse({"error": "too_large", "message": message}, status_code=413)
         headers = {k.lower(): v for k, v in request.headers.items()}
         answer = await hooks.receive(route, headers, body)
+        if answer.status < 400:
+            vouch(request)  # a signed (or bearer) delivery: its sender's connection is no stranger's
         return JSONResponse(answer.body, status_code=answer.status)
 
     return [Route("/hooks/{route}", receive, methods=["POST"])]

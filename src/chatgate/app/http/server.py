@@ -14,7 +14,9 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from chatgate.app.config.model import HttpConfig
-from chatgate.app.http.guard import ConnectionLimits, guarded_http
+from chatgate.app.http.budget import Budget, ConnectionLimits, networks
+from chatgate.app.http.edge import Edge
+from chatgate.app.http.guard import guarded_http
 
 
 class HttpServer(uvicorn.Server):
@@ -25,14 +27,30 @@ class HttpServer(uvicorn.Server):
         yield
 
 
+def connection_budget(http: HttpConfig) -> Budget:
+    return Budget(
+        ConnectionLimits(
+            max_connections=http.max_connections,
+            header_timeout=http.header_timeout_seconds,
+            max_unauthenticated=http.max_unauthenticated,
+            max_unauthenticated_per_address=http.max_unauthenticated_per_address,
+            body_timeout=http.body_timeout_seconds,
+            min_body_rate=http.min_body_bytes_per_second,
+            trusted_proxies=networks(http.trusted_proxies),
+        )
+    )
+
+
 def http_server(app: ASGIApp, http: HttpConfig) -> HttpServer:
+    budget = connection_budget(http)
     config = uvicorn.Config(
-        app,
+        Edge(app, budget, list(http.trusted_proxies)),
         log_config=None,
         lifespan="off",
+        proxy_headers=False,  # uvicorn's default believes X-Forwarded-For from 127.0.0.1; Edge decides
         ws_max_size=4 * 1024 * 1024,
         ws_ping_interval=20.0,
-        http=guarded_http(ConnectionLimits(http.max_connections, http.header_timeout_seconds)),
+        http=guarded_http(budget),
         timeout_keep_alive=http.keep_alive_seconds,
     )
     return HttpServer(config)

@@ -12,11 +12,12 @@ import hmac
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord, hash_token, token_key_id
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -26,6 +27,10 @@ from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Admitted, Intake, 
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.errors import ApiError, unauthorized
 from chatgate.platforms.api.waiters import Waiters
+from chatgate.platforms.kit.trust import vouch
+
+if TYPE_CHECKING:
+    from starlette.requests import HTTPConnection
 
 log = logging.getLogger(__name__)
 PLATFORM = "api"
@@ -62,6 +67,8 @@ class ApiAdapter:
         self._intake = intake
         self.waiters = Waiters(settings.max_waiting)
         self._intake_open = True
+        self.refusals = LogBudget(logging.getLogger("chatgate.platforms.api"))
+        """Refused requests' lines (``ApiError.response``): anyone can send a wrong key."""
         self.started = 0
         """When the routes were built (the ``created`` of the model ``GET /v1/models`` lists)."""
 
@@ -118,8 +125,16 @@ class ApiAdapter:
 
     # ------------------------------------------------------------ inbound
 
-    async def authenticate(self, authorization: str | None) -> ApiKeyRecord:
-        """The key a request's ``Authorization: Bearer`` names; 401 otherwise (fail closed)."""
+    async def authenticate(self, request: HTTPConnection) -> ApiKeyRecord:
+        """The key a request's ``Authorization: Bearer`` names; 401 otherwise (fail closed).
+
+        A valid key vouches for the connection (``platforms.kit.trust``): the HTTP server
+        no longer counts it among the strangers' connections it may push out."""
+        record = await self._key_for(request.headers.get("authorization"))
+        vouch(request)
+        return record
+
+    async def _key_for(self, authorization: str | None) -> ApiKeyRecord:
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:

@@ -25,7 +25,7 @@ from chatgate.platforms.api.lane import delivery_id_for
 
 
 async def answer(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     prompt_id = request.path_params["prompt_id"]
     body = parse(ApprovalAnswer, await read_json(request, adapter.settings.max_body_bytes))
     if not PROMPT_ID_RE.fullmatch(prompt_id):

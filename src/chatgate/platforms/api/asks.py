@@ -61,18 +61,26 @@ def _text(messages: Sequence[ChatMessage | InputMessage], own_chat: bool, where:
 
 
 def chat_ask(
-    adapter: ApiAdapter, key: ApiKeyRecord, body: ChatCompletionRequest, headers: Mapping[str, str]
+    adapter: ApiAdapter,
+    key: ApiKeyRecord,
+    body: ChatCompletionRequest,
+    headers: Mapping[str, str],
+    request: str,
 ) -> Ask:
     check_model(adapter, body.model)
     name = _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation") or body.user
     delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
     text = _text(body.messages, name is None, f"messages.{len(body.messages) - 1}")
     chat_id = chat_for(key.key_id, name, delivery_id)
-    return Ask(key, delivery_id, chat_id, text, "chat", body.model, conversation=name)
+    return Ask(key, delivery_id, chat_id, text, "chat", body.model, conversation=name, request=request)
 
 
 async def response_ask(
-    adapter: ApiAdapter, key: ApiKeyRecord, body: ResponseRequest, headers: Mapping[str, str]
+    adapter: ApiAdapter,
+    key: ApiKeyRecord,
+    body: ResponseRequest,
+    headers: Mapping[str, str],
+    request: str,
 ) -> Ask:
     check_model(adapter, body.model)
     named = body.conversation_name()
@@ -103,4 +111,5 @@ async def response_ask(
     own_chat = chat_id is None and named is None
     text = _text(messages, own_chat, f"input.{len(messages) - 1}")
     chat_id = chat_id or chat_for(key.key_id, named, delivery_id)
-    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, body.previous_response_id)
+    after = body.previous_response_id
+    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, after, request)

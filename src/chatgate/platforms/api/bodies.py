@@ -8,12 +8,13 @@ Unknown fields are ignored (OpenAI clients send sampling options we do not use).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
+from chatgate.domain import bounded_json
+from chatgate.domain.bounded_json import BadJson
 from chatgate.domain.prompts import OPTION_IDS
 from chatgate.platforms.api.errors import ApiError
 
@@ -108,11 +109,16 @@ async def read_json(request: Request, max_bytes: int) -> Any:
     except ClientDisconnect as exc:
         raise ApiError(400, "incomplete_body", "the client went away before sending the whole body") from exc
     try:
-        return json.loads(b"".join(chunks).decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ApiError(400, "invalid_json", f"the body is not UTF-8: {exc.reason}") from exc
-    except (ValueError, RecursionError) as exc:
-        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {str(exc)[:200]}") from exc
+        return bounded_json.parse(b"".join(chunks))
+    except BadJson as exc:
+        raise ApiError(400, "invalid_json", f"the body is not valid JSON: {exc.reason}") from None
+
+
+def request_digest(data: Any) -> str:
+    """What an ``Idempotency-Key`` is bound to of the body: all of it but ``stream``, which
+    says how the answer is sent, not what is asked (a retry may stream what it first did not)."""
+    fields = {k: v for k, v in data.items() if k != "stream"} if isinstance(data, dict) else data
+    return bounded_json.digest(fields)
 
 
 def parse(model: type[M], data: Any) -> M:

@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import ApiAdapter
 from chatgate.platforms.api.asks import chat_ask
-from chatgate.platforms.api.bodies import ChatCompletionRequest, parse, read_json
+from chatgate.platforms.api.bodies import ChatCompletionRequest, parse, read_json, request_digest
 from chatgate.platforms.api.errors import ApiError
 from chatgate.platforms.api.lane import (
     Closed,
@@ -41,9 +41,10 @@ def finish_reason(done: Done) -> str:
 
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
-    body = parse(ChatCompletionRequest, await read_json(request, adapter.settings.max_body_bytes))
-    started = await begin(adapter, chat_ask(adapter, key, body, request.headers))
+    key = await adapter.authenticate(request)
+    data = await read_json(request, adapter.settings.max_body_bytes)
+    body = parse(ChatCompletionRequest, data)
+    started = await begin(adapter, chat_ask(adapter, key, body, request.headers, request_digest(data)))
     if body.stream:
         return StreamingResponse(
             _stream(adapter, started),
@@ -95,7 +96,7 @@ async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
 
 
 async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     ident = request.path_params["completion_id"]
     exchange = await owned_exchange(adapter, key, ident)
     if exchange is None:

@@ -7,6 +7,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from chatgate.domain.log_budget import LogBudget
+
 log = logging.getLogger("chatgate.platforms.api")
 
 _TYPES = {
@@ -38,14 +40,16 @@ class ApiError(Exception):
         kind = _TYPES.get(self.status, "server_error" if self.status >= 500 else "invalid_request_error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
-    def response(self) -> JSONResponse:
+    def response(self, lines: LogBudget | None = None) -> JSONResponse:
+        """The error as a response, logged: through ``lines`` (the adapter's budget: a stranger
+        sending 2,000 wrong keys a minute gets a few lines and a count, not 8.5 MiB) or, with
+        none, as one line."""
         level = logging.INFO if self.status in (401, 404) else logging.WARNING
-        log.log(
-            level,
-            "api request refused: %s",
-            self.message,
-            extra={"status": self.status, "code": self.code, "param": self.param},
-        )
+        fields = {"status": self.status, "code": self.code, "param": self.param}
+        if lines is not None:
+            lines.log(level, f"api: {self.code}", "api request refused: %s", self.message, extra=fields)
+        else:
+            log.log(level, "api request refused: %s", self.message, extra=fields)
         headers = {"WWW-Authenticate": "Bearer"} if self.status == 401 else None
         return JSONResponse(self.body(), status_code=self.status, headers=headers)
 

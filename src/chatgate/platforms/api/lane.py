@@ -62,10 +62,13 @@ class Ask:
     model: str
     conversation: str | None = None
     previous: str | None = None
+    request: str = ""
+    """The digest of the request body (``bodies.request_digest``): what an Idempotency-Key binds."""
 
     def inbound(self) -> Inbound:
         meta: dict[str, str | None] = {"endpoint": self.endpoint, "model": self.model}
         meta |= {"conversation": self.conversation, "previous_response_id": self.previous}
+        meta["request"] = self.request
         return Inbound(
             transport=PLATFORM,
             delivery_id=self.delivery_id,
@@ -110,6 +113,24 @@ async def owned_exchange(adapter: ApiAdapter, key: ApiKeyRecord, ident: str) -> 
     return exchange
 
 
+def _reused_for(existing: ApiExchange, ask: Ask) -> str | None:
+    """What differs between the request an Idempotency-Key first named and this one, if anything.
+
+    The key binds the endpoint, the conversation (the chat the request went to) and the whole
+    body; an exchange stored before the body's digest was recorded is compared by its text."""
+    meta = meta_of(existing)
+    if meta.get("endpoint") != ask.endpoint:
+        return f"another endpoint ({_PATHS.get(str(meta.get('endpoint')), 'another')})"
+    if chat_of(existing) != ask.chat_id:
+        return "another conversation"
+    recorded = meta.get("request")
+    same = recorded == ask.request if recorded else existing.inbound_json.get("text") == ask.text
+    return None if same else "another request body"
+
+
+_PATHS = {"chat": "POST /v1/chat/completions", "responses": "POST /v1/responses"}
+
+
 @dataclass(slots=True)
 class Started:
     """An admitted request with its waiter; ``existing`` is what a retry found already stored."""
@@ -126,11 +147,14 @@ async def begin(adapter: ApiAdapter, ask: Ask) -> Started:
     try:
         admitted = await adapter.submit(ask.inbound())
         existing = None if admitted.new else await adapter.exchange(ask.delivery_id)
-        if existing is not None and existing.inbound_json.get("text") != ask.text:
+        reuse = None if existing is None else _reused_for(existing, ask)
+        if reuse is not None:
             raise ApiError(
                 409,
                 "idempotency_key_reused",
-                "this Idempotency-Key was used for a different request; use a new key for a new request",
+                f"this Idempotency-Key was used for {reuse}; a retry must repeat its request exactly"
+                " (use a new key for a new request)",
+                param="Idempotency-Key",
             )
     except BaseException:
         adapter.waiters.close(waiter)

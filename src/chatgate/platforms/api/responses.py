@@ -15,7 +15,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
 from chatgate.platforms.api.asks import response_ask
-from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json
+from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json, request_digest
 from chatgate.platforms.api.chat import SSE_HEADERS, closed_error
 from chatgate.platforms.api.errors import ApiError
 from chatgate.platforms.api.lane import (
@@ -51,9 +51,12 @@ def _object(started: Started, status: str, text: str | None = None) -> dict[str,
 
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
-    key = await adapter.authenticate(request.headers.get("authorization"))
-    body = parse(ResponseRequest, await read_json(request, adapter.settings.max_body_bytes))
-    started = await begin(adapter, await response_ask(adapter, key, body, request.headers))
+    key = await adapter.authenticate(request)
+    data = await read_json(request, adapter.settings.max_body_bytes)
+    body = parse(ResponseRequest, data)
+    started = await begin(
+        adapter, await response_ask(adapter, key, body, request.headers, request_digest(data))
+    )
     if body.stream:
         return StreamingResponse(
             _stream(adapter, started),
@@ -151,7 +154,7 @@ async def _pending(adapter: ApiAdapter, exchange: ApiExchange) -> list[dict[str,
 
 async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
     """A client that disconnected fetches the answer here; a running one says ``in_progress``."""
-    key = await adapter.authenticate(request.headers.get("authorization"))
+    key = await adapter.authenticate(request)
     ident = request.path_params["response_id"]
     exchange = await owned_exchange(adapter, key, ident)
     if exchange is None:

@@ -25,7 +25,7 @@ def _guarded(adapter: ApiAdapter, handler: Handler) -> Callable[[Request], Await
         try:
             return await handler(adapter, request)
         except ApiError as exc:
-            return exc.response()
+            return exc.response(adapter.refusals)
         except Exception:
             log.exception("api request failed: %s %s", request.method, request.url.path)
             return ApiError(
@@ -36,7 +36,7 @@ def _guarded(adapter: ApiAdapter, handler: Handler) -> Callable[[Request], Await
 
 
 async def _models(adapter: ApiAdapter, request: Request) -> Response:
-    await adapter.authenticate(request.headers.get("authorization"))
+    await adapter.authenticate(request)
     return JSONResponse(shapes.model_list(adapter.settings.model, adapter.started))
 
 
@@ -59,10 +59,10 @@ def api_routes(adapter: ApiAdapter) -> list[BaseRoute]:
         route("/v1/responses/{response_id}", responses.retrieve, "GET"),
         route("/v1/approvals/{prompt_id}", approvals.answer, "POST"),
     ]
-    return [*served, Route("/v1/{rest:path}", _unrouted(served), methods=list(_ANY_METHOD))]
+    return [*served, Route("/v1/{rest:path}", _unrouted(served, adapter), methods=list(_ANY_METHOD))]
 
 
-def _unrouted(served: list[Route]) -> Callable[[Request], Awaitable[Response]]:
+def _unrouted(served: list[Route], adapter: ApiAdapter) -> Callable[[Request], Awaitable[Response]]:
     """The rest of ``/v1/``: an OpenAI-shaped 405 (with ``Allow``) for a served path, else 404."""
 
     async def endpoint(request: Request) -> Response:
@@ -73,11 +73,11 @@ def _unrouted(served: list[Route]) -> Callable[[Request], Awaitable[Response]]:
             error = ApiError(
                 405, "method_not_allowed", f"{request.method} is not served here; use {', '.join(allowed)}"
             )
-            response = error.response()
+            response = error.response(adapter.refusals)
             response.headers["Allow"] = ", ".join(allowed)
             return response
         return ApiError(
             404, "unknown_endpoint", f"{request.url.path} is not an endpoint of this API (see /openapi.json)"
-        ).response()
+        ).response(adapter.refusals)
 
     return endpoint

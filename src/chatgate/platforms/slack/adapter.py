@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -44,6 +45,7 @@ from chatgate.platforms.slack.decode import (
     decode_command,
     decode_event,
 )
+from chatgate.platforms.slack.http_events import serve_http
 from chatgate.platforms.slack.interactive import decode_interactive
 from chatgate.platforms.slack.outbound import SlackOutbound
 from chatgate.platforms.slack.section import SlackSection
@@ -59,8 +61,6 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 log = logging.getLogger(__name__)
-MAX_HTTP_BODY = 1024 * 1024
-"""Largest HTTP event body read (Slack's are a few KiB; a modal with many inputs stays far below)."""
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
 
 
@@ -126,6 +126,8 @@ class SlackAdapter:
         self._chores: set[asyncio.Task[None]] = set()
         self._accepting = True
         self._detail = "not started"
+        self._refusals = LogBudget(log)
+        """Refused HTTP Events requests: anyone can send them, so their lines are budgeted."""
 
     @property
     def capabilities(self) -> Capabilities:
@@ -222,19 +224,14 @@ class SlackAdapter:
         await send_async_response(client, req, response, 0.0)  # acks only a 200
 
     async def http_endpoint(self, request: Request) -> Response:
-        """HTTP mode: Bolt checks the signature and timestamp, then the listener decides the
-        status; 200 only after commit, 503 (Slack retries) when the event was not saved."""
-        from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
+        """HTTP mode (``http_events.serve``): the checks, then Bolt; 200 only after commit, 503
+        (Slack retries) when the event was not saved."""
         from starlette.responses import PlainTextResponse
 
         if self.app is None or not self._accepting:
             return PlainTextResponse("not ready", status_code=503)
-        body = await _bounded_body(request, MAX_HTTP_BODY)
-        if body is None:
-            log.warning("refused a Slack HTTP request larger than %d bytes", MAX_HTTP_BODY)
-            return PlainTextResponse("too large", status_code=413)
-        response = await self.app.async_dispatch(to_async_bolt_request(request, body))
-        return to_starlette_response(response)
+        assert self._settings.signing_secret is not None  # HTTP mode has one (config)
+        return await serve_http(self.app, self._settings.signing_secret, request, self._refusals)
 
     async def _handle(self, lane: str, body: dict[str, Any]) -> BoltResponse:
         """Decode, submit, and answer Bolt with the acknowledgement the intake's answer allows."""
@@ -350,21 +347,6 @@ def _channel_of(payload: dict[str, Any]) -> str:
     if isinstance(channel, dict) and isinstance(channel.get("id"), str):
         return str(channel["id"])
     return str(payload.get("channel_id") or "")
-
-
-async def _bounded_body(request: Request, limit: int) -> bytes | None:
-    """The request body, or None past ``limit`` bytes (read no further than that)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _redact(text: str, settings: SlackSettings) -> str:

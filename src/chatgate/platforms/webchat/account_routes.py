@@ -25,10 +25,11 @@ from chatgate.domain.accounts import (
 )
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Accounts
-from chatgate.platforms.webchat.attempts import SignInAttempts
+from chatgate.platforms.kit.trust import vouch
+from chatgate.platforms.webchat.attempts import SignInAttempts, address_key
 from chatgate.platforms.webchat.bodies import BodyError, Revoke, SignIn, read_body
 from chatgate.platforms.webchat.pages import PAGE_HEADERS, page
-from chatgate.platforms.webchat.session_gate import COOKIE, Refusal, SessionGate, client_of, refused
+from chatgate.platforms.webchat.session_gate import COOKIE, Refusal, SessionGate, client_of
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,13 @@ def whoami(found: SignedIn, cookie: str) -> dict[str, Any]:
     }
 
 
+def _account_key(body: SignIn) -> str:
+    """The account a sign-in tries: its name, or the id part of a token (the rest is the secret)."""
+    if body.token:
+        return f"token:{sign_in_token_id(body.token) or '?'}"
+    return f"name:{body.name or ''}"
+
+
 class AccountDesk:
     """Signs people in and out, and lets an admin see and revoke."""
 
@@ -73,6 +81,9 @@ class AccountDesk:
         self.store = store
         self.gate = gate
         self.attempts = attempts
+        """Per client address (``address_key``)."""
+        self.per_account = SignInAttempts(attempts.per_minute, when_full="refuse")
+        """Per account named (a name, or a sign-in token's id), whatever address asks."""
         self.session_seconds = session_seconds
         self.sockets = sockets
 
@@ -95,22 +106,19 @@ class AccountDesk:
 
     async def sign_in(self, request: Request) -> Response:
         if (problem := self.gate.origin_problem(request)) is not None:
-            refused(request, problem, "sign-in")
+            self.gate.refused(request, problem, "sign-in")
             return error(problem)
-        wait = self.attempts.admit(client_of(request))
+        wait = self.attempts.admit(address_key(client_of(request)))
         if wait is not None:
-            refusal = Refusal(429, "too_many_attempts", f"too many sign-in attempts; wait {wait:.0f} s")
-            refused(request, refusal, "sign-in")
-            return JSONResponse(
-                {"error": refusal.code, "message": refusal.message},
-                status_code=429,
-                headers={"Retry-After": str(max(1, round(wait)))},
-            )
+            return self._too_many(request, wait, "from this address")
         try:
             body = await read_body(request, SignIn)
+            wait = self.per_account.admit(_account_key(body))
+            if wait is not None:
+                return self._too_many(request, wait, "for this account")
             found = await self._account_for(body)
             if isinstance(found, Refusal):
-                refused(request, found, "sign-in")
+                self.gate.refused(request, found, "sign-in")
                 return error(found)
             account, via = found
             session_id, cookie = new_session_cookie()
@@ -119,11 +127,12 @@ class AccountDesk:
             await self.store.create_web_session(session, hash_secret(cookie))
         except BodyError as exc:
             refusal = Refusal(400, exc.code, exc.message)
-            refused(request, refusal, "sign-in")
+            self.gate.refused(request, refusal, "sign-in")
             return error(refusal)
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"could not sign in now: {exc}; try again"))
         log.info("web chat sign-in: %s (%s)", account.name, "token " + via if via else "password")
+        vouch(request)
         response = JSONResponse(whoami(SignedIn(session, account), cookie))
         response.set_cookie(
             COOKIE,
@@ -136,6 +145,15 @@ class AccountDesk:
         )
         return response
 
+    def _too_many(self, request: Request, wait: float, where: str) -> Response:
+        refusal = Refusal(429, "too_many_attempts", f"too many sign-in attempts {where}; wait {wait:.0f} s")
+        self.gate.refused(request, refusal, "sign-in")
+        return JSONResponse(
+            {"error": refusal.code, "message": refusal.message},
+            status_code=429,
+            headers={"Retry-After": str(max(1, round(wait)))},
+        )
+
     async def me(self, request: Request) -> Response:
         found = await self.gate.signed_in(request)
         if isinstance(found, Refusal):
@@ -145,7 +163,7 @@ class AccountDesk:
     async def sign_out(self, request: Request) -> Response:
         found = await self.gate.for_change(request)
         if isinstance(found, Refusal):
-            refused(request, found, "sign-out")
+            self.gate.refused(request, found, "sign-out")
             return error(found)
         try:
             await self.store.end_web_session(found.session.session_id, time.time())
@@ -161,7 +179,7 @@ class AccountDesk:
         if not isinstance(found, Refusal) and found.account.role != "admin":
             found = Refusal(403, "not_admin", "only an admin may do this (chatgate user add NAME --admin)")
         if isinstance(found, Refusal):
-            refused(request, found, "admin request")
+            self.gate.refused(request, found, "admin request")
             return error(found)
         return found
 

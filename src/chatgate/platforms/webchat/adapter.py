@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -14,17 +15,20 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
-from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, SIGNED_OUT, Connection
+from chatgate.platforms.kit.trust import vouch
+from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
-from chatgate.platforms.webchat.session_gate import Refusal, SessionGate, refused
+from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 from chatgate.platforms.webchat.signed_sockets import SignedSockets
+from chatgate.platforms.webchat.socket_gate import next_message, refuse
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -67,9 +71,13 @@ class WebChatAdapter:
         gate: SessionGate | None = None,
         session_check_seconds: float = 5.0,
         draft_interval: float = 0.05,
+        hello_timeout: float = 10.0,
     ) -> None:
         self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
+        self._hello_timeout = hello_timeout
+        self._lines = LogBudget(log)
+        """Rejected frames and closed idle sockets: strangers cause them, so a budget of lines."""
         self.gate = gate
         """The session cookie check of ``auth: accounts`` (None: hellos say who they are)."""
         self._signed = SignedSockets(store, PLATFORM, session_check_seconds) if gate is not None else None
@@ -151,23 +159,27 @@ class WebChatAdapter:
     # ------------------------------------------------------------ inbound
 
     async def serve(self, ws: WebSocket) -> None:
+        """One socket: its frames in order until it goes. It must say an accepted hello within
+        ``hello_timeout`` or it is closed (4408): an idle socket is a place a stranger holds."""
         signed = None
         if self.gate is not None:
             found = await self.gate.for_socket(ws)
             if isinstance(found, Refusal):
-                await self._refuse(ws, found)
+                await refuse(ws, found, self.gate)
                 return
             signed = found
+            vouch(ws)  # a valid session cookie: a signed-in user's socket
         await ws.accept()
         conn = Connection(ws, self._max_queued_bytes)
         conn.signed = signed
         if self._signed is not None:
             self._signed.add(conn)
         conn.start()
+        hello_by = asyncio.get_running_loop().time() + self._hello_timeout
         try:
             while True:
-                message = await ws.receive()
-                if message["type"] == "websocket.disconnect":
+                message = await next_message(ws, conn, hello_by, self._hello_timeout, self._lines)
+                if message is None or message["type"] == "websocket.disconnect":
                     return
                 raw = message.get("text")
                 if raw is None:
@@ -183,16 +195,6 @@ class WebChatAdapter:
                 self._signed.discard(conn)
             await conn.close()
 
-    async def _refuse(self, ws: WebSocket, refusal: Refusal) -> None:
-        """A foreign Origin is refused at the handshake; a missing or ended session is told
-        with a close code the page acts on (4401: go to the sign-in page)."""
-        refused(ws, refusal, "socket")
-        if refusal.status == 403:
-            await ws.close(code=1008, reason=refusal.message)
-            return
-        await ws.accept()
-        await ws.close(code=SIGNED_OUT if refusal.status == 401 else 1011, reason=refusal.message[:120])
-
     def _unregister(self, conn: Connection) -> None:
         if conn.chat_id is not None:
             peers = self._chats.get(conn.chat_id)
@@ -202,8 +204,10 @@ class WebChatAdapter:
                     del self._chats[conn.chat_id]
 
     def _error(self, conn: Connection, code: str, message: str, frame_id: str | None = None) -> None:
-        log.warning(
-            "web chat frame rejected", extra={"code": code, "reason": message, "chat_id": conn.chat_id}
+        self._lines.warning(
+            f"web frame: {code}",
+            "web chat frame rejected",
+            extra={"code": code, "reason": message, "chat_id": conn.chat_id},
         )
         frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
         if frame_id is not None:
@@ -231,6 +235,8 @@ class WebChatAdapter:
         if self._token is not None and not hmac.compare_digest(hello.token or "", self._token):
             self._error(conn, "unauthorized", "this web chat needs an access token in the hello frame")
             return
+        vouch(conn.ws)  # the right token, or none needed: this socket is a user's
+        conn.greeted = True
         if conn.signed is not None and self._signed is not None:
             problem = await self._signed.owner_problem(conn, hello.chat_id)
             if problem is not None:

@@ -29,6 +29,8 @@ TOO_SLOW = 4008
 """Close code for a client over the byte bound (4000-4999: the application's own codes)."""
 SIGNED_OUT = 4401
 """Close code for a socket whose session ended (signed out, revoked, expired) or never was."""
+NO_HELLO = 4408
+"""Close code for a socket that sent no accepted hello within ``http.auth_timeout_seconds``."""
 
 
 class _Draft:
@@ -55,6 +57,8 @@ class Connection:
         self.signed: SignedIn | None = None
         """The account this socket signed in as (``auth: accounts``), decided by its cookie."""
         self.titled = False
+        self.greeted = False
+        """An accepted hello came (the socket's deadline for one is over)."""
         self.syncing = False
         self.held: list[dict[str, Any]] = []
         self.awaiting_receipt: set[str] = set()

@@ -17,7 +17,7 @@ from chatgate.domain.store_roles import WebChats
 from chatgate.domain.web_chats import MAX_HISTORY_PAGE, MAX_LIST, MAX_QUERY_CHARS, HistoryItem
 from chatgate.platforms.webchat.account_routes import error
 from chatgate.platforms.webchat.bodies import BodyError, Rename, read_body
-from chatgate.platforms.webchat.session_gate import Refusal, SessionGate, refused
+from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -134,7 +134,7 @@ class HistoryDesk:
     async def rename(self, request: Request) -> Response:
         found = await self.gate.for_change(request)
         if isinstance(found, Refusal):
-            refused(request, found, "rename")
+            self.gate.refused(request, found, "rename")
             return error(found)
         try:
             body = await read_body(request, Rename)

@@ -89,6 +89,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
             gate=gate,
             session_check_seconds=section.session_check_seconds,
             draft_interval=section.draft_interval_ms / 1000,
+            hello_timeout=ctx.auth_timeout,
         )
         built = PlatformBuild(
             adapters=[adapter],

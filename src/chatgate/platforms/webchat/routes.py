@@ -10,6 +10,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from chatgate.domain.log_budget import LogBudget
 from chatgate.platforms.kit.origins import origin_allowed
 from chatgate.platforms.webchat.adapter import WebChatAdapter
 from chatgate.platforms.webchat.pages import PAGE_HEADERS, chat_page
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 
 def page_routes(web: WebChatAdapter, allowed_origins: frozenset[str], loopback_bind: bool) -> list[BaseRoute]:
     page = chat_page(web.auth)
+    refusals = LogBudget(log)
+    """Refused cross-origin sockets: any page may try, so their lines are budgeted."""
 
     async def index(request: Request) -> Response:
         if web.gate is not None and isinstance(await web.gate.signed_in(request), Refusal):
@@ -31,9 +34,10 @@ def page_routes(web: WebChatAdapter, allowed_origins: frozenset[str], loopback_b
 
     async def ws_endpoint(ws: WebSocket) -> None:
         if not origin_allowed(ws, allowed_origins, loopback_bind):
-            log.warning(
+            refusals.warning(
+                "cross-origin socket",
                 "refused a cross-origin web chat connection from %s (platforms.web.allowed_origins)",
-                ws.headers.get("origin"),
+                str(ws.headers.get("origin"))[:200],
             )
             await ws.close(code=1008, reason="cross-origin connection refused")
             return

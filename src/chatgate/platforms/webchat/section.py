@@ -25,9 +25,9 @@ class WebChatSection(PlatformSection):
     """How long a sign-in lasts in a browser (accounts)."""
     secure_cookies: bool | None = None
     """Mark the session cookie ``Secure``; unset: when the page was requested over https
-    (or a proxy said so with ``X-Forwarded-Proto: https``)."""
+    (or a proxy in ``http.trusted_proxies`` said so with ``X-Forwarded-Proto: https``)."""
     sign_in_attempts_per_minute: int = Field(10, ge=1, le=10_000)
-    """Sign-in attempts one client address may make per minute (accounts)."""
+    """Sign-in attempts per minute, per client address and per account named (accounts)."""
     session_check_seconds: float = Field(5.0, gt=0, le=3600)
     """How often open sockets re-check their session, so a revocation elsewhere (the CLI,
     another process of a fleet) closes them (accounts)."""

@@ -17,7 +17,9 @@ from starlette.requests import HTTPConnection
 
 from chatgate.domain.accounts import SignedIn, csrf_matches, hash_secret, session_id_of
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.store_roles import Accounts
+from chatgate.platforms.kit.trust import vouch
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class SessionGate:
         self.store = store
         self.allowed_origins = allowed_origins
         self.secure_cookies = secure_cookies
+        self.refusals = LogBudget(log)
 
     def origin_problem(self, conn: HTTPConnection) -> Refusal | None:
         """A browser names the page that sent a request; it must be this gateway's own (or allowed)."""
@@ -62,9 +65,9 @@ class SessionGate:
         origin = origin.rstrip("/").lower()
         parsed = urlsplit(origin)
         own = _own_origin(conn)
-        same = parsed.netloc == own.split("://", 1)[1] and (
-            parsed.scheme == own.split("://", 1)[0] or conn.headers.get("x-forwarded-proto") == parsed.scheme
-        )
+        # The scheme is the connection's, or what a trusted proxy forwarded (http.trusted_proxies);
+        # an X-Forwarded-Proto header from anyone else never reaches this far.
+        same = parsed.netloc == own.split("://", 1)[1] and parsed.scheme == own.split("://", 1)[0]
         if same or origin in self.allowed_origins:
             return None
         return Refusal(
@@ -80,7 +83,10 @@ class SessionGate:
         except StoreUnavailable as exc:
             log.warning("could not check a web session: %s", exc, extra={"code": "storage_unavailable"})
             return Refusal(503, "storage_unavailable", f"could not check the session: {exc}; try again")
-        return NOT_SIGNED_IN if found is None else found
+        if found is None:
+            return NOT_SIGNED_IN
+        vouch(conn)  # a signed-in user's connection: never pushed out for a stranger's
+        return found
 
     async def for_change(self, conn: HTTPConnection) -> SignedIn | Refusal:
         """A state-changing request: a valid session, our Origin, and the session's CSRF token."""
@@ -100,17 +106,20 @@ class SessionGate:
             return problem
         return await self.signed_in(conn)
 
+    def refused(self, conn: HTTPConnection, refusal: Refusal, what: str) -> None:
+        """One line per refusal, within a budget per kind: strangers cause these (wrong passwords,
+        foreign origins, expired cookies), and must not flood the log. ``client`` is the real
+        peer, or the client a trusted proxy forwarded, never a header anyone may send."""
+        self.refusals.warning(
+            f"web {what}: {refusal.code}",
+            "web chat %s refused: %s (%s)",
+            what,
+            refusal.message,
+            refusal.code,
+            extra={"code": refusal.code, "client": client_of(conn), "path": conn.url.path},
+        )
+
     def secure(self, conn: HTTPConnection) -> bool:
         if self.secure_cookies is not None:
             return self.secure_cookies
-        return conn.url.scheme == "https" or conn.headers.get("x-forwarded-proto") == "https"
-
-
-def refused(conn: HTTPConnection, refusal: Refusal, what: str) -> None:
-    log.warning(
-        "web chat %s refused: %s (%s)",
-        what,
-        refusal.message,
-        refusal.code,
-        extra={"code": refusal.code, "client": client_of(conn), "path": conn.url.path},
-    )
+        return conn.url.scheme in ("https", "wss")
