@@ -51,8 +51,12 @@ def _snapshot(root: psutil.Process) -> list[_Snapshot]:
 
 
 def _alive(pid: int, start: float | None) -> bool:
+    """The process of this pid and start time runs (a zombie is dead: it only waits to be reaped,
+    and a supervisor may reap the stopped gateway late, which must not spare its orphans)."""
     try:
-        return start is not None and abs(psutil.Process(pid).create_time() - start) < 0.01
+        proc = psutil.Process(pid)
+        same = start is not None and abs(proc.create_time() - start) < 0.01
+        return same and proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
 
