@@ -258,3 +258,10 @@ def test_fleet_bench_quick_run_reports_sqlite_and_each_fleet_size_for_both_agent
             assert run["correct"] and run["messages"] == 12
             assert set(run["latency_ms"]) == {"p50", "p99", "max"}
         assert "db_limit" in figures
+
+
+def test_trace_bench_counts_the_files_one_web_message_runs() -> None:
+    result = run_bench("trace_message.py")
+    assert result["files"] == len(result["file_list"]) > 10
+    assert "engine/admission.py" in result["file_list"] and "store/sqlite/writer.py" in result["file_list"]
+    assert result["functions"] == len(result["function_list"])
