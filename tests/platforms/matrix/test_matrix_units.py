@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from chatgate.domain.errors import ConfigError
+from chatgate.domain.errors import ConfigError, MaybeSent, NotSent
 from chatgate.domain.outbound import Ambiguous, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt, PromptOption
 from chatgate.platforms.kit.plugin import CoreView
 from chatgate.platforms.kit.skipped import Skipped
 from chatgate.platforms.matrix.api import error_of, path, retry_after
 from chatgate.platforms.matrix.decode import Addressing, Bad, RoomInfo, decode_message
-from chatgate.platforms.matrix.errors import ApiRefused, MaybeSent, NotSent, RateLimited
+from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 from chatgate.platforms.matrix.outbound import classify, relates_to
 from chatgate.platforms.matrix.plugin import PLUGIN
 from chatgate.platforms.matrix.prompts import PROMPT_KEY, decode_reaction, prompt_content, prompt_ref

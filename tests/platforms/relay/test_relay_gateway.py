@@ -10,7 +10,7 @@ import pytest
 
 from chatgate.app.gateway import Gateway
 from chatgate.engine.ports import Admitted
-from chatgate.platforms.relay.connection import NoResult, NotSent, Outcome
+from chatgate.platforms.relay.connection import NoResult, Outcome, Unsent
 from support.relay_harness import GW, RelayWorld, relay_hub
 
 GUILD = "900"
@@ -309,7 +309,7 @@ async def test_shutdown_with_fifty_in_flight_sends_ends_them_within_the_budget(w
     assert all(isinstance(o, NoResult) for o in outcomes)
     assert elapsed < 2.0 + 3.0, f"close took {elapsed:.1f}s for a 2s budget"
     late = await conn.request({"op": "send", "chat_id": CHANNEL, "content": "late"}, "discord")
-    assert isinstance(late, NotSent)
+    assert isinstance(late, Unsent)
 
 
 async def test_interrupt_inbound_stops_exactly_that_sessions_turn(world: RelayWorld) -> None:

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.errors import NotSent, PlatformCallError, StoreUnavailable
 from chatgate.domain.outbound import Capabilities, DeliveryResult, RetryLater
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
@@ -25,7 +25,6 @@ from chatgate.domain.store_roles import Cursors
 from chatgate.engine.ports import AdapterState, Intake, deliver_final
 from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 from chatgate.platforms.matrix.decode import PLATFORM, Addressing
-from chatgate.platforms.matrix.errors import MatrixCallError, NotSent
 from chatgate.platforms.matrix.lane import JoinPolicy, MatrixLane
 from chatgate.platforms.matrix.outbound import MatrixOutbound, row_transaction
 from chatgate.platforms.matrix.rooms import Rooms
@@ -144,7 +143,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         self._open()
         try:
             await self._ready()
-        except (MatrixCallError, StoreUnavailable) as exc:
+        except (PlatformCallError, StoreUnavailable) as exc:
             log.warning("Matrix: could not sign in yet (the first send tries again): %s", exc)
         self._set_state(True, "standby: another process of the fleet syncs")
 
@@ -192,7 +191,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
         try:
             await self._ready()  # the row's transaction ids need this store's namespace
-        except (MatrixCallError, StoreUnavailable) as exc:
+        except (PlatformCallError, StoreUnavailable) as exc:
             return RetryLater(f"not signed in to Matrix yet: {exc}", 5.0)
         assert self._signed is not None
         with row_transaction(f"{self._signed.namespace}.o{row.id}"):

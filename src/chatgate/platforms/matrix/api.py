@@ -18,7 +18,8 @@ from urllib.parse import quote
 
 import aiohttp
 
-from chatgate.platforms.matrix.errors import ApiRefused, MaybeSent, NotSent, RateLimited
+from chatgate.domain.errors import MaybeSent, NotSent
+from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """A sync answer is bounded by the filter's timeline limit; anything larger is not read."""
@@ -67,7 +68,7 @@ async def _bounded(stream: aiohttp.StreamReader) -> bytes:
 
 
 class MatrixApi:
-    """``call(method, path, ...)`` -> the JSON answer, or a ``MatrixCallError``.
+    """``call(method, path, ...)`` -> the JSON answer, or a ``PlatformCallError``.
 
     Create it on the event loop that uses it (the adapter does, in ``start``).
     """

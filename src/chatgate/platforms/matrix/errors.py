@@ -8,16 +8,17 @@ decides what a failed send means (the outbox's honest answer):
 - ``ApiRefused``: any other error answer (``errcode``, HTTP status): the call was refused;
 - ``NotSent``: the request never left (connection refused, DNS);
 - ``MaybeSent``: it may have arrived (timeout, connection dropped, an unreadable answer).
+
+``NotSent`` and ``MaybeSent`` are the domain's (``chatgate.domain.errors``), shared by every
+platform; all are ``PlatformCallError``s, and ``str()`` of each never holds the access token.
 """
 
 from __future__ import annotations
 
-
-class MatrixCallError(Exception):
-    """A client-server API call failed; ``str()`` never holds the access token."""
+from chatgate.domain.errors import PlatformCallError
 
 
-class ApiRefused(MatrixCallError):
+class ApiRefused(PlatformCallError):
     def __init__(self, what: str, status: int, errcode: str, message: str) -> None:
         super().__init__(f"{what}: HTTP {status} {errcode}: {message}")
         self.status = status
@@ -28,11 +29,3 @@ class RateLimited(ApiRefused):
     def __init__(self, what: str, status: int, message: str, retry_after: float) -> None:
         super().__init__(what, status, "M_LIMIT_EXCEEDED", f"{message} (retry after {retry_after:.3f}s)")
         self.retry_after = retry_after
-
-
-class NotSent(MatrixCallError):
-    """The request never left this machine: repeating it cannot duplicate anything."""
-
-
-class MaybeSent(MatrixCallError):
-    """The request may have reached the homeserver, but no readable answer came back."""

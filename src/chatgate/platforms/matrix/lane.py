@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Inbound
 from chatgate.engine.ports import WAIT_BRIEFLY, Admitted, Intake, Refused, Unavailable, Undecodable
 from chatgate.platforms.kit.skipped import Skipped
@@ -35,7 +36,7 @@ from chatgate.platforms.matrix.decode import (
     replied_to,
     thread_root,
 )  # fmt: skip
-from chatgate.platforms.matrix.errors import ApiRefused, MatrixCallError, RateLimited
+from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 from chatgate.platforms.matrix.outbound import MatrixOutbound
 from chatgate.platforms.matrix.prompts import PromptRef, decode_reaction, prompt_ref, reacted_to
 from chatgate.platforms.matrix.rooms import Rooms
@@ -147,7 +148,7 @@ class MatrixLane:
                     return False
                 log.warning("could not join Matrix room %s (invited by %s): %s", room_id, inviter, exc)
                 return True  # refused for good (the invite was withdrawn, the room is gone): move on
-            except MatrixCallError as exc:
+            except PlatformCallError as exc:
                 log.warning("could not join Matrix room %s yet: %s", room_id, exc)
                 return False
         return False
@@ -219,7 +220,7 @@ class MatrixLane:
 
         try:
             return await self._call("GET", path("rooms", room_id, "event", event_id))
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             log.info("could not read Matrix event %s: %s", event_id, exc)
             return None
 

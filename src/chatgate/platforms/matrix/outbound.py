@@ -24,9 +24,10 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
+from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt
-from chatgate.platforms.matrix.errors import ApiRefused, MatrixCallError, NotSent, RateLimited
+from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 from chatgate.platforms.matrix.prompts import REACTIONS, PromptRef, bare, prompt_content
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def row_transaction(txn: str) -> Iterator[None]:
         _ROW_TXN.reset(token)
 
 
-def classify(exc: MatrixCallError, *, sending: bool) -> DeliveryResult:
+def classify(exc: PlatformCallError, *, sending: bool) -> DeliveryResult:
     reason = str(exc)
     if isinstance(exc, RateLimited):
         return RetryLater(reason, exc.retry_after, scope="platform")
@@ -119,7 +120,7 @@ class MatrixOutbound:
     ) -> DeliveryResult:
         try:
             return Delivered(await self._send(room, "m.room.message", content, operation))
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             return classify(exc, sending=sending)
 
     async def send_message(
@@ -156,7 +157,7 @@ class MatrixOutbound:
             content["m.relates_to"] = relation
         try:
             await self._send(room, "m.room.message", content, "notice")
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             log.info("could not post a Matrix notice in %s: %s", room, exc)
 
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
@@ -167,7 +168,7 @@ class MatrixOutbound:
                              {"typing": True, "timeout": 5000})  # fmt: skip
         except RateLimited as exc:
             return classify(exc, sending=False)
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             log.debug("Matrix typing notice failed: %s", exc)
         return None
 
@@ -176,7 +177,7 @@ class MatrixOutbound:
 
         try:
             await self._call("PUT", path("rooms", chat_id, "redact", message_id, self._txn("redact")), {})
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             log.info("could not redact Matrix event %s: %s", message_id, exc)
             return False
         return True
@@ -187,7 +188,7 @@ class MatrixOutbound:
         content = prompt_content(prompt, prompt.text, relation)
         try:
             event_id = await self._send(chat_id, "m.room.message", content, "prompt")
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             return classify(exc, sending=True)
         options = {bare(k): v for k, v in content["org.chatgate.prompt"]["options"].items()}
         self.sent.prompt(event_id, PromptRef(prompt.prompt_id, options, thread))
@@ -202,5 +203,5 @@ class MatrixOutbound:
         content = {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
         try:
             await self._send(room, "m.reaction", content, f"react.{key}")
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             log.info("could not add reaction %s under %s: %s", key, event_id, exc)

@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+from chatgate.domain.errors import PlatformCallError
 from chatgate.platforms.matrix.decode import RoomInfo
-from chatgate.platforms.matrix.errors import ApiRefused, MatrixCallError
+from chatgate.platforms.matrix.errors import ApiRefused
 
 log = logging.getLogger(__name__)
 MAX_ROOMS = 4096
@@ -77,7 +78,7 @@ class Rooms:
             members = len(people) if isinstance(people, dict) else 0
             for user, about in (people or {}).items():
                 self._name(room_id, str(user), _text(about, "display_name"))
-        except MatrixCallError as exc:
+        except PlatformCallError as exc:
             log.warning("could not read the members of Matrix room %s: %s", room_id, exc)
         state = {}
         for kind, key in (
@@ -90,7 +91,7 @@ class Rooms:
             except ApiRefused as exc:
                 if exc.status != 404:
                     log.info("could not read %s of Matrix room %s: %s", kind, room_id, exc)
-            except MatrixCallError as exc:
+            except PlatformCallError as exc:
                 log.info("could not read %s of Matrix room %s: %s", kind, room_id, exc)
         return RoomInfo(
             room_id, members, state.get("m.room.name"), state.get("m.room.topic"),

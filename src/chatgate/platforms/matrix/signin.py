@@ -9,8 +9,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.store_roles import Cursors
-from chatgate.platforms.matrix.errors import MatrixCallError
 from chatgate.platforms.matrix.section import MatrixSection
 
 if TYPE_CHECKING:
@@ -34,14 +34,14 @@ async def sign_in(api: MatrixApi, section: MatrixSection, secret: str, cursors: 
         api.token = secret
     me = (await api.call("GET", path("account", "whoami"))).get("user_id")
     if not isinstance(me, str):
-        raise MatrixCallError("whoami: the homeserver answered without a user_id")
+        raise PlatformCallError("whoami: the homeserver answered without a user_id")
     if section.user_id and me != section.user_id:
-        raise MatrixCallError(
+        raise PlatformCallError(
             f"the access token belongs to {me}, not platforms.matrix.user_id {section.user_id}"
         )
     try:
         name = (await api.call("GET", path("profile", me, "displayname"))).get("displayname")
-    except MatrixCallError:
+    except PlatformCallError:
         name = None
     shown = name.strip() if isinstance(name, str) and name.strip() else None
     return SignedIn(me, shown, await _namespace(cursors, me))
@@ -59,7 +59,7 @@ async def _login(api: MatrixApi, section: MatrixSection, password: str) -> str:
     }
     token = (await api.call("POST", path("login"), body)).get("access_token")
     if not isinstance(token, str):
-        raise MatrixCallError("login: the homeserver answered without an access token")
+        raise PlatformCallError("login: the homeserver answered without an access token")
     return token
 
 

@@ -52,11 +52,11 @@ from chatgate.platforms.kit.per_key import PerKeyQueues
 from chatgate.platforms.relay.coalesce import FrameCoalescer
 from chatgate.platforms.relay.connection import (
     NoResult,
-    NotSent,
     OpResult,
     Outcome,
     RelayConnection,
     RelaySettings,
+    Unsent,
 )
 from chatgate.platforms.relay.frames import (
     INTAKE_TYPES,
@@ -310,7 +310,7 @@ def _chat_key(event: Inbound | Undecodable) -> str:
 
 
 def _as_delivery(outcome: Outcome) -> DeliveryResult:
-    if isinstance(outcome, NotSent):
+    if isinstance(outcome, Unsent):
         # Nothing left this process: an outage is a deferral, never an attempt that can fail the row.
         return Deferred(outcome.reason, retry_in=2.0)
     if isinstance(outcome, NoResult):

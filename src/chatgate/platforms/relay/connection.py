@@ -14,7 +14,7 @@ read (``wire.parse_frame``); a line that is not a frame is handed up as a
 
 Requests (``outbound`` frames) wait for the ``outbound_result`` with the same
 ``requestId``. The outcome is one of three: ``OpResult`` (the connector
-answered), ``NotSent`` (the frame never left: safe to retry), or ``NoResult``
+answered), ``Unsent`` (the frame never left: safe to retry), or ``NoResult``
 (it left and no answer came: the connector may have acted — ambiguous).
 """
 
@@ -81,7 +81,7 @@ class OpResult:
 
 
 @dataclass(frozen=True, slots=True)
-class NotSent:
+class Unsent:
     reason: str
 
 
@@ -90,7 +90,7 @@ class NoResult:
     reason: str
 
 
-Outcome = OpResult | NotSent | NoResult
+Outcome = OpResult | Unsent | NoResult
 
 
 def dial_url(url: str) -> str:
@@ -190,9 +190,9 @@ class RelayConnection:
 
     async def request(self, action: Action, platform: str | None = None) -> Outcome:
         if self._closing and self._ws is None:
-            return NotSent("the relay connection is closed")
+            return Unsent("the relay connection is closed")
         if not self.state.connected or self._ws is None:
-            return NotSent(f"relay not connected ({self.state.detail})")
+            return Unsent(f"relay not connected ({self.state.detail})")
         request_id = uuid.uuid4().hex
         bot = dict(self.settings.identities).get(platform) if platform is not None else None
         frame = OutboundFrame(requestId=request_id, action=action, platform=platform, botId=bot or None)
@@ -202,7 +202,7 @@ class RelayConnection:
             try:
                 await self._send(frame)
             except (ConnectionClosed, OSError, RuntimeError) as exc:
-                return NotSent(f"relay send failed: {exc}")
+                return Unsent(f"relay send failed: {exc}")
             pending.sent = True
             async with asyncio.timeout(self.settings.outbound_timeout):
                 return await asyncio.shield(pending.future)

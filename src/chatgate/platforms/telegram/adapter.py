@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
@@ -46,7 +47,7 @@ from chatgate.platforms.telegram.decode import (
     UnsupportedUpdate,
     decode_update,
 )
-from chatgate.platforms.telegram.errors import NotSent, TelegramError, bot_id_of
+from chatgate.platforms.telegram.errors import bot_id_of
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
 from chatgate.platforms.telegram.section import TelegramSection
@@ -214,7 +215,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         try:
             await self._call("setMyCommands", REQUEST_TIMEOUT, commands=commands)
             self._commands_set = True
-        except TelegramError as exc:
+        except PlatformCallError as exc:
             log.warning("could not register the bot commands: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ inbound
@@ -268,7 +269,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         """Stop the button's spinner (best effort: a query older than ~15 s cannot be answered)."""
         try:
             await self._call("answerCallbackQuery", REQUEST_TIMEOUT, callback_query_id=callback_id, text=text)
-        except TelegramError as exc:
+        except PlatformCallError as exc:
             log.info("could not answer callback query: %s", self.redact(str(exc)))
 
     # ------------------------------------------------------------ outbound

@@ -5,7 +5,7 @@ editMessageText, deleteMessage, sendChatAction, answerCallbackQuery), so it need
 no client library's 400 pydantic models: this module posts form fields (non-scalar
 values JSON-encoded, as Telegram accepts them) and returns the answer's ``result``
 as plain JSON, which ``models.py`` reads where the adapter looks into it. Every
-failure is one of the ``errors.py`` classes (``ApiError``, ``NotSent``, ``MaybeSent``).
+failure is one of the ``errors.py`` classes (``ApiRefused``, ``NotSent``, ``MaybeSent``).
 
 aiohttp, not httpx, by measurement: against the Bot API double one sendMessage cost
 0.21 ms of CPU with aiohttp's client and 1.8-2.7 ms with httpx's (h11 parses in pure
@@ -20,7 +20,8 @@ from typing import Any
 
 import aiohttp
 
-from chatgate.platforms.telegram.errors import ApiError, MaybeSent, NotSent, bot_id_of
+from chatgate.domain.errors import MaybeSent, NotSent
+from chatgate.platforms.telegram.errors import ApiRefused, bot_id_of
 
 DEFAULT_BASE = "https://api.telegram.org"
 
@@ -41,7 +42,7 @@ def form(params: dict[str, Any]) -> dict[str, str]:
 
 
 class BotApi:
-    """``call(method, timeout, **params)`` -> the ``result`` of Telegram's answer, or a ``TelegramError``.
+    """``call(method, timeout, **params)`` -> the ``result`` of Telegram's answer, or a ``PlatformCallError``.
 
     Create it on the event loop that will use it (the adapter does, in ``start``).
     """
@@ -87,7 +88,7 @@ def _result(method: str, status: int, body: bytes) -> Any:
     code = answer.get("error_code")
     description = answer.get("description")
     parameters = answer.get("parameters")
-    raise ApiError(
+    raise ApiRefused(
         method,
         code if isinstance(code, int) else status,
         description if isinstance(description, str) else "(no description)",

@@ -6,16 +6,22 @@ starts, after the gateway holds the bot token's credential lock: a second gatewa
 refused for that token never loads it. Every failure says whether the request may
 have reached Telegram, because that decides what a failed send means:
 
-- ``ApiError``: Telegram answered ``ok: false`` (its ``error_code``, ``description``
+- ``ApiRefused``: Telegram answered ``ok: false`` (its ``error_code``, ``description``
   and ``parameters``: ``retry_after`` for a 429, ``migrate_to_chat_id``);
 - ``NotSent``: the request never left (connection refused, DNS, no free connection);
 - ``MaybeSent``: it may have arrived (timeout, connection dropped mid-request, an
   answer that is not the Bot API's JSON).
+
+``NotSent`` and ``MaybeSent`` are the domain's (``chatgate.domain.errors``), shared by every
+platform; all three are ``PlatformCallError``s, and ``str()`` of each is safe to log (the
+token is redacted by the caller).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
+
+from chatgate.domain.errors import PlatformCallError
 
 
 class Call(Protocol):
@@ -24,11 +30,7 @@ class Call(Protocol):
     async def __call__(self, method: str, request_timeout: float, /, **params: Any) -> Any: ...
 
 
-class TelegramError(Exception):
-    """A Bot API call failed; ``str()`` is safe to log (the token is redacted by the caller)."""
-
-
-class ApiError(TelegramError):
+class ApiRefused(PlatformCallError):
     """Telegram answered the call with ``ok: false``."""
 
     def __init__(self, method: str, code: int, description: str, parameters: dict[str, Any]) -> None:
@@ -42,14 +44,6 @@ class ApiError(TelegramError):
 
     def says(self, phrase: str) -> bool:
         return phrase in self.description.lower()
-
-
-class NotSent(TelegramError):
-    """The request never left this machine: repeating it cannot duplicate anything."""
-
-
-class MaybeSent(TelegramError):
-    """The request may have reached Telegram, but no readable answer came back."""
 
 
 def bot_id_of(token: str) -> int:

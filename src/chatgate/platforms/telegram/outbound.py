@@ -26,9 +26,10 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from chatgate.domain.errors import MaybeSent, NotSent, PlatformCallError
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt
-from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent, NotSent, TelegramError
+from chatgate.platforms.telegram.errors import ApiRefused, Call
 from chatgate.platforms.telegram.render import markdown_to_html
 
 log = logging.getLogger(__name__)
@@ -74,11 +75,13 @@ class TelegramOutbound:
         return left
 
     def _reason(self, exc: BaseException) -> str:
-        return self._redact(str(exc) if isinstance(exc, TelegramError) else f"{type(exc).__name__}: {exc}")
+        return self._redact(
+            str(exc) if isinstance(exc, PlatformCallError) else f"{type(exc).__name__}: {exc}"
+        )
 
-    def _flood_wait(self, chat_id: str, exc: TelegramError) -> float | None:
+    def _flood_wait(self, chat_id: str, exc: PlatformCallError) -> float | None:
         """A 429's ``retry_after`` (the chat is held back that long), or ``None`` for any other error."""
-        if not isinstance(exc, ApiError) or (exc.code != 429 and exc.retry_after is None):
+        if not isinstance(exc, ApiRefused) or (exc.code != 429 and exc.retry_after is None):
             return None
         wait = exc.retry_after if exc.retry_after is not None else 1.0
         self._held[chat_id] = time.monotonic() + wait
@@ -163,17 +166,17 @@ class TelegramOutbound:
         try:
             try:
                 sent = await (call(text, None) if plain else call(markdown_to_html(text), "HTML"))
-            except ApiError as exc:
+            except ApiRefused as exc:
                 if exc.code != 400 or not exc.says(PARSE_ERROR):
                     raise
                 log.warning("Telegram refused the HTML rendering (%s); sending plain text", exc.description)
                 sent = await call(text, None)
-        except TelegramError as exc:
+        except PlatformCallError as exc:
             return self._classify(chat_id, exc, sending=sending)
         message_id = sent.get("message_id") if isinstance(sent, dict) else None
         return Delivered(str(message_id) if isinstance(message_id, int) else None)
 
-    def _classify(self, chat_id: str, exc: TelegramError, *, sending: bool) -> DeliveryResult:
+    def _classify(self, chat_id: str, exc: PlatformCallError, *, sending: bool) -> DeliveryResult:
         reason = self._reason(exc)
         wait = self._flood_wait(chat_id, exc)
         if wait is not None:
@@ -182,7 +185,7 @@ class TelegramOutbound:
             return RetryLater(reason, 0.0)  # the request never left this machine
         if isinstance(exc, MaybeSent):
             return Ambiguous(reason) if sending else RetryLater(reason, 0.0)
-        assert isinstance(exc, ApiError)
+        assert isinstance(exc, ApiRefused)
         if exc.code == 400 and exc.says(NOT_MODIFIED):
             return Delivered()
         if exc.migrate_to is not None:
@@ -206,7 +209,7 @@ class TelegramOutbound:
                 action="typing",
                 message_thread_id=_int_or_none(target.get("thread_id")),
             )
-        except TelegramError as exc:
+        except PlatformCallError as exc:
             wait = self._flood_wait(chat_id, exc)
             if wait is not None:
                 return RetryLater(self._reason(exc), wait, scope="chat")
@@ -221,7 +224,7 @@ class TelegramOutbound:
             done = await self._call(
                 "deleteMessage", REQUEST_TIMEOUT, chat_id=chat_ref(chat_id), message_id=ident
             )
-        except TelegramError as exc:
+        except PlatformCallError as exc:
             if self._flood_wait(chat_id, exc) is None:
                 log.info("could not delete Telegram message %s: %s", message_id, self._reason(exc))
             return False

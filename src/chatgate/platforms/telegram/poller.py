@@ -27,9 +27,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from chatgate.domain.errors import ChatgateError, StoreUnavailable
+from chatgate.domain.errors import ChatgateError, MaybeSent, StoreUnavailable
 from chatgate.domain.store_roles import Cursors
-from chatgate.platforms.telegram.errors import ApiError, Call, MaybeSent
+from chatgate.platforms.telegram.errors import ApiRefused, Call
 from chatgate.platforms.telegram.models import Update
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class Poller:
                 log.warning("telegram polling stopped: this process no longer holds the bot's fleet lock")
                 self._stopping = True
                 return
-            except ApiError as exc:
+            except ApiRefused as exc:
                 if exc.code != 429:
                     await self._failed(exc, backoff)
                     backoff = min(MAX_BACKOFF, backoff * 2)
@@ -173,7 +173,7 @@ class Poller:
 
     async def _failed(self, exc: Exception, backoff: float) -> None:
         reason = self._redact(f"{type(exc).__name__}: {exc}")
-        code = exc.code if isinstance(exc, ApiError) else None
+        code = exc.code if isinstance(exc, ApiRefused) else None
         if code in (401, 404):  # an unknown token is a 401; a wrong api_base or a mangled token a 404
             reason = f"the bot token was refused ({reason}); check platforms.telegram.token_env and api_base"
             backoff = max(backoff, MAX_BACKOFF)
