@@ -16,12 +16,14 @@ import json
 import sys
 from typing import Any
 
+from chatgate.domain.errors import ChatgateError
+
 MAX_DEPTH = 100
 """Deeper than any real request or webhook (GitHub's and Slack's stay under 10)."""
 _MAX_DIGITS = sys.get_int_max_str_digits()
 
 
-class BadJson(ValueError):
+class BadJson(ChatgateError, ValueError):
     """Not usable JSON; ``reason`` is one short line without the input in it."""
 
     def __init__(self, reason: str) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import platform
 import struct
 
+from chatgate.domain.errors import ChatgateError
+
 _LD_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JEQ = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE = 0x35  # BPF_JMP | BPF_JGE | BPF_K
@@ -37,7 +39,7 @@ _ARCHES: dict[str, tuple[int, int]] = {
 """Machine (``platform.machine()``) -> (audit architecture, number of ``socket``)."""
 
 
-class NoFilter(Exception):
+class NoFilter(ChatgateError):
     """This machine's architecture has no filter here."""
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
 from chatgate.domain.accounts import MAX_PASSWORD_CHARS
+from chatgate.domain.errors import ChatgateError
 from chatgate.domain.web_chats import TITLE_CHARS
 
 MAX_BODY_BYTES = 8 * 1024
@@ -17,7 +18,7 @@ BODY_SECONDS = 10.0
 M = TypeVar("M", bound=BaseModel)
 
 
-class BodyError(Exception):
+class BodyError(ChatgateError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
+from chatgate.domain.errors import ChatgateError
+
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 
 
@@ -56,7 +58,7 @@ _CLIENT: TypeAdapter[AnyClientFrame] = TypeAdapter(ClientFrame)
 KNOWN_TYPES = ("hello", "message", "received", "button")
 
 
-class FrameError(Exception):
+class FrameError(ChatgateError):
     def __init__(self, code: str, message: str, frame_id: str | None = None) -> None:
         super().__init__(message)
         self.code = code
