@@ -14,6 +14,7 @@ from chatgate.domain.accounts import (
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Accounts, Inbox, Leases, WebChats
+from chatgate.domain.web_chats import DELETED_OWNER
 from contract.kit import T0, approval, covers, req
 from support.store_values import outcome
 
@@ -144,6 +145,20 @@ async def test_titles_are_set_once_unless_replaced_and_each_user_lists_only_thei
     assert [c.chat_id for c in await store.list_chats("web", "ann", None, 1)] == ["c2"]
     assert [c.chat_id for c in await store.list_chats("web", "ann", "FIRST", 10)] == ["c1"]
     assert await store.list_chats("web", "ann", "100%_", 10) == []  # wildcards are literal
+
+
+@covers(WebChats.delete_chat, WebChats.list_chats, WebChats.claim_chat)
+async def test_a_deleted_chat_is_nobodys_is_listed_by_none_and_cannot_be_claimed_again(store):
+    await store.claim_chat("web", "c1", "ann", T0)
+    await store.set_chat_title("web", "c1", "first words", replace=False)
+    assert [c.chat_id for c in await store.list_chats("web", "ann", None, 10)] == ["c1"]
+    assert await store.delete_chat("web", "c1") is True
+    assert await store.delete_chat("web", "c1") is False  # once
+    assert await store.delete_chat("web", "nope") is False
+    assert await store.list_chats("web", "ann", None, 10) == []
+    assert await store.claim_chat("web", "c1", "ann", T0 + 1) == DELETED_OWNER
+    assert await store.chat_owner("web", "c1") == DELETED_OWNER
+    assert await store.list_chats("web", DELETED_OWNER, None, 10) == []  # untitled, no session
 
 
 async def _answered(store, chat_id: str, delivery_id: str, text: str, reply: str, **target: object) -> None:

@@ -135,6 +135,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "claim_chat": lambda s: s.claim_chat("web", "c1", "u1", T0),
     "chat_owner": lambda s: s.chat_owner("web", "c1"),
     "set_chat_title": lambda s: s.set_chat_title("web", "c1", "t", replace=False),
+    "delete_chat": lambda s: s.delete_chat("web", "c1"),
     "list_chats": lambda s: s.list_chats("web", "u1", None, 10),
     "chat_history": lambda s: s.chat_history("web", "c1", None, 10),
 }

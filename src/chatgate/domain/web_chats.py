@@ -16,6 +16,8 @@ TITLE_CHARS = 80
 MAX_LIST = 100
 MAX_HISTORY_PAGE = 200
 MAX_QUERY_CHARS = 200
+DELETED_OWNER = "!deleted"
+"""The owner of a deleted chat: nobody's, so no list shows it and no hello reopens it."""
 
 HistoryKind = Literal["me", "bot", "notice", "failure", "prompt"]
 

@@ -79,6 +79,11 @@ class WebChats(Protocol):
         """Title a chat (``replace=False``: only one that has none); True when it changed."""
         ...
 
+    async def delete_chat(self, platform: str, chat_id: str) -> bool:
+        """Give the chat to nobody (``DELETED_OWNER``) and drop its title; True when it was
+        someone's. Its messages stay where delivery keeps them; no page can list or open it."""
+        ...
+
     async def list_chats(
         self, platform: str, user_id: str, query: str | None, limit: int
     ) -> list[ChatSummary]:

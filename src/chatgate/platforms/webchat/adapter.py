@@ -23,6 +23,7 @@ from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
 from chatgate.platforms.kit.trust import vouch
+from chatgate.platforms.webchat.chat_claims import ChatClaims
 from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
@@ -72,6 +73,7 @@ class WebChatAdapter:
         session_check_seconds: float = 5.0,
         draft_interval: float = 0.05,
         hello_timeout: float = 10.0,
+        keep_chats: bool = True,
     ) -> None:
         self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
@@ -81,6 +83,8 @@ class WebChatAdapter:
         self.gate = gate
         """The session cookie check of ``auth: accounts`` (None: hellos say who they are)."""
         self._signed = SignedSockets(store, PLATFORM, session_check_seconds) if gate is not None else None
+        self._claims = ChatClaims(store, PLATFORM) if keep_chats or gate is not None else None
+        """Owners and titles of chats, for the conversation list (None: not kept, a bare test)."""
         self._intake = intake
         self._max_text = max_text_chars
         self._token = access_token
@@ -237,8 +241,10 @@ class WebChatAdapter:
             return
         vouch(conn.ws)  # the right token, or none needed: this socket is a user's
         conn.greeted = True
-        if conn.signed is not None and self._signed is not None:
-            problem = await self._signed.owner_problem(conn, hello.chat_id)
+        signed = conn.signed.account if conn.signed is not None else None
+        owner, name = (signed.user_id, signed.name) if signed is not None else (hello.user_id, hello.user_id)
+        if self._claims is not None:
+            problem = await self._claims.problem(hello.chat_id, owner, name, strict=signed is not None)
             if problem is not None:
                 self._unregister(conn)
                 conn.chat_id = None
@@ -334,9 +340,9 @@ class WebChatAdapter:
         elif isinstance(answer, Unavailable):
             self._error(conn, "storage_unavailable", f"{answer.reason}; please resend", msg.id)
         else:
-            if self._signed is not None and conn.signed is not None:
+            if self._claims is not None:
                 # before the ack: the page reloads its conversation list on an ack
-                await self._signed.title(conn, msg.text)
+                await self._claims.title(conn, msg.text)
             conn.send({"type": "ack", "id": msg.id, "duplicate": not answer.new})
 
     async def _button(self, conn: Connection, tap: Button) -> None:

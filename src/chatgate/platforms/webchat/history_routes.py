@@ -1,5 +1,6 @@
-"""The signed-in user's conversations: the list (with search), one conversation's history
-(paged), and renaming. Each conversation is read only by the account that owns it."""
+"""A person's conversations: the list (with search), one conversation's history (paged),
+renaming, deleting and exporting. Each conversation is read only by its owner: the signed-in
+account with accounts, else the browser that opened it (``owners.py``)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from chatgate.domain.accounts import SignedIn
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import WebChats
-from chatgate.domain.web_chats import MAX_HISTORY_PAGE, MAX_LIST, MAX_QUERY_CHARS, HistoryItem
+from chatgate.domain.web_chats import DELETED_OWNER, MAX_HISTORY_PAGE, MAX_LIST, MAX_QUERY_CHARS, HistoryItem
 from chatgate.platforms.webchat.account_routes import error
 from chatgate.platforms.webchat.bodies import BodyError, Rename, read_body
-from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
+from chatgate.platforms.webchat.exports import MAX_EXPORT_ITEMS, as_json, as_markdown
+from chatgate.platforms.webchat.owners import ChatOwners, Owner
+from chatgate.platforms.webchat.session_gate import Refusal
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -54,30 +56,30 @@ def _before(raw: str | None) -> float | Refusal | None:
 
 
 class HistoryDesk:
-    def __init__(self, store: WebChats, gate: SessionGate) -> None:
+    def __init__(self, store: WebChats, owners: ChatOwners) -> None:
         self.store = store
-        self.gate = gate
+        self.owners = owners
 
-    async def _owned(self, request: Request, found: SignedIn) -> str | Refusal:
+    async def _owned(self, request: Request, who: Owner) -> str | Refusal:
         chat_id = str(request.path_params["chat_id"])
         if not 1 <= len(chat_id) <= 200:
             return Refusal(400, "invalid_request", "a conversation id has 1 to 200 characters")
         owner = await self.store.chat_owner(PLATFORM, chat_id)
-        if owner is None:
+        if owner is None or owner == DELETED_OWNER:
             return Refusal(404, "not_found", "no such conversation")
-        if owner != found.account.user_id:
+        if owner != who.user_id:
             refusal = Refusal(403, "forbidden", "this conversation belongs to another user")
             log.warning(
                 "web chat: %s asked for conversation %s of another user",
-                found.account.name,
+                who.name,
                 chat_id,
-                extra={"code": "forbidden", "chat_id": chat_id, "user_id": found.account.user_id},
+                extra={"code": "forbidden", "chat_id": chat_id, "user_id": who.user_id},
             )
             return refusal
         return chat_id
 
     async def conversations(self, request: Request) -> Response:
-        found = await self.gate.signed_in(request)
+        found = await self.owners.reader(request)
         if isinstance(found, Refusal):
             return error(found)
         query = request.query_params.get("q", "").strip()
@@ -87,7 +89,7 @@ class HistoryDesk:
         if len(query) > MAX_QUERY_CHARS:
             return error(Refusal(400, "invalid_request", f"q has more than {MAX_QUERY_CHARS} characters"))
         try:
-            chats = await self.store.list_chats(PLATFORM, found.account.user_id, query or None, limit)
+            chats = await self.store.list_chats(PLATFORM, found.user_id, query or None, limit)
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"could not list conversations: {exc}"))
         return JSONResponse(
@@ -105,7 +107,7 @@ class HistoryDesk:
         )
 
     async def messages(self, request: Request) -> Response:
-        found = await self.gate.signed_in(request)
+        found = await self.owners.reader(request)
         if isinstance(found, Refusal):
             return error(found)
         limit = _bounded_int(request.query_params.get("limit"), DEFAULT_PAGE, MAX_HISTORY_PAGE)
@@ -132,9 +134,8 @@ class HistoryDesk:
         )
 
     async def rename(self, request: Request) -> Response:
-        found = await self.gate.for_change(request)
+        found = await self.owners.changer(request)
         if isinstance(found, Refusal):
-            self.gate.refused(request, found, "rename")
             return error(found)
         try:
             body = await read_body(request, Rename)
@@ -148,10 +149,66 @@ class HistoryDesk:
             return error(Refusal(503, "storage_unavailable", f"could not rename: {exc}; try again"))
         return JSONResponse({"id": chat_id, "title": body.title})
 
+    async def delete(self, request: Request) -> Response:
+        found = await self.owners.changer(request)
+        if isinstance(found, Refusal):
+            return error(found)
+        try:
+            chat_id = await self._owned(request, found)
+            if isinstance(chat_id, Refusal):
+                return error(chat_id)
+            await self.store.delete_chat(PLATFORM, chat_id)
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"could not delete: {exc}; try again"))
+        log.info("web chat: %s deleted conversation %s", found.name, chat_id, extra={"chat_id": chat_id})
+        return JSONResponse({"id": chat_id, "deleted": True})
+
+    async def export(self, request: Request) -> Response:
+        """The whole conversation (up to ``MAX_EXPORT_ITEMS`` newest items) as a download."""
+        found = await self.owners.reader(request)
+        if isinstance(found, Refusal):
+            return error(found)
+        kind = request.query_params.get("format", "md")
+        if kind not in ("md", "json"):
+            return error(Refusal(400, "invalid_request", "format must be md or json"))
+        try:
+            chat_id = await self._owned(request, found)
+            if isinstance(chat_id, Refusal):
+                return error(chat_id)
+            items = await self._everything(chat_id)
+            title = next(
+                (
+                    c.title
+                    for c in await self.store.list_chats(PLATFORM, found.user_id, None, MAX_LIST)
+                    if c.chat_id == chat_id
+                ),
+                None,
+            )
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"could not export: {exc}; try again"))
+        body, media = as_markdown(title, items) if kind == "md" else as_json(chat_id, title, items)
+        name = f"conversation-{chat_id[:40]}.{kind}"
+        return Response(
+            body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+        )
+
+    async def _everything(self, chat_id: str) -> list[HistoryItem]:
+        items: list[HistoryItem] = []
+        before: float | None = None
+        while len(items) < MAX_EXPORT_ITEMS:
+            page = await self.store.chat_history(PLATFORM, chat_id, before, MAX_HISTORY_PAGE)
+            items[:0] = page
+            if len(page) < MAX_HISTORY_PAGE:
+                break
+            before = page[0].at
+        return items[-MAX_EXPORT_ITEMS:]
+
 
 def history_routes(desk: HistoryDesk) -> list[BaseRoute]:
     return [
         Route("/api/conversations", desk.conversations, methods=["GET"]),
         Route("/api/conversations/{chat_id}/messages", desk.messages, methods=["GET"]),
         Route("/api/conversations/{chat_id}/title", desk.rename, methods=["POST"]),
+        Route("/api/conversations/{chat_id}/delete", desk.delete, methods=["POST"]),
+        Route("/api/conversations/{chat_id}/export", desk.export, methods=["GET"]),
     ]

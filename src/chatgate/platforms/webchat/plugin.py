@@ -91,19 +91,27 @@ class WebChatPlugin(Plugin[WebChatSection]):
             draft_interval=section.draft_interval_ms / 1000,
             hello_timeout=ctx.auth_timeout,
         )
+        from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes
+        from chatgate.platforms.webchat.owners import BrowserOwners, ChatOwners, SignedOwners
+
         built = PlatformBuild(
             adapters=[adapter],
             routes=page_routes(adapter, section.origins(), ctx.http_loopback),
             allowed_origins=section.origins(),
         )
+        owners: ChatOwners = (
+            SignedOwners(gate)
+            if gate is not None
+            else BrowserOwners(ctx.secret(section.access_token_env), lowered, ctx.http_loopback)
+        )
+        built.routes.extend(history_routes(HistoryDesk(ctx.store, owners)))
         if gate is not None:
             from chatgate.platforms.webchat.account_routes import AccountDesk, account_routes  # accounts
             from chatgate.platforms.webchat.attempts import SignInAttempts
-            from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes
 
             attempts = SignInAttempts(section.sign_in_attempts_per_minute)
             desk = AccountDesk(ctx.store, gate, attempts, section.session_hours * 3600, adapter)
-            built.routes.extend([*account_routes(desk), *history_routes(HistoryDesk(ctx.store, gate))])
+            built.routes.extend(account_routes(desk))
             built.preflight.append(lambda: _someone_can_sign_in(ctx.store))
         return built
 

@@ -1,8 +1,7 @@
 """The signed-in side of the web chat's sockets (``platforms.web.auth: accounts``).
 
-The session cookie decides who a socket is, never the hello frame; a chat belongs to the
-account that opened it first, and a hello for another account's chat is refused and
-logged. Sockets are kept per session so that a sign-out or a revocation closes them: at
+The session cookie decides who a socket is, never the hello frame (whose chats are whose:
+``chat_claims.py``). Sockets are kept per session so that a sign-out or a revocation closes them: at
 once when it happened in this process, and within ``check_seconds`` when it happened
 elsewhere (``chatgate user revoke``, another process of a fleet).
 """
@@ -17,7 +16,6 @@ from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Accounts, WebChats
-from chatgate.domain.web_chats import title_of
 from chatgate.platforms.webchat.connection import SIGNED_OUT, Connection
 
 log = logging.getLogger(__name__)
@@ -88,29 +86,3 @@ class SignedSockets:
         if ended:
             log.info("closing the web sockets of %d ended session(s)", len(ended))
             self.end_sessions(ended)
-
-    async def owner_problem(self, conn: Connection, chat_id: str) -> tuple[str, str] | None:
-        """Claim the chat for the socket's account; ``(code, message)`` when it is another's."""
-        assert conn.signed is not None
-        account = conn.signed.account
-        try:
-            owner = await self._store.claim_chat(self._platform, chat_id, account.user_id, time.time())
-        except StoreUnavailable as exc:
-            return "storage_unavailable", f"could not open this conversation: {exc}; reconnect to retry"
-        if owner == account.user_id:
-            return None
-        log.warning(
-            "web chat: %s tried to open chat %s of another user; refused",
-            account.name,
-            chat_id,
-            extra={"code": "forbidden", "chat_id": chat_id, "user_id": account.user_id},
-        )
-        return "forbidden", "this conversation belongs to another user; start a new one"
-
-    async def title(self, conn: Connection, text: str) -> None:
-        """A chat's first message names it (best effort: a failure leaves it untitled)."""
-        if conn.titled or conn.chat_id is None or text.lstrip().startswith("/"):
-            return
-        conn.titled = True
-        with contextlib.suppress(StoreUnavailable):
-            await self._store.set_chat_title(self._platform, conn.chat_id, title_of(text), replace=False)

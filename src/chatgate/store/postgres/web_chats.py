@@ -9,6 +9,7 @@ import asyncpg
 
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.web_chats import (
+    DELETED_OWNER,
     ChatSummary,
     HistoryItem,
     like_pattern,
@@ -52,6 +53,17 @@ async def set_chat_title(
     status = await conn.execute(
         f"UPDATE web_chats SET title = $1 WHERE platform = $2 AND chat_id = $3{unset}",
         title,
+        platform,
+        chat_id,
+    )
+    return rowcount(status) > 0
+
+
+async def delete_chat(conn: asyncpg.Connection, platform: str, chat_id: str) -> bool:
+    status = await conn.execute(
+        "UPDATE web_chats SET owner_id = $1, title = NULL"
+        " WHERE platform = $2 AND chat_id = $3 AND owner_id <> $1",
+        DELETED_OWNER,
         platform,
         chat_id,
     )
@@ -136,5 +148,6 @@ class PgWebChats(PgRole):
     claim_chat = writes(claim_chat)
     chat_owner = reads(chat_owner)
     set_chat_title = writes(set_chat_title)
+    delete_chat = writes(delete_chat)
     list_chats = reads(list_chats)
     chat_history = reads(chat_history)

@@ -9,6 +9,7 @@ from typing import Any
 
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.web_chats import (
+    DELETED_OWNER,
     ChatSummary,
     HistoryItem,
     like_pattern,
@@ -46,6 +47,15 @@ def set_chat_title(conn: sqlite3.Connection, platform: str, chat_id: str, title:
     cur = conn.execute(
         f"UPDATE web_chats SET title = ? WHERE platform = ? AND chat_id = ?{unset}",
         (title, platform, chat_id),
+    )
+    return cur.rowcount > 0
+
+
+def delete_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> bool:
+    cur = conn.execute(
+        "UPDATE web_chats SET owner_id = ?, title = NULL"
+        " WHERE platform = ? AND chat_id = ? AND owner_id != ?",
+        (DELETED_OWNER, platform, chat_id, DELETED_OWNER),
     )
     return cur.rowcount > 0
 
@@ -127,5 +137,6 @@ class SqliteWebChats(SqliteRole):
     claim_chat = writes(claim_chat)
     chat_owner = reads(chat_owner)
     set_chat_title = writes(set_chat_title)
+    delete_chat = writes(delete_chat)
     list_chats = reads(list_chats)
     chat_history = reads(chat_history)

@@ -1,9 +1,6 @@
-// Signed-in mode (platforms.web.auth: accounts): who is signed in, the conversation list with
-// search, history from the server, sign out, and the admin's users view. The session cookie is
+// Signed-in mode (platforms.web.auth: accounts): who is signed in, sign out, and the admin's
+// users view (the conversation list is conversations.js, in every mode). The session cookie is
 // HttpOnly; every state-changing request carries the CSRF token /api/me gives this page.
-
-const OUTCOMES = { approved: "Approved", denied: "Denied", expired: "Expired — not run" };
-const HIDDEN = /^\/(stop|new|reset)(@\S+)?(\s|$)/i;
 
 export class Account {
   constructor() { this.me = null; }
@@ -32,88 +29,9 @@ export class Account {
     });
   }
 
-  async conversations(query) {
-    const res = await this.get("/api/conversations" + (query ? "?q=" + encodeURIComponent(query) : ""));
-    return res.ok ? (await res.json()).conversations : [];
-  }
-
-  /** The conversation's entries as the page keeps them, or null when it is not ours. */
-  async history(chatId) {
-    const res = await this.get("/api/conversations/" + encodeURIComponent(chatId) + "/messages?limit=200");
-    if (res.status === 404) return [];
-    if (!res.ok) return null;
-    return (await res.json()).items.filter((i) => !(i.kind === "me" && HIDDEN.test(i.text.trim()))).map(entryOf);
-  }
-
   async signOut() {
     await this.post("/api/signout");
     location.assign("/signin");
-  }
-}
-
-function entryOf(item) {
-  if (item.kind === "prompt") {
-    const entry = { kind: "prompt", id: item.id, text: item.text };
-    if (item.outcome && item.outcome !== "pending") { entry.outcome = item.outcome; entry.outcomeText = OUTCOMES[item.outcome] || item.outcome; }
-    return entry;
-  }
-  if (item.kind === "me") return { kind: "me", id: item.id, text: item.text };
-  return { kind: item.kind, id: item.id, text: item.text, replyTo: item.in_reply_to };
-}
-
-/** The conversation list: titles, the current one marked, a search box. */
-export class Sidebar {
-  constructor(account, onPick) {
-    this.account = account;
-    this.onPick = onPick;
-    this.nav = document.getElementById("sidebar");
-    this.list = document.getElementById("conversations");
-    this.search = document.getElementById("search");
-    this.toggle = document.getElementById("chats-toggle");
-    this.current = null;
-    this.pending = null;
-    this.search.addEventListener("input", () => this.refresh());
-    this.toggle.addEventListener("click", () => this.setOpen(!document.body.classList.contains("sidebar-open")));
-  }
-
-  show() { this.nav.hidden = false; this.toggle.hidden = false; }
-
-  setOpen(open) {
-    document.body.classList.toggle("sidebar-open", open);
-    this.toggle.setAttribute("aria-expanded", String(open));
-  }
-
-  mark(chatId) {
-    this.current = chatId;
-    for (const a of this.list.querySelectorAll("a")) {
-      if (a.dataset.id === chatId) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
-    }
-  }
-
-  /** Reload the list (coalesced: at most one request in flight, then one more). */
-  refresh() {
-    if (this.pending) { this.again = true; return this.pending; }
-    this.pending = this.load().finally(() => {
-      this.pending = null;
-      if (this.again) { this.again = false; this.refresh(); }
-    });
-    return this.pending;
-  }
-
-  async load() {
-    const chats = await this.account.conversations(this.search.value.trim());
-    this.list.textContent = "";
-    for (const chat of chats) {
-      const item = document.createElement("li");
-      const link = document.createElement("a");
-      link.href = "#" + chat.id;
-      link.dataset.id = chat.id;
-      link.textContent = chat.title || "New conversation";
-      link.addEventListener("click", (ev) => { ev.preventDefault(); this.setOpen(false); this.onPick(chat.id); });
-      item.append(link);
-      this.list.append(item);
-    }
-    this.mark(this.current);
   }
 }
 

@@ -1,6 +1,7 @@
 // The web chat page: a client of the /ws protocol (docs/webchat-protocol.md), no build step.
 
-import { Account, AdminView, Sidebar } from "./accounts.js";
+import { Account, AdminView } from "./accounts.js";
+import { ConversationApi, Sidebar } from "./conversations.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
 import { Drafts, Prompts, Typing, bubble, clearLog, mineEl } from "./view.js";
@@ -105,7 +106,7 @@ function onReady() {
 
 function onAck(frame) {
   if (taps.has(frame.id)) { taps.delete(frame.id); return; } // prompt_resolved says the outcome
-  if (sidebar) sidebar.refresh(); // a first message titles the conversation
+  sidebar.refresh(); // a first message titles the conversation
   state.unacked.delete(frame.id);
   state.save();
   retryDelay = 1000;
@@ -160,6 +161,7 @@ function onError(frame) {
   }
   if (frame.code === "unauthorized" && !frame.id) { askForToken(Boolean(state.token)); return; }
   if (frame.code === "forbidden" && !frame.id && ACCOUNTS) { switchTo(null); return; } // another user's chat
+  if (frame.code === "not_found" && !frame.id) { switchTo(null); return; } // deleted (in another tab)
   const entry = { kind: "error", text: frame.message + (frame.code ? " (" + frame.code + ")" : "") };
   bubble(entry);
   if (frame.id && state.unacked.has(frame.id)) {
@@ -215,19 +217,14 @@ function sendComposer() {
   composer.value = "";
   sessionStorage.removeItem("chatgate.composer");
   autosize();
-  if (/^\/(new|reset)(@\S+)?(\s|$)/i.test(text.trim())) startOver(text.trim());
+  if (/^\/(new|reset)(@\S+)?(\s|$)/i.test(text.trim())) startOver();
   else submit(text);
 }
 
-/** New (the button, or a typed /new or /reset): the screen starts an empty conversation.
- * Signed in, that is another conversation of the list; the old one stays as it was. */
-function startOver(command) {
-  if (ACCOUNTS) { switchTo(null); composer.focus(); return; }
-  drafts.discardAll();
-  state.clear();
-  clearLog();
-  prompts.clear();
-  state.newCommand = state.hiddenCommand = submit(command, { hidden: true });
+/** New (the button, or a typed /new or /reset): another conversation of the list; the old one
+ * stays as it was, and what it had not delivered yet is still sent (``flushBehind``). */
+function startOver() {
+  switchTo(null);
   composer.focus();
 }
 
@@ -245,7 +242,7 @@ function wireControls() {
   composer.value = sessionStorage.getItem("chatgate.composer") || ""; // what was typed survives a reload
   autosize();
   document.getElementById("stop").addEventListener("click", () => { state.hiddenCommand = submit("/stop", { hidden: true }); });
-  document.getElementById("new").addEventListener("click", () => startOver("/new"));
+  document.getElementById("new").addEventListener("click", () => startOver());
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const value = document.getElementById("token").value.trim();
@@ -259,15 +256,18 @@ function wireControls() {
   enableCopy(document.getElementById("log"));
 }
 
-// ---------------------------------------------------------------- signed in (accounts)
+// ---------------------------------------------------------------- the conversation list
 
 const account = ACCOUNTS ? new Account() : null;
-const sidebar = ACCOUNTS ? new Sidebar(account, (id) => switchTo(id)) : null;
+const api = ACCOUNTS
+  ? new ConversationApi(() => ({ "X-CSRF-Token": account.me?.csrf || "" }), () => location.assign("/signin"))
+  : new ConversationApi(() => (state.token ? { "X-Chatgate-User": state.userId, "X-Chatgate-Token": state.token } : { "X-Chatgate-User": state.userId }));
+const sidebar = new Sidebar(api, { onPick: (id) => switchTo(id), onDeleted: () => switchTo(null) });
 
 /** The server's history of the current conversation, with what this tab sent and is not yet
- * acknowledged kept at the end. Null when the conversation is another user's. */
+ * acknowledged kept at the end. False when the conversation is another user's. */
 async function loadServerHistory() {
-  const items = await account.history(state.chatId);
+  const items = await api.history(state.chatId);
   if (items === null) return false;
   const known = new Set(items.map((i) => i.id));
   const pending = state.history.filter((h) => h.kind === "me" && state.unacked.has(h.id) && !known.has(h.id));
@@ -277,13 +277,43 @@ async function loadServerHistory() {
   return true;
 }
 
-/** Show another conversation (null: a new, empty one) and say hello for it on the open socket. */
+/** Messages a conversation left behind had not delivered yet: sent on a socket of their own,
+ * until each is acknowledged (or refused for good), so switching never loses one. */
+function flushBehind(chatId) {
+  const key = "chatgate.unacked." + chatId;
+  const left = () => new Map(JSON.parse(localStorage.getItem(key) || "[]"));
+  if (left().size === 0) return;
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const socket = new WebSocket(proto + "//" + location.host + "/ws");
+  let done = false;
+  socket.onopen = () => {
+    const frame = { type: "hello", chat_id: chatId, user_id: state.userId, user_name: "web user" };
+    if (state.token) frame.token = state.token;
+    socket.send(JSON.stringify(frame));
+  };
+  socket.onmessage = (ev) => {
+    const frame = JSON.parse(ev.data);
+    const pending = left();
+    if (frame.type === "ready") for (const [id, text] of pending) socket.send(JSON.stringify({ type: "message", id, text }));
+    if ((frame.type === "ack" || (frame.type === "error" && frame.id && !RETRYABLE.has(frame.code))) && pending.delete(frame.id)) {
+      localStorage.setItem(key, JSON.stringify([...pending]));
+      if (pending.size === 0) { done = true; socket.close(); }
+    }
+  };
+  socket.onclose = () => { if (!done && left().size) setTimeout(() => flushBehind(chatId), 2000); };
+}
+
+/** Show another conversation (null: a new, empty one) and say hello for it on the open socket.
+ * A conversation this browser kept shows what it kept; another is read from the gateway. */
 async function switchTo(chatId) {
+  if (chatId === state.chatId) return;
+  const behind = state.chatId;
   switching = true;
   drafts.discardAll();
   typing.reset();
   if (chatId) state.use(chatId); else state.fresh();
-  if (chatId && !(await loadServerHistory())) state.fresh();
+  if (chatId && (ACCOUNTS || state.history.length === 0) && !(await loadServerHistory())) state.fresh();
+  flushBehind(behind);
   renderHistory();
   sidebar.mark(state.chatId);
   ready = false;
@@ -295,7 +325,7 @@ async function startSignedIn() {
   const me = await account.start();
   if (!me) return false;
   if (state.scope(me.name)) { // a browser new to this user opens their latest conversation
-    const [latest] = await account.conversations("");
+    const [latest] = await api.conversations("");
     if (latest) state.use(latest.id);
   }
   const who = document.getElementById("who");
@@ -305,19 +335,23 @@ async function startSignedIn() {
   signout.hidden = false;
   signout.addEventListener("click", () => account.signOut());
   if (me.role === "admin") { new AdminView(account); document.getElementById("admin-open").hidden = false; }
-  sidebar.show();
   if (!(await loadServerHistory())) state.fresh();
-  sidebar.mark(state.chatId);
-  sidebar.refresh();
   return true;
 }
 
 async function boot() {
   wireControls();
   if (ACCOUNTS && !(await startSignedIn())) return;
+  sidebar.show();
+  sidebar.mark(state.chatId);
   renderHistory();
   for (const id of state.unacked.keys()) typing.wait(id); // sent before a reload, not answered yet
   connect();
+  sidebar.refresh();
+  for (const key of Object.keys(localStorage)) { // left behind by an earlier visit
+    const chatId = key.startsWith("chatgate.unacked.") ? key.slice("chatgate.unacked.".length) : null;
+    if (chatId && chatId !== state.chatId) flushBehind(chatId);
+  }
 }
 
 boot();
