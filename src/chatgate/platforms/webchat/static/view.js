@@ -16,6 +16,38 @@ function fill(node, kind, text) {
   else node.append(render(text));
 }
 
+/** What a bubble offers: ``{copy, retry, regenerate, edit}`` callbacks for an entry (set by the app). */
+let offers = () => [];
+export function setOffers(fn) { offers = fn; }
+
+function when(at) {
+  return at ? new Date(at).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) : "";
+}
+
+/** A tool's label is its accessible name, drawn by CSS (``attr(data-label)``), so a bubble's
+ * text is still exactly the message (what Copy copies, what a screen reader reads first). */
+export function setLabel(button, label) {
+  button.dataset.label = label;
+  button.setAttribute("aria-label", label);
+}
+
+/** A row of small buttons under a bubble (shown on hover and on focus, always on touch). */
+function toolbar(node, entry) {
+  const list = offers(entry);
+  if (!list.length) return;
+  const bar = document.createElement("div");
+  bar.className = "tools";
+  for (const [label, run, name] of list) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "tool " + name;
+    setLabel(button, label);
+    button.addEventListener("click", () => run(button));
+    bar.append(button);
+  }
+  node.append(bar);
+}
+
 /** One history entry as a bubble at the end of the conversation. */
 export function bubble(entry, pending = false) {
   const node = document.createElement("div");
@@ -34,6 +66,8 @@ export function bubble(entry, pending = false) {
     mark.textContent = LABELS[entry.kind];
     node.append(mark);
   }
+  if (entry.at) node.title = node.title || when(entry.at);
+  toolbar(node, entry);
   insert(node);
   return node;
 }
@@ -76,7 +110,10 @@ export class Drafts {
     node.dataset.text = text;
     fill(node.firstChild, "bot", text);
     scrollDown();
+    this.onChange?.();
   }
+
+  get busy() { return this.open.size > 0; }
 
   /** The text of each open draft, then none is open. */
   take() {
@@ -88,11 +125,13 @@ export class Drafts {
   discard(replyTo) {
     const node = this.open.get(replyTo);
     if (node) { node.remove(); this.open.delete(replyTo); }
+    this.onChange?.();
   }
 
   discardAll() {
     for (const node of this.open.values()) node.remove();
     this.open.clear();
+    this.onChange?.();
   }
 }
 
@@ -103,7 +142,9 @@ export class Typing {
     this.waiting = [];
   }
 
-  wait(id) { this.waiting.push(id); this.update(); }
+  wait(id) { if (!this.waiting.includes(id)) this.waiting.push(id); this.update(); }
+
+  get busy() { return this.waiting.length > 0; }
 
   /** A reply for ``id`` began: it and every older message are no longer waiting. */
   answered(id) {
@@ -119,6 +160,7 @@ export class Typing {
   update() {
     this.node.hidden = this.waiting.length === 0;
     if (!this.node.hidden) scrollDown();
+    this.onChange?.();
   }
 }
 
