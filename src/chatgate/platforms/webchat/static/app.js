@@ -4,10 +4,12 @@ import { Account, AdminView } from "./accounts.js";
 import { ConversationApi, Sidebar } from "./conversations.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
+import { Steps } from "./steps.js";
 import { Drafts, Prompts, Typing, bubble, clearLog, mineEl, setLabel, setOffers } from "./view.js";
 
 // Codes after which resending the same message can succeed; any other error is final for it.
 const RETRYABLE = new Set(["storage_unavailable", "not_ready", "shutting_down"]);
+const NOT_AGAIN = new Set(["too_large", "invalid_frame", "invalid_request"]);
 const AWAY = "Closed while you were away (shown again if still open).";
 const NO_OP = /Dropped 0 waiting message/; // the answer to a Stop or New that had nothing to do
 
@@ -15,6 +17,7 @@ const ACCOUNTS = document.body.dataset.auth === "accounts";
 const state = new ChatState();
 const drafts = new Drafts();
 const typing = new Typing();
+const steps = new Steps();
 const started = new Set(); // messages whose reply has begun (a draft can overtake its ack)
 const taps = new Map(); // id of a button frame -> prompt_id, until it is acked or refused
 const prompts = new Prompts(tap);
@@ -95,6 +98,7 @@ setOffers((entry) => {
     return tools;
   }
   if (entry.kind === "failure" && asked) return [["Retry", again(asked.text), "retry"]];
+  if (entry.kind === "error" && entry.retryText && entry.editable) return [["Edit", () => { composer.value = entry.retryText; autosize(); composer.focus(); }, "edit"]];
   if (entry.kind === "error" && entry.retryText) return [["Retry", again(entry.retryText), "retry"]];
   return [];
 });
@@ -159,6 +163,8 @@ function onReply(frame) {
     const failure = frame.type === "final" && frame.failure;
     const kind = frame.type === "notice" ? "notice" : failure ? "failure" : "bot";
     const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to, at: Date.now() };
+    const taken = steps.take(frame.in_reply_to);
+    if (taken && kind !== "notice") entry.steps = taken; // kept with the reply in this browser's history
     if (frame.in_reply_to === state.newCommand) entry.kind = "notice";
     state.add(entry);
     bubble(entry);
@@ -201,6 +207,7 @@ function onError(frame) {
   const entry = { kind: "error", text: frame.message + (frame.code ? " (" + frame.code + ")" : ""), at: Date.now() };
   const final = frame.id && state.unacked.has(frame.id) && !RETRYABLE.has(frame.code);
   if (final && state.mine(frame.id)) entry.retryText = state.mine(frame.id).text;
+  entry.editable = NOT_AGAIN.has(frame.code); // sent again as it is, it would be refused again
   bubble(entry);
   if (frame.id && state.unacked.has(frame.id)) {
     if (RETRYABLE.has(frame.code)) scheduleRetry();
@@ -211,7 +218,7 @@ function onError(frame) {
 const HANDLERS = {
   ready: onReady,
   ack: onAck,
-  draft: (f) => { started.add(f.in_reply_to); typing.answered(f.in_reply_to); drafts.show(f.in_reply_to, f.text); },
+  draft: (f) => { started.add(f.in_reply_to); steps.seen(f.in_reply_to, f.text); typing.answered(f.in_reply_to); drafts.show(f.in_reply_to, f.text); },
   final: onReply,
   notice: onReply,
   prompt: onPrompt,

@@ -2,6 +2,7 @@
 // Model text goes through the Markdown renderer (text nodes only); user text is shown as typed.
 
 import { render } from "./markdown.js";
+import { stepsElement } from "./steps.js";
 
 const log = document.getElementById("log");
 const LABELS = { stopped: "stopped", failure: "error" };
@@ -59,6 +60,7 @@ export function bubble(entry, pending = false) {
   const body = document.createElement("div");
   body.className = "body";
   fill(body, entry.kind, entry.text);
+  if (entry.steps) node.append(stepsElement(entry.steps));
   node.append(body);
   if (LABELS[entry.kind]) {
     const mark = document.createElement("div");
@@ -76,11 +78,18 @@ export function bubble(entry, pending = false) {
 function insert(node) {
   const typing = document.getElementById("typing");
   log.insertBefore(node, typing);
+  welcome();
   scrollDown();
 }
 
+/** The welcome and its hints, while the conversation is empty. */
+function welcome() {
+  document.getElementById("welcome").hidden = log.querySelector(".msg") !== null;
+}
+
 export function clearLog() {
-  for (const node of [...log.children]) if (node.id !== "typing") node.remove();
+  for (const node of [...log.children]) if (node.id !== "typing" && node.id !== "welcome") node.remove();
+  welcome();
 }
 
 export function mineEl(id) {
@@ -164,6 +173,42 @@ export class Typing {
   }
 }
 
+const ASKS = /^Approval needed: the agent wants to run this (.+?):$/;
+const WHY = "It needs a human because it:";
+
+/** The gateway's approval text, read at a glance: what will run, why a person must decide (in
+ * words, without the rule's internal key), and the deadline; the command syntax for other chats
+ * ("or /approve …") is left out, the buttons are the answer here. Other text is shown as is. */
+function showPrompt(body, text) {
+  const lines = text.split("\n");
+  const asks = ASKS.exec(lines[0] || "");
+  const why = lines.indexOf(WHY);
+  body.textContent = "";
+  body.classList.remove("readable");
+  if (!asks || why < 2) { body.textContent = text; return; }
+  const reasons = [];
+  let at = why + 1;
+  for (; at < lines.length && lines[at].startsWith("- "); at++) reasons.push(lines[at].slice(2).replace(/ \[[a-z0-9_]+\]$/, ""));
+  const rest = lines.slice(at).join(" ");
+  const deadline = /Without an answer within (.+?) it is not run\./.exec(rest);
+  const title = document.createElement("h3");
+  title.textContent = "The agent wants to run this " + asks[1] + ":";
+  const command = document.createElement("pre");
+  command.textContent = lines.slice(1, why).join("\n");
+  const because = document.createElement("p");
+  because.textContent = "A person must decide because it:";
+  const list = document.createElement("ul");
+  for (const reason of reasons) { const li = document.createElement("li"); li.textContent = reason; list.append(li); }
+  body.classList.add("readable");
+  body.append(title, command, because, list);
+  if (deadline) {
+    const note = document.createElement("p");
+    note.className = "deadline";
+    note.textContent = "Not run unless someone approves within " + deadline[1] + ".";
+    body.append(note);
+  }
+}
+
 /** Approval cards: big buttons while open; after an answer the card stays with its outcome. */
 export class Prompts {
   constructor(onTap) {
@@ -190,7 +235,7 @@ export class Prompts {
       this.cards.set(promptId, card);
       insert(node);
     }
-    card.body.textContent = text;
+    showPrompt(card.body, text);
     return card;
   }
 
