@@ -166,6 +166,39 @@ async def test_phone_width_folds_the_conversation_list_behind_a_button(
     await expect(page.locator("#conversations a")).to_have_text(["from my phone"])
     await expect(toggle).to_have_attribute("aria-expanded", "true")
     assert await page.evaluate("document.documentElement.scrollWidth") <= 390
-    for selector in ("#text", "#send", "#stop", "#new"):
+    for selector in ("#text", "#send", "#new"):  # Stop shows only while a reply is written
         await expect(page.locator(selector)).to_be_in_viewport()
     await page.screenshot(path=str(tmp_path / "accounts-phone.png"))
+
+
+async def test_an_admin_adds_a_user_by_keyboard_sees_the_token_once_and_the_user_signs_in_with_it(
+    tmp_path: Path, start_gateway: StartGateway, browsers: OpenBrowser
+) -> None:
+    from playwright.async_api import expect
+
+    db = tmp_path / "accounts.db"
+    users = await seed(db, ("root", "admin"))
+    gateway = await start_gateway(accounts_config(session_check_seconds=3600), store=SqliteStore(db))
+    root = await sign_in_page((await browsers()).page, gateway.port, users["root"])
+    await root.click("#admin-open")
+    await expect(root.locator("#new-user")).to_be_focused()
+    await root.keyboard.type("Bea")
+    await root.keyboard.press("Enter")
+    await expect(root.locator("#admin-status")).to_have_text("Added user bea.")
+    token = await root.locator("#new-token-value").inner_text()
+    assert token.strip()
+    await expect(root.locator("#users tr[data-name=bea]")).to_contain_text("user")
+    await root.fill("#new-user", "bea")  # a second add of the same name is refused
+    await root.press("#new-user", "Enter")
+    await expect(root.locator("#admin-status")).to_have_text("there is already a user bea")
+    await root.keyboard.press("Escape")  # closed: the token is gone from the page
+    await expect(root.locator("#admin-screen")).to_be_hidden()
+    await expect(root.locator("#new-token-value")).to_have_text("")
+    await root.click("#admin-open")
+    await expect(root.locator("#new-token")).to_be_hidden()
+
+    bea = (await browsers()).page
+    await bea.goto(f"http://127.0.0.1:{gateway.port}/")
+    await bea.fill("#signin-token", token.strip())
+    await bea.press("#signin-token", "Enter")
+    await expect(bea.locator("#who")).to_have_text("bea")

@@ -31,12 +31,17 @@ async def test_new_keeps_the_old_conversation_in_the_list_and_picking_it_brings_
     gateway = await start_gateway()
     page = await open_chat(browser.page, gateway.port)
     await expect(page.locator("#sidebar")).to_be_visible()
+    welcome = page.locator("#welcome")
+    await expect(welcome.locator("h2")).to_have_text("Hello! What shall we work on?")
+    await expect(page.locator("#list-status")).to_have_text("Your conversations will be listed here.")
     await send(page, "first conversation")
+    await expect(welcome).to_be_hidden()
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: first conversation"])
     await expect(page.locator("#conversations a")).to_have_text(["first conversation"])
     await page.click("#new")
     await expect(page.locator(".msg.me, .msg.bot")).to_have_count(0)
     await expect(page.locator(".msg.notice")).to_have_count(0)  # no "Started a new conversation" noise
+    await expect(welcome).to_be_visible()
     await send(page, "second conversation")
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: second conversation"])
     links = page.locator("#conversations a")
@@ -147,3 +152,41 @@ async def test_rename_export_and_delete_from_the_list_with_the_keyboard(
     await page.reload()
     await expect(links).to_have_text(["Kept"])
     await page.screenshot(path=str(tmp_path / "list.png"))
+
+
+async def _tab_to(page: Any, selector: str, text: str | None = None, limit: int = 40) -> None:
+    """Press Tab until the focus is on ``selector`` (with ``text``, if given)."""
+    for _ in range(limit):
+        if await page.evaluate(
+            "([s, t]) => { const e = document.activeElement;"
+            " return !!e && e.matches(s) && (t === null || e.textContent.trim() === t); }",
+            [selector, text],
+        ):
+            return
+        await page.keyboard.press("Tab")
+    raise AssertionError(f"Tab never reached {selector} {text or ''}")
+
+
+async def test_keyboard_only_send_new_and_back_through_the_list(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    from playwright.async_api import expect
+
+    gateway = await start_gateway()
+    page = await open_chat(browser.page, gateway.port)
+    await _tab_to(page, "#text")
+    await page.keyboard.type("by keyboard")
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: by keyboard"])
+    await _tab_to(page, "#new")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#text")).to_be_focused()
+    await page.keyboard.type("second")
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: second"])
+    await expect(page.locator("#conversations a")).to_have_count(2)
+    await _tab_to(page, "#conversations a", "by keyboard")
+    await page.keyboard.press("Enter")
+    await expect(page.locator(".msg.me")).to_have_text(["by keyboard"])
+    await _tab_to(page, ".msg.bot .tool.copy-reply")  # the bubble's tools are reachable too
+    await expect(page.locator(".msg.bot .tool.copy-reply")).to_be_visible()

@@ -16,10 +16,14 @@ from starlette.routing import BaseRoute, Route
 from chatgate.domain.accounts import (
     Account,
     SignedIn,
+    SignInToken,
     WebSession,
     csrf_token,
     hash_secret,
+    name_problem,
+    new_id,
     new_session_cookie,
+    new_sign_in_token,
     password_matches,
     sign_in_token_id,
 )
@@ -27,7 +31,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Accounts
 from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.webchat.attempts import SignInAttempts, address_key
-from chatgate.platforms.webchat.bodies import BodyError, Revoke, SignIn, read_body
+from chatgate.platforms.webchat.bodies import AddUser, BodyError, Revoke, SignIn, read_body
 from chatgate.platforms.webchat.pages import PAGE_HEADERS, page
 from chatgate.platforms.webchat.session_gate import COOKIE, Refusal, SessionGate, client_of
 
@@ -227,6 +231,31 @@ class AccountDesk:
         self.sockets.end_sessions(None)
         return JSONResponse({"revoked": done})
 
+    async def add_user(self, request: Request) -> Response:
+        """A new user and their first sign-in token, shown in this answer only (as by
+        ``chatgate user add``); the store keeps only its hash."""
+        admin = await self._admin(request, change=True)
+        if isinstance(admin, Response):
+            return admin
+        try:
+            body = await read_body(request, AddUser)
+            if (problem := name_problem(body.name)) is not None:
+                return error(Refusal(400, "invalid_request", problem))
+            account = Account(new_id(), body.name, "admin" if body.admin else "user", time.time())
+            if not await self.store.create_account(account, None):
+                return error(Refusal(409, "name_taken", f"there is already a user {body.name}"))
+            token_id, value = new_sign_in_token()
+            await self.store.add_sign_in_token(
+                SignInToken(token_id, account.user_id, time.time()), hash_secret(value)
+            )
+        except BodyError as exc:
+            return error(Refusal(400, exc.code, exc.message))
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"could not add the user: {exc}; try again"))
+        log.info("web chat admin %s added %s %s", admin.account.name, account.role, account.name)
+        shown = {"name": account.name, "role": account.role, "token_id": token_id, "token": value}
+        return JSONResponse(shown, status_code=201, headers={"Cache-Control": "no-store"})
+
     async def _revoke(self, body: Revoke) -> str | Refusal:
         now = time.time()
         if body.token_id is not None:
@@ -257,4 +286,5 @@ def account_routes(desk: AccountDesk) -> list[BaseRoute]:
         route("/api/me", desk.me, "GET"),
         route("/api/admin/users", desk.users, "GET"),
         route("/api/admin/revoke", desk.revoke, "POST"),
+        route("/api/admin/users/add", desk.add_user, "POST"),
     ]

@@ -41,6 +41,13 @@ class Rename(_Body):
     title: Annotated[str, StringConstraints(min_length=1, max_length=TITLE_CHARS, strip_whitespace=True)]
 
 
+class AddUser(_Body):
+    """A new user's name (checked as ``chatgate user add`` checks it) and role."""
+
+    name: Annotated[str, StringConstraints(max_length=64, strip_whitespace=True, to_lower=True)]
+    admin: bool = False
+
+
 class Revoke(_Body):
     """One of: a user name (the user, every token and session) or a sign-in token id."""
 

@@ -43,12 +43,44 @@ export class AdminView {
     this.table = document.getElementById("users");
     this.status = document.getElementById("admin-status");
     document.getElementById("admin-open").addEventListener("click", () => this.open());
-    document.getElementById("admin-close").addEventListener("click", () => { this.screen.hidden = true; });
+    document.getElementById("admin-close").addEventListener("click", () => this.close());
+    this.screen.addEventListener("keydown", (ev) => { if (ev.key === "Escape") this.close(); });
+    document.getElementById("add-user").addEventListener("submit", (ev) => { ev.preventDefault(); this.add(); });
+    document.getElementById("new-token-copy").addEventListener("click", () =>
+      navigator.clipboard.writeText(document.getElementById("new-token-value").textContent).then(
+        () => { this.status.textContent = "Token copied."; },
+        () => { this.status.textContent = "Could not copy; select the token and copy it."; },
+      ));
+  }
+
+  close() {
+    this.screen.hidden = true;
+    document.getElementById("new-token").hidden = true; // shown once: gone when the view closes
+    document.getElementById("new-token-value").textContent = "";
+    document.getElementById("admin-open").focus();
+  }
+
+  /** A new user: the gateway answers with their sign-in token, shown here once. */
+  async add() {
+    const name = document.getElementById("new-user");
+    const admin = document.getElementById("new-admin");
+    const res = await this.account.post("/api/admin/users/add", { name: name.value.trim(), admin: admin.checked });
+    const answer = await res.json().catch(() => ({}));
+    if (!res.ok) { this.status.textContent = answer.message || "Not added (" + res.status + ")."; return; }
+    name.value = "";
+    admin.checked = false;
+    document.getElementById("new-token-name").textContent = answer.name;
+    document.getElementById("new-token-value").textContent = answer.token;
+    document.getElementById("new-token").hidden = false;
+    this.status.textContent = "Added " + answer.role + " " + answer.name + ".";
+    await this.load();
+    document.getElementById("new-token-copy").focus();
   }
 
   async open() {
     this.screen.hidden = false;
     await this.load();
+    document.getElementById("new-user").focus();
   }
 
   async load() {

@@ -4,21 +4,27 @@ import { Account, AdminView } from "./accounts.js";
 import { ConversationApi, Sidebar } from "./conversations.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
-import { Drafts, Prompts, Typing, bubble, clearLog, mineEl } from "./view.js";
+import { Steps } from "./steps.js";
+import { Drafts, Prompts, Typing, bubble, clearLog, mineEl, setLabel, setOffers } from "./view.js";
 
 // Codes after which resending the same message can succeed; any other error is final for it.
 const RETRYABLE = new Set(["storage_unavailable", "not_ready", "shutting_down"]);
+const NOT_AGAIN = new Set(["too_large", "invalid_frame", "invalid_request"]);
 const AWAY = "Closed while you were away (shown again if still open).";
+const NO_OP = /Dropped 0 waiting message/; // the answer to a Stop or New that had nothing to do
 
 const ACCOUNTS = document.body.dataset.auth === "accounts";
 const state = new ChatState();
 const drafts = new Drafts();
 const typing = new Typing();
+const steps = new Steps();
+const started = new Set(); // messages whose reply has begun (a draft can overtake its ack)
 const taps = new Map(); // id of a button frame -> prompt_id, until it is acked or refused
 const prompts = new Prompts(tap);
 const statusEl = document.getElementById("status");
 const composer = document.getElementById("text");
 const tokenScreen = document.getElementById("token-screen");
+const stopButton = document.getElementById("stop");
 let ws = null;
 let ready = false;
 let switching = false; // a hello for another conversation is on its way: drop the old one's frames
@@ -62,11 +68,40 @@ function submit(text, { hidden = false } = {}) {
   const id = crypto.randomUUID();
   state.unacked.set(id, text);
   if (hidden) state.save();
-  else { state.add({ kind: "me", id, text }); bubble({ kind: "me", id, text }, true); }
-  typing.wait(id);
+  else { const entry = { kind: "me", id, text, at: Date.now() }; state.add(entry); bubble(entry, true); }
   if (ready) send({ type: "message", id, text });
-  return id;
+  return id; // the typing dots wait for the ack: a message not delivered yet has no one answering it
 }
+
+/** Stop is there only while a reply is on its way or being written. */
+function refreshStop() {
+  stopButton.hidden = !(typing.busy || drafts.busy);
+}
+typing.onChange = drafts.onChange = refreshStop;
+
+async function copyText(button, text) {
+  const label = button.dataset.label;
+  try { await navigator.clipboard.writeText(text); setLabel(button, "Copied"); } catch { setLabel(button, "Copy failed"); }
+  setTimeout(() => setLabel(button, label), 1500);
+}
+
+/** The buttons under each bubble: copy a reply, regenerate it, retry after an error, edit and resend. */
+setOffers((entry) => {
+  const asked = entry.replyTo ? state.mine(entry.replyTo) : null;
+  const again = (text) => () => { submit(text); composer.focus(); };
+  if (entry.kind === "me" && !entry.hidden) {
+    return [["Edit", () => { composer.value = entry.text; autosize(); composer.focus(); }, "edit"]];
+  }
+  if (entry.kind === "bot" || entry.kind === "stopped") {
+    const tools = [["Copy", (b) => copyText(b, entry.text), "copy-reply"]];
+    if (asked) tools.push(["Regenerate", again(asked.text), "regenerate"]);
+    return tools;
+  }
+  if (entry.kind === "failure" && asked) return [["Retry", again(asked.text), "retry"]];
+  if (entry.kind === "error" && entry.retryText && entry.editable) return [["Edit", () => { composer.value = entry.retryText; autosize(); composer.focus(); }, "edit"]];
+  if (entry.kind === "error" && entry.retryText) return [["Retry", again(entry.retryText), "retry"]];
+  return [];
+});
 
 function renderHistory() {
   clearLog();
@@ -107,6 +142,9 @@ function onReady() {
 function onAck(frame) {
   if (taps.has(frame.id)) { taps.delete(frame.id); return; } // prompt_resolved says the outcome
   sidebar.refresh(); // a first message titles the conversation
+  const hidden = !state.mine(frame.id);
+  const answered = started.has(frame.id) || state.history.some((h) => h.replyTo === frame.id);
+  if (state.unacked.has(frame.id) && !hidden && !answered) typing.wait(frame.id); // delivered: now it is answered
   state.unacked.delete(frame.id);
   state.save();
   retryDelay = 1000;
@@ -118,11 +156,15 @@ function onReply(frame) {
   const stopping = isStopping(command.text) || frame.in_reply_to === state.hiddenCommand;
   drafts.discard(frame.in_reply_to);
   if (stopping) { markStopped(); typing.reset(); } else typing.answered(frame.in_reply_to);
+  const noOp = frame.in_reply_to === state.hiddenCommand && NO_OP.test(frame.text);
+  if (noOp) state.shown.add(frame.message_id);
   if (!state.shown.has(frame.message_id)) {
     state.shown.add(frame.message_id);
     const failure = frame.type === "final" && frame.failure;
     const kind = frame.type === "notice" ? "notice" : failure ? "failure" : "bot";
-    const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to };
+    const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to, at: Date.now() };
+    const taken = steps.take(frame.in_reply_to);
+    if (taken && kind !== "notice") entry.steps = taken; // kept with the reply in this browser's history
     if (frame.in_reply_to === state.newCommand) entry.kind = "notice";
     state.add(entry);
     bubble(entry);
@@ -162,7 +204,10 @@ function onError(frame) {
   if (frame.code === "unauthorized" && !frame.id) { askForToken(Boolean(state.token)); return; }
   if (frame.code === "forbidden" && !frame.id && ACCOUNTS) { switchTo(null); return; } // another user's chat
   if (frame.code === "not_found" && !frame.id) { switchTo(null); return; } // deleted (in another tab)
-  const entry = { kind: "error", text: frame.message + (frame.code ? " (" + frame.code + ")" : "") };
+  const entry = { kind: "error", text: frame.message + (frame.code ? " (" + frame.code + ")" : ""), at: Date.now() };
+  const final = frame.id && state.unacked.has(frame.id) && !RETRYABLE.has(frame.code);
+  if (final && state.mine(frame.id)) entry.retryText = state.mine(frame.id).text;
+  entry.editable = NOT_AGAIN.has(frame.code); // sent again as it is, it would be refused again
   bubble(entry);
   if (frame.id && state.unacked.has(frame.id)) {
     if (RETRYABLE.has(frame.code)) scheduleRetry();
@@ -173,7 +218,7 @@ function onError(frame) {
 const HANDLERS = {
   ready: onReady,
   ack: onAck,
-  draft: (f) => { typing.answered(f.in_reply_to); drafts.show(f.in_reply_to, f.text); },
+  draft: (f) => { started.add(f.in_reply_to); steps.seen(f.in_reply_to, f.text); typing.answered(f.in_reply_to); drafts.show(f.in_reply_to, f.text); },
   final: onReply,
   notice: onReply,
   prompt: onPrompt,
@@ -218,6 +263,7 @@ function sendComposer() {
   sessionStorage.removeItem("chatgate.composer");
   autosize();
   if (/^\/(new|reset)(@\S+)?(\s|$)/i.test(text.trim())) startOver();
+  else if (/^\/stop(@\S+)?(\s|$)/i.test(text.trim())) state.hiddenCommand = submit(text.trim(), { hidden: true }); // as the button
   else submit(text);
 }
 
@@ -241,7 +287,12 @@ function wireControls() {
   composer.addEventListener("input", () => { autosize(); sessionStorage.setItem("chatgate.composer", composer.value); });
   composer.value = sessionStorage.getItem("chatgate.composer") || ""; // what was typed survives a reload
   autosize();
-  document.getElementById("stop").addEventListener("click", () => { state.hiddenCommand = submit("/stop", { hidden: true }); });
+  stopButton.addEventListener("click", () => { state.hiddenCommand = submit("/stop", { hidden: true }); });
+  refreshStop();
+  const narrow = matchMedia("(max-width: 600px)"); // the full hint does not fit a phone's composer
+  const placeholder = () => { composer.placeholder = narrow.matches ? "Message" : "Message (Shift+Enter: new line)"; };
+  narrow.addEventListener("change", placeholder);
+  placeholder();
   document.getElementById("new").addEventListener("click", () => startOver());
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
@@ -345,7 +396,6 @@ async function boot() {
   sidebar.show();
   sidebar.mark(state.chatId);
   renderHistory();
-  for (const id of state.unacked.keys()) typing.wait(id); // sent before a reload, not answered yet
   connect();
   sidebar.refresh();
   for (const key of Object.keys(localStorage)) { // left behind by an earlier visit

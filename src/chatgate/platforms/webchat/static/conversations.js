@@ -4,6 +4,7 @@
 
 const OUTCOMES = { approved: "Approved", denied: "Denied", expired: "Expired — not run" };
 const HIDDEN = /^\/(stop|new|reset)(@\S+)?(\s|$)/i;
+const NO_OP = /Dropped 0 waiting message/; // the answer to a Stop that had nothing to do
 
 /** The HTTP side of the conversation list; ``headers()`` says who asks. */
 export class ConversationApi {
@@ -33,7 +34,10 @@ export class ConversationApi {
     const res = await this.get("/api/conversations/" + encodeURIComponent(chatId) + "/messages?limit=200");
     if (res.status === 404) return [];
     if (!res.ok) return null;
-    return (await res.json()).items.filter((i) => !(i.kind === "me" && HIDDEN.test(i.text.trim()))).map(entryOf);
+    const items = (await res.json()).items;
+    const commands = new Set(items.filter((i) => i.kind === "me" && HIDDEN.test(i.text.trim())).map((i) => i.id));
+    const noOp = (i) => commands.has(i.in_reply_to) && NO_OP.test(i.text);
+    return items.filter((i) => !commands.has(i.id) && !noOp(i)).map(entryOf);
   }
 
   rename(chatId, title) { return this.post("/api/conversations/" + encodeURIComponent(chatId) + "/title", { title }); }

@@ -2,6 +2,7 @@
 // Model text goes through the Markdown renderer (text nodes only); user text is shown as typed.
 
 import { render } from "./markdown.js";
+import { stepsElement } from "./steps.js";
 
 const log = document.getElementById("log");
 const LABELS = { stopped: "stopped", failure: "error" };
@@ -16,6 +17,38 @@ function fill(node, kind, text) {
   else node.append(render(text));
 }
 
+/** What a bubble offers: ``{copy, retry, regenerate, edit}`` callbacks for an entry (set by the app). */
+let offers = () => [];
+export function setOffers(fn) { offers = fn; }
+
+function when(at) {
+  return at ? new Date(at).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) : "";
+}
+
+/** A tool's label is its accessible name, drawn by CSS (``attr(data-label)``), so a bubble's
+ * text is still exactly the message (what Copy copies, what a screen reader reads first). */
+export function setLabel(button, label) {
+  button.dataset.label = label;
+  button.setAttribute("aria-label", label);
+}
+
+/** A row of small buttons under a bubble (shown on hover and on focus, always on touch). */
+function toolbar(node, entry) {
+  const list = offers(entry);
+  if (!list.length) return;
+  const bar = document.createElement("div");
+  bar.className = "tools";
+  for (const [label, run, name] of list) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "tool " + name;
+    setLabel(button, label);
+    button.addEventListener("click", () => run(button));
+    bar.append(button);
+  }
+  node.append(bar);
+}
+
 /** One history entry as a bubble at the end of the conversation. */
 export function bubble(entry, pending = false) {
   const node = document.createElement("div");
@@ -27,6 +60,7 @@ export function bubble(entry, pending = false) {
   const body = document.createElement("div");
   body.className = "body";
   fill(body, entry.kind, entry.text);
+  if (entry.steps) node.append(stepsElement(entry.steps));
   node.append(body);
   if (LABELS[entry.kind]) {
     const mark = document.createElement("div");
@@ -34,6 +68,8 @@ export function bubble(entry, pending = false) {
     mark.textContent = LABELS[entry.kind];
     node.append(mark);
   }
+  if (entry.at) node.title = node.title || when(entry.at);
+  toolbar(node, entry);
   insert(node);
   return node;
 }
@@ -42,11 +78,18 @@ export function bubble(entry, pending = false) {
 function insert(node) {
   const typing = document.getElementById("typing");
   log.insertBefore(node, typing);
+  welcome();
   scrollDown();
 }
 
+/** The welcome and its hints, while the conversation is empty. */
+function welcome() {
+  document.getElementById("welcome").hidden = log.querySelector(".msg") !== null;
+}
+
 export function clearLog() {
-  for (const node of [...log.children]) if (node.id !== "typing") node.remove();
+  for (const node of [...log.children]) if (node.id !== "typing" && node.id !== "welcome") node.remove();
+  welcome();
 }
 
 export function mineEl(id) {
@@ -76,7 +119,10 @@ export class Drafts {
     node.dataset.text = text;
     fill(node.firstChild, "bot", text);
     scrollDown();
+    this.onChange?.();
   }
+
+  get busy() { return this.open.size > 0; }
 
   /** The text of each open draft, then none is open. */
   take() {
@@ -88,11 +134,13 @@ export class Drafts {
   discard(replyTo) {
     const node = this.open.get(replyTo);
     if (node) { node.remove(); this.open.delete(replyTo); }
+    this.onChange?.();
   }
 
   discardAll() {
     for (const node of this.open.values()) node.remove();
     this.open.clear();
+    this.onChange?.();
   }
 }
 
@@ -103,7 +151,9 @@ export class Typing {
     this.waiting = [];
   }
 
-  wait(id) { this.waiting.push(id); this.update(); }
+  wait(id) { if (!this.waiting.includes(id)) this.waiting.push(id); this.update(); }
+
+  get busy() { return this.waiting.length > 0; }
 
   /** A reply for ``id`` began: it and every older message are no longer waiting. */
   answered(id) {
@@ -119,6 +169,43 @@ export class Typing {
   update() {
     this.node.hidden = this.waiting.length === 0;
     if (!this.node.hidden) scrollDown();
+    this.onChange?.();
+  }
+}
+
+const ASKS = /^Approval needed: the agent wants to run this (.+?):$/;
+const WHY = "It needs a human because it:";
+
+/** The gateway's approval text, read at a glance: what will run, why a person must decide (in
+ * words, without the rule's internal key), and the deadline; the command syntax for other chats
+ * ("or /approve …") is left out, the buttons are the answer here. Other text is shown as is. */
+function showPrompt(body, text) {
+  const lines = text.split("\n");
+  const asks = ASKS.exec(lines[0] || "");
+  const why = lines.indexOf(WHY);
+  body.textContent = "";
+  body.classList.remove("readable");
+  if (!asks || why < 2) { body.textContent = text; return; }
+  const reasons = [];
+  let at = why + 1;
+  for (; at < lines.length && lines[at].startsWith("- "); at++) reasons.push(lines[at].slice(2).replace(/ \[[a-z0-9_]+\]$/, ""));
+  const rest = lines.slice(at).join(" ");
+  const deadline = /Without an answer within (.+?) it is not run\./.exec(rest);
+  const title = document.createElement("h3");
+  title.textContent = "The agent wants to run this " + asks[1] + ":";
+  const command = document.createElement("pre");
+  command.textContent = lines.slice(1, why).join("\n");
+  const because = document.createElement("p");
+  because.textContent = "A person must decide because it:";
+  const list = document.createElement("ul");
+  for (const reason of reasons) { const li = document.createElement("li"); li.textContent = reason; list.append(li); }
+  body.classList.add("readable");
+  body.append(title, command, because, list);
+  if (deadline) {
+    const note = document.createElement("p");
+    note.className = "deadline";
+    note.textContent = "Not run unless someone approves within " + deadline[1] + ".";
+    body.append(note);
   }
 }
 
@@ -148,7 +235,7 @@ export class Prompts {
       this.cards.set(promptId, card);
       insert(node);
     }
-    card.body.textContent = text;
+    showPrompt(card.body, text);
     return card;
   }
 
