@@ -6,6 +6,7 @@ approval identity, and revocation closing an open socket."""
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -351,3 +352,35 @@ async def test_the_cookie_is_secure_when_configured_or_when_a_trusted_proxy_says
             "/api/signin", json={"token": users["ann"].token}, headers={"Origin": origin(forced.port)}
         )
         assert res.status_code == 200 and "secure" in res.headers["set-cookie"].lower()
+
+
+async def test_an_admin_adds_a_user_whose_token_is_answered_once_and_signs_in(
+    db: Path, start_gateway: StartGateway
+) -> None:
+    users = await seed(db, ("root", "admin"), ("ann", "user"))
+    gateway = await start_gateway(accounts_config(session_check_seconds=3600), store=SqliteStore(db))
+    root = await sign_in(gateway.port, {"token": users["root"].token})
+    ann = await sign_in(gateway.port, {"token": users["ann"].token})
+    try:
+        refused = await ann.post("/api/admin/users/add", {"name": "eve"})
+        assert (refused.status_code, refused.json()["error"]) == (403, "not_admin")
+        no_csrf = await root.post("/api/admin/users/add", {"name": "eve"}, **{"X-CSRF-Token": "wrong"})
+        assert (no_csrf.status_code, no_csrf.json()["error"]) == (403, "csrf")
+        bad = await root.post("/api/admin/users/add", {"name": "no spaces"})
+        assert (bad.status_code, bad.json()["error"]) == (400, "invalid_request")
+        added = await root.post("/api/admin/users/add", {"name": "Bea", "admin": True})
+        assert added.status_code == 201 and added.headers["cache-control"] == "no-store"
+        shown = added.json()
+        assert (shown["name"], shown["role"]) == ("bea", "admin") and shown["token"].startswith("cgu-")
+        taken = await root.post("/api/admin/users/add", {"name": "bea"})
+        assert (taken.status_code, taken.json()["error"]) == (409, "name_taken")
+        listed = (await root.http.get("/api/admin/users")).json()["users"]
+        bea = next(u for u in listed if u["name"] == "bea")
+        assert [t["token_id"] for t in bea["tokens"]] == [shown["token_id"]]
+        assert shown["token"] not in json.dumps(listed)  # answered once, never listed
+        signed = await sign_in(gateway.port, {"token": shown["token"]})
+        assert signed.name == "bea"
+        await signed.http.aclose()
+    finally:
+        await root.http.aclose()
+        await ann.http.aclose()

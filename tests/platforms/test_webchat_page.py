@@ -220,10 +220,14 @@ async def test_token_screen_asks_for_the_access_token_and_keeps_it_for_the_tab(
     await send(page, "with a token")
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: with a token"])
     await expect(page.locator(".msg.error")).to_have_count(0)
+    await expect(page.locator("#conversations a")).to_have_text(
+        ["with a token"]
+    )  # the list, behind the token
 
     await page.reload()  # sessionStorage: the same tab reconnects without asking again
     await expect(page.locator("#status")).to_have_text("connected")
     await expect(screen).to_be_hidden()
+    await expect(page.locator("#conversations a")).to_have_text(["with a token"])
     assert "s3cret-token" not in await page.evaluate("JSON.stringify(localStorage)")
 
 

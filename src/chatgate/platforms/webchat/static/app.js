@@ -137,6 +137,7 @@ function onReady() {
   }
   taps.clear();
   resendUnacked();
+  sidebar.refresh(); // after an access token was accepted, the list can be read
 }
 
 function onAck(frame) {
