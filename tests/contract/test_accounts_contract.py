@@ -14,7 +14,7 @@ from chatgate.domain.accounts import (
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Accounts, Inbox, Leases, WebChats
-from chatgate.domain.web_chats import DELETED_OWNER
+from chatgate.domain.web_chats import DELETED_OWNER, NO_ROOM
 from contract.kit import T0, approval, covers, req
 from support.store_values import outcome
 
@@ -159,6 +159,34 @@ async def test_a_deleted_chat_is_nobodys_is_listed_by_none_and_cannot_be_claimed
     assert await store.claim_chat("web", "c1", "ann", T0 + 1) == DELETED_OWNER
     assert await store.chat_owner("web", "c1") == DELETED_OWNER
     assert await store.list_chats("web", DELETED_OWNER, None, 10) == []  # untitled, no session
+
+
+@covers(WebChats.claim_chat, WebChats.delete_chat)
+async def test_a_user_may_own_at_most_so_many_chats_and_deleting_one_makes_room(store):
+    assert await store.claim_chat("web", "c1", "ann", T0, 2) == "ann"
+    assert await store.claim_chat("web", "c2", "ann", T0, 2) == "ann"
+    assert await store.claim_chat("web", "c3", "ann", T0, 2) == NO_ROOM
+    assert await store.chat_owner("web", "c3") is None, "nothing was recorded"
+    assert await store.claim_chat("web", "c1", "ann", T0, 2) == "ann", "an existing chat still opens"
+    assert await store.claim_chat("web", "c3", "bob", T0, 2) == "bob", "the bound is per user"
+    assert await store.delete_chat("web", "c2") is True
+    assert await store.claim_chat("web", "c4", "ann", T0, 2) == "ann"
+
+
+@covers(WebChats.list_chats, Inbox.admit, Leases.complete_turn)
+async def test_search_finds_words_and_word_starts_in_messages_and_replies_of_the_users_own_chats(store):
+    await store.claim_chat("web", "c1", "ann", T0)
+    await store.claim_chat("web", "c2", "ann", T0)
+    await store.claim_chat("web", "c3", "bob", T0)
+    await _answered(store, "c1", "m1", "tell me about lanterns", "a lantern is a lamp")
+    await _answered(store, "c2", "m2", "and harbors", "a harbor shelters boats")
+    await _answered(store, "c3", "m3", "lanterns again", "bob's lantern")
+    assert [c.chat_id for c in await store.list_chats("web", "ann", "lantern", 10)] == ["c1"]
+    assert [c.chat_id for c in await store.list_chats("web", "ann", "Lant", 10)] == ["c1"], "a word's start"
+    assert [c.chat_id for c in await store.list_chats("web", "ann", "shelters boats", 10)] == ["c2"]
+    assert await store.list_chats("web", "ann", "lantern boats", 10) == [], "every word, in one chat"
+    assert [c.chat_id for c in await store.list_chats("web", "bob", "lantern", 10)] == ["c3"]
+    assert await store.list_chats("web", "ann", '" OR * NEAR(', 10) == [], "no syntax gets through"
 
 
 async def _answered(store, chat_id: str, delivery_id: str, text: str, reply: str, **target: object) -> None:

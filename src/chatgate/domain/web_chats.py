@@ -9,6 +9,7 @@ written twice.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +19,11 @@ MAX_HISTORY_PAGE = 200
 MAX_QUERY_CHARS = 200
 DELETED_OWNER = "!deleted"
 """The owner of a deleted chat: nobody's, so no list shows it and no hello reopens it."""
+NO_ROOM = "!full"
+"""What claiming a new chat answers when its would-be owner already has the most they may."""
+MAX_CONVERSATIONS_PER_USER = 1000
+MAX_SEARCH_WORDS = 8
+_WORD = re.compile(r"\w+")
 
 HistoryKind = Literal["me", "bot", "notice", "failure", "prompt"]
 
@@ -53,6 +59,14 @@ def like_pattern(query: str) -> str:
     """A case-insensitive substring pattern for ``LIKE … ESCAPE '\\'`` (wildcards taken literally)."""
     escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+def search_words(query: str) -> list[str]:
+    """The words a search looks for (each as a word prefix, all of them in one conversation).
+
+    Only word characters pass, so no dialect's full-text syntax can be injected; an empty list
+    means the query has no word, and only titles are searched."""
+    return [w.lower() for w in _WORD.findall(query)][:MAX_SEARCH_WORDS]
 
 
 def message_item(inbound: dict[str, object], at: float) -> HistoryItem | None:

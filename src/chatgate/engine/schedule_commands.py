@@ -43,6 +43,9 @@ class ChatScheduleLimits:
     """The shortest repeat a chat may ask for (a config schedule may go down to 1 s)."""
     max_per_session: int = 20
     """Schedules one session may hold: a bound on what a user can make the gateway keep."""
+    max_per_user: int = 50
+    """Schedules one user may hold across all their chats on a platform (issue 27, finding 7:
+    one client kept 600 over 30 chats under the per-chat bound alone)."""
 
 
 def schedule_id(inbound: Inbound) -> str:
@@ -123,6 +126,8 @@ class ScheduleCommands:
                 f"this chat has {len(mine)} schedules, the most it may have;"
                 " delete one with /schedules delete <id>"
             )
+        if sid not in {s.id for s in mine}:
+            await self._check_user_bound(inbound)
         now = self._clock()
         schedule = Schedule(
             id=sid,
@@ -158,3 +163,19 @@ class ScheduleCommands:
         await self._store.pause_schedule(sid, verb.lower() == "pause")
         self._sink.wake()
         return f"Schedule {sid} {'paused' if verb.lower() == 'pause' else 'resumed'}."
+
+    async def _check_user_bound(self, inbound: Inbound) -> None:
+        source = inbound.source
+        theirs = [
+            s
+            for s in await self._store.list_schedules()
+            if s.origin == "chat"
+            and s.meta.get("created_by") == source.user_id
+            and s.target.source is not None
+            and s.target.source.platform == source.platform
+        ]
+        if len(theirs) >= self._limits.max_per_user:
+            raise ScheduleError(
+                f"you have {len(theirs)} schedules across your chats, the most you may have;"
+                " delete one with /schedules delete <id> in its chat"
+            )

@@ -92,6 +92,9 @@ class SchedulesConfig(Section):
     """The shortest repeat ``/every`` accepts in a chat."""
     chat_max_per_session: int = Field(20, ge=1, le=1000)
     """How many schedules one chat's session may hold."""
+    chat_max_per_user: int = Field(50, ge=1, le=100_000)
+    """Chat schedules one user may hold across all their chats on a platform (a bound on what
+    one person can make the gateway keep and fire, whatever the number of chats)."""
 
     @field_validator("jobs")
     @classmethod
@@ -126,7 +129,9 @@ class SchedulesConfig(Section):
                     name=name,
                 )
             )
-        limits = ChatScheduleLimits(self.chat_min_interval_seconds, self.chat_max_per_session)
+        limits = ChatScheduleLimits(
+            self.chat_min_interval_seconds, self.chat_max_per_session, self.chat_max_per_user
+        )
         return ScheduleSettings(jobs=tuple(jobs), limits=limits)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from chatgate.domain.accounts import Account, SignedIn, SignInToken, WebSession
-from chatgate.domain.web_chats import ChatSummary, HistoryItem
+from chatgate.domain.web_chats import MAX_CONVERSATIONS_PER_USER, ChatSummary, HistoryItem
 
 
 class Accounts(Protocol):
@@ -67,8 +67,11 @@ class Accounts(Protocol):
 class WebChats(Protocol):
     """Chats owned by accounts, and what the page shows of them."""
 
-    async def claim_chat(self, platform: str, chat_id: str, user_id: str, now: float) -> str:
-        """Record ``user_id`` as the chat's owner unless it has one; returns the owner."""
+    async def claim_chat(
+        self, platform: str, chat_id: str, user_id: str, now: float, most: int = MAX_CONVERSATIONS_PER_USER
+    ) -> str:
+        """Record ``user_id`` as the chat's owner unless it has one; returns the owner, or
+        ``NO_ROOM`` when the chat is new and ``user_id`` already owns ``most`` chats."""
         ...
 
     async def chat_owner(self, platform: str, chat_id: str) -> str | None:

@@ -16,25 +16,38 @@ import time
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import WebChats
-from chatgate.domain.web_chats import DELETED_OWNER, title_of
+from chatgate.domain.web_chats import DELETED_OWNER, MAX_CONVERSATIONS_PER_USER, NO_ROOM, title_of
 from chatgate.platforms.webchat.connection import Connection
 
 log = logging.getLogger(__name__)
 
 
 class ChatClaims:
-    def __init__(self, store: WebChats, platform: str) -> None:
+    def __init__(self, store: WebChats, platform: str, most: int = MAX_CONVERSATIONS_PER_USER) -> None:
         self._store = store
         self._platform = platform
+        self._most = most
 
     async def problem(self, chat_id: str, user_id: str, name: str, strict: bool) -> tuple[str, str] | None:
         """Claim the chat for ``user_id``; ``(code, message)`` when it may not be opened."""
         try:
-            owner = await self._store.claim_chat(self._platform, chat_id, user_id, time.time())
+            owner = await self._store.claim_chat(self._platform, chat_id, user_id, time.time(), self._most)
         except StoreUnavailable as exc:
             return "storage_unavailable", f"could not open this conversation: {exc}; reconnect to retry"
         if owner == DELETED_OWNER:
             return "not_found", "this conversation was deleted; start a new one"
+        if owner == NO_ROOM:
+            log.info(
+                "web chat: %s has %d conversations, the most allowed; a new one was refused",
+                name,
+                self._most,
+                extra={"code": "too_many_conversations", "user_id": user_id},
+            )
+            return (
+                "too_many_conversations",
+                f"you have {self._most} conversations, the most you may have;"
+                " delete some from the list to start a new one",
+            )
         if owner == user_id or not strict:
             return None
         log.warning(

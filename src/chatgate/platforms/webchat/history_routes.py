@@ -18,6 +18,7 @@ from chatgate.domain.web_chats import DELETED_OWNER, MAX_HISTORY_PAGE, MAX_LIST,
 from chatgate.platforms.webchat.account_routes import error
 from chatgate.platforms.webchat.bodies import BodyError, Rename, read_body
 from chatgate.platforms.webchat.exports import MAX_EXPORT_ITEMS, as_json, as_markdown
+from chatgate.platforms.webchat.heavy_reads import HeavyReads, TooManyReads
 from chatgate.platforms.webchat.owners import ChatOwners, Owner
 from chatgate.platforms.webchat.session_gate import Refusal
 
@@ -56,9 +57,11 @@ def _before(raw: str | None) -> float | Refusal | None:
 
 
 class HistoryDesk:
-    def __init__(self, store: WebChats, owners: ChatOwners) -> None:
+    def __init__(self, store: WebChats, owners: ChatOwners, reads: HeavyReads | None = None) -> None:
         self.store = store
         self.owners = owners
+        self.reads = reads or HeavyReads()
+        """Each user's lists, searches, pages and exports one at a time (issue 27, finding 7)."""
 
     async def _owned(self, request: Request, who: Owner) -> str | Refusal:
         chat_id = str(request.path_params["chat_id"])
@@ -89,7 +92,10 @@ class HistoryDesk:
         if len(query) > MAX_QUERY_CHARS:
             return error(Refusal(400, "invalid_request", f"q has more than {MAX_QUERY_CHARS} characters"))
         try:
-            chats = await self.store.list_chats(PLATFORM, found.user_id, query or None, limit)
+            async with self.reads.hold(found.user_id, search=bool(query)):
+                chats = await self.store.list_chats(PLATFORM, found.user_id, query or None, limit)
+        except TooManyReads as exc:
+            return error(Refusal(429, "too_many_requests", f"{exc}; wait for them before asking again"))
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"could not list conversations: {exc}"))
         return JSONResponse(
@@ -120,7 +126,10 @@ class HistoryDesk:
             chat_id = await self._owned(request, found)
             if isinstance(chat_id, Refusal):
                 return error(chat_id)
-            items = await self.store.chat_history(PLATFORM, chat_id, before, limit + 1)
+            async with self.reads.hold(found.user_id):
+                items = await self.store.chat_history(PLATFORM, chat_id, before, limit + 1)
+        except TooManyReads as exc:
+            return error(Refusal(429, "too_many_requests", f"{exc}; wait for them before asking again"))
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"could not read the conversation: {exc}"))
         more = len(items) > limit
@@ -175,15 +184,18 @@ class HistoryDesk:
             chat_id = await self._owned(request, found)
             if isinstance(chat_id, Refusal):
                 return error(chat_id)
-            items = await self._everything(chat_id)
-            title = next(
-                (
-                    c.title
-                    for c in await self.store.list_chats(PLATFORM, found.user_id, None, MAX_LIST)
-                    if c.chat_id == chat_id
-                ),
-                None,
-            )
+            async with self.reads.hold(found.user_id):
+                items = await self._everything(chat_id)
+                title = next(
+                    (
+                        c.title
+                        for c in await self.store.list_chats(PLATFORM, found.user_id, None, MAX_LIST)
+                        if c.chat_id == chat_id
+                    ),
+                    None,
+                )
+        except TooManyReads as exc:
+            return error(Refusal(429, "too_many_requests", f"{exc}; wait for them before asking again"))
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"could not export: {exc}; try again"))
         body, media = as_markdown(title, items) if kind == "md" else as_json(chat_id, title, items)

@@ -90,6 +90,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
             session_check_seconds=section.session_check_seconds,
             draft_interval=section.draft_interval_ms / 1000,
             hello_timeout=ctx.auth_timeout,
+            max_conversations=section.max_conversations_per_user,
         )
         from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes
         from chatgate.platforms.webchat.owners import BrowserOwners, ChatOwners, SignedOwners

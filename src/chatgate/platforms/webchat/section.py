@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from chatgate.domain.web_chats import MAX_CONVERSATIONS_PER_USER
 from chatgate.platforms.kit.section import EnvName, PlatformSection
 
 
@@ -32,6 +33,9 @@ class WebChatSection(PlatformSection):
     """How often open sockets re-check their session, so a revocation elsewhere (the CLI,
     another process of a fleet) closes them (accounts)."""
     max_text_chars: int = Field(16_000, ge=1)
+    max_conversations_per_user: int = Field(MAX_CONVERSATIONS_PER_USER, ge=1, le=1_000_000)
+    """Conversations one user (an account, or a browser without sign-in) may have; deleting
+    one frees its place. A bound on what one user can make every list and search go through."""
     draft_interval_ms: float = Field(50.0, ge=0)
     """Milliseconds between two drafts of a reply being written (each a frame to the browser)."""
     allowed_origins: list[str] = []

@@ -273,6 +273,48 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX web_chats_owner ON web_chats (owner_id, platform);
     """,
+    # 11 -> 12: one user cannot slow everyone (issue 27, finding 7), as on SQLite: a
+    # conversation's last activity and history pages by indexes; what a web chat's owner searches in a
+    # full-text index (a tsvector with GIN), filled by triggers for web chats, backfilled here.
+    """
+    CREATE INDEX sessions_chat ON sessions (platform, chat_id, last_activity);
+    CREATE INDEX outbox_chat ON outbox (platform, chat_id, created_at);
+    CREATE INDEX inbox_session ON inbox (session_key, admitted_at);
+    CREATE TABLE chat_text (
+        id        BIGSERIAL PRIMARY KEY,
+        platform  TEXT NOT NULL,
+        chat_id   TEXT NOT NULL,
+        body      TEXT NOT NULL,
+        words     TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED
+    );
+    CREATE INDEX chat_text_words ON chat_text USING GIN (words);
+    CREATE FUNCTION chat_text_reply() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO chat_text (platform, chat_id, body)
+        SELECT NEW.platform, NEW.chat_id, NEW.text
+        WHERE EXISTS (SELECT 1 FROM web_chats w WHERE w.platform = NEW.platform AND w.chat_id = NEW.chat_id);
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER chat_text_reply AFTER INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION chat_text_reply();
+    CREATE FUNCTION chat_text_message() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO chat_text (platform, chat_id, body)
+        SELECT s.platform, s.chat_id, NEW.content FROM sessions s
+        JOIN web_chats w ON w.platform = s.platform AND w.chat_id = s.chat_id
+        WHERE s.key = NEW.session_key;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER chat_text_message AFTER INSERT ON transcript
+        FOR EACH ROW WHEN (NEW.role = 'user') EXECUTE FUNCTION chat_text_message();
+    INSERT INTO chat_text (platform, chat_id, body)
+    SELECT o.platform, o.chat_id, o.text FROM outbox o
+    JOIN web_chats w ON w.platform = o.platform AND w.chat_id = o.chat_id;
+    INSERT INTO chat_text (platform, chat_id, body)
+    SELECT s.platform, s.chat_id, t.content FROM transcript t
+    JOIN sessions s ON s.key = t.session_key
+    JOIN web_chats w ON w.platform = s.platform AND w.chat_id = s.chat_id
+    WHERE t.role = 'user';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,12 +10,15 @@ import asyncpg
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.web_chats import (
     DELETED_OWNER,
+    MAX_CONVERSATIONS_PER_USER,
+    NO_ROOM,
     ChatSummary,
     HistoryItem,
     like_pattern,
     message_item,
     newest_first,
     reply_item,
+    search_words,
 )
 from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.forwards import reads, writes
@@ -24,19 +27,28 @@ from chatgate.store.postgres.sql import rowcount
 _NEWEST = float("inf")
 
 
-async def claim_chat(conn: asyncpg.Connection, platform: str, chat_id: str, user_id: str, now: float) -> str:
+async def claim_chat(
+    conn: asyncpg.Connection,
+    platform: str,
+    chat_id: str,
+    user_id: str,
+    now: float,
+    most: int = MAX_CONVERSATIONS_PER_USER,
+) -> str:
     await conn.execute(
-        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) VALUES ($1,$2,$3,$4)"
+        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) SELECT $1,$2,$3,$4"
+        " WHERE (SELECT count(*) FROM web_chats WHERE owner_id = $3 AND platform = $1) < $5"
         " ON CONFLICT DO NOTHING",
         platform,
         chat_id,
         user_id,
         now,
+        most,
     )
     owner = await conn.fetchval(
         "SELECT owner_id FROM web_chats WHERE platform = $1 AND chat_id = $2", platform, chat_id
     )
-    return str(owner)
+    return NO_ROOM if owner is None else str(owner)
 
 
 async def chat_owner(conn: asyncpg.Connection, platform: str, chat_id: str) -> str | None:
@@ -81,20 +93,25 @@ WHERE w.owner_id = $1 AND w.platform = $2 {match}
 ORDER BY active DESC, w.chat_id
 LIMIT {limit}
 """
+_TITLE = "AND lower(COALESCE(w.title, '')) LIKE $4 ESCAPE '\\'"
 _MATCH = """AND (lower(COALESCE(w.title, '')) LIKE $4 ESCAPE '\\'
-     OR EXISTS (SELECT 1 FROM outbox o WHERE o.platform = w.platform AND o.chat_id = w.chat_id
-                AND lower(o.text) LIKE $4 ESCAPE '\\')
-     OR EXISTS (SELECT 1 FROM sessions s JOIN transcript t ON t.session_key = s.key
-                WHERE s.platform = w.platform AND s.chat_id = w.chat_id AND t.role = 'user'
-                AND lower(t.content) LIKE $4 ESCAPE '\\'))"""
+     OR w.chat_id IN (SELECT t.chat_id FROM chat_text t
+                      WHERE t.words @@ to_tsquery('simple', $5) AND t.platform = $2))"""
 
 
 async def list_chats(
     conn: asyncpg.Connection, platform: str, user_id: str, query: str | None, limit: int
 ) -> list[ChatSummary]:
     if query:
-        sql = _LIST.format(match=_MATCH, limit="$3")
-        rows = await conn.fetch(sql, user_id, platform, limit, like_pattern(query))
+        words = search_words(query)
+        if words:
+            text = " & ".join(f"{w}:*" for w in words)
+            sql = _LIST.format(match=_MATCH, limit="$3")
+            rows = await conn.fetch(sql, user_id, platform, limit, like_pattern(query), text)
+        else:
+            rows = await conn.fetch(
+                _LIST.format(match=_TITLE, limit="$3"), user_id, platform, limit, like_pattern(query)
+            )
     else:
         rows = await conn.fetch(_LIST.format(match="", limit="$3"), user_id, platform, limit)
     return [

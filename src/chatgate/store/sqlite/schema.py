@@ -270,9 +270,56 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX web_chats_owner ON web_chats (owner_id, platform);
     """,
+    # 11 -> 12: one user cannot slow everyone (issue 27, finding 7). A conversation's last
+    # activity is an index lookup, not a scan of every session; what a web chat's owner
+    # searches (their messages, the replies) is in a full-text index (FTS5), filled by triggers
+    # for chats that are web chats, and backfilled here.
+    """
+    CREATE INDEX sessions_chat ON sessions (platform, chat_id, last_activity);
+    CREATE INDEX outbox_chat ON outbox (platform, chat_id, created_at);
+    CREATE INDEX inbox_session ON inbox (session_key, admitted_at);
+    CREATE VIRTUAL TABLE chat_text USING fts5(
+        body, platform UNINDEXED, chat_id UNINDEXED, tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER chat_text_reply AFTER INSERT ON outbox
+    WHEN EXISTS (SELECT 1 FROM web_chats w WHERE w.platform = NEW.platform AND w.chat_id = NEW.chat_id)
+    BEGIN
+        INSERT INTO chat_text (body, platform, chat_id) VALUES (NEW.text, NEW.platform, NEW.chat_id);
+    END;
+    CREATE TRIGGER chat_text_message AFTER INSERT ON transcript WHEN NEW.role = 'user'
+    BEGIN
+        INSERT INTO chat_text (body, platform, chat_id)
+        SELECT NEW.content, s.platform, s.chat_id FROM sessions s
+        JOIN web_chats w ON w.platform = s.platform AND w.chat_id = s.chat_id
+        WHERE s.key = NEW.session_key;
+    END;
+    INSERT INTO chat_text (body, platform, chat_id)
+    SELECT o.text, o.platform, o.chat_id FROM outbox o
+    JOIN web_chats w ON w.platform = o.platform AND w.chat_id = o.chat_id;
+    INSERT INTO chat_text (body, platform, chat_id)
+    SELECT t.content, s.platform, s.chat_id FROM transcript t
+    JOIN sessions s ON s.key = t.session_key
+    JOIN web_chats w ON w.platform = s.platform AND w.chat_id = s.chat_id
+    WHERE t.role = 'user';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def statements(script: str) -> list[str]:
+    """A migration's statements, each whole (a trigger's body holds semicolons of its own)."""
+    found: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        found.append(pending.strip())
+    return found
 
 
 def migrate(conn: sqlite3.Connection) -> int:
@@ -286,9 +333,8 @@ def migrate(conn: sqlite3.Connection) -> int:
     for target in range(version, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in MIGRATIONS[target].split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(MIGRATIONS[target]):
+                conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {target + 1}")
             conn.execute("COMMIT")
         except BaseException:

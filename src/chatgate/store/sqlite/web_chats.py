@@ -10,12 +10,15 @@ from typing import Any
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.web_chats import (
     DELETED_OWNER,
+    MAX_CONVERSATIONS_PER_USER,
+    NO_ROOM,
     ChatSummary,
     HistoryItem,
     like_pattern,
     message_item,
     newest_first,
     reply_item,
+    search_words,
 )
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads, writes
@@ -23,16 +26,24 @@ from chatgate.store.sqlite.forwards import reads, writes
 _NEWEST = float("inf")
 
 
-def claim_chat(conn: sqlite3.Connection, platform: str, chat_id: str, user_id: str, now: float) -> str:
+def claim_chat(
+    conn: sqlite3.Connection,
+    platform: str,
+    chat_id: str,
+    user_id: str,
+    now: float,
+    most: int = MAX_CONVERSATIONS_PER_USER,
+) -> str:
     conn.execute(
-        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) VALUES (?,?,?,?)"
+        "INSERT INTO web_chats (platform, chat_id, owner_id, created_at) SELECT ?,?,?,?"
+        " WHERE (SELECT count(*) FROM web_chats WHERE owner_id = ? AND platform = ?) < ?"
         " ON CONFLICT DO NOTHING",
-        (platform, chat_id, user_id, now),
+        (platform, chat_id, user_id, now, user_id, platform, most),
     )
     row = conn.execute(
         "SELECT owner_id FROM web_chats WHERE platform = ? AND chat_id = ?", (platform, chat_id)
     ).fetchone()
-    return str(row[0])
+    return NO_ROOM if row is None else str(row[0])
 
 
 def chat_owner(conn: sqlite3.Connection, platform: str, chat_id: str) -> str | None:
@@ -71,22 +82,22 @@ WHERE w.owner_id = ? AND w.platform = ? {match}
 ORDER BY active DESC, w.chat_id
 LIMIT ?
 """
+_TITLE = "AND lower(COALESCE(w.title, '')) LIKE ? ESCAPE '\\'"
 _MATCH = """AND (lower(COALESCE(w.title, '')) LIKE ? ESCAPE '\\'
-     OR EXISTS (SELECT 1 FROM outbox o WHERE o.platform = w.platform AND o.chat_id = w.chat_id
-                AND lower(o.text) LIKE ? ESCAPE '\\')
-     OR EXISTS (SELECT 1 FROM sessions s JOIN transcript t ON t.session_key = s.key
-                WHERE s.platform = w.platform AND s.chat_id = w.chat_id AND t.role = 'user'
-                AND lower(t.content) LIKE ? ESCAPE '\\'))"""
+     OR w.chat_id IN (SELECT chat_id FROM chat_text WHERE chat_text MATCH ? AND platform = ?))"""
 
 
 def list_chats(
     conn: sqlite3.Connection, platform: str, user_id: str, query: str | None, limit: int
 ) -> list[ChatSummary]:
     if query:
-        pattern = like_pattern(query)
-        rows = conn.execute(
-            _LIST.format(match=_MATCH), (user_id, platform, pattern, pattern, pattern, limit)
-        ).fetchall()
+        pattern, words = like_pattern(query), search_words(query)
+        if words:
+            text = " AND ".join(f'"{w}"*' for w in words)
+            params: tuple[object, ...] = (user_id, platform, pattern, text, platform, limit)
+            rows = conn.execute(_LIST.format(match=_MATCH), params).fetchall()
+        else:
+            rows = conn.execute(_LIST.format(match=_TITLE), (user_id, platform, pattern, limit)).fetchall()
     else:
         rows = conn.execute(_LIST.format(match=""), (user_id, platform, limit)).fetchall()
     return [
