@@ -120,3 +120,28 @@ async def test_changes_need_an_origin_and_a_shared_token_guards_the_list(
             c["id"]
             for c in (await http.get("/api/conversations", headers=with_token)).json()["conversations"]
         ]
+
+
+async def test_a_browser_at_its_conversation_bound_is_told_to_delete_one_and_then_may_start_another(
+    start_gateway: StartGateway, connect_client: Connect
+) -> None:
+    gateway = await start_gateway(web_config(platforms={"web": {"max_conversations_per_user": 2}}))
+    port = gateway.port
+    assert port is not None
+    ann = await connect_client(port)
+    await ann.hello("c1", "user-ann")
+    await ann.ask("m1", "first")
+    await ann.hello("c2", "user-ann")
+    await ann.ask("m2", "second")
+    third = await connect_client(port)
+    await third.send({"type": "hello", "chat_id": "c3", "user_id": "user-ann", "user_name": "ann"})
+    refusal = await third.recv()
+    assert refusal["type"] == "error" and refusal["code"] == "too_many_conversations"
+    assert "delete some" in refusal["message"]
+    bob = await connect_client(port)
+    await bob.hello("c-bob", "user-bob")  # the bound is per user
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        deleted = await http.post("/api/conversations/c1/delete", headers=_change(port, ANN), json={})
+        assert deleted.json() == {"id": "c1", "deleted": True}
+    await ann.hello("c3", "user-ann")
+    await ann.ask("m3", "third, after a delete")
