@@ -132,7 +132,8 @@ async def _stream(started: Started, first: Update | None, rest: AsyncIterator[Up
                 # Mid-stream, the status is sent: OpenAI's clients raise on an ``error`` object.
                 yield shapes.sse(error.body())
             elif isinstance(update, Done):
-                left = update.text[len(shown) :] if update.text.startswith(shown) else update.text
+                # Drafts only ever extend (no status lines on this platform): the rest completes them.
+                left = update.text[len(shown) :] if update.text.startswith(shown) else ""
                 if left:
                     yield shapes.sse(shapes.chunk(ident, created, model, {"content": left}))
                 yield shapes.sse(shapes.chunk(ident, created, model, {}, FINISH_REASON))
