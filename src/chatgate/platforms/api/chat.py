@@ -30,6 +30,7 @@ from chatgate.platforms.api.lane import (
     meta_of,
     owned_exchange,
 )
+from chatgate.platforms.api.unsupported import check_chat
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -67,6 +68,7 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ChatCompletionRequest, data)
+    check_chat(data)
     started = await begin(adapter, chat_ask(adapter, key, body, request.headers, request_digest(data)))
     handed_off = False
     try:

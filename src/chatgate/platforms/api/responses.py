@@ -33,6 +33,7 @@ from chatgate.platforms.api.lane import (
     meta_of,
     owned_exchange,
 )
+from chatgate.platforms.api.unsupported import check_responses
 
 _ENDED = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.incomplete"}
 
@@ -54,6 +55,7 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ResponseRequest, data)
+    check_responses(data)
     started = await begin(
         adapter, await response_ask(adapter, key, body, request.headers, request_digest(data))
     )
