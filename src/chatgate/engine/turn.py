@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from chatgate.agents.base import (
@@ -37,6 +37,7 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
+from chatgate.domain.persona import Personas, system_message
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
@@ -70,6 +71,8 @@ class TurnSettings:
     duplicate_marker: str = "(possible repeat) "
     tool_progress: bool = True
     """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
+    personas: Personas = field(default_factory=Personas)
+    """The operator's system prompt, by platform and chat (``domain/persona.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +272,10 @@ class TurnRunner:
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
-            system=render_session_context(source, labels, shared=shared),
+            system=system_message(
+                self.settings.personas.for_source(source),
+                render_session_context(source, labels, shared=shared),
+            ),
             history=tuple(history),
             messages=tuple(
                 TurnMessage(
