@@ -114,6 +114,7 @@ async def test_http_500_yields_one_retryable_agent_error_naming_the_status(
     error = only_error(await collect(make_agent(max_retries=0)))
 
     assert error.retryable is True
+    assert error.kind == "failed"  # an HTTP 502 on the API
     assert "500" in error.message
     assert "the model backend exploded" in error.message
     assert len(server.requests) == 1  # max_retries=0 really means one attempt
@@ -127,6 +128,7 @@ async def test_http_429_yields_retryable_agent_error(
     error = only_error(await collect(make_agent()))
 
     assert error.retryable is True
+    assert error.kind == "unavailable"
     assert "429" in error.message
 
 
@@ -176,7 +178,9 @@ async def test_connection_refused_yields_one_retryable_agent_error_without_the_k
     error = only_error(await collect(agent))
 
     assert error.retryable is True
-    assert "reach" in error.message
+    assert error.kind == "unavailable"  # an HTTP 503 on the API, not a timeout
+    assert "refused the connection" in error.message
+    assert "ssl" not in error.message and "Timeout" not in error.message  # the transport's mislabel
     assert API_KEY not in error.message
 
 
@@ -190,6 +194,7 @@ async def test_stalled_endpoint_times_out_into_one_retryable_agent_error(
 
     assert time.monotonic() - started < 4.0
     assert error.retryable is True
+    assert error.kind == "timeout"
     assert "timed out" in error.message
 
 

@@ -38,7 +38,10 @@ async def test_an_agent_failure_is_one_warning_naming_the_session_and_no_line_ha
         await client.hello("chat-1")
         assert (await client.ask("m1", "hi"))[-1]["text"] == "first answer"
         failed = (await client.ask("m2", "again"))[-1]["text"]
-        assert failed.startswith("Sorry, the agent failed")
+        # The user reads a short reason and an id, never the endpoint's words, host or port.
+        error_id = re.fullmatch(r"Sorry, I could not answer: .* \(error id (err-[0-9a-f]{10})\)\.", failed)
+        assert error_id is not None, failed
+        assert "refused" not in failed and "127.0.0.1" not in failed and "400" not in failed
         await client.close()
     finally:
         assert await gateway.terminate() == 0
@@ -50,6 +53,8 @@ async def test_an_agent_failure_is_one_warning_naming_the_session_and_no_line_ha
     assert "the agent failed" in warnings[0]
     assert "session_key=agent:main:web:dm:chat-1" in warnings[0]
     assert "the model refused this request" in warnings[0]
+    assert error_id.group(1) in warnings[0], "the operator greps the id the user was given"
+    assert "will_retry=false" in warnings[0] and "retryable" not in warnings[0]
     assert API_KEY not in log and API_KEY[-12:] not in log
     reprs = [line for line in lines if PYTHON_REPR.search(line)]
     assert reprs == [], "\n".join(reprs)

@@ -21,7 +21,7 @@ async def test_a_timed_out_turn_is_a_final_with_failure_timeout(
     final = (await client.ask("m1", "too slow"))[-1]
     assert final["type"] == "final"
     assert final["failure"] == "timeout"
-    assert final["text"].startswith("Sorry, the agent did not finish")
+    assert final["text"].startswith("Sorry, I did not finish")
 
 
 async def test_an_ordinary_final_has_no_failure_field(

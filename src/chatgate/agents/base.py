@@ -17,6 +17,9 @@ from chatgate.domain.history import HistoryEntry
 log = logging.getLogger(__name__)
 
 ToolStatus = Literal["ok", "error", "denied"]
+FailureKind = Literal["timeout", "unavailable", "failed"]
+"""Why a turn got no answer, as a client can act on it: the model did not answer in time
+(504), could not be reached or is overloaded (503), or answered with an error (502)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +112,15 @@ class Final:
 
 @dataclass(frozen=True, slots=True)
 class AgentFailed:
-    """The turn's last event when the agent could not answer (the model endpoint failed...)."""
+    """The turn's last event when the agent could not answer (the model endpoint failed...).
+
+    ``message`` is for the operator's log only: it may name hosts, ports and exception text,
+    which no chat user or API client is shown (they get a short reason and an error id)."""
 
     message: str
     retryable: bool = False
+    """Whether the same turn sent again later may succeed (the gateway does not resend it)."""
+    kind: FailureKind = "failed"
 
 
 AgentEvent = TextDelta | ToolStarted | ToolFinished | Final | AgentFailed

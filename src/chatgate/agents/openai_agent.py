@@ -193,9 +193,10 @@ class OpenAIAgent:
         await self._client.close()
 
     def _to_agent_error(self, exc: Exception) -> AgentFailed:
-        message, retryable = describe(exc, self._timeout_s)
+        failure = describe(exc, self._timeout_s)
         # Redact before shortening so a truncated key can never slip through.
-        return AgentFailed(message=shorten(self._redact(message)), retryable=retryable)
+        message = shorten(self._redact(failure.reason))
+        return AgentFailed(message=message, retryable=failure.retryable, kind=failure.kind)
 
     def _redact(self, text: str) -> str:
         # Servers sometimes echo credentials back in error bodies.

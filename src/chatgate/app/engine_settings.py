@@ -9,6 +9,8 @@ from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.app.config import GatewayConfig
 from chatgate.app.config.background import task_settings
 from chatgate.app.platforms import platform_access
+from chatgate.domain.errors import StartupError
+from chatgate.domain.persona import Personas
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.domain.shell.allow import load_allow
 from chatgate.domain.shell.danger import load_rules
@@ -47,6 +49,7 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir:
             max_attempts=config.scheduler.max_turn_attempts,
             timeout_seconds=config.agent.turn_timeout_seconds,
             silence_marker=config.agent.silence_marker,
+            personas=personas(config),
         ),
         scheduler=SchedulerSettings(
             max_concurrent_turns=config.scheduler.max_concurrent_turns,
@@ -70,3 +73,16 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir:
         schedules=config.schedules.settings(),
         tasks=task_settings(config.background, config.delegation),
     )
+
+
+def personas(config: GatewayConfig) -> Personas:
+    """The persona from the config, read from ``agent.system_prompt_file`` when one is named."""
+    agent = config.agent
+    default = agent.system_prompt
+    if agent.system_prompt_file:
+        path = Path(agent.system_prompt_file).expanduser()
+        try:
+            default = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StartupError(f"agent.system_prompt_file: cannot read {path}: {exc}") from None
+    return Personas(default, dict(agent.system_prompts))

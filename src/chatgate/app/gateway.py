@@ -36,7 +36,7 @@ from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.app.platforms import build_platforms
 from chatgate.app.startup import CredentialInUse, StartupError, build_agent, build_store
-from chatgate.app.startup_line import startup_line
+from chatgate.app.startup_line import endpoint_warning, model_endpoint_problem, startup_line
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.engine.looplag import LoopLagMonitor
 from chatgate.engine.metrics import GatewayMetrics
@@ -205,7 +205,12 @@ class Gateway:
         except BaseException:
             await self._lifetime.aclose()
             raise
-        log.info(startup_line(self.config, self.state_dir, self.adapters))
+        line = startup_line(self.config, self.state_dir, self.adapters)
+        problem = await model_endpoint_problem(self.config)
+        if problem is None:
+            log.info(line)
+        else:
+            log.warning(line + endpoint_warning(self.config, problem))
 
     async def _start(self, life: Lifetime) -> None:
         try:

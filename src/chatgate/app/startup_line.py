@@ -6,8 +6,12 @@ database with which agent and model, and which platforms were up, without the co
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import errno
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from chatgate import __version__
 from chatgate.app.config import GatewayConfig
@@ -33,3 +37,40 @@ def _state(adapter: Adapter) -> str:
     state = adapter.state()
     word = "connected" if state.connected else "not connected yet"
     return f"{word}: {state.detail}" if state.detail else word
+
+
+PROBE_SECONDS = 2.0
+"""How long the start waits for the model endpoint to accept a connection before warning."""
+
+
+async def model_endpoint_problem(config: GatewayConfig) -> str | None:
+    """Why the model endpoint does not answer (None when it accepts a connection, or for an
+    agent without one): an operator learns at the start, not from the first user's failed turn.
+    Only a TCP connection is tried: no request is sent, so no key is spent and nothing is logged
+    at the other end."""
+    if config.agent.kind != "openai":
+        return None
+    url = urlsplit(config.agent.openai.base_url)
+    if not url.hostname:
+        return "the URL names no host"
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        async with asyncio.timeout(PROBE_SECONDS):
+            _, writer = await asyncio.open_connection(url.hostname, port)
+    except TimeoutError:
+        return f"no connection within {PROBE_SECONDS:g} s"
+    except OSError as exc:
+        if exc.errno == errno.ECONNREFUSED:
+            return "connection refused"
+        return exc.strerror or type(exc).__name__
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+def endpoint_warning(config: GatewayConfig, problem: str) -> str:
+    return (
+        f"; WARNING: the model endpoint {config.agent.openai.base_url} does not answer ({problem}):"
+        " turns will fail until it does"
+    )

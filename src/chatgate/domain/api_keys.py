@@ -50,7 +50,11 @@ def hash_token(token: str) -> str:
 
 ExchangeStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 
-FAILED_OUTCOMES = frozenset({"agent_error", "timeout", "given_up"})
+FAILED_OUTCOMES = frozenset({"agent_error", "model_unavailable", "model_timeout", "timeout", "given_up"})
+"""Turns that ended without an answer; the API answers them 502, or 503/504 (``FAILURE_STATUS``)."""
+
+FAILURE_STATUS = {"model_unavailable": 503, "model_timeout": 504, "timeout": 504, "given_up": 503}
+"""The HTTP status of a failed exchange by its outcome; any other failure is 502."""
 
 
 @dataclass(frozen=True, slots=True)

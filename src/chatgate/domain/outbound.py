@@ -34,6 +34,10 @@ class Capabilities:
     """The platform streams a reply into one message itself ("the stream is the message": Slack's
     chat.startStream): previews are ``StreamingPlatform`` calls without a cursor, and the final's
     edit of that message seals it; needs ``StreamingPlatform``."""
+    status_lines: bool = True
+    """A running tool may show as a status line in the preview's text. False where the drafts
+    are a text a client concatenates and compares with the final (the API): tool progress
+    reaches it another way (approval events), never inside the reply's text."""
 
 
 @dataclass(frozen=True, slots=True)

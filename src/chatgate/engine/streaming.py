@@ -130,7 +130,8 @@ class StreamConsumer:
     def status_lines(self) -> bool:
         """Whether a running tool may show as a status line in the preview: not in a native stream
         (append-only: the line could never be taken back) and not where a task card shows it."""
-        return self._stream is None and not self.tasks.native
+        caps = self._adapter.capabilities if self._adapter is not None else None
+        return self._stream is None and not self.tasks.native and (caps is None or caps.status_lines)
 
     @property
     def _chat(self) -> str:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from chatgate.agents.base import (
@@ -37,11 +37,13 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
+from chatgate.domain.persona import Personas, system_message
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.engine.approvals import ToolContext
+from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
@@ -69,6 +71,8 @@ class TurnSettings:
     duplicate_marker: str = "(possible repeat) "
     tool_progress: bool = True
     """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
+    personas: Personas = field(default_factory=Personas)
+    """The operator's system prompt, by platform and chat (``domain/persona.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +167,8 @@ class TurnRunner:
         )
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input) for model_input in inputs]
-        transcript.append(HistoryEntry("assistant", reply.text))
+        if reply.outcome == "ok":  # an apology is for the user, never the model's history
+            transcript.append(HistoryEntry("assistant", reply.text))
         if internal:  # a delegated child answers its parent's inbox (in the commit), not the chat
             return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), (), reply.outcome)
         if self.settings.silence_marker and reply.text.strip() == self.settings.silence_marker:
@@ -267,7 +272,10 @@ class TurnRunner:
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
-            system=render_session_context(source, labels, shared=shared),
+            system=system_message(
+                self.settings.personas.for_source(source),
+                render_session_context(source, labels, shared=shared),
+            ),
             history=tuple(history),
             messages=tuple(
                 TurnMessage(
@@ -327,11 +335,12 @@ class TurnRunner:
             async with asyncio.timeout(self.settings.timeout_seconds):
                 text, outcome = await self._stream(request, consumer)
         except TimeoutError:
-            text = f"Sorry, the agent did not finish within {self.settings.timeout_seconds:.0f} seconds."
+            error_id = new_error_id()
+            text = turn_timeout_apology(self.settings.timeout_seconds, error_id)
             outcome = "timeout"
             log.warning(
-                "the agent did not finish within %.0f s", self.settings.timeout_seconds,
-                extra={"session_key": request.session_key},
+                "the agent did not finish within %.0f s [%s]", self.settings.timeout_seconds, error_id,
+                extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
             )  # fmt: skip
         except BaseException:  # cancelled, or the agent raised: no preview keeps its cursor
             await asyncio.shield(consumer.interrupted())
@@ -351,12 +360,15 @@ class TurnRunner:
             elif isinstance(event, Final):
                 return event.text, "ok"
             elif isinstance(event, AgentFailed):
-                # One line per failure, for the operator (the user is told in the reply).
+                # One line per failure, for the operator; the user reads a short reason and the id.
+                # The gateway never resends a failed turn: ``transient`` says a resend could work.
+                error_id = new_error_id()
                 log.warning(
-                    "the agent failed: %s", event.message,
-                    extra={"session_key": request.session_key, "retryable": event.retryable},
+                    "the agent failed [%s]: %s", error_id, event.message,
+                    extra={"session_key": request.session_key, "error_id": error_id,
+                           "kind": event.kind, "transient": event.retryable, "will_retry": False},
                 )  # fmt: skip
-                return f"Sorry, the agent failed: {event.message}", "agent_error"
+                return apology(event.kind, error_id), OUTCOMES[event.kind]
             elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
                 await consumer.tasks.started(event.call)
                 if self.settings.tool_progress and consumer.status_lines:
@@ -367,7 +379,9 @@ class TurnRunner:
                 if self.settings.tool_progress and consumer.status_lines:
                     status = finished_line(calls.pop(event.result.call_id, None), event.result)
                     await consumer.update(with_status(so_far, status), force=True)
+        error_id = new_error_id()
         log.warning(
-            "the agent ended its stream without an answer", extra={"session_key": request.session_key}
-        )
-        return so_far or "Sorry, the agent returned no answer.", "agent_error"
+            "the agent ended its stream without an answer [%s]", error_id,
+            extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
+        )  # fmt: skip
+        return so_far or apology("failed", error_id), "agent_error"

@@ -53,7 +53,7 @@ async def test_a_prompt_is_an_event_in_the_stream_and_the_owners_answer_lets_the
             seen.append((name, data))
             if name == "chatgate.approval_required":
                 approval = data["chatgate"]["approval"]
-                assert data["choices"] == [] and target.exists()
+                assert data["choices"][0]["delta"] == {} and target.exists()
                 assert {o["id"] for o in approval["options"]} >= {"once", "deny"}
                 answer = await http.post(approval["answer_url"], json={"option": "once"})
                 assert answer.status_code == 200, answer.text
@@ -67,6 +67,15 @@ async def test_a_prompt_is_an_event_in_the_stream_and_the_owners_answer_lets_the
         d for n, d in seen if isinstance(d, dict) and d.get("choices") and d["choices"][0]["finish_reason"]
     ]
     assert finish and finish[-1]["choices"][0]["finish_reason"] == "stop"
+    # Every chunk has a choice (clients read choices[0]); tool progress never enters content, so
+    # the streamed text is exactly the stored final (issue 28).
+    chunks = [d for _, d in seen if isinstance(d, dict)]
+    assert all(len(d["choices"]) == 1 for d in chunks)
+    streamed = "".join(d["choices"][0]["delta"].get("content") or "" for d in chunks)
+    async with world.http() as http:
+        stored = (await http.get(f"/v1/chat/completions/{chunks[0]['id']}")).json()
+    assert streamed == stored["choices"][0]["message"]["content"] and streamed
+    assert "⚙" not in streamed and "rm -rf" not in streamed
 
 
 async def test_a_waiting_prompt_shows_on_the_running_response_and_a_deny_means_not_run(api):

@@ -3,6 +3,8 @@ stream events, and a client that disconnects mid-stream fetching the finished an
 
 from __future__ import annotations
 
+import re
+
 import openai
 import pytest
 
@@ -140,21 +142,30 @@ async def test_a_running_response_says_in_progress(api):
     )
 
 
-async def test_a_turn_that_fails_is_a_failed_response_with_its_notice(api):
+async def test_a_turn_that_fails_is_an_http_504_or_a_failed_response_with_its_notice(api):
     # 200 ms per character against a 0.5 s turn timeout: the turn times out, and says so.
     world = await api(agent={"turn_timeout_seconds": 0.5, "echo": {"chunk_delay_ms": 200, "chunk_chars": 1}})
     async with world.client() as client:
-        failed = await client.responses.create(model="chatgate", input="this will not finish in time")
+        with pytest.raises(openai.APIStatusError) as failed:
+            await client.responses.create(model="chatgate", input="this will not finish in time")
         stream = await client.responses.create(model="chatgate", input="nor will this", stream=True)
         events = [e async for e in stream]
-        chat = await client.chat.completions.create(
-            model="chatgate", messages=[{"role": "user", "content": "nor this"}]
+        with pytest.raises(openai.APIStatusError) as chat:
+            await client.chat.completions.create(
+                model="chatgate", messages=[{"role": "user", "content": "nor this"}]
+            )
+        with pytest.raises(openai.APIError) as streamed:  # mid-stream: the status was sent already
+            chunks = await client.chat.completions.create(
+                model="chatgate", messages=[{"role": "user", "content": "nor this"}], stream=True
+            )
+            _ = [c async for c in chunks]
+        fetched = await client.responses.retrieve(events[-1].response.id)
+    assert failed.value.status_code == chat.value.status_code == 504
+    for error in (failed.value, chat.value, streamed.value):
+        assert error.code == "model_timeout"
+        assert re.search(
+            r"Sorry, I did not finish within 0 seconds \(error id err-[0-9a-f]{10}\)\.", error.message
         )
-        fetched = await client.responses.retrieve(failed.id)
-    assert failed.status == "failed" and failed.output == [] and failed.error is not None
-    assert failed.error.message  # the turn's notice, as recorded in the outbox
-    assert fetched.status == "failed" and fetched.error.message == failed.error.message
     assert events[-1].type == "response.failed"
-    assert (
-        chat.choices[0].finish_reason == "error" and chat.choices[0].message.content == failed.error.message
-    )
+    assert fetched.status == "failed" and fetched.error is not None
+    assert fetched.error.message == events[-1].response.error.message  # the turn's notice, as recorded

@@ -167,6 +167,18 @@ class AgentConfig(_Section):
     history_limit: int = Field(50, ge=0)
     silence_marker: str = "NO_REPLY"
     """A final equal to this sends nothing (the agent chose not to answer); empty to disable."""
+    system_prompt: str = Field("", max_length=100_000)
+    """The persona: the system prompt before the pinned conversation context."""
+    system_prompt_file: str | None = None
+    """A file to read the persona from at start (instead of ``system_prompt``)."""
+    system_prompts: dict[str, str] = {}
+    """Overrides by ``platform`` or ``platform:chat_id``; the most specific wins."""
+
+    @model_validator(mode="after")
+    def _one_persona_source(self) -> AgentConfig:
+        if self.system_prompt and self.system_prompt_file:
+            raise ValueError("set agent.system_prompt or agent.system_prompt_file, not both")
+        return self
 
 
 class IsolationOverride(_Section):

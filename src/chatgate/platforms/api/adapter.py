@@ -59,7 +59,7 @@ def _store_down(exc: StoreUnavailable) -> ApiError:
 
 class ApiAdapter:
     platform = PLATFORM
-    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000)
+    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000, status_lines=False)
 
     def __init__(self, store: ApiStore, intake: Intake, settings: ApiSettings) -> None:
         self.store = store

@@ -9,6 +9,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from chatgate.domain.api_keys import FAILURE_STATUS
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import ApiAdapter
 from chatgate.platforms.api.asks import chat_ask
@@ -21,6 +22,7 @@ from chatgate.platforms.api.lane import (
     Event,
     Keepalive,
     Started,
+    Update,
     begin,
     delivery_id_of,
     finish,
@@ -28,6 +30,7 @@ from chatgate.platforms.api.lane import (
     meta_of,
     owned_exchange,
 )
+from chatgate.platforms.api.unsupported import check_chat
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -36,45 +39,89 @@ def closed_error(update: Closed) -> ApiError:
     return ApiError(504 if update.code == "answer_timeout" else 503, update.code, update.reason)
 
 
-def finish_reason(done: Done) -> str:
-    return "stop" if done.state == "completed" else "error"
+FINISH_REASON = "stop"
+"""A turn that answered ends with ``stop`` (a stopped turn too: its text is what it said);
+one that did not is an HTTP error (``failure_error``), never a ``finish_reason`` OpenAI lacks."""
+
+_FAILURE_CODES = {502: "model_error", 503: "model_unavailable", 504: "model_timeout"}
+
+
+def failure_error(done: Done) -> ApiError:
+    """A turn that got no answer, as OpenAI reports an upstream failure: 502, 503 (unreachable,
+    overloaded) or 504 (timed out). The message is what a chat user reads: a short reason and the
+    error id the operator finds in the log, never a host, a port or exception text."""
+    outcome = done.exchange.outcome if done.exchange is not None else None
+    status = FAILURE_STATUS.get(outcome or "", 502)
+    return ApiError(status, _FAILURE_CODES[status], done.text or "the agent could not answer")
+
+
+def failed(update: Update) -> ApiError | None:
+    """The error to answer with if ``update`` ends the request without an answer."""
+    if isinstance(update, Done) and update.state == "failed":
+        return failure_error(update)
+    if isinstance(update, Closed):
+        return closed_error(update)
+    return None
 
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ChatCompletionRequest, data)
+    check_chat(data)
     started = await begin(adapter, chat_ask(adapter, key, body, request.headers, request_digest(data)))
-    if body.stream:
-        return StreamingResponse(
-            _stream(adapter, started),
-            media_type="text/event-stream",
-            headers=SSE_HEADERS,
-            background=BackgroundTask(finish, adapter, started),
-        )
+    handed_off = False
     try:
-        async with contextlib.aclosing(follow(adapter, started)) as updates:
-            async for update in updates:
+        updates = follow(adapter, started)
+        # The first update comes within ``POLL_SECONDS`` (a keep-alive at the latest): a turn that
+        # fails at once is answered with its HTTP status, streamed or not.
+        first = await anext(updates, None)
+        error = None if first is None else failed(first)
+        if error is not None:
+            await updates.aclose()
+            raise error
+        if body.stream:
+            streaming = StreamingResponse(
+                _stream(started, first, updates),
+                media_type="text/event-stream",
+                headers=SSE_HEADERS,
+                background=BackgroundTask(finish, adapter, started),
+            )
+            handed_off = True  # the response's background task finishes it
+            return streaming
+        async with contextlib.aclosing(updates):
+            update = first
+            while update is not None:
+                error = failed(update)
+                if error is not None:
+                    raise error
                 if isinstance(update, Done):
                     ident, model = f"chatcmpl-{started.ask.delivery_id}", started.ask.model
                     return JSONResponse(
-                        shapes.completion(ident, started.created, model, update.text, finish_reason(update))
+                        shapes.completion(ident, started.created, model, update.text, FINISH_REASON)
                     )
-                if isinstance(update, Closed):
-                    raise closed_error(update)
+                update = await anext(updates, None)
     finally:
-        finish(adapter, started)
+        if not handed_off:
+            finish(adapter, started)
     raise ApiError(
         503, "no_answer", "the request ended without an answer; retry with the same Idempotency-Key"
     )
 
 
-async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
+async def _stream(started: Started, first: Update | None, rest: AsyncIterator[Update]) -> AsyncIterator[str]:
     ident, created, model = f"chatcmpl-{started.ask.delivery_id}", started.created, started.ask.model
-    try:
+
+    async def updates() -> AsyncIterator[Update]:
+        if first is not None:
+            yield first
+        async for update in rest:
+            yield update
+
+    async with contextlib.aclosing(updates()) as stream:  # type: ignore[type-var]
         yield shapes.sse(shapes.chunk(ident, created, model, {"role": "assistant", "content": ""}))
         shown = ""
-        async for update in follow(adapter, started):
+        async for update in stream:
             if isinstance(update, Draft) and update.text.startswith(shown) and len(update.text) > len(shown):
                 yield shapes.sse(shapes.chunk(ident, created, model, {"content": update.text[len(shown) :]}))
                 shown = update.text
@@ -83,16 +130,16 @@ async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
                 yield shapes.sse(body, event=f"chatgate.{update.body['type']}")
             elif isinstance(update, Keepalive):
                 yield shapes.KEEPALIVE
+            elif (error := failed(update)) is not None:
+                # Mid-stream, the status is sent: OpenAI's clients raise on an ``error`` object.
+                yield shapes.sse(error.body())
             elif isinstance(update, Done):
-                rest = update.text[len(shown) :] if update.text.startswith(shown) else update.text
-                if rest:
-                    yield shapes.sse(shapes.chunk(ident, created, model, {"content": rest}))
-                yield shapes.sse(shapes.chunk(ident, created, model, {}, finish_reason(update)))
-            elif isinstance(update, Closed):
-                yield shapes.sse(closed_error(update).body(), event="error")
+                # Drafts only ever extend (no status lines on this platform): the rest completes them.
+                left = update.text[len(shown) :] if update.text.startswith(shown) else ""
+                if left:
+                    yield shapes.sse(shapes.chunk(ident, created, model, {"content": left}))
+                yield shapes.sse(shapes.chunk(ident, created, model, {}, FINISH_REASON))
         yield shapes.sse("[DONE]")
-    finally:
-        finish(adapter, started)
 
 
 async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
@@ -107,7 +154,9 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
             409, "in_progress", f"still running; GET /v1/responses/resp_{delivery_id} shows its progress"
         )
     done = Done(exchange, exchange.answer or "")
+    if done.state == "failed":
+        raise failure_error(done)
     model = str(meta_of(exchange).get("model") or adapter.settings.model)
     created = int(exchange.admitted_at)
-    body = shapes.completion(f"chatcmpl-{delivery_id}", created, model, done.text, finish_reason(done))
+    body = shapes.completion(f"chatcmpl-{delivery_id}", created, model, done.text, FINISH_REASON)
     return JSONResponse(body)

@@ -16,7 +16,7 @@ from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
 from chatgate.platforms.api.asks import response_ask
 from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json, request_digest
-from chatgate.platforms.api.chat import SSE_HEADERS, closed_error
+from chatgate.platforms.api.chat import SSE_HEADERS, closed_error, failure_error
 from chatgate.platforms.api.errors import ApiError
 from chatgate.platforms.api.lane import (
     Closed,
@@ -33,6 +33,7 @@ from chatgate.platforms.api.lane import (
     meta_of,
     owned_exchange,
 )
+from chatgate.platforms.api.unsupported import check_responses
 
 _ENDED = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.incomplete"}
 
@@ -54,6 +55,7 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ResponseRequest, data)
+    check_responses(data)
     started = await begin(
         adapter, await response_ask(adapter, key, body, request.headers, request_digest(data))
     )
@@ -67,6 +69,8 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     try:
         async with contextlib.aclosing(follow(adapter, started)) as updates:
             async for update in updates:
+                if isinstance(update, Done) and update.state == "failed":
+                    raise failure_error(update)  # 502/503/504, as OpenAI reports an upstream failure
                 if isinstance(update, Done):
                     return JSONResponse(_object(started, update.state, update.text))
                 if isinstance(update, Closed):

@@ -66,15 +66,12 @@ def approval(prompt: Prompt) -> dict[str, Any]:
 
 
 def approval_chunk(ident: str, created: int, model: str, event: dict[str, Any]) -> dict[str, Any]:
-    """A chat completion chunk without choices that carries an approval event (``chatgate``)."""
-    return {
-        "id": ident,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [],
-        "chatgate": event,
-    }
+    """A chat completion chunk with an empty delta that carries an approval event in the
+    ``chatgate`` extension field: never ``choices: []``, which breaks clients that read
+    ``chunk.choices[0]``, and nothing in ``content``, so the deltas still add up to the final."""
+    body = chunk(ident, created, model, {})
+    body["chatgate"] = event
+    return body
 
 
 def message_item(ident: str, text: str, status: str = "completed") -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""The persona: the operator's system prompt, placed before the pinned conversation context.
+
+One prompt for everything (``agent.system_prompt``), overridden per platform (``web``) or per
+chat (``telegram:12345``): the most specific wins. The system message is the persona and the
+pinned context, both fixed for a session, so its bytes are the same every turn and the model
+server's prompt cache stays warm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from chatgate.domain.source import Source
+
+
+@dataclass(frozen=True, slots=True)
+class Personas:
+    default: str = ""
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    """``platform`` or ``platform:chat_id`` to the prompt used there instead of ``default``."""
+
+    def for_source(self, source: Source) -> str:
+        chat = f"{source.platform}:{source.chat_id}" if source.chat_id else None
+        if chat is not None and chat in self.overrides:
+            return self.overrides[chat]
+        return self.overrides.get(source.platform, self.default)
+
+
+def system_message(persona: str, context: str) -> str:
+    """The persona, a blank line, then the pinned context (the context alone without one)."""
+    persona = persona.strip()
+    return f"{persona}\n\n{context}" if persona else context
