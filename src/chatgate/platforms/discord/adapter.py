@@ -15,6 +15,7 @@ import contextlib
 import logging
 from typing import Any
 
+from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
@@ -27,7 +28,7 @@ from chatgate.platforms.discord.decode import Addressing, ChannelInfo
 from chatgate.platforms.discord.endpoint import point_gateway, point_rest
 from chatgate.platforms.discord.lane import PLATFORM, Access, DiscordLane
 from chatgate.platforms.discord.outbound import DiscordOutbound
-from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest
+from chatgate.platforms.discord.rest import DiscordRest
 from chatgate.platforms.discord.section import DiscordSection
 from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 
@@ -163,7 +164,7 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
                 self._detail = f"the bot token was refused ({exc}); check platforms.discord.token_env"
                 log.error("Discord: %s", self._detail)
                 return
-            except (discord.DiscordException, DiscordCallError, OSError) as exc:
+            except (discord.DiscordException, PlatformCallError, OSError) as exc:
                 self._detail = f"cannot reach Discord ({type(exc).__name__}: {exc}); retrying"
                 log.warning("Discord: %s", self._detail)
             except Exception as exc:  # e.g. discord.py failing on an event it cannot parse

@@ -12,7 +12,8 @@ import logging
 from typing import Any
 
 from chatgate.domain.commands import CONTROL_COMMANDS
-from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest
+from chatgate.domain.errors import PlatformCallError
+from chatgate.platforms.discord.rest import DiscordRest
 
 log = logging.getLogger(__name__)
 CHAT_INPUT, USER_MENU, MESSAGE_MENU = 1, 2, 3
@@ -54,6 +55,6 @@ async def register_commands(rest: DiscordRest, application_id: str, guild_ids: t
                 continue
             await rest.call("PUT", path, wanted)
             written += 1
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             log.warning("could not register the Discord slash commands at %s: %s", path, exc)
     return written

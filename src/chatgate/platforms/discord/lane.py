@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Inbound
 from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
 from chatgate.platforms.discord.catchup import ChannelBook
@@ -34,7 +35,7 @@ from chatgate.platforms.discord.decode import (
 )
 from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
 from chatgate.platforms.discord.outbound import DiscordOutbound
-from chatgate.platforms.discord.rest import DiscordCallError, DiscordRest, RateLimited
+from chatgate.platforms.discord.rest import DiscordRest, RateLimited
 from chatgate.platforms.discord_wire.interaction import UnsupportedInteraction, decode_interaction
 from chatgate.platforms.kit.per_key import PerKeyQueues
 from chatgate.platforms.kit.skipped import Skipped
@@ -172,7 +173,7 @@ class DiscordLane:
             return ChannelInfo(channel_id, 1)
         try:
             data = await self._rest.call("GET", f"/channels/{channel_id}")
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             log.warning(
                 "could not read Discord channel %s (%s); treating it as a guild channel", channel_id, exc
             )
@@ -299,7 +300,7 @@ class DiscordLane:
             except RateLimited as exc:
                 await asyncio.sleep(min(exc.retry_after, 30.0))
                 continue
-            except DiscordCallError as exc:
+            except PlatformCallError as exc:
                 log.warning("catch-up of Discord channel %s stopped: %s", channel_id, exc)
                 return []
             return (

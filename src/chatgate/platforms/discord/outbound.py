@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt
-from chatgate.platforms.discord.rest import ApiRefused, DiscordCallError, DiscordRest, NotSent, RateLimited
+from chatgate.platforms.discord.rest import ApiRefused, DiscordRest, RateLimited
 
 log = logging.getLogger(__name__)
 DELETED_KEPT = 1000
@@ -44,7 +45,7 @@ def _buttons(prompt: Prompt) -> list[dict[str, Any]]:
     return [{"type": 1, "components": row} for row in rows]
 
 
-def classify(exc: DiscordCallError, *, sending: bool) -> DeliveryResult:
+def classify(exc: PlatformCallError, *, sending: bool) -> DeliveryResult:
     reason = str(exc)
     if isinstance(exc, RateLimited):
         return RetryLater(reason, exc.retry_after, scope="platform" if exc.global_limit else "chat")
@@ -80,7 +81,7 @@ class DiscordOutbound:
     async def _run(self, method: str, path: str, body: Any, *, sending: bool) -> DeliveryResult:
         try:
             answer = await self._rest.call(method, path, body)
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             return classify(exc, sending=sending)
         return Delivered(_message_id(answer))
 
@@ -113,7 +114,7 @@ class DiscordOutbound:
             await self._rest.call("POST", f"/channels/{chat_id}/typing")
         except RateLimited as exc:
             return classify(exc, sending=False)
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             log.debug("Discord typing indicator failed: %s", exc)
         return None
 
@@ -123,7 +124,7 @@ class DiscordOutbound:
             self._deleted.popitem(last=False)
         try:
             await self._rest.call("DELETE", f"/channels/{chat_id}/messages/{message_id}")
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             log.info("could not delete Discord message %s: %s", message_id, exc)
             return False
         return True
@@ -143,7 +144,7 @@ class DiscordOutbound:
         path = f"/channels/{chat_id}/messages/{message_id}/reactions/{quote(WORKING_REACTION)}/@me"
         try:
             await self._rest.call(method, path)
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             log.debug("Discord status reaction %s on %s failed: %s", method, message_id, exc)
 
     async def follow_up(self, token: str, text: str, *, ephemeral: bool = False) -> DeliveryResult:
@@ -158,7 +159,7 @@ class DiscordOutbound:
         except ApiRefused as exc:
             # 401 "Invalid Webhook Token" / 404 "Unknown Webhook": the token is dead, not the bot's.
             return Rejected(f"the interaction token expired: {exc}")
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             return classify(exc, sending=True)
         return Delivered(_message_id(answer))
 
@@ -166,7 +167,7 @@ class DiscordOutbound:
         """An interaction's callback (defer, or an ephemeral answer); ``False`` when refused."""
         try:
             await self._rest.call("POST", f"/interactions/{interaction_id}/{token}/callback", body)
-        except DiscordCallError as exc:
+        except PlatformCallError as exc:
             log.warning("could not answer Discord interaction %s: %s", interaction_id, exc)
             return False
         return True

@@ -6,7 +6,8 @@ tries), so a message it re-posts after a 5xx that Discord had in fact accepted w
 shown twice without the outbox ever knowing. Here a call is made once; a 429 comes back
 as ``RateLimited`` (with Discord's scope) for the rate budget to honour, a 5xx or a lost
 answer as ``MaybeSent`` (the outbox marks a resent message as a possible duplicate), and
-a connection that never opened as ``NotSent``.
+a connection that never opened as ``NotSent`` (``NotSent`` and ``MaybeSent`` are the
+domain's, shared by every platform).
 """
 
 from __future__ import annotations
@@ -15,26 +16,16 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chatgate.domain.errors import MaybeSent, NotSent, PlatformCallError
+
 if TYPE_CHECKING:
     import aiohttp
 
 REQUEST_TIMEOUT = 15.0
 
 
-class DiscordCallError(Exception):
-    """A call that did not succeed; the subclass says whether it may have had an effect."""
-
-
-class NotSent(DiscordCallError):
-    """The request never reached Discord (connection refused, DNS, not started)."""
-
-
-class MaybeSent(DiscordCallError):
-    """The request may have had its effect (a timeout, a dropped connection, a 5xx)."""
-
-
 @dataclass(frozen=True)
-class ApiRefused(DiscordCallError):
+class ApiRefused(PlatformCallError):
     """Discord answered with an error status (a 4xx other than 429)."""
 
     status: int
@@ -46,7 +37,7 @@ class ApiRefused(DiscordCallError):
 
 
 @dataclass(frozen=True)
-class RateLimited(DiscordCallError):
+class RateLimited(PlatformCallError):
     retry_after: float
     global_limit: bool
     scope: str
@@ -93,7 +84,7 @@ class DiscordRest:
     async def call(
         self, method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None
     ) -> Any:
-        """The answer's JSON (``None`` for 204), or a ``DiscordCallError`` saying what happened."""
+        """The answer's JSON (``None`` for 204), or a ``PlatformCallError`` saying what happened."""
         import aiohttp
 
         if self._session is None:
