@@ -7,6 +7,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from chatgate.domain.errors import ChatgateError
 from chatgate.domain.log_budget import LogBudget
 
 log = logging.getLogger("chatgate.platforms.api")
@@ -26,7 +27,7 @@ _TYPES = {
 }
 
 
-class ApiError(Exception):
+class ApiError(ChatgateError):
     """A request we answer with an error; ``message`` tells the client what to do next."""
 
     def __init__(self, status: int, code: str, message: str, param: str | None = None) -> None:
