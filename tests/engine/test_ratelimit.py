@@ -69,6 +69,16 @@ def test_a_second_chat_told_to_wait_while_the_first_waits_pauses_the_platform() 
     assert budget.held(TG, "e", now=10.0) == 1.0
 
 
+def test_channel_scoped_429s_hold_only_their_channels_however_many_at_once() -> None:
+    budget = _budget(max_rate=50.0)
+    assert budget.penalize(TG, "a", 5.0, "channel", now=0.0) == "channel"
+    assert budget.penalize(TG, "b", 5.0, "channel", now=0.5) == "channel", "never the platform's"
+    assert budget.held(TG, "c", now=1.0) == 0.0 and budget.delay(TG, "c", now=1.0) == 0.0
+    assert budget.held(TG, "a", now=1.0) == 4.0 and budget.held(TG, "b", now=1.0) == 4.5
+    # A channel's own limit says nothing of the bot's: an unscoped 429 now is still one chat's.
+    assert budget.penalize(TG, "d", 1.0, now=1.0) == "chat"
+
+
 def test_a_platform_scoped_retry_after_pauses_every_chat_at_once() -> None:
     budget = _budget(max_rate=30.0)
     assert budget.penalize(TG, "a", 3.0, "platform", now=0.0) == "platform"

@@ -92,3 +92,33 @@ async def test_a_global_429_pauses_the_platform_for_its_retry_after(
     assert [c.status for c in sends] == [429, 200]
     assert sends[1].at - sends[0].at >= 2.0 - 0.05  # honoured, not hammered
     assert [r["text"] for r in inbox(tmp_path)] == ["first"]
+
+
+async def test_a_channels_429s_never_pause_another_channel(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    """Issue 33, finding 1: Discord scopes a non-global 429 to the channel's bucket. Two
+    channels told to wait at once used to be read as the bot's limit and pause the platform;
+    a third channel's reply now goes out while both still wait."""
+    second = fake.channel(
+        fake.guilds[str(world.free.guild_id)], "1400000000000000009", name="free-two", topic=None
+    )
+    config = discord_config(
+        fake, world, tmp_path, discord={"free_response_channels": [world.free.id, second.id]}
+    )
+    await run(config)
+    await connected(fake)
+    fake.rate_limit("POST", SEND, times=2, retry_after=4.0)
+    await fake.post(world.free, ANN, "first channel")
+    await fake.post(second, ANN, "second channel")
+    await wait_for(lambda: [c.status for c in fake.of("POST", "/messages")].count(429) == 2, 60, "two 429s")
+    limited_at = max(c.at for c in fake.of("POST", "/messages") if c.status == 429)
+    await fake.post(world.dm, ANN, "a third conversation")
+    await wait_for(lambda: fake.view(world.dm.id), 60, "the third channel's reply")
+    (third,) = [c for c in fake.of("POST", f"/channels/{world.dm.id}/messages") if c.status == 200]
+    assert third.at - limited_at < 4.0, "the third channel waited out the others' 429s"
+    await wait_for(lambda: fake.view(world.free.id) and fake.view(second.id), 60, "the limited replies")
+    for channel in (world.free, second):
+        sends = fake.of("POST", f"/channels/{channel.id}/messages")
+        assert [c.status for c in sends] == [429, 200]
+        assert sends[1].at - sends[0].at >= 4.0 - 0.05, "each limited channel honoured its own wait"

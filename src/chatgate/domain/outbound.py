@@ -53,15 +53,20 @@ class Deferred:
     retry_in: float = 60.0
 
 
-RateScope = Literal["chat", "platform"]
+RateScope = Literal["channel", "chat", "platform"]
+"""Whose limit a 429 was: ``channel``, the platform said it is this chat's own (Discord's
+non-global buckets, Slack's per-channel methods): only this chat waits, whatever else is
+waiting; ``chat``, a chat was told to wait and the platform did not say why (Telegram, a
+relay): this chat waits, and a second chat told to wait meanwhile means the bot's own limit;
+``platform``: every chat of the platform waits."""
 
 
 @dataclass(frozen=True, slots=True)
 class RetryLater:
     """The platform asked us to slow down (``scope`` set), or a transient error happened.
 
-    A rate limit (``scope`` is ``"chat"`` or ``"platform"``: what the platform said, or what
-    its limit applies to) pauses that scope for ``retry_after`` seconds and never costs the
+    A rate limit (``scope`` set, see ``RateScope``: what the platform said, or what its limit
+    applies to) pauses that scope for ``retry_after`` seconds and never costs the
     row an attempt: waiting is not failing. A transient error (``scope`` None) is an attempt.
     """
 

@@ -136,7 +136,7 @@ class RateBudget:
         state = self._platform(platform)
         chat = self._chat(platform, chat_id)
         chat.held_until = max(chat.held_until, until)
-        if scope == "chat" and (
+        if scope == "chat" and (  # the scope was not said: two chats waiting at once is the bot's limit
             (state.last_held_chat not in (None, chat_id) and state.last_held_until > now)
             or now - state.last_platform_pause < PLATFORM_MEMORY
         ):
@@ -144,7 +144,8 @@ class RateBudget:
         if scope == "platform":
             state.held_until = max(state.held_until, until)
             state.last_platform_pause = now
-        state.last_held_chat, state.last_held_until = chat_id, max(until, state.last_held_until)
+        if scope != "channel":  # a channel's own limit says nothing of the bot's
+            state.last_held_chat, state.last_held_until = chat_id, max(until, state.last_held_until)
         return scope
 
     # ------------------------------------------------------------ internals

@@ -48,7 +48,7 @@ def _buttons(prompt: Prompt) -> list[dict[str, Any]]:
 def classify(exc: PlatformCallError, *, sending: bool) -> DeliveryResult:
     reason = str(exc)
     if isinstance(exc, RateLimited):
-        return RetryLater(reason, exc.retry_after, scope="platform" if exc.global_limit else "chat")
+        return RetryLater(reason, exc.retry_after, scope="platform" if exc.global_limit else "channel")
     if isinstance(exc, NotSent):
         return RetryLater(reason, 0.0)
     if isinstance(exc, ApiRefused):

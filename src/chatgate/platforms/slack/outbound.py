@@ -9,7 +9,8 @@ Result mapping:
 
 - ``ok`` -> ``Delivered(ts)``;
 - HTTP 429 -> ``RetryLater(Retry-After, scope)``: ``chat.postMessage`` is limited per
-  channel (scope ``chat``), the other methods per workspace (scope ``platform``);
+  channel (scope ``channel``: never another channel's wait), the other methods per
+  workspace (scope ``platform``);
 - a request that never left (connection refused) -> ``RetryLater``;
 - a send that may have reached Slack (timeout, dropped connection, 5xx,
   ``internal_error``) -> ``Ambiguous``; the same for an edit -> ``RetryLater`` (an edit
@@ -57,7 +58,7 @@ def result_of(method: str, exc: BaseException, *, repeatable: bool) -> DeliveryR
         status = exc.response.status_code
         error = str(exc.response.get("error") or f"HTTP {status}")
         if status == 429:
-            scope: RateScope = "chat" if method in PER_CHANNEL_METHODS else "platform"
+            scope: RateScope = "channel" if method in PER_CHANNEL_METHODS else "platform"
             return RetryLater(f"{method}: rate limited", _retry_after(exc), scope)
         if status >= 500 or error in TRANSIENT_ERRORS:
             reason = f"{method}: {error}"
