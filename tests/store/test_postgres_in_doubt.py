@@ -50,3 +50,21 @@ async def test_a_claim_whose_connection_fails_after_the_commit_hands_its_rows_ou
     assert sorted(r.idem_key for r in rows) == ["r1", "r2"]
     assert [h for _, h in await _sending(pg_schema)] == [store.holder] * 2
     assert await store.claim_outbox(10) == [], "handed out once"
+
+
+async def test_a_claim_whose_commit_answer_is_lost_is_released_at_the_next_claim(
+    proxied, pg_schema, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, proxy = proxied
+    await store.enqueue_outbox([draft("r1", "c1")])
+    proxy.drop_after_commit()
+    with pytest.raises(Exception) as failed:
+        await store.claim_outbox(10)
+    assert proxy.dropped == 1
+    assert type(failed.value).__name__ == "StoreUnavailable"
+    [(row_id, holder)] = await _sending(pg_schema)
+    assert holder == store.holder, "the claim committed though its caller heard it failed"
+    again = await store.claim_outbox(10)
+    assert [r.idem_key for r in again] == ["r1"], "taken back at once, not after the 300 s lease"
+    assert again[0].possibly_duplicate
+    assert f"{row_id} (webchat/c1)" in caplog.text, "the stuck row is named in the log"

@@ -28,6 +28,7 @@ import asyncpg
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
 from chatgate.store.postgres.fleet import release_holders
+from chatgate.store.postgres.local_sends import LocalSends
 from chatgate.store.postgres.schema import migrate
 from chatgate.store.postgres.sql import HOLDER_KEY, NOW
 
@@ -76,6 +77,8 @@ class PgDatabase:
         self.schema = schema
         self.holder = uuid.uuid4().hex
         """This store instance's id: its leases and mid-send rows carry it."""
+        self.sends = LocalSends()
+        """The rows this instance is sending now (what its claims handed out and is not settled)."""
         self.reap_grace = reap_grace
         """How long a peer with a free liveness lock must also have been silent to be reaped."""
         self._password = password
