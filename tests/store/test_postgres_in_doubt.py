@@ -12,10 +12,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.store.postgres import PostgresStore
-from contract.kit import draft
+from contract.kit import draft, req
 from support.pg_proxy import CommitDroppingProxy
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (fixtures)
+from support.store_values import outcome
 
 pytestmark = pytest.mark.xdist_group("postgres-backend")
 
@@ -58,13 +60,26 @@ async def test_a_claim_whose_commit_answer_is_lost_is_released_at_the_next_claim
     store, proxy = proxied
     await store.enqueue_outbox([draft("r1", "c1")])
     proxy.drop_after_commit()
-    with pytest.raises(Exception) as failed:
+    with pytest.raises(StoreUnavailable):
         await store.claim_outbox(10)
     assert proxy.dropped == 1
-    assert type(failed.value).__name__ == "StoreUnavailable"
     [(row_id, holder)] = await _sending(pg_schema)
     assert holder == store.holder, "the claim committed though its caller heard it failed"
     again = await store.claim_outbox(10)
     assert [r.idem_key for r in again] == ["r1"], "taken back at once, not after the 300 s lease"
     assert again[0].possibly_duplicate
     assert f"{row_id} (webchat/c1)" in caplog.text, "the stuck row is named in the log"
+
+
+async def test_a_reply_claimed_by_a_turn_commit_whose_answer_is_lost_is_sent_at_the_next_claim(
+    proxied, pg_schema
+) -> None:
+    store, proxy = proxied
+    await store.admit(req("d1", "k1"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    proxy.drop_after_commit()
+    with pytest.raises(StoreUnavailable):
+        await store.commit_turn("w1", outcome(claim, draft("final:1", key="k1")), 30.0, 1, 1)
+    assert [h for _, h in await _sending(pg_schema)] == [store.holder], "the commit claimed its reply"
+    (again,) = await store.claim_outbox(10)
+    assert (again.idem_key, again.possibly_duplicate) == ("final:1", True)
