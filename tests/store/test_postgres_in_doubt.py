@@ -2,8 +2,8 @@
 
 Through ``CommitDroppingProxy``, a TCP relay in front of the real server: a failure after
 a commit the client heard of leaves the write's result standing, and a delivery claim
-whose commit answer was lost is released at this process's next claim, not when its
-300 s lease runs out.
+whose commit answer was lost is checked and released before the failure is reported (or at
+this process's next claim), not when its 300 s lease runs out.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ async def _sending(schema: str) -> list[tuple[int, str | None]]:
     return [(r["id"], r["sending_holder"]) for r in rows]
 
 
+async def _rows(schema: str) -> list[tuple[int, str, bool]]:
+    rows = await sql(f'SELECT id, status, possibly_duplicate FROM "{schema}".outbox ORDER BY id')
+    return [(r["id"], r["status"], r["possibly_duplicate"]) for r in rows]
+
+
 async def test_a_claim_whose_connection_fails_after_the_commit_hands_its_rows_out(proxied, pg_schema) -> None:
     """asyncpg's ``cannot switch to state 15`` case: the commit was answered, the reset on release
     failed. The claim committed, so its rows are this call's to send, not stuck ``sending``."""
@@ -54,7 +59,7 @@ async def test_a_claim_whose_connection_fails_after_the_commit_hands_its_rows_ou
     assert await store.claim_outbox(10) == [], "handed out once"
 
 
-async def test_a_claim_whose_commit_answer_is_lost_is_released_at_the_next_claim(
+async def test_a_claim_whose_commit_answer_is_lost_is_resolved_and_released_before_it_is_reported(
     proxied, pg_schema, caplog: pytest.LogCaptureFixture
 ) -> None:
     store, proxy = proxied
@@ -63,12 +68,12 @@ async def test_a_claim_whose_commit_answer_is_lost_is_released_at_the_next_claim
     with pytest.raises(StoreUnavailable):
         await store.claim_outbox(10)
     assert proxy.dropped == 1
-    [(row_id, holder)] = await _sending(pg_schema)
-    assert holder == store.holder, "the claim committed though its caller heard it failed"
+    [(row_id, status, duplicate)] = await _rows(pg_schema)
+    assert f"{row_id} (webchat/c1)" in caplog.text, "the claim committed; the row it held is named"
+    assert (status, duplicate) == ("pending", True), "released before the failure was reported"
     again = await store.claim_outbox(10)
     assert [r.idem_key for r in again] == ["r1"], "taken back at once, not after the 300 s lease"
     assert again[0].possibly_duplicate
-    assert f"{row_id} (webchat/c1)" in caplog.text, "the stuck row is named in the log"
 
 
 async def test_a_reply_claimed_by_a_turn_commit_whose_answer_is_lost_is_sent_at_the_next_claim(

@@ -4,9 +4,10 @@ A delivery claim (``claim_outbox``, or a turn's commit claiming its replies) mar
 ``sending`` under this instance's id. When its commit answer is lost the caller hears
 "failed" though the rows may be held: nothing here will send them, and a peer may take them
 only when the lease runs out (minutes). The same holds for a settlement that failed after a
-send. Either failure marks the ledger *in doubt*; the next claim then first releases every
-row held by this instance that no local attempt covers (``release_unattended``), naming
-each in the log, and claims them again as possible duplicates.
+send. Either failure marks the ledger *in doubt*; a failed ``claim_outbox`` then, before it
+reports, and every claim while the doubt stands, releases every row held by this instance
+that no local attempt covers (``release_unattended``), naming each in the log, so they are
+claimed again as possible duplicates.
 
 The release must not take a row a concurrent claim of this process committed a moment ago
 and has not registered yet, so it runs alone: it waits until no claim is in flight and

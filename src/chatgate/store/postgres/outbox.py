@@ -14,6 +14,7 @@ other roles' writes record messages in their own transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -22,6 +23,7 @@ from typing import cast
 
 import asyncpg
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.postgres.database import PgRole
@@ -224,9 +226,14 @@ class PgOutbox(PgRole):
         holder, lease, sends = self._db.holder, self.outbox_lease_seconds, self._db.sends
         await self._db.hold_liveness()
         await self._release_unattended()
-        async with sends.claiming():
-            rows = await self._db.write(lambda c: claim_outbox(c, limit, holder, lease))
-            sends.handed_out(r.id for r in rows)
+        try:
+            async with sends.claiming():
+                rows = await self._db.write(lambda c: claim_outbox(c, limit, holder, lease))
+                sends.handed_out(r.id for r in rows)
+        except StoreUnavailable:
+            with contextlib.suppress(StoreUnavailable):  # resolved now if the server answers, else next time
+                await self._release_unattended()
+            raise
         return rows
 
     async def _release_unattended(self) -> None:
