@@ -4,6 +4,10 @@
 the server's answer is read (so the commit happened), and then the client's socket is closed
 without it. That is the one failure a client cannot tell apart from a commit that never
 ran: the in-doubt transaction.
+
+``fail_after_commit()`` arms the other failure: the next ``COMMIT`` is answered, and the
+connection is closed at the client's next message (asyncpg's reset as the pool takes the
+connection back), so the error comes after a commit the client heard of.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class CommitDroppingProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._armed = False
+        self._fail_armed = False
         self.dropped = 0
         """Commits whose answer was withheld so far."""
 
@@ -38,13 +43,23 @@ class CommitDroppingProxy:
     def drop_after_commit(self) -> None:
         self._armed = True
 
+    def fail_after_commit(self) -> None:
+        self._fail_armed = True
+
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         server_r, server_w = await asyncio.open_connection(*self._upstream)
         answered = asyncio.Event()
         withhold = asyncio.Event()
 
         async def up() -> None:
+            committed = False
             while data := await client_r.read(65536):
+                if committed:  # the message after the answered commit: the connection fails now
+                    self.dropped += 1
+                    break
+                if self._fail_armed and _COMMIT in data:
+                    self._fail_armed = False
+                    committed = True
                 if self._armed and _COMMIT in data:
                     self._armed = False
                     withhold.set()

@@ -28,6 +28,7 @@ import asyncpg
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
 from chatgate.store.postgres.fleet import release_holders
+from chatgate.store.postgres.local_sends import LocalSends
 from chatgate.store.postgres.schema import migrate
 from chatgate.store.postgres.sql import HOLDER_KEY, NOW
 
@@ -76,6 +77,8 @@ class PgDatabase:
         self.schema = schema
         self.holder = uuid.uuid4().hex
         """This store instance's id: its leases and mid-send rows carry it."""
+        self.sends = LocalSends()
+        """The rows this instance is sending now (what its claims handed out and is not settled)."""
         self.reap_grace = reap_grace
         """How long a peer with a free liveness lock must also have been silent to be reaped."""
         self._password = password
@@ -310,12 +313,25 @@ class PgDatabase:
             return await fn(conn)
 
     async def write(self, fn: Fn[T]) -> T:
-        """Run ``fn`` in one transaction; returns once it committed. ``fn`` may run more than once."""
+        """Run ``fn`` in one transaction; returns once it committed. ``fn`` may run more than once.
+
+        A failure after the commit (asyncpg resets the connection as the pool takes it back) is
+        the connection's, not the write's: the pool drops that connection and the result stands.
+        A commit whose answer was lost is ``StoreUnavailable``: the caller resolves that doubt."""
         for attempt in range(_RETRIES):
+            committed: list[T] = []
             try:
-                async with self._call("write") as conn, conn.transaction():
-                    return await fn(conn)
+                async with self._call("write") as conn:
+                    async with conn.transaction():
+                        result = await fn(conn)
+                    committed.append(result)
+                return result
             except StoreUnavailable as exc:
+                if committed:  # the connection failed on release, after the commit: the write stands
+                    log.warning(
+                        "a postgresql write committed, then its connection failed (%s); it is discarded", exc
+                    )
+                    return committed[0]
                 retry = isinstance(exc.__cause__, asyncpg.exceptions.TransactionRollbackError)
                 if not retry or attempt == _RETRIES - 1:
                     raise

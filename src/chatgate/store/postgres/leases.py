@@ -12,6 +12,7 @@ raises ``LeaseLost`` and changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Sequence
@@ -309,20 +310,26 @@ class PgLeases(PgRole, CompletesTurns):
         now, holder, send_lease = time.time(), self._db.holder, self.outbox_lease_seconds
         if send_room > 0:  # rows claimed under this instance: peers must see it alive, as for a claim
             await self._db.hold_liveness()
-        return await turn_rules.committed_then_logged(
-            lambda finished: self._db.write(
-                lambda c: turn_rules.commit_turn(
-                    TurnSql(c, holder, send_lease),
-                    owner,
-                    outcome,
-                    lease_seconds,
-                    batch,
-                    now,
-                    send_room,
-                    finished,
+        claiming: contextlib.AbstractAsyncContextManager[object] = (
+            self._db.sends.claiming() if send_room > 0 else contextlib.nullcontext()
+        )
+        async with claiming:
+            committed = await turn_rules.committed_then_logged(
+                lambda finished: self._db.write(
+                    lambda c: turn_rules.commit_turn(
+                        TurnSql(c, holder, send_lease),
+                        owner,
+                        outcome,
+                        lease_seconds,
+                        batch,
+                        now,
+                        send_room,
+                        finished,
+                    )
                 )
             )
-        )
+            self._db.sends.handed_out(r.id for r in committed.sending)
+        return committed
 
     async def abandon_turn(
         self,

@@ -14,13 +14,16 @@ other roles' writes record messages in their own transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import time
 from collections.abc import Sequence
 from typing import cast
 
 import asyncpg
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
 from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.postgres.database import PgRole
@@ -28,6 +31,7 @@ from chatgate.store.postgres.forwards import reads
 from chatgate.store.postgres.sql import GONE, NOTIFY_CHANNEL, NOW, rowcount
 from chatgate.store.rows import OUTBOX, outbox_row
 
+log = logging.getLogger(__name__)
 _OPEN = "('pending', 'sending', 'ambiguous')"
 
 
@@ -97,6 +101,28 @@ async def requeue_mid_send(conn: asyncpg.Connection, holder: str) -> int:
             holder,
         )
     )
+
+
+async def release_unattended(
+    conn: asyncpg.Connection, holder: str, attended: list[int]
+) -> list[tuple[int, str, str]]:
+    """Rows ``sending`` under ``holder`` that no local attempt covers (``attended``: the ids being
+    sent) go back to ``pending`` as possible duplicates: (id, platform, chat id) of each."""
+    rows = await conn.fetch(
+        "UPDATE outbox SET status = 'pending', possibly_duplicate = TRUE, next_attempt_at = NULL,"
+        " sending_holder = NULL, sending_expires = NULL WHERE status = 'sending'"
+        " AND sending_holder = $1 AND NOT (id = ANY($2::bigint[])) RETURNING id, platform, chat_id",
+        holder,
+        attended,
+    )
+    if rows:
+        await conn.execute(f"SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox')")
+    return sorted((r[0], r[1], r[2]) for r in rows)
+
+
+def _named(rows: list[tuple[int, str, str]], most: int = 50) -> str:
+    named = ", ".join(f"{i} ({platform}/{chat})" for i, platform, chat in rows[:most])
+    return named + (f" and {len(rows) - most} more" if len(rows) > most else "")
 
 
 async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_s: float) -> list[OutboxRow]:
@@ -197,15 +223,44 @@ class PgOutbox(PgRole):
     """How long a claimed row stays ``sending`` before another process may resend it."""
 
     async def claim_outbox(self, limit: int) -> list[OutboxRow]:
-        holder, lease = self._db.holder, self.outbox_lease_seconds
+        holder, lease, sends = self._db.holder, self.outbox_lease_seconds, self._db.sends
         await self._db.hold_liveness()
-        return await self._db.write(lambda c: claim_outbox(c, limit, holder, lease))
+        await self._release_unattended()
+        try:
+            async with sends.claiming():
+                rows = await self._db.write(lambda c: claim_outbox(c, limit, holder, lease))
+                sends.handed_out(r.id for r in rows)
+        except StoreUnavailable:
+            with contextlib.suppress(StoreUnavailable):  # resolved now if the server answers, else next time
+                await self._release_unattended()
+            raise
+        return rows
+
+    async def _release_unattended(self) -> None:
+        """After a claim or settlement in doubt: rows this process holds with no send under way
+        are released now (and named), not when their lease runs out (``local_sends.py``)."""
+        holder = self._db.holder
+        async with self._db.sends.releasing() as attended:
+            if attended is None:
+                return
+            released = await self._db.write(lambda c: release_unattended(c, holder, attended))
+            if released:
+                log.warning(
+                    "outbox rows held by this process with no send under way (a claim or settlement"
+                    " was in doubt) are released for delivery now: %s",
+                    _named(released),
+                )
 
     async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
         if not settlements:
             return
-        now = time.time()
-        await self._db.write(lambda c: settle_outbox(c, settlements, now))
+        now, ids = time.time(), [s.id for s in settlements]
+        try:
+            await self._db.write(lambda c: settle_outbox(c, settlements, now))
+        except BaseException:
+            self._db.sends.settled(ids, recorded=False)
+            raise
+        self._db.sends.settled(ids, recorded=True)
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
