@@ -31,3 +31,21 @@ def system_message(persona: str, context: str) -> str:
     """The persona, a blank line, then the pinned context (the context alone without one)."""
     persona = persona.strip()
     return f"{persona}\n\n{context}" if persona else context
+
+
+INSTRUCTIONS_KEY = "instructions"
+"""An inbound payload key a platform sets when its client brings its own system prompt (the API's
+system/developer messages): ``{"mode": "append" | "replace", "text": ...}``, decided by the
+platform's own rule (per API key). The engine applies it to the persona, naming no platform."""
+
+
+def with_instructions(persona: str, instructions: object) -> str:
+    """The persona after a client's instructions: appended after a blank line, or in its place."""
+    if not isinstance(instructions, dict):
+        return persona
+    text, mode = instructions.get("text"), instructions.get("mode")
+    if not isinstance(text, str) or not text.strip():
+        return persona
+    if mode == "replace" or not persona.strip():
+        return text.strip()
+    return f"{persona.strip()}\n\n{text.strip()}"

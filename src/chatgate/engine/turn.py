@@ -37,7 +37,7 @@ from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
-from chatgate.domain.persona import Personas, system_message
+from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, with_instructions
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
@@ -273,7 +273,9 @@ class TurnRunner:
         inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
             system=system_message(
-                self.settings.personas.for_source(source),
+                with_instructions(
+                    self.settings.personas.for_source(source), items[-1].inbound.payload.get(INSTRUCTIONS_KEY)
+                ),
                 render_session_context(source, labels, shared=shared),
             ),
             history=tuple(history),

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
+import pytest
 
 from support.api_harness import poll_until
 
@@ -128,3 +130,31 @@ async def test_a_bad_answer_is_a_400_and_changes_nothing(api):
     assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "option"
     assert unknown.status_code == 404
     assert record is not None and record.state == "pending"
+
+
+async def test_a_non_streaming_request_that_needs_approval_answers_at_once_with_the_approval(api):
+    """Issue 28: no blocking with no id to look the approval up; the unmodified client sees it."""
+    world = await api(**TOOLS)
+    target = victim(world)
+    async with world.client() as client, world.http() as http:
+        waiting = await client.responses.create(model="chatgate", input="!sh rm -rf x")
+        with pytest.raises(openai.ConflictError) as chat:
+            await client.chat.completions.create(
+                model="chatgate", messages=[{"role": "user", "content": "!sh rm -rf x"}], user="other"
+            )
+        assert waiting.status == "in_progress" and target.exists()
+        pending = (waiting.model_extra or {})["chatgate"]["pending_approvals"]
+        error = chat.value.body
+        assert isinstance(error, dict) and error["code"] == "approval_required"
+        assert error["status"] == "requires_approval" and error["approval"]["prompt_id"] in chat.value.message
+        for prompt_id in (pending[0]["prompt_id"], error["approval"]["prompt_id"]):
+            denied = await http.post(f"/v1/approvals/{prompt_id}", json={"option": "deny"})
+            assert denied.status_code == 200, denied.text
+
+        async def finished() -> bool:
+            done = await client.responses.retrieve(waiting.id)
+            fetched = await http.get(f"/v1/chat/completions/{error['completion_id']}")
+            return done.status == "completed" and fetched.status_code == 200
+
+        await poll_until(finished, "both denied turns to finish")
+    assert target.exists() and (target / "keep.txt").read_text() == "keep me"

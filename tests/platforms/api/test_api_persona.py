@@ -4,13 +4,16 @@ every turn of a session (the model server's prompt cache stays warm)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
+from langchain_openai import ChatOpenAI
 
 from agents.fake_openai_server import API_KEY, FakeOpenAIServer, Reply
+from chatgate.domain.api_keys import ApiKeyRecord, hash_token, new_api_key
 
 
 @pytest.fixture
@@ -71,3 +74,28 @@ async def test_a_platform_override_wins_and_a_file_persona_is_read(
     from_file, overridden = (r.body["messages"][0]["content"] for r in model.requests)
     assert from_file.startswith("You are Bob, from a file.\n\n## Conversation\n")
     assert overridden.startswith("You are the API.\n\n## Conversation\n") and "generic" not in overridden
+
+
+async def test_a_client_system_message_is_appended_to_the_persona_and_a_key_can_have_its_own(
+    api, model: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", API_KEY)
+    model.script(Reply("bonjour"), Reply("plain"), Reply("own"))
+    own_id, own_token = new_api_key()
+    keys = {own_id: {"system_prompt": "You are the key's own persona.", "client_system": "ignore"}}
+    world = await api(agent=_agent(model, system_prompt="You are Ada."), api={"keys": keys})
+    await world.gateway.store.create_api_key(ApiKeyRecord(own_id, "own", time.time()), hash_token(own_token))
+    chat = ChatOpenAI(model="chatgate", base_url=f"{world.base}/v1", api_key=world.token, max_retries=0)
+    answer = await chat.ainvoke([("system", "Always answer in French."), ("human", "hello")])
+    async with world.client() as client:
+        await client.responses.create(model="chatgate", input="hi", instructions="Be brief.")
+    async with world.client(own_token) as client:
+        await client.chat.completions.create(
+            model="chatgate",
+            messages=[{"role": "system", "content": "ignored"}, {"role": "user", "content": "hi"}],
+        )
+    french, brief, own = (r.body["messages"][0]["content"] for r in model.requests)
+    assert answer.content == "bonjour"
+    assert french.startswith("You are Ada.\n\nAlways answer in French.\n\n## Conversation\n")
+    assert brief.startswith("You are Ada.\n\nBe brief.\n\n## Conversation\n")
+    assert own.startswith("You are the key's own persona.\n\n## Conversation\n") and "ignored" not in own

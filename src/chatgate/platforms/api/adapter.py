@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord, hash_token, token_key_id
@@ -47,6 +47,10 @@ class ApiSettings:
     max_body_bytes: int = 1024 * 1024
     wait_seconds: float = 600.0
     max_waiting: int = 256
+    client_system: str = "append"
+    """``append``, ``replace`` or ``ignore`` the client's system messages (``asks.instructions``)."""
+    keys: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    """Key id to its own persona and rule (None: the defaults)."""
 
 
 class ApiStore(ApiKeys, Exchanges, ApprovalReads, Protocol):

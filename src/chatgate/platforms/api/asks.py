@@ -60,6 +60,28 @@ def _text(messages: Sequence[ChatMessage | InputMessage], own_chat: bool, where:
     return f"Earlier in this conversation:\n{lines}\n\nuser: {text}"
 
 
+def instructions(adapter: ApiAdapter, key: ApiKeyRecord, client: str) -> dict[str, str] | None:
+    """The persona rule of this request (``domain/persona.py``): the client's system/developer
+    text appended after the persona, in its place, or ignored, by the key's rule or the section's;
+    a key with its own persona replaces the gateway's with it (the client's text then follows it)."""
+    own, rule = adapter.settings.keys.get(key.key_id, (None, None))
+    rule = rule or adapter.settings.client_system
+    client = client.strip() if rule != "ignore" else ""
+    if own is not None:
+        text = client if rule == "replace" and client else f"{own.strip()}\n\n{client}".strip()
+        return {"mode": "replace", "text": text}
+    if not client:
+        return None
+    return {"mode": "replace" if rule == "replace" else "append", "text": client}
+
+
+def _system_text(messages: Sequence[ChatMessage | InputMessage], extra: str | None = None) -> str:
+    """The client's system and developer messages (and ``instructions``), in order."""
+    parts = [extra] if extra else []
+    parts += [m.text() for m in messages if m.role in ("system", "developer") and m.text().strip()]
+    return "\n\n".join(p.strip() for p in parts)
+
+
 def chat_ask(
     adapter: ApiAdapter,
     key: ApiKeyRecord,
@@ -72,7 +94,18 @@ def chat_ask(
     delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
     text = _text(body.messages, name is None, f"messages.{len(body.messages) - 1}")
     chat_id = chat_for(key.key_id, name, delivery_id)
-    return Ask(key, delivery_id, chat_id, text, "chat", body.model, conversation=name, request=request)
+    rule = instructions(adapter, key, _system_text(body.messages))
+    return Ask(
+        key,
+        delivery_id,
+        chat_id,
+        text,
+        "chat",
+        body.model,
+        conversation=name,
+        request=request,
+        instructions=rule,
+    )
 
 
 async def response_ask(
@@ -112,4 +145,5 @@ async def response_ask(
     text = _text(messages, own_chat, f"input.{len(messages) - 1}")
     chat_id = chat_id or chat_for(key.key_id, named, delivery_id)
     after = body.previous_response_id
-    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, after, request)
+    rule = instructions(adapter, key, _system_text(messages, body.instructions))
+    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, after, request, rule)

@@ -55,6 +55,22 @@ def failure_error(done: Done) -> ApiError:
     return ApiError(status, _FAILURE_CODES[status], done.text or "the agent could not answer")
 
 
+def approval_required(started: Started, approval: dict[str, object]) -> ApiError:
+    """A non-streaming completion that needs an approval answers at once (a chat completion has
+    no field for it): 409 naming the approval and where to fetch the answer once it is given."""
+    ident = f"chatcmpl-{started.ask.delivery_id}"
+    error = ApiError(
+        409,
+        "approval_required",
+        f"a tool call waits for approval {approval['prompt_id']}: answer it with POST"
+        f" {approval['answer_url']}, then fetch the answer with GET /v1/chat/completions/{ident}"
+        " (or send the request with stream=true to see it as an event)",
+        param=None,
+    )
+    error.extra = {"approval": approval, "completion_id": ident, "status": "requires_approval"}
+    return error
+
+
 def failed(update: Update) -> ApiError | None:
     """The error to answer with if ``update`` ends the request without an answer."""
     if isinstance(update, Done) and update.state == "failed":
@@ -95,6 +111,8 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
                 error = failed(update)
                 if error is not None:
                     raise error
+                if isinstance(update, Event) and update.body.get("type") == "approval_required":
+                    raise approval_required(started, update.body["approval"])
                 if isinstance(update, Done):
                     ident, model = f"chatcmpl-{started.ask.delivery_id}", started.ask.model
                     return JSONResponse(

@@ -36,10 +36,13 @@ class ApiError(ChatgateError):
         self.code = code
         self.message = message
         self.param = param
+        self.extra: dict[str, Any] = {}
+        """More fields of the error object (an approval a request waits for)."""
 
     def body(self) -> dict[str, Any]:
         kind = _TYPES.get(self.status, "server_error" if self.status >= 500 else "invalid_request_error")
-        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+        fields = {"message": self.message, "type": kind, "param": self.param, "code": self.code}
+        return {"error": fields | self.extra}
 
     def response(self, lines: LogBudget | None = None) -> JSONResponse:
         """The error as a response, logged: through ``lines`` (the adapter's budget: a stranger

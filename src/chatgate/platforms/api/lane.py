@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.persona import INSTRUCTIONS_KEY
 from chatgate.domain.source import Source
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
 from chatgate.platforms.api.errors import ApiError
@@ -64,6 +65,8 @@ class Ask:
     previous: str | None = None
     request: str = ""
     """The digest of the request body (``bodies.request_digest``): what an Idempotency-Key binds."""
+    instructions: dict[str, str] | None = None
+    """The persona rule for this request (``asks.instructions``), for the engine."""
 
     def inbound(self) -> Inbound:
         meta: dict[str, str | None] = {"endpoint": self.endpoint, "model": self.model}
@@ -82,7 +85,9 @@ class Ask:
             text=self.text,
             message_ref=self.delivery_id,
             received_at=time.time(),
-            payload={"api": meta},
+            payload={"api": meta, INSTRUCTIONS_KEY: self.instructions}
+            if self.instructions
+            else {"api": meta},
         )
 
 

@@ -44,6 +44,8 @@ class ApiPlugin(Plugin[ApiSection]):
             max_body_bytes=section.max_body_bytes,
             wait_seconds=section.wait_seconds,
             max_waiting=section.max_waiting,
+            client_system=section.client_system,
+            keys={key: (p.system_prompt, p.client_system) for key, p in section.keys.items()},
         )
         adapter = ApiAdapter(ctx.store, ctx.intake, settings)
         return PlatformBuild(adapters=[adapter], routes=api_routes(adapter))

@@ -38,7 +38,9 @@ from chatgate.platforms.api.unsupported import check_responses
 _ENDED = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.incomplete"}
 
 
-def _object(started: Started, status: str, text: str | None = None) -> dict[str, Any]:
+def _object(
+    started: Started, status: str, text: str | None = None, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     ask = started.ask
     return shapes.response(
         ask.delivery_id,
@@ -48,6 +50,7 @@ def _object(started: Started, status: str, text: str | None = None) -> dict[str,
         text=text,
         previous=ask.previous,
         conversation=ask.conversation,
+        extra=extra,
     )
 
 
@@ -69,6 +72,11 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     try:
         async with contextlib.aclosing(follow(adapter, started)) as updates:
             async for update in updates:
+                if isinstance(update, Event) and update.body.get("type") == "approval_required":
+                    # Not streaming, a client cannot answer while it waits: it gets the approval now,
+                    # answers it (POST /v1/approvals/{id}) and fetches the response when it is done.
+                    extra = {"pending_approvals": [update.body["approval"]]}
+                    return JSONResponse(_object(started, "in_progress", extra=extra))
                 if isinstance(update, Done) and update.state == "failed":
                     raise failure_error(update)  # 502/503/504, as OpenAI reports an upstream failure
                 if isinstance(update, Done):

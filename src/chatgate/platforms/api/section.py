@@ -6,7 +6,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from chatgate.platforms.kit.section import EnvName, PlatformSection
+from chatgate.platforms.kit.section import EnvName, PlatformSection, Section
+
+ClientSystem = Literal["append", "replace", "ignore"]
+
+
+class ApiKeyPolicy(Section):
+    """What one key's requests get instead of the section's defaults (``platforms.api.keys``)."""
+
+    system_prompt: str | None = Field(None, max_length=100_000)
+    """This key's persona, in place of the gateway's (``agent.system_prompt``)."""
+    client_system: ClientSystem | None = None
+    """This key's rule for the client's system/developer messages (default: the section's)."""
 
 
 class ApiSection(PlatformSection):
@@ -26,3 +37,8 @@ class ApiSection(PlatformSection):
     ``GET /v1/responses/{id}`` or retry with the same ``Idempotency-Key``)."""
     max_waiting: int = Field(256, ge=1)
     """Requests waiting for an answer at once (each holds a connection); beyond it, 429."""
+    client_system: ClientSystem = "append"
+    """The client's system/developer messages (``instructions`` on responses): ``append`` them
+    after the persona, ``replace`` the persona with them, or ``ignore`` them."""
+    keys: dict[str, ApiKeyPolicy] = {}
+    """Per key id (``chatgate api-key list``): a persona and a rule of its own."""
