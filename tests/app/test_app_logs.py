@@ -82,3 +82,24 @@ def test_the_last_problem_shown_by_status_names_no_chat_or_user_but_keeps_measur
         assert handler.last.message.endswith("store unavailable (disk full)")
     finally:
         logger.removeHandler(handler)
+
+
+def test_the_last_problem_keeps_an_error_id_and_kind_so_status_says_what_failed() -> None:
+    """Issue 31, item 5: status showed only "the agent failed: …"; the id the user was given
+    and the kind of failure name no one, so they stay (the model's own text does not)."""
+    from chatgate.app.logs import LastProblemHandler
+    from chatgate.domain.shown import Shown
+
+    handler = LastProblemHandler()
+    logger = logging.getLogger("chatgate.test.last_problem_shown")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning(
+            "the agent failed [%s] (%s): %s", Shown("err-7f3a2c"), Shown("unreachable"), "host 10.0.0.5:8080"
+        )
+        assert handler.last.message == (
+            "WARNING chatgate.test.last_problem_shown: the agent failed [err-7f3a2c] (unreachable): …"
+        )
+    finally:
+        logger.removeHandler(handler)

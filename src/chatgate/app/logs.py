@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from chatgate.domain.log_budget import SUMMARY_FIELD, LogBudget
+from chatgate.domain.shown import Shown
 
 LogFormat = Literal["text", "json"]
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
@@ -70,7 +71,8 @@ def _without_identifiers(record: logging.LogRecord) -> str:
     ``/status`` and ``chatgate status`` show this to whoever may ask; a chat or user id
     (a string or an integer argument) stays in the log line, which has the full text.
     Every log call passes its variable parts as arguments or ``extra=`` fields, never
-    formatted into the template, so the template itself names no one.
+    formatted into the template, so the template itself names no one; an argument wrapped
+    in ``Shown`` (an error id, a kind) names no one either and is kept.
     """
     template = str(record.msg)
     args = record.args
@@ -83,6 +85,8 @@ def _without_identifiers(record: logging.LogRecord) -> str:
         if spec == "%%":
             return "%"
         value = next(values, None)
+        if isinstance(value, Shown):
+            return str(value)
         if match.group(1) is None and isinstance(value, float | BaseException):
             with contextlib.suppress(TypeError, ValueError):
                 return spec % (value,)

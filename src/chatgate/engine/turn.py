@@ -39,6 +39,7 @@ from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, with_instructions
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
+from chatgate.domain.shown import Shown
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
@@ -366,7 +367,7 @@ class TurnRunner:
                 # The gateway never resends a failed turn: ``transient`` says a resend could work.
                 error_id = new_error_id()
                 log.warning(
-                    "the agent failed [%s]: %s", error_id, event.message,
+                    "the agent failed [%s] (%s): %s", Shown(error_id), Shown(event.kind), event.message,
                     extra={"session_key": request.session_key, "error_id": error_id,
                            "kind": event.kind, "transient": event.retryable, "will_retry": False},
                 )  # fmt: skip
@@ -383,7 +384,7 @@ class TurnRunner:
                     await consumer.update(with_status(so_far, status), force=True)
         error_id = new_error_id()
         log.warning(
-            "the agent ended its stream without an answer [%s]", error_id,
+            "the agent ended its stream without an answer [%s]", Shown(error_id),
             extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
         )  # fmt: skip
         return so_far or apology("failed", error_id), "agent_error"
