@@ -77,7 +77,9 @@ class ScriptedAgent(EchoAgent):
 
 
 @pytest.fixture
-async def scripted_gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
+async def scripted_gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
+    # The failed turn's notice names a random error id: a fixed one keeps the pixels stable.
+    monkeypatch.setattr("chatgate.engine.turn.new_error_id", lambda: "err-0123456789")
     workdir = tmp_path / "work"
     (workdir / "build").mkdir(parents=True)
     config = web_config(
