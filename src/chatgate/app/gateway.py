@@ -35,7 +35,7 @@ from chatgate.app.locks import (
 from chatgate.app.logs import LAST_PROBLEM
 from chatgate.app.netaddr import is_loopback, listen_tcp
 from chatgate.app.platforms import build_platforms
-from chatgate.app.startup import CredentialInUse, StartupError, build_agent, build_store
+from chatgate.app.startup import AddressInUse, CredentialInUse, StartupError, build_agent, build_store
 from chatgate.app.startup_line import endpoint_warning, model_endpoint_problem, startup_line
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.engine.looplag import LoopLagMonitor
@@ -58,7 +58,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     try:
         return listen_tcp(host, port, backlog=512)
     except OSError as exc:
-        raise StartupError(
+        raise AddressInUse(
             f"cannot listen on {host}:{port}: {exc.strerror}. Is another gateway running?"
             " Pick another port with --port or http.port."
         ) from exc

@@ -9,6 +9,7 @@ from chatgate.agents.base import Agent
 from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.config import GatewayConfig
+from chatgate.domain.errors import AddressInUse as AddressInUse
 from chatgate.domain.errors import CredentialInUse as CredentialInUse
 from chatgate.domain.errors import StartupError as StartupError
 from chatgate.engine.metrics import GatewayMetrics

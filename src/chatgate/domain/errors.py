@@ -30,6 +30,10 @@ class CredentialInUse(StartupError):
     """Another process holds a platform credential this gateway would use (one process per credential)."""
 
 
+class AddressInUse(StartupError):
+    """The HTTP address cannot be listened on (taken, or not ours to take): the config must change."""
+
+
 # ---------------------------------------------------------------- the store
 
 

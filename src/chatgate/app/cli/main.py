@@ -102,7 +102,7 @@ def _reset_damaged_state(db_path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # `run` alone imports the gateway's parts, and only once it runs
-    from chatgate.app.startup import CredentialInUse, StartupError
+    from chatgate.app.startup import AddressInUse, CredentialInUse, StartupError
     from chatgate.app.store_access import StateDamaged
 
     config = load_from_args(args)
@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except _StopBeforeStart:
         log.info("stopped before it finished starting; nothing had started")
         return 0
-    except (CredentialInUse, StateDamaged) as exc:
+    except (AddressInUse, CredentialInUse, StateDamaged) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG  # like the runtime lock: a restart will not fix it
     except (StartupError, StoreUnavailable) as exc:
