@@ -32,7 +32,7 @@ from typing import Any
 import openai
 import yaml
 
-READY = " is running: open http://"
+READY = " is running: "
 
 
 def log(msg: str) -> None:

@@ -124,7 +124,7 @@ def _lateness(db: Path) -> dict[str, Any]:
 
 def _wait_ready(log: Path, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 90
-    while " is running: open http://" not in log.read_text(errors="replace"):
+    while " is running: " not in log.read_text(errors="replace"):
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"the gateway did not start: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.05)

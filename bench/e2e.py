@@ -48,7 +48,7 @@ import psutil
 
 from e2e_clients import ClientSpec, client_process, run_clients  # bench/ is sys.path[0] for a script
 
-RUNNING = re.compile(r"is running: open http://([^:/]+):(\d+)/")
+RUNNING = re.compile(r"is running: (?:open )?http://([^:/]+):(\d+)/")
 
 
 def log(msg: str) -> None:

@@ -109,7 +109,7 @@ class Gateway:
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(command, stdout=out, stderr=out, env=self._env())
         deadline = time.monotonic() + 90
-        while " is running: open http://" not in self.log.read_text(errors="replace"):
+        while " is running: " not in self.log.read_text(errors="replace"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the gateway did not start: {self.log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.05)

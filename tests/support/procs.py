@@ -65,7 +65,7 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in {span.start}-{span.stop - 1}")
 
 
-READY_LINE = " is running: open http://"
+READY_LINE = " is running: "
 READY_TIMEOUT = 90.0
 """A Telegram-enabled ``chatgate run`` spent 6-7 s of CPU before it listened while it imported
 aiogram (issue 13 replaced it; now ~0.5-1 s), and prints nothing meanwhile; a shared machine can

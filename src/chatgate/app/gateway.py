@@ -90,6 +90,8 @@ class Gateway:
         self.approvals = self.engine.approvals
         built = build_platforms(config, self.engine, self.store)
         self._routes = built.routes
+        self.serves_page = any(getattr(route, "path", None) == "/" for route in built.routes)
+        """Whether a platform serves a page at ``/`` (the start line offers it only then)."""
         self._allowed_origins = built.allowed_origins
         self._preflight = built.preflight
         self._credentials = built.credentials

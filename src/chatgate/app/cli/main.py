@@ -55,7 +55,14 @@ async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
     )
     host = config.http.host
     shown = f"[{host}]" if ":" in host else host  # an IPv6 literal needs brackets in a URL
-    print(f"chatgate {__version__} is running: open http://{shown}:{gateway.port}/", flush=True)
+    if gateway.serves_page:
+        print(f"chatgate {__version__} is running: open http://{shown}:{gateway.port}/", flush=True)
+    else:  # no page at / (the web chat is off): say where it listens, not "open" a 404
+        print(
+            f"chatgate {__version__} is running: http://{shown}:{gateway.port}/ answers the API,"
+            " webhooks and health checks (no chat page: the web chat is off)",
+            flush=True,
+        )
     print(f"state: {state_dir}  (stop with Ctrl+C)", flush=True)
     await stop.wait()
     log.info("shutting down")
