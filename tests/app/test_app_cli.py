@@ -188,3 +188,23 @@ def test_run_log_level_refuses_a_level_that_is_not_one() -> None:
 
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+
+
+def test_every_subcommand_help_opens_with_what_it_does() -> None:
+    """Issue 31, item 8: ``chatgate init --help`` and the rest had no description."""
+    import argparse
+
+    from chatgate.app.cli.main import build_parser
+
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    if not child.description:
+                        missing.append(f"{path} {name}")
+                    walk(child, f"{path} {name}")
+
+    walk(build_parser(), "chatgate")
+    assert missing == []

@@ -282,6 +282,19 @@ def _add_run_parser(
     run.set_defaults(func=cmd_run)
 
 
+def described(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Each subcommand's ``--help`` opens with the line ``chatgate --help`` lists it by."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                line = helps.get(name, "")
+                if child.description is None and line:
+                    child.description = f"{line[:1].upper()}{line[1:]}."
+                described(child)
+    return parser
+
+
 def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     """Every command's parser; ``run_only``: just ``run``'s, whose start need not import the others."""
     parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
@@ -294,13 +307,13 @@ def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
 
     if run_only:
         _add_run_parser(sub, common)
-        return parser
+        return described(parser)
     from chatgate.app.cli import init as init_wizard  # the other commands: not for `run`
 
     init_wizard.add_parser(sub, init_wizard.cmd_init)
     _add_run_parser(sub, common)
     _add_tool_parsers(sub, common)
-    return parser
+    return described(parser)
 
 
 def _add_tool_parsers(
