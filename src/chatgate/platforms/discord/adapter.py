@@ -115,6 +115,9 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
     def _make_client(self) -> Any:
         import discord
 
+        # The gateway never joins voice: discord.py's "PyNaCl/davey is not installed, voice will
+        # NOT be supported" warnings at every start would only alarm the operator.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         intents = discord.Intents.default()
         intents.message_content = True  # a privileged intent: enable it in the developer portal
         client = discord.Client(

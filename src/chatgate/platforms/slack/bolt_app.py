@@ -14,17 +14,32 @@ bot's own messages ignored, and routing events, actions, commands and views.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[BoltResponse]]
 """(lane: "event" | "interactive" | "command", body) -> the response Bolt sends."""
 _ANY = re.compile(".*")
+
+
+class _NotTheTokenWarning(logging.Filter):
+    """Bolt reads ``SLACK_BOT_TOKEN`` from the environment even when given a client, and warns
+    at every start that it took the client; the docs name that very variable, so the warning
+    would be at every start of a correct setup."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+BOLT_LOG = logging.getLogger("chatgate.platforms.slack.bolt")
+BOLT_LOG.addFilter(_NotTheTokenWarning())
 
 
 def build_bolt_app(client: AsyncWebClient, handler: Handler, signing_secret: str | None) -> AsyncApp:
@@ -35,6 +50,7 @@ def build_bolt_app(client: AsyncWebClient, handler: Handler, signing_secret: str
         signing_secret=signing_secret or "socket-mode",
         request_verification_enabled=signing_secret is not None,
         ignoring_self_events_enabled=True,
+        logger=BOLT_LOG,
     )
 
     async def on_event(body: dict[str, Any]) -> BoltResponse:
