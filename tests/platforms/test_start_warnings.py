@@ -31,7 +31,6 @@ async def test_the_discord_client_is_built_without_voice_warnings(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     import discord
-
     from chatgate.platforms.discord.adapter import DiscordAdapter
 
     monkeypatch.setattr(discord.VoiceClient, "warn_nacl", True)
