@@ -21,7 +21,6 @@ from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
-from chatgate.domain.web_chats import MAX_CONVERSATIONS_PER_USER
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
 from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.webchat.chat_claims import ChatClaims
@@ -75,7 +74,7 @@ class WebChatAdapter:
         draft_interval: float = 0.05,
         hello_timeout: float = 10.0,
         keep_chats: bool = True,
-        max_conversations: int = MAX_CONVERSATIONS_PER_USER,
+        max_conversations: int | None = None,
     ) -> None:
         self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
@@ -85,9 +84,8 @@ class WebChatAdapter:
         self.gate = gate
         """The session cookie check of ``auth: accounts`` (None: hellos say who they are)."""
         self._signed = SignedSockets(store, PLATFORM, session_check_seconds) if gate is not None else None
-        self._claims = (
-            ChatClaims(store, PLATFORM, max_conversations) if keep_chats or gate is not None else None
-        )
+        kept = keep_chats or gate is not None
+        self._claims = ChatClaims(store, PLATFORM, max_conversations) if kept else None
         """Owners and titles of chats, for the conversation list (None: not kept, a bare test)."""
         self._intake = intake
         self._max_text = max_text_chars

@@ -23,10 +23,10 @@ log = logging.getLogger(__name__)
 
 
 class ChatClaims:
-    def __init__(self, store: WebChats, platform: str, most: int = MAX_CONVERSATIONS_PER_USER) -> None:
+    def __init__(self, store: WebChats, platform: str, most: int | None = None) -> None:
         self._store = store
         self._platform = platform
-        self._most = most
+        self._most = MAX_CONVERSATIONS_PER_USER if most is None else most
 
     async def problem(self, chat_id: str, user_id: str, name: str, strict: bool) -> tuple[str, str] | None:
         """Claim the chat for ``user_id``; ``(code, message)`` when it may not be opened."""

@@ -92,7 +92,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
             hello_timeout=ctx.auth_timeout,
             max_conversations=section.max_conversations_per_user,
         )
-        from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes
+        from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes  # starlette
         from chatgate.platforms.webchat.owners import BrowserOwners, ChatOwners, SignedOwners
 
         built = PlatformBuild(
