@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
-from fake_openai_server import API_KEY, FakeOpenAIServer
+from fake_openai_server import API_KEY, FakeOpenAIServer, running
 
 from chatgate.agents.openai_agent import OpenAIAgent
 
@@ -15,12 +15,8 @@ AgentFactory = Callable[..., OpenAIAgent]
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
-    srv = FakeOpenAIServer()
-    srv.start()
-    try:
+    with running() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 @pytest.fixture

@@ -341,3 +341,14 @@ def _completion(text: str, model: str, calls: tuple[ScriptedCall, ...] = ()) -> 
         ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
     }
+
+
+@contextlib.contextmanager
+def running() -> Iterator[FakeOpenAIServer]:
+    """A started server, stopped on leaving: what each test module's fixture yields."""
+    srv = FakeOpenAIServer()
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

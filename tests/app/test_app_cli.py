@@ -85,9 +85,10 @@ def test_sessions_without_a_database_says_so(tmp_path: Path) -> None:
     assert "no sessions yet" in result.stdout
 
 
-def test_the_running_line_puts_an_ipv6_address_in_brackets(tmp_path: Path) -> None:
+def _running_line(tmp_path: Path, **settings: str) -> str:
+    """The first stdout line of ``chatgate run`` (the running line) with these CHATGATE_ settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
-    env["CHATGATE_HTTP__HOST"] = "::1"
+    env.update(settings)
     proc = subprocess.Popen(
         [*CLI, "run", "--state-dir", str(tmp_path), "--port", "0"],
         stdout=subprocess.PIPE,
@@ -97,32 +98,22 @@ def test_the_running_line_puts_an_ipv6_address_in_brackets(tmp_path: Path) -> No
     )
     try:
         assert proc.stdout is not None
-        line = proc.stdout.readline()  # the first stdout line is the running line
-        assert " is running: open http://[::1]:" in line, line
+        return proc.stdout.readline()
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_the_running_line_puts_an_ipv6_address_in_brackets(tmp_path: Path) -> None:
+    line = _running_line(tmp_path, CHATGATE_HTTP__HOST="::1")
+    assert " is running: open http://[::1]:" in line, line
 
 
 def test_with_the_web_chat_off_the_running_line_offers_no_page(tmp_path: Path) -> None:
     """Issue 31, item 8: the line said "open http://…/" and that address answered 404."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
-    env["CHATGATE_PLATFORMS__WEB__ENABLED"] = "false"
-    proc = subprocess.Popen(
-        [*CLI, "run", "--state-dir", str(tmp_path), "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert " is running: http://127.0.0.1:" in line and "no chat page" in line, line
-        assert "open" not in line, line
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+    line = _running_line(tmp_path, CHATGATE_PLATFORMS__WEB__ENABLED="false")
+    assert " is running: http://127.0.0.1:" in line and "no chat page" in line, line
+    assert "open" not in line, line
 
 
 def test_relay_sim_names_the_command_it_moved_to_and_exits_2() -> None:

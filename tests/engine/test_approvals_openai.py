@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agents.fake_openai_server import API_KEY, CallTools, FakeOpenAIServer, Reply, ScriptedCall
+from agents.fake_openai_server import API_KEY, CallTools, FakeOpenAIServer, Reply, ScriptedCall, running
 from chatgate.agents.openai_agent import OpenAIAgent
 from support.approval_harness import MakeApprovals, make_approvals
 
@@ -20,12 +20,8 @@ RM_X = ScriptedCall("shell", json.dumps({"command": "rm -rf ./x"}), call_id="cal
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
-    srv = FakeOpenAIServer()
-    srv.start()
-    try:
+    with running() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def tool_results(server: FakeOpenAIServer) -> list[str]:

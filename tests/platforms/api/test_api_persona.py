@@ -12,18 +12,14 @@ import openai
 import pytest
 from langchain_openai import ChatOpenAI
 
-from agents.fake_openai_server import API_KEY, FakeOpenAIServer, Reply
+from agents.fake_openai_server import API_KEY, FakeOpenAIServer, Reply, running
 from chatgate.domain.api_keys import ApiKeyRecord, hash_token, new_api_key
 
 
 @pytest.fixture
 def model() -> Iterator[FakeOpenAIServer]:
-    srv = FakeOpenAIServer()
-    srv.start()
-    try:
+    with running() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def _agent(model: FakeOpenAIServer, **persona: object) -> dict[str, object]:

@@ -10,19 +10,15 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from agents.fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Reply
+from agents.fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Reply, running
 
 NOTICE = re.compile(r"Sorry, I could not answer: .* \(error id err-[0-9a-f]{10}\)\.")
 
 
 @pytest.fixture
 def model() -> Iterator[FakeOpenAIServer]:
-    srv = FakeOpenAIServer()
-    srv.start()
-    try:
+    with running() as srv:
         yield srv
-    finally:
-        srv.stop()
 
 
 def _agent(model: FakeOpenAIServer) -> dict[str, object]:
