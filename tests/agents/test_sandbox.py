@@ -300,13 +300,19 @@ async def test_pytest_asks_even_in_the_sandbox_and_its_conftest_never_runs_unask
     gateway's secrets. Now it asks, saying why; approved once, its conftest runs in the sandbox
     and finds no secret in its environment.
 
-    The sandbox hides every home, and this machine's venv Python lives in /root/.pyenv, so the
-    ``pytest`` on PATH here runs the real pytest of this venv with the system's Python 3.11.
+    The sandbox hides every home and gives /tmp a fresh tmpfs, and this venv may live in either
+    (its Python in /root/.pyenv; a clone made with mktemp under /tmp), so the ``pytest`` on PATH
+    here runs a copy of this venv's real pytest, kept in ``outside`` (on the real root file
+    system, which the sandbox shows read-only), with the system's Python 3.11.
     """
+    site = Path(sysconfig.get_paths()["purelib"])
+    copy = outside / "site"
+    for name in ("_pytest", "pytest", "pluggy", "iniconfig", "packaging"):
+        shutil.copytree(site / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(site / "py.py", copy / "py.py")
     tools = outside / "bin"
     tools.mkdir()
-    site = sysconfig.get_paths()["purelib"]
-    (tools / "pytest").write_text(f'#!/bin/sh\nPYTHONPATH={site} exec /usr/bin/python3 -m pytest "$@"\n')
+    (tools / "pytest").write_text(f'#!/bin/sh\nPYTHONPATH={copy} exec /usr/bin/python3 -m pytest "$@"\n')
     (tools / "pytest").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     secret = f"sk-test-{uuid.uuid4().hex}"
