@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 
@@ -255,4 +256,53 @@ async def test_a_reply_a_dead_process_claimed_in_its_turn_commit_is_resent_by_a_
 
     (back,) = await _eventually(taken_back)
     assert (back.id, back.possibly_duplicate, back.attempts) == (row.id, True, 2)
+    assert await b.claim_outbox(10) == []
+
+
+async def test_a_hello_on_another_process_moves_the_chats_replies_and_its_later_ones_there(make_store):
+    """The web client said hello on b: the reply a would have delivered (to no socket) is b's
+    now, due at once, and a reply the session records later is b's too, whoever ran the turn."""
+    a, b = await _pair(make_store)
+    await a.admit(req("d1", "ka", chat_id="chat-a"))
+    await put_outbox(a, draft("before", "chat-a", key="ka"))
+    assert await b.hold_chat_route("webchat", "chat-a") == 1
+    assert await b.hold_chat_route("webchat", "chat-a") == 0, "already b's: nothing moves twice"
+    assert await a.claim_outbox(10) == []
+    (row,) = await b.claim_outbox(10)
+    assert row.idem_key == "before"
+    await b.settle_outbox([OutboxSettlement(row.id, "sent")])
+    (claim,) = await a.claim_sessions("proc-a", 10, 30.0, 1)
+    turn = outcome(claim, draft("after", "chat-a", key="ka"))
+    assert (await a.commit_turn("proc-a", turn, 30.0, 1, 1)).sending == (), "a's commit leaves it to b"
+    assert [r.idem_key for r in await b.claim_outbox(10)] == ["after"]
+
+
+async def test_a_reply_deferred_while_its_client_moved_is_due_at_once_where_the_client_is(make_store):
+    """a was sending when the client moved to b: a finds no socket and puts the row back for a
+    minute (no client here), but it is b's now and due at once, not after a's retry."""
+    a, b = await _pair(make_store)
+    await a.admit(req("d1", "ka", chat_id="chat-a"))
+    await put_outbox(a, draft("in-flight", "chat-a", key="ka"))
+    (row,) = await a.claim_outbox(10)
+    assert await b.hold_chat_route("webchat", "chat-a") == 1
+    assert await b.claim_outbox(10) == [], "still a's attempt"
+    retry = time.time() + 60.0  # a Deferred's retry
+    await a.settle_outbox([OutboxSettlement(row.id, "pending", retry_at=retry, counts_attempt=False)])
+    assert [r.idem_key for r in await b.claim_outbox(10)] == ["in-flight"]
+
+
+async def test_a_deferred_reply_of_a_chat_whose_route_holder_died_keeps_its_retry_time(make_store):
+    """Any process may take a dead holder's rows; one that finds no client there waits its retry
+    (it would otherwise take the row back again at once, forever)."""
+    a, b = await _pair(make_store)
+    await put_outbox(a, draft("orphan", "chat-a", key="ka"))
+    await die(a)
+
+    async def reaped_then_claimed() -> list[OutboxRow]:
+        await b.claim_sessions("proc-b", 10, 30.0, 1)
+        return await b.claim_outbox(10)
+
+    (row,) = await _eventually(reaped_then_claimed)
+    far = 4_000_000_000.0
+    await b.settle_outbox([OutboxSettlement(row.id, "pending", retry_at=far, counts_attempt=False)])
     assert await b.claim_outbox(10) == []

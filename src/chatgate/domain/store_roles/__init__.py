@@ -159,6 +159,11 @@ class OutboxConfirmations(Protocol):
         """True when this call confirmed the row (once; never for another chat's row)."""
         ...
 
+    async def hold_chat_route(self, platform: str, chat_id: str) -> int:
+        """The chat's client is connected to this process now: the chat's later replies, and
+        its replies not yet delivered, are delivered by this process. Returns the rows moved."""
+        ...
+
 
 class OutboxNotices(Protocol):
     """Outbound messages recorded outside a turn's commit (notices, plain-text prompts)."""

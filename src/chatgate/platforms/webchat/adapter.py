@@ -42,6 +42,10 @@ def web_delivery_id(chat_id: str, message_id: str) -> str:
     return f"{len(chat_id)}:{chat_id}/{message_id}"
 
 
+def _source_of(conn: Connection, chat_id: str) -> Source:
+    return Source(PLATFORM, chat_id=chat_id, chat_type="dm", user_id=conn.user_id, user_name=conn.user_name)
+
+
 def web_button_delivery_id(chat_id: str, button_id: str) -> str:
     """A button's dedupe key: ``#`` where a message's has ``/``, so the two never collide."""
     return f"{len(chat_id)}:{chat_id}#{button_id}"
@@ -260,7 +264,15 @@ class WebChatAdapter:
         conn.syncing = True
         conn.held = []
         self._chats.setdefault(hello.chat_id, set()).add(conn)
+        await self._hold_route(hello.chat_id)
         await self._sync(conn, hello.chat_id)
+
+    async def _hold_route(self, chat_id: str) -> None:
+        """In a fleet, the chat's replies (later ones too) follow its client to this process."""
+        try:
+            await self._store.hold_chat_route(PLATFORM, chat_id)
+        except StoreUnavailable as exc:  # the backlog below still comes; later replies retry
+            log.warning("could not move chat %r's replies to this process: %s", chat_id, exc)
 
     async def _sync(self, conn: Connection, chat_id: str) -> None:
         """``ready``, then the unconfirmed backlog a page at a time, as fast as the client reads,
@@ -325,13 +337,7 @@ class WebChatAdapter:
         inbound = Inbound(
             transport=PLATFORM,
             delivery_id=web_delivery_id(conn.chat_id, msg.id),
-            source=Source(
-                platform=PLATFORM,
-                chat_id=conn.chat_id,
-                chat_type="dm",
-                user_id=conn.user_id,
-                user_name=conn.user_name,
-            ),
+            source=_source_of(conn, conn.chat_id),
             text=msg.text,
             message_ref=msg.id,
             received_at=time.time(),
@@ -360,13 +366,7 @@ class WebChatAdapter:
         inbound = Inbound(
             transport=PLATFORM,
             delivery_id=web_button_delivery_id(conn.chat_id, button_id),
-            source=Source(
-                platform=PLATFORM,
-                chat_id=conn.chat_id,
-                chat_type="dm",
-                user_id=conn.user_id,
-                user_name=conn.user_name,
-            ),
+            source=_source_of(conn, conn.chat_id),
             text=prompt_token(tap.prompt_id, tap.option_id),
             kind="button",
             action_id=button_id,

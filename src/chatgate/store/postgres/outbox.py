@@ -1,8 +1,9 @@
 """The outbox role over PostgreSQL: the ledger of outbound messages, claimed head of chat first.
 
 A row is claimed by the process its chat is reachable through (``route_holder``: the one
-that admitted the session's latest event, where the web client is connected or the bot
-polls), or by any process once that one is gone from ``processes``.
+that admitted the session's latest event, or where the web client said hello last
+(``hold_chat_route``), or where the bot polls), or by any process once that one is gone from
+``processes``.
 
 Across processes a claimed row is ``sending`` under its claimer's instance id
 (``sending_holder``) and an expiry from the database clock: a row whose claimer died is
@@ -120,6 +121,36 @@ async def release_unattended(
     return sorted((r[0], r[1], r[2]) for r in rows)
 
 
+async def hold_chat_route(conn: asyncpg.Connection, platform: str, chat_id: str, holder: str) -> int:
+    """The chat's live connection is in ``holder`` now (a web client said hello there): its
+    sessions' later replies are recorded for ``holder``, and its open rows move to it, due at
+    once, so they follow the client instead of waiting for the process it left. Returns the
+    number of rows moved (and notifies the fleet when any moved).
+
+    The sessions are updated first: a turn's commit locks its session row before it records a
+    reply, so a reply committed meanwhile is either seen by the move or recorded for ``holder``."""
+    await conn.execute(
+        "UPDATE sessions SET route_holder = $3 WHERE platform = $1 AND chat_id = $2"
+        " AND route_holder IS DISTINCT FROM $3",
+        platform,
+        chat_id,
+        holder,
+    )
+    moved = rowcount(
+        await conn.execute(
+            "UPDATE outbox SET route_holder = $3, next_attempt_at = CASE WHEN status = 'sending'"
+            " THEN next_attempt_at END WHERE platform = $1 AND chat_id = $2"
+            f" AND status IN {_OPEN} AND route_holder IS DISTINCT FROM $3",
+            platform,
+            chat_id,
+            holder,
+        )
+    )
+    if moved:
+        await conn.execute(f"SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox')")
+    return moved
+
+
 def _named(rows: list[tuple[int, str, str]], most: int = 50) -> str:
     named = ", ".join(f"{i} ({platform}/{chat})" for i, platform, chat in rows[:most])
     return named + (f" and {len(rows) - most} more" if len(rows) > most else "")
@@ -153,12 +184,22 @@ async def claim_outbox(conn: asyncpg.Connection, limit: int, holder: str, lease_
     return sorted((outbox_row(r) for r in claimed), key=lambda r: r.id)
 
 
+_MOVED_AWAY = (
+    "$1 = 'pending' AND route_holder IS DISTINCT FROM sending_holder"
+    " AND EXISTS (SELECT 1 FROM processes x WHERE x.holder = outbox.route_holder)"
+)
+"""A row put back while its chat's route moved to another live process since it was claimed
+(``hold_chat_route`` ran during the attempt): due at once, for the process the client is on now.
+(A row claimed because its route holder was gone keeps its retry time: nobody else has the chat.)"""
+
+
 async def settle_outbox(conn: asyncpg.Connection, settlements: list[OutboxSettlement], now: float) -> None:
     for s in settlements:
         # A row the client already confirmed stays confirmed whatever a racing send reports.
         await conn.execute(
             "UPDATE outbox SET status = $1, platform_message_id = COALESCE($2, platform_message_id),"
-            " next_attempt_at = $3, last_error = $4, attempts = attempts - $5,"
+            f" next_attempt_at = CASE WHEN {_MOVED_AWAY} THEN NULL ELSE $3::float8 END,"
+            " last_error = $4, attempts = attempts - $5,"
             " sent_at = CASE WHEN $1 = 'sent' THEN $6 ELSE sent_at END,"
             " sending_holder = NULL, sending_expires = NULL"
             " WHERE id = $7 AND (confirmed_at IS NULL OR $1 = 'sent')",
@@ -273,6 +314,10 @@ class PgOutbox(PgRole):
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
+
+    async def hold_chat_route(self, platform: str, chat_id: str) -> int:
+        holder = self._db.holder
+        return await self._db.write(lambda c: hold_chat_route(c, platform, chat_id, holder))
 
     outbox_status = reads(outbox_status)
     undelivered_in_chat = reads(undelivered_in_chat)
