@@ -12,22 +12,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from chatgate.engine.webhooks import HookRoute, Webhooks
+from chatgate.platforms.kit.bodies import bounded_body
 from chatgate.platforms.kit.trust import vouch
-
-
-async def _bounded_body(request: Request, limit: int) -> bytes | None:
-    """The body, or None when it is longer than ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def hook_routes(hooks: Webhooks | None) -> list[BaseRoute]:
@@ -38,7 +24,7 @@ def hook_routes(hooks: Webhooks | None) -> list[BaseRoute]:
             return JSONResponse(
                 {"error": "no_route", "message": f"no webhook route {name!r}"}, status_code=404
             )
-        body = await _bounded_body(request, route.max_body_bytes)
+        body = await bounded_body(request, route.max_body_bytes)
         if body is None:
             kind, limit = f"webhook {name}: too_large", route.max_body_bytes
             hooks.refusals.warning(kind, "webhook %s: refused a body over %d bytes (413)", name, limit)

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 from chatgate.domain import bounded_json
 from chatgate.domain.bounded_json import BadJson
 from chatgate.domain.log_budget import LogBudget
+from chatgate.platforms.kit.bodies import bounded_body
 from chatgate.platforms.kit.trust import vouch
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ async def serve_http(app: AsyncApp, secret: str, request: Request, lines: LogBud
     """One request to ``/slack/events``: read within its bound, checked, then Bolt's to dispatch."""
     from slack_bolt.adapter.starlette.async_handler import to_async_bolt_request, to_starlette_response
 
-    body = await _bounded_body(request, MAX_HTTP_BODY)
+    body = await bounded_body(request, MAX_HTTP_BODY)
     if body is None:
         return _refuse(Refusal(413, "too_large", f"the body is over {MAX_HTTP_BODY} bytes"), lines)
     content_type = (request.headers.get("content-type") or "").split(";")[0] or None
@@ -117,18 +118,3 @@ def _refuse(refusal: Refusal, lines: LogBudget) -> Response:
         extra={"platform": "slack", "code": refusal.code},
     )
     return PlainTextResponse(refusal.reason, status_code=refusal.status)
-
-
-async def _bounded_body(request: Request, limit: int) -> bytes | None:
-    """The request body, or None past ``limit`` bytes (read no further than that)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
