@@ -553,3 +553,19 @@ async def test_a_row_claimed_in_the_commit_and_never_sent_is_resent_once_after_a
     await again.settle_outbox([OutboxSettlement(resent.id, "sent")])
     await again.recover("w3")
     assert await again.claim_outbox(10) == [], "a settled row is never resent"
+
+
+@covers(Leases.abandon_turn)
+async def test_a_turn_given_back_after_an_in_doubt_commit_gives_back_the_next_batch_too(store):
+    """The commit took the session's next item (its attempt counted) but was reported failed,
+    so the worker gives the session back: the next item's attempt is given back with it, and it
+    runs as a first attempt (a second would tell the chat "the gateway restarted")."""
+    await store.admit(req("d1", "ka"))
+    await store.admit(req("d2", "ka"))
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    committed = await store.commit_turn("w1", outcome(claim), 30.0, 1, 0)
+    assert committed.next is not None and committed.next.items[0].attempts == 1
+    # The worker never saw that result: it gives back what it knew of, the first item.
+    await store.abandon_turn("w1", "ka", tuple(i.seq for i in claim.items), None, None)
+    (again,) = await store.claim_sessions("w1", 10, 30.0, 1)
+    assert [(i.inbound.delivery_id, i.attempts) for i in again.items] == [("d2", 1)]

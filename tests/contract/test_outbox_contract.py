@@ -219,3 +219,13 @@ async def test_undelivered_in_chat_counts_the_rows_that_have_not_reached_the_pla
     (nxt,) = [r for r in await store.claim_outbox(10) if r.chat_id == "c1"]
     await store.settle_outbox([OutboxSettlement(nxt.id, "failed", error="rejected")])
     assert await store.undelivered_in_chat("webchat", "c1") == 0
+
+
+@covers(Outbox.hold_chat_route)
+async def test_the_process_holding_a_chats_route_delivers_its_replies_in_order_and_nothing_moves_twice(store):
+    """One process (a single store) already holds every route: holding it again moves nothing,
+    and the chat's replies are still claimed here, head first (the fleet's move of a route to
+    another process is shown in tests/store/test_postgres_fleet.py)."""
+    await put_outbox(store, draft("r1", "c1"), draft("r2", "c1"))
+    assert await store.hold_chat_route("webchat", "c1") == 0
+    assert [r.idem_key for r in await store.claim_outbox(10)] == ["r1"]

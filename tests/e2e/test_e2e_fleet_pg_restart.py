@@ -117,3 +117,9 @@ async def test_a_fleet_rides_out_its_database_restarting_under_load(
         f" FROM \"{SCHEMA}\".outbox WHERE kind = 'final'",
     )
     assert (finals["n"], finals["d"]) == (total, total)
+    # Only the database restarted: no process died, so no user is told "the gateway restarted"
+    # (a turn the outage interrupted is given back, and runs again as a first attempt).
+    notices = await _fetch(
+        private_pg.dsn, f"SELECT in_reply_to, text FROM \"{SCHEMA}\".outbox WHERE kind = 'notice'"
+    )
+    assert [dict(r) for r in notices] == []

@@ -50,6 +50,11 @@ class SchedulerSettings:
     (a burst of kills, a restart loop) lands on whatever runs first, so nothing is blamed then."""
 
 
+GIVE_BACK_FIRST_PAUSE = 0.2
+GIVE_BACK_MAX_PAUSE = 2.0
+"""Seconds between two tries to give a session back while the store is unreachable."""
+
+
 class Sends(Protocol):
     """Where a turn's commit hands the rows it claimed for delivery (``DeliveryWorker``)."""
 
@@ -226,9 +231,13 @@ class Scheduler:
             if interrupted and not self._stopping and not _being_cancelled():
                 return None
             raise
+        except StoreUnavailable as exc:  # the turn could not read its history...: not a bug
+            log.warning("turn interrupted: %s", exc, extra={"session_key": key})
+            await self._abandon(key, seqs, self._backoff(key), f"turn interrupted: {exc}", patient=True)
+            return None
         except Exception as exc:
             log.exception("turn failed", extra={"session_key": key})
-            await self._abandon(key, seqs, self._backoff(key), f"turn failed: {exc}")
+            await self._abandon(key, seqs, self._backoff(key), f"turn failed: {exc}", patient=True)
             return None
         commit = self._commit(outcome, self.batch if take_next else 0)
         try:
@@ -243,7 +252,7 @@ class Scheduler:
             return None
         except StoreUnavailable as exc:
             log.warning("cannot commit turn: %s", exc, extra={"session_key": key})
-            await self._abandon(key, seqs, self._backoff(key), f"commit failed: {exc}")
+            await self._abandon(key, seqs, self._backoff(key), f"commit failed: {exc}", patient=True)
             return None
         self._failures.pop(key, None)
         self._metrics.turns.labels(outcome.outcome).inc()
@@ -292,13 +301,39 @@ class Scheduler:
         return float(time.time() + delay * (0.5 + random.random() / 2))
 
     async def _abandon(
-        self, key: str, seqs: tuple[int, ...], retry_at: float | None, error: str | None
+        self,
+        key: str,
+        seqs: tuple[int, ...],
+        retry_at: float | None,
+        error: str | None,
+        *,
+        patient: bool = False,
     ) -> None:
-        """Hand the items back; if even that fails, the lease expiry hands them back."""
-        try:
-            await asyncio.shield(self._store.abandon_turn(self.owner, key, seqs, retry_at, error))
-        except (StoreUnavailable, asyncio.CancelledError) as exc:
-            log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
+        """Hand the items back; if even that fails, the lease expiry hands them back.
+
+        ``patient`` (a worker whose turn the store's outage interrupted): keep trying while the
+        lease could still be ours, so a database restart stays invisible. Items given back run
+        again as a first attempt; left to the lease, their next run counts as a resumed turn
+        and the chat is told "the gateway restarted", which it did not."""
+        deadline = time.monotonic() + (self.settings.lease_seconds if patient and not self._stopping else 0)
+        pause = GIVE_BACK_FIRST_PAUSE
+        while True:
+            try:
+                await asyncio.shield(self._store.abandon_turn(self.owner, key, seqs, retry_at, error))
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + pause >= deadline or self._stopping:
+                    log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
+                    return
+            except asyncio.CancelledError as exc:
+                log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
+                return
+            try:
+                await asyncio.sleep(pause)
+            except asyncio.CancelledError:
+                log.warning("could not release %s (stopped); it is retried when its lease expires", key)
+                return
+            pause = min(pause * 2, GIVE_BACK_MAX_PAUSE)
 
     async def _heartbeat(self, key: str) -> None:
         lease = self.settings.lease_seconds

@@ -93,8 +93,10 @@ class TurnStatements(ABC):
     async def release_lease(self, session_key: str) -> None: ...
 
     @abstractmethod
-    async def give_back(self, seqs: tuple[int, ...]) -> None:
-        """Items of an abandoned turn wait again, their attempt given back."""
+    async def give_back(self, session_key: str, owner: str, seqs: tuple[int, ...]) -> None:
+        """Items of an abandoned turn wait again, their attempt given back: ``seqs``, and every
+        other item of the session ``owner`` still has claimed (a commit that took the next batch
+        but was reported failed: its items were claimed for a turn that never ran)."""
 
     @abstractmethod
     async def release_for_retry(
@@ -167,7 +169,7 @@ async def abandon_turn(
     session and its attempts belong to someone else now)."""
     if await sql.leased_session_id(session_key, owner) is None:
         return
-    await sql.give_back(seqs)
+    await sql.give_back(session_key, owner, seqs)
     # The turn's own process closed its preview (best effort): nothing is left to take over.
     await sql.release_for_retry(session_key, owner, retry_at, error)
 

@@ -22,14 +22,21 @@ whose liveness connection was cut (a database blip) keeps claiming, so it is not
 dead while it takes its lock again; a killed one stops, and is reaped after this."""
 
 
+SERVER_STARTED = "extract(epoch from pg_postmaster_start_time())::float8"
+
+
 async def reap_dead(conn: asyncpg.Connection, holder: str, grace: float = REAP_GRACE) -> int:
     """Note that ``holder`` is alive, then remove every dead peer and hand back what it held.
 
-    Dead: its liveness lock is free and it has not claimed for ``grace`` seconds. Returns
-    the leases released."""
+    Dead: its liveness lock is free and it has not claimed for ``grace`` seconds, counted from
+    the database server's own start when that came later: a restarted server dropped every
+    lock, and a live peer is given the grace to take its own back before it is taken for dead
+    (its turns would otherwise run again elsewhere as "the gateway restarted"). Returns the
+    leases released."""
     rows = await conn.fetch(
         f"WITH beat AS (UPDATE processes SET seen_at = {NOW} WHERE holder = $1)"
-        f" DELETE FROM processes WHERE holder <> $1 AND seen_at < {NOW} - $2"
+        " DELETE FROM processes WHERE holder <> $1"
+        f" AND GREATEST(seen_at, {SERVER_STARTED}) < {NOW} - $2"
         f" AND pg_try_advisory_xact_lock({HOLDER_KEY.format('holder')}) RETURNING holder",
         holder,
         grace,

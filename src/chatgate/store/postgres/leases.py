@@ -219,11 +219,13 @@ class TurnSql(TurnStatements):
             session_key,
         )
 
-    async def give_back(self, seqs: tuple[int, ...]) -> None:
+    async def give_back(self, session_key: str, owner: str, seqs: tuple[int, ...]) -> None:
         await self._c.execute(
             "UPDATE inbox SET attempts = GREATEST(attempts - 1, 0), claimed_by = NULL, isolated = FALSE"
-            " WHERE seq = ANY($1::bigint[]) AND status = 'queued'",
+            " WHERE (seq = ANY($1::bigint[]) OR session_key = $2 AND claimed_by = $3) AND status = 'queued'",
             list(seqs),
+            session_key,
+            owner,
         )
 
     async def release_for_retry(

@@ -154,11 +154,16 @@ class TurnSql(TurnStatements):
         sql = "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?"
         self._c.execute(sql, (session_key,))
 
-    async def give_back(self, seqs: tuple[int, ...]) -> None:
+    async def give_back(self, session_key: str, owner: str, seqs: tuple[int, ...]) -> None:
         self._c.executemany(
             "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL, isolated = 0"
             " WHERE seq = ? AND status = 'queued'",
             [(s,) for s in seqs],
+        )
+        self._c.execute(
+            "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL, isolated = 0"
+            " WHERE session_key = ? AND claimed_by = ? AND status = 'queued'",
+            (session_key, owner),
         )
 
     async def release_for_retry(
