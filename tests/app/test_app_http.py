@@ -68,6 +68,7 @@ async def test_status_endpoint_reports_adapters_and_queue(gateway: Gateway) -> N
     assert info["running"] is True
     assert info["adapters"]["web"]["connected"] is True
     assert info["queue_depth"] == 0
+    assert (info["undelivered_replies"], info["stuck_replies"]) == (0, [])
     assert info["agent"] == "echo"
 
 

@@ -103,6 +103,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "outbox_status": lambda s: s.outbox_status("final:1"),
     "undelivered_in_chat": lambda s: s.undelivered_in_chat("webchat", "c1"),
     "hold_chat_route": lambda s: s.hold_chat_route("webchat", "c1"),
+    "undelivered": lambda s: s.undelivered(T0, 120.0, 20),
     "create_api_key": lambda s: s.create_api_key(ApiKeyRecord("0123456789ab", "ci", T0), "h" * 64),
     "api_key_by_hash": lambda s: s.api_key_by_hash("h" * 64),
     "list_api_keys": lambda s: s.list_api_keys(),

@@ -229,3 +229,24 @@ async def test_the_process_holding_a_chats_route_delivers_its_replies_in_order_a
     await put_outbox(store, draft("r1", "c1"), draft("r2", "c1"))
     assert await store.hold_chat_route("webchat", "c1") == 0
     assert [r.idem_key for r in await store.claim_outbox(10)] == ["r1"]
+
+
+@covers(Outbox.undelivered)
+async def test_undelivered_counts_the_backlog_and_names_only_heads_that_are_claimed_or_due(store):
+    """Stuck: the head of its chat, old, and claimed or due. A row behind its chat's head waits
+    its turn, and a row put back until a retry time (no client, a rate limit) waits for that."""
+    await put_outbox(store, draft("r1", "c1"), draft("r2", "c1"), draft("r3", "c2"))
+    now = time.time()
+    fresh = await store.undelivered(now, 120.0, 20)
+    assert (fresh.count, fresh.stuck) == (3, ())
+    assert fresh.oldest_created_at is not None and fresh.oldest_created_at <= now
+    later = now + 200.0
+    assert [r.chat_id for r in (await store.undelivered(later, 120.0, 20)).stuck] == ["c1", "c2"]
+    rows = {r.idem_key: r for r in await store.claim_outbox(10)}
+    await store.settle_outbox(
+        [OutboxSettlement(rows["r3"].id, "pending", retry_at=later + 1000.0, counts_attempt=False)]
+    )
+    (stuck,) = (await store.undelivered(later, 120.0, 20)).stuck
+    assert (stuck.id, stuck.status) == (rows["r1"].id, "sending")
+    assert "webchat/c1 sending for 200s" in stuck.describe(later)
+    assert len((await store.undelivered(later, 120.0, 1)).stuck) == 1

@@ -195,6 +195,12 @@ class Gateway:
                 round(now - stats.oldest_admitted_at, 1) if stats.oldest_admitted_at else None
             )
             info["last_session_error"] = stats.last_error
+            backlog = await self.engine.stuck.check()
+            info["undelivered_replies"] = backlog.count
+            info["oldest_undelivered_seconds"] = (
+                round(now - backlog.oldest_created_at, 1) if backlog.oldest_created_at else None
+            )
+            info["stuck_replies"] = [reply.describe(now) for reply in backlog.stuck]
         except StoreUnavailable as exc:
             info["store_error"] = str(exc)
         return info

@@ -78,3 +78,37 @@ class OutboxSettlement:
     counts_attempt: bool = True
     """False when the claim was no real try, so the attempt is given back: nothing was sent (no
     route to the chat yet), or the platform only asked us to wait (a rate limit, however often)."""
+
+
+STUCK_AFTER_SECONDS = 120.0
+"""How old an undelivered reply must be before it counts as stuck (when nothing explains the wait)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StuckReply:
+    """A reply that should be on its way and is not: the head of its chat, recorded over
+    ``STUCK_AFTER_SECONDS`` ago, and either claimed all that time or due with no one claiming
+    it. A reply waiting for its retry time (no client connected, a rate limit) is not stuck."""
+
+    id: int
+    platform: str
+    chat_id: str
+    status: str
+    created_at: float
+    last_error: str | None
+    held_by: str | None
+
+    def describe(self, now: float) -> str:
+        held = f", held by {self.held_by}" if self.held_by else ""
+        error = f": {self.last_error}" if self.last_error else ""
+        age = now - self.created_at
+        return f"#{self.id} {self.platform}/{self.chat_id} {self.status} for {age:.0f}s{held}{error}"
+
+
+@dataclass(frozen=True, slots=True)
+class Undelivered:
+    """The outbox as an operator watches it: how many replies are on their way, the oldest, the stuck."""
+
+    count: int
+    oldest_created_at: float | None
+    stuck: tuple[StuckReply, ...] = ()

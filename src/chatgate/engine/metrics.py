@@ -73,6 +73,19 @@ class GatewayMetrics:
             ["platform", "op"],
             registry=r,
         )
+        self.undelivered_replies = Gauge(
+            "chatgate_undelivered_replies", "Replies recorded and not yet delivered", registry=r
+        )
+        self.oldest_undelivered_seconds = Gauge(
+            "chatgate_oldest_undelivered_seconds",
+            "Age of the oldest reply not yet delivered (0: none)",
+            registry=r,
+        )
+        self.stuck_replies = Gauge(
+            "chatgate_stuck_replies",
+            "Replies at the head of their chat for over 2 minutes, claimed or due, and not delivered",
+            registry=r,
+        )
         self.adapter_connected = Gauge(
             "chatgate_adapter_connected",
             "1 when the adapter is connected to its platform",

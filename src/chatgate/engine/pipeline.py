@@ -42,6 +42,7 @@ from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
 from chatgate.engine.schedule_commands import ScheduleCommands
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.schedules import ScheduleRunner, ScheduleSettings, configured
+from chatgate.engine.stuck_replies import StuckReplyWatch
 from chatgate.engine.tasks import BackgroundTasks, CombinedTools, TaskSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.engine.typing_indicators import TypingIndicators
@@ -94,6 +95,7 @@ class Engine:
         self.delivery = DeliveryWorker(
             store, self.adapters, metrics, settings.delivery, self.budget, typist=self.typist
         )
+        self.stuck = StuckReplyWatch(store, metrics)
         self.approvals = ApprovalBroker(
             store,
             self.adapters,
@@ -222,6 +224,7 @@ class Engine:
 
     def start(self) -> None:
         self.delivery.start()
+        self.stuck.start()
         self.scheduler.start()
         if self.schedules is not None:
             self.schedules.start()
@@ -241,6 +244,7 @@ class Engine:
         await self.approvals.close(close_budget)
         await self.delivery.flush(flush_budget)
         await self.delivery.stop()
+        await self.stuck.stop()
         await self.typist.aclose()
 
 

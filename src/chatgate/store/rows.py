@@ -15,7 +15,7 @@ from chatgate.domain.accounts import Account, SignInToken, WebSession
 from chatgate.domain.api_keys import ApiKeyRecord
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.background import TaskRecord
-from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outbox import OutboxRow, StuckReply
 from chatgate.domain.pairing import PairedUser, PairingRequest
 from chatgate.domain.schedules import Schedule, ScheduleTarget
 from chatgate.domain.sessions import SessionInfo
@@ -244,3 +244,19 @@ SESSION_INFO = (
 
 def session_info_of(row: Row) -> SessionInfo:
     return SessionInfo(*row)
+
+
+STUCK = "o.id, o.platform, o.chat_id, o.status, o.created_at, o.last_error, {holder}"
+"""A stuck reply's columns (``{holder}``: who holds its claim, a column on PostgreSQL, NULL on SQLite)."""
+
+STUCK_WHERE = (
+    " o.status IN ('pending', 'sending', 'ambiguous') AND o.created_at < {cutoff}"
+    " AND (o.status = 'sending' OR o.next_attempt_at IS NULL OR o.next_attempt_at <= {now})"
+    " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform AND p.chat_id = o.chat_id"
+    " AND p.id < o.id AND p.status IN ('pending', 'sending', 'ambiguous'))"
+)
+"""``StuckReply``: the head of its chat, old, and claimed or due (so nothing explains the wait)."""
+
+
+def stuck_reply(r: Row) -> StuckReply:
+    return StuckReply(int(r[0]), str(r[1]), str(r[2]), str(r[3]), float(r[4]), r[5], r[6])

@@ -70,6 +70,11 @@ def _print_status(info: dict[str, Any]) -> None:
         suffix = f" (oldest waiting {oldest}s)" if oldest is not None else ""
         rows.append(("queue", f"{info['queue_depth']} message(s){suffix}"))
         rows.append(("running turns", str(info.get("running_turns", 0))))
+    if "undelivered_replies" in info:
+        oldest = info.get("oldest_undelivered_seconds")
+        suffix = f" (oldest recorded {oldest}s ago)" if oldest is not None else ""
+        rows.append(("replies", f"{info['undelivered_replies']} on their way{suffix}"))
+        rows.extend(("STUCK reply", line) for line in info.get("stuck_replies", ()))
     for key in ("last_error", "last_session_error", "store_error", "detail"):
         if info.get(key):
             rows.append((key.replace("_", " "), str(info[key])))

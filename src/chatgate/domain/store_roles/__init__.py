@@ -27,7 +27,7 @@ from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution, GrantS
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbox import AdmitRequest, AdmitResult, QueueStats, RejectedInbound
-from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus, Undelivered
 from chatgate.domain.pairing import PairedUser, PairingApproval, PairingIssue, PairingLimits, PairingRequest
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
@@ -182,7 +182,15 @@ class OutboxNotices(Protocol):
         ...
 
 
-class Outbox(OutboxClaims, OutboxConfirmations, OutboxNotices, Protocol):
+class OutboxWatch(Protocol):
+    """What ``chatgate status``, the metrics and the stuck-reply log read."""
+
+    async def undelivered(self, now: float, stuck_after: float, most: int) -> Undelivered:
+        """Replies not yet delivered, the oldest's time, and up to ``most`` stuck ones (``StuckReply``)."""
+        ...
+
+
+class Outbox(OutboxClaims, OutboxConfirmations, OutboxNotices, OutboxWatch, Protocol):
     """Every outbound message and its ledger."""
 
 

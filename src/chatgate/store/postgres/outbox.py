@@ -25,12 +25,12 @@ from typing import cast
 import asyncpg
 
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus, Undelivered
 from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.forwards import reads
 from chatgate.store.postgres.sql import GONE, NOTIFY_CHANNEL, NOW, rowcount
-from chatgate.store.rows import OUTBOX, outbox_row
+from chatgate.store.rows import OUTBOX, STUCK, STUCK_WHERE, outbox_row, stuck_reply
 
 log = logging.getLogger(__name__)
 _OPEN = "('pending', 'sending', 'ambiguous')"
@@ -149,6 +149,20 @@ async def hold_chat_route(conn: asyncpg.Connection, platform: str, chat_id: str,
     if moved:
         await conn.execute(f"SELECT pg_notify({NOTIFY_CHANNEL}, 'outbox')")
     return moved
+
+
+async def undelivered(conn: asyncpg.Connection, now: float, stuck_after: float, most: int) -> Undelivered:
+    row = await conn.fetchrow(f"SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status IN {_OPEN}")
+    assert row is not None
+    where = STUCK_WHERE.format(cutoff="$1::float8", now="$2::float8")
+    rows = await conn.fetch(
+        f"SELECT {STUCK.format(holder='o.sending_holder')} FROM outbox o WHERE {where}"
+        " ORDER BY o.id LIMIT $3",
+        now - stuck_after,
+        now,
+        most,
+    )
+    return Undelivered(int(row[0]), row[1], tuple(stuck_reply(r) for r in rows))
 
 
 def _named(rows: list[tuple[int, str, str]], most: int = 50) -> str:
@@ -314,6 +328,9 @@ class PgOutbox(PgRole):
     async def confirm_outbox(self, platform: str, chat_id: str, row_id: int) -> bool:
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
+
+    async def undelivered(self, now: float, stuck_after: float, most: int) -> Undelivered:
+        return await self._db.read(lambda c: undelivered(c, now, stuck_after, most))
 
     async def hold_chat_route(self, platform: str, chat_id: str) -> int:
         holder = self._db.holder

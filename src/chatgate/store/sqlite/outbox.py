@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
-from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus
+from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus, Undelivered
 from chatgate.store.codec import draft_columns, dumps
-from chatgate.store.rows import OUTBOX, outbox_row
+from chatgate.store.rows import OUTBOX, STUCK, STUCK_WHERE, outbox_row, stuck_reply
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
 
@@ -178,6 +178,9 @@ class SqliteOutbox(SqliteRole):
         now = time.time()
         return await self._db.write(lambda c: confirm_outbox(c, platform, chat_id, row_id, now))
 
+    async def undelivered(self, now: float, stuck_after: float, most: int) -> Undelivered:
+        return await self._db.read(lambda c: undelivered(c, now, stuck_after, most))
+
     async def hold_chat_route(self, platform: str, chat_id: str) -> int:
         """One process delivers everything on SQLite: there is no other route to move (the
         store is still asked, so a closed one says so, as every call does)."""
@@ -197,3 +200,15 @@ class SqliteOutbox(SqliteRole):
                 insert_outbox(c, draft, now)
 
         await self._db.write(write)
+
+
+def undelivered(conn: sqlite3.Connection, now: float, stuck_after: float, most: int) -> Undelivered:
+    count, oldest = conn.execute(
+        "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status IN ('pending', 'sending', 'ambiguous')"
+    ).fetchone()
+    where = STUCK_WHERE.format(cutoff="?", now="?")
+    rows = conn.execute(
+        f"SELECT {STUCK.format(holder='NULL')} FROM outbox o WHERE {where} ORDER BY o.id LIMIT ?",
+        (now - stuck_after, now, most),
+    ).fetchall()
+    return Undelivered(int(count), oldest, tuple(stuck_reply(r) for r in rows))
