@@ -59,3 +59,34 @@ async def test_an_agent_failure_is_one_warning_naming_the_session_and_no_line_ha
     reprs = [line for line in lines if PYTHON_REPR.search(line)]
     assert reprs == [], "\n".join(reprs)
     assert any(" started: state dir " in line for line in lines), "the start line is there"
+
+
+async def test_turns_at_info_log_no_line_per_http_request(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    """Issue 33, item 6: at INFO the OpenAI SDK's HTTP client (httpx, or httpx2 in newer SDKs)
+    logged one "HTTP Request: ..." line per model call, 550 of 562 lines in a 500-message run.
+    Now a turn adds at most one line at INFO, and none of them is a library's request line."""
+    server.script(Reply("an answer", chunks=3))
+    config = {
+        "log_level": "INFO",
+        "agent": {"kind": "openai", "openai": {"base_url": server.base_url, "model": "fake-model"}},
+    }
+    config["agent"]["openai"]["api_key_env"] = KEY_ENV  # type: ignore[index]
+    gateway = GatewayProcess(tmp_path, config)
+    await gateway.start(launcher=["env", f"{KEY_ENV}={API_KEY}", sys.executable, "-m", "chatgate.app.cli"])
+    turns = 5
+    try:
+        client = await WebClient.connect(gateway.port)
+        await client.hello("chat-1")
+        for n in range(turns):
+            assert (await client.ask(f"m{n}", "hi"))[-1]["text"] == "an answer"
+        await client.close()
+    finally:
+        assert await gateway.terminate() == 0
+    assert len(server.requests) == turns
+    lines = (tmp_path / "gateway-1.log").read_text(errors="replace").splitlines()
+    chatter = [line for line in lines if "HTTP Request:" in line or re.search(r" INFO http(x|core)", line)]
+    assert chatter == [], "\n".join(chatter)
+    ready = next(i for i, line in enumerate(lines) if " is running: " in line)
+    stopping = next(i for i, line in enumerate(lines) if "shutting down" in line)
+    during = [line for line in lines[ready + 1 : stopping] if not line.startswith("state: ")]
+    assert len(during) <= turns, "\n".join(during)  # at most one line per turn

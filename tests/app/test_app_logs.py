@@ -50,7 +50,7 @@ def restored_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(was)
 
 
-@pytest.mark.parametrize("library", ["httpx", "openai", "aiohttp", "uvicorn.access"])
+@pytest.mark.parametrize("library", ["httpx", "httpx2", "openai", "aiohttp", "uvicorn.access"])
 def test_library_request_chatter_stays_below_info_unless_debugging(
     library: str, restored_logging: None
 ) -> None:

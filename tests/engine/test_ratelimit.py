@@ -90,3 +90,29 @@ def test_an_operator_override_replaces_only_the_keys_it_sets() -> None:
     declared = PlatformLimits(chat_min_interval=1.0, max_rate=30.0, group_max_per_minute=20)
     assert RateOverride(max_rate=100.0).apply(declared) == PlatformLimits(1.0, 100.0, 20)
     assert RateOverride(max_rate=0.0, group_max_per_minute=0).apply(declared) == PlatformLimits(1.0, None, 0)
+
+
+def test_a_released_slot_is_free_again_and_the_chat_is_not_held_by_a_call_that_never_went() -> None:
+    """A preview books a slot ahead and its final overtakes it (issue 33, item 3): the slot
+    is given back, so the next call takes it instead of keeping the spacing from it."""
+    budget = _budget(chat_min_interval=1.0, max_rate=10.0)
+    assert budget.take(TG, "other", now=0.0) == 0.0
+    preview = budget.book(TG, "a", now=0.0)
+    assert abs(preview.wait - 0.1) < 1e-9  # behind the other chat's call, not skipped
+    assert abs(budget.delay(TG, "a", now=0.0) - 1.1) < 1e-9  # the chat's own interval
+    assert abs(budget.delay(TG, "b", now=0.0) - 0.2) < 1e-9
+    budget.release(preview)
+    assert abs(budget.delay(TG, "a", now=0.0) - 0.1) < 1e-9, "the final would wait behind a ghost"
+    assert abs(budget.delay(TG, "b", now=0.0) - 0.1) < 1e-9, "the slot was not given back"
+
+
+def test_a_release_keeps_what_was_booked_after_it_and_gives_back_the_group_quota() -> None:
+    budget = _budget(chat_min_interval=1.0, max_rate=10.0, group_max_per_minute=2, is_group=lambda c: True)
+    first = budget.book(TG, "g", now=0.0)
+    second = budget.book(TG, "g", now=0.0)
+    assert (first.wait, second.wait) == (0.0, 1.0)
+    assert budget.delay(TG, "g", now=0.0) == 60.0  # the group's minute is full
+    budget.release(first)  # the later booking stands: the chat's interval still counts from it
+    assert budget.delay(TG, "g", now=0.0) == 2.0
+    budget.release(second)  # back to where it was before this one (the first's interval stays: never less)
+    assert budget.delay(TG, "g", now=0.0) == 1.0

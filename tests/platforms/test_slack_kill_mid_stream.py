@@ -2,8 +2,8 @@
 
 The killed process leaves a stream open (Slack would show it growing forever). The next
 process does not know that stream; it takes the recorded preview over as the resume notice
-like any preview: Slack refuses ``chat.update`` of a message still streaming, so the stream
-is stopped where it stands and then becomes the notice. The re-answer follows as one sealed
+like any preview: the stream is closed the way Slack closes streams, ``chat.stopStream``
+where it stands, and then becomes the notice (``chat.update``). The re-answer follows as one sealed
 stream, and no message is left streaming.
 """
 
@@ -41,6 +41,7 @@ async def test_a_kill_mid_stream_leaves_no_open_stream_and_the_notice_comes_firs
         assert stale.streaming
         await wait_until(lambda: gateway.recorded_preview() == stale.ts, 30, "the record")
         await gateway.kill()
+        killed_at = len(fake_slack.calls)
         await gateway.start()
         await fake_slack.wait_for(
             lambda: any(m.text == echo_of(text) and not m.streaming for m in fake_slack.view("D1")),
@@ -57,3 +58,12 @@ async def test_a_kill_mid_stream_leaves_no_open_stream_and_the_notice_comes_firs
     answers = [m for m in shown if m.text == echo_of(text)]
     assert len(answers) == 1 and shown.index(answers[0]) > shown.index(stale)
     assert all(m.thread_ts == THREAD for m in shown) and len(shown) == 2, [(m.ts, m.text) for m in shown]
+    # Issue 33, item 4: the orphan is closed the way Slack closes streams, chat.stopStream where
+    # it stands (no chat.update tried on a message still streaming), then updated to the notice.
+    takeover = [c for c in fake_slack.calls[killed_at:] if c.params.get("ts") == stale.ts]
+    assert [c.method for c in takeover] == ["chat.stopStream", "chat.update"], takeover
+    assert not takeover[0].params.get("markdown_text")
+    # The re-answer is one stream, sealed once, with exactly the final text.
+    answer_calls = [c for c in fake_slack.calls if c.params.get("ts") == answers[0].ts]
+    assert [c.method for c in answer_calls].count("chat.stopStream") == 1
+    assert "chat.update" not in [c.method for c in answer_calls]

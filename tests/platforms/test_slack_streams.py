@@ -71,11 +71,30 @@ async def test_a_final_that_does_not_extend_the_stream_stops_it_then_makes_the_t
 async def test_a_stream_a_dead_process_left_is_stopped_where_it_stands_then_edited(
     fake_slack: FakeSlack, streams: SlackStreams
 ) -> None:
+    """Issue 33, item 4: closed the way Slack closes streams (``chat.stopStream``), not only
+    by a ``chat.update`` that a platform might accept on a message still streaming."""
     orphan = await _open(streams, "half an ans")
     fresh = SlackStreams(SlackOutbound(AsyncWebClient(token=BOT_TOKEN, base_url=fake_slack.api_base)))
     assert await fresh.seal("D1", orphan, "The gateway restarted", THREAD) == Delivered(orphan)
     [message] = fake_slack.view("D1")
     assert not message.streaming and message.text == "The gateway restarted"
+    assert [c.method for c in fake_slack.calls][1:] == ["chat.stopStream", "chat.update"]
+    [stop] = fake_slack.calls_of("chat.stopStream")
+    assert stop.params["ts"] == orphan and not stop.params.get("markdown_text"), "stopped where it stands"
+
+
+async def test_a_plain_preview_a_dead_process_left_is_edited(
+    fake_slack: FakeSlack, streams: SlackStreams
+) -> None:
+    """A preview that was a plain message (a DM outside a thread): Slack answers that it is
+    not streaming, and it is updated like any message."""
+    opened = await streams.start("D1", "half an ans", {}, None)  # no thread: a plain preview
+    assert isinstance(opened, Delivered) and opened.platform_message_id
+    orphan = opened.platform_message_id
+    fresh = SlackStreams(SlackOutbound(AsyncWebClient(token=BOT_TOKEN, base_url=fake_slack.api_base)))
+    assert await fresh.seal("D1", orphan, "The final", {}) == Delivered(orphan)
+    assert [m.text for m in fake_slack.view("D1")] == ["The final"]
+    assert fresh.supported is None, "a plain message says nothing of the workspace's streaming"
 
 
 async def test_the_map_of_known_streams_stays_bounded(

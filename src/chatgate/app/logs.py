@@ -153,6 +153,10 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     _budget_library_lines()
 
 
-LIBRARY_CHATTER = ("uvicorn.access", "uvicorn.error", "httpx", "httpcore", "openai", "aiohttp")
+LIBRARY_CHATTER = (
+    "uvicorn.access", "uvicorn.error", "openai", "aiohttp", "httpx", "httpcore", "httpx2", "httpcore2",
+)  # fmt: skip
+"""Library loggers quiet below WARNING unless debugging. The OpenAI SDK may run on httpx or on
+its successor httpx2 (logger "httpx2": one "HTTP Request: ..." line per model call), so both."""
 STRANGER_FACING = ("uvicorn.error", "asyncio")
 """Library loggers whose lines strangers can cause, budgeted by ``LibraryBudget``."""

@@ -21,6 +21,7 @@ for a minute after that every 429 pauses the platform at once.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -43,6 +44,19 @@ class PlatformLimits:
     """0: no per-group limit."""
     is_group: Callable[[str], bool] | None = None
     """Which chat ids are groups (the adapter knows; the engine does not)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """A booked slot (``RateBudget.book``): ``wait`` seconds from when it was booked."""
+
+    platform: str
+    chat_id: str
+    kind: CallKind
+    slot: float
+    wait: float
+    before: float
+    """The chat's next message slot before this booking (``release`` restores it)."""
 
 
 @dataclass(slots=True)
@@ -89,19 +103,46 @@ class RateBudget:
         self, platform: str, chat_id: str, kind: CallKind = "message", now: float | None = None
     ) -> float:
         """Book the earliest slot for a call to this chat; returns the seconds to wait for it."""
+        return self.book(platform, chat_id, kind, now).wait
+
+    def book(
+        self, platform: str, chat_id: str, kind: CallKind = "message", now: float | None = None
+    ) -> Booking:
+        """``take``, keeping what ``release`` needs to give the slot back if the call never goes."""
         now = time.monotonic() if now is None else now
         slot = self._find(platform, chat_id, kind, now)
         state = self._platform(platform)
+        before = 0.0
         if state.limits.max_rate:
             bisect.insort(state.booked, slot)
             if slot <= now:
                 state.departed.append(now)  # it goes now: the caller does not wait
         if kind == "message":
             chat = self._chat(platform, chat_id)
+            before = chat.next_message
             chat.next_message = max(chat.next_message, slot + state.limits.chat_min_interval)
             if self._is_group(state, chat_id):
                 chat.recent.append(slot)
-        return max(0.0, slot - now)
+        return Booking(platform, chat_id, kind, slot, max(0.0, slot - now), before)
+
+    def release(self, booking: Booking) -> None:
+        """Give back a slot booked ahead whose call will not go (a preview its final overtook):
+        later calls may take it, and the chat's next message slot goes back to where it was if
+        nothing else of the chat was booked after it. Only for a call that has not departed."""
+        state = self._platforms.get(booking.platform)
+        if state is None:
+            return
+        booked = state.booked
+        i = bisect.bisect_left(booked, booking.slot)
+        if i < len(booked) and booked[i] == booking.slot:
+            del booked[i]
+        chat = self._chats.get((booking.platform, booking.chat_id))
+        if booking.kind != "message" or chat is None:
+            return
+        if chat.next_message == booking.slot + state.limits.chat_min_interval:
+            chat.next_message = booking.before
+        with contextlib.suppress(ValueError):
+            chat.recent.remove(booking.slot)
 
     def depart(self, platform: str, now: float | None = None) -> float:
         """After waiting for a slot: seconds more to wait before the call really goes (0: go now).

@@ -10,6 +10,11 @@ is that stream, opened and extended with the reply so far and no cursor, and the
 final's edit seals it. Previews are best effort: a rate-limited,
 failing or slow platform only makes them sparser, never delays the turn.
 
+A preview whose slot in the rate budget is taken books the next free one (within one
+interval) and shows the newest text when it comes: updates meanwhile are coalesced into
+that one call. The end of the turn drops a preview still waiting and gives its slot back,
+so the final never waits behind a preview that did not go.
+
 The preview's message id is handed to ``on_message`` as soon as the platform names it,
 so the turn records it durably: a process killed mid-stream leaves its successor the
 message to take over instead of a cursor left in the chat forever. A first send that
@@ -32,7 +37,7 @@ from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import Adapter, EditablePlatform, StreamingPlatform, editable, native_streaming
-from chatgate.engine.ratelimit import RateBudget
+from chatgate.engine.ratelimit import Booking, RateBudget
 from chatgate.engine.task_cards import TaskCard
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -64,6 +69,16 @@ class PreviewState:
     acked_text: str | None = None
     """The last preview payload the platform acknowledged (cursor included)."""
     edits: int = 0
+
+
+@dataclass
+class _Booked:
+    """A preview waiting for the slot it booked, or on its way: it shows the newest text."""
+
+    text: str
+    booking: Booking | None
+    """The slot while the preview still waits for it (None once it departs)."""
+    task: asyncio.Task[None] | None = None
 
 
 class StreamConsumer:
@@ -122,6 +137,7 @@ class StreamConsumer:
         self._last_typing = -1.0 - typing_every
         """When the last indicator was booked (negative: none yet)."""
         self._keeper: asyncio.Task[None] | None = None
+        self._booked: _Booked | None = None
         self.state = PreviewState()
         self.tasks = TaskCard(adapter, source, reply_to, call_timeout)
         """The turn's tool calls as a live card, where the platform shows one; stopped by ``close``."""
@@ -158,6 +174,7 @@ class StreamConsumer:
         if self._keeper is not None:
             await cancel_and_wait([self._keeper])
             self._keeper = None
+        await self._drop_booked()
         await self._settle_first_send(self._timeout, last=True)
         await self.tasks.stop()
         if self._own_typist:  # nobody outlives this turn to own its indicators
@@ -172,6 +189,9 @@ class StreamConsumer:
     async def update(self, text: str, *, force: bool = False) -> None:
         """The reply so far; called on every delta. ``force``: a status change (a tool started or
         finished) is shown now rather than at the next interval (still within the rate budget)."""
+        if self._booked is not None:
+            self._coalesce(self._booked, text)
+            return
         now = time.monotonic()
         if now - self._last_update < self._interval and not force:
             await self._maybe_type()
@@ -188,6 +208,12 @@ class StreamConsumer:
         elif self._previews and self._editable is not None and measure(text, self._unit) <= self._max_preview:
             await self._preview(text + self._cursor)
 
+    def _coalesce(self, booked: _Booked, text: str) -> None:
+        """A preview waits for its booked slot: it will show this newer text instead (one call)."""
+        silent = self._silence and self._silence.startswith(text.strip())
+        if not silent and measure(text, self._unit) <= self._max_preview:
+            booked.text = text + self._cursor
+
     async def _clear_to_show(self) -> bool:
         if self._hold is None:
             return True
@@ -202,6 +228,7 @@ class StreamConsumer:
 
     async def interrupted(self) -> None:
         """The turn was cancelled: take the cursor off the preview so it cannot look unfinished-forever."""
+        await self._drop_booked()
         await self._settle_first_send(self._timeout, last=True)
         if self._editable is None or self.state.message_id is None or self.state.acked_text is None:
             return
@@ -241,9 +268,50 @@ class StreamConsumer:
             await self._settle_first_send(0)
             if self._first_send is not None:
                 return  # the first send is still unanswered: a second one would be a second message
-        if self._budget.delay(self._platform, self._chat) > 0:
-            return  # rate-limited: skip this preview, the final is durable anyway
-        self._budget.take(self._platform, self._chat)
+        if self._budget.delay(self._platform, self._chat) > self._interval:
+            return  # no slot within an interval (a busy or paused platform): ask at the next one
+        booking = self._budget.book(self._platform, self._chat)
+        if booking.wait <= 0:
+            await self._show(payload)
+            return
+        # Another call has the next slot (often just ~50 ms ahead): this preview takes the one
+        # after it and shows the newest text then, instead of being skipped (issue 33).
+        booked = self._booked = _Booked(payload, booking)
+        booked.task = asyncio.create_task(
+            self._show_at_slot(booked, booking.wait), name="chatgate-preview-slot"
+        )
+
+    async def _show_at_slot(self, booked: _Booked, wait: float) -> None:
+        try:
+            while wait > 0:
+                await asyncio.sleep(wait)
+                wait = self._budget.depart(self._platform)
+            booked.booking = None  # departed: from here on the call goes, and the final waits for it
+            if self._budget.held(self._platform, self._chat) > 0:
+                return  # the platform asked for a pause meanwhile
+            self._last_update = time.monotonic()
+            await self._show(booked.text)
+        finally:
+            self._booked = None
+
+    async def _drop_booked(self) -> None:
+        """The turn is over: a preview still waiting for its slot is dropped and the slot given
+        back (the final wins, and need not keep its spacing); one already on its way is waited
+        for, so that it lands before the final and a first send's message id is known."""
+        booked = self._booked
+        if booked is None or booked.task is None:
+            return
+        if booked.booking is not None:
+            await cancel_and_wait([booked.task])
+            self._budget.release(booked.booking)
+            booked.booking = None
+            return
+        with contextlib.suppress(Exception):
+            await booked.task
+
+    async def _show(self, payload: str) -> None:
+        """One preview call in a slot already booked: the first send, or an edit (or append)."""
+        assert self._editable is not None
         target = egress_target(self._source)
         if self.state.message_id is None:
             # Kept running past the call timeout: a late answer still names the preview's message.

@@ -13,9 +13,10 @@ prefix-stable by construction and never carry a cursor. The final's edit of the 
 - an ambiguous seal is retried; a stream that turns out sealed already is updated to the
   final, so the retry also ends with exactly the final text.
 
-A stream this process does not know (opened by a process that died) is sealed where it
-stands by ``edit_message`` too: Slack refuses ``chat.update`` of a message still streaming,
-so it is stopped with what was delivered, then updated. Where streaming is unavailable
+A message this process does not know (a preview a process that died left, perhaps a
+stream still open) is closed by ``edit_message`` too, the way Slack closes streams:
+``chat.stopStream`` where it stands, then ``chat.update`` to the text (a plain message
+answers that it is not streaming and is just updated). Where streaming is unavailable
 (a DM outside a thread, where Slack cannot stream; a workspace without the methods) the
 stream is an ordinary preview: a message with the cursor, edited. Known streams are kept
 in a bounded map (oldest dropped first); a sealed one stays as a tombstone, so a
@@ -133,18 +134,18 @@ class SlackStreams:
     async def _edit_unknown(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
-        result = await self._out.edit_message(chat_id, message_id, text, target)
-        if (
-            isinstance(result, Rejected)
-            and "cant_update_message" in result.reason
-            and self.supported is not False
-        ):
+        """A message this process did not open: a preview a dead process left. It may be a
+        stream still open, which is closed the way Slack closes streams (``chat.stopStream``,
+        where it stands) before it becomes ``text``; a plain message answers that it is not
+        streaming, and is simply updated."""
+        if self.supported is not False:
             stopped = await self._out.call("chat.stopStream", True, channel=chat_id, ts=message_id)
-            if isinstance(stopped, Delivered) or (
-                isinstance(stopped, Rejected) and any(e in stopped.reason for e in NOT_STREAMING)
-            ):
-                return await self._out.edit_message(chat_id, message_id, text, target)
-        return result
+            if isinstance(stopped, Rejected) and any(e in stopped.reason for e in UNSUPPORTED):
+                self.supported = False
+                log.info("this Slack workspace has no native streaming (%s)", stopped.reason)
+            elif not isinstance(stopped, Delivered | Rejected):
+                return stopped  # ambiguous or rate-limited: the final's delivery tries again
+        return await self._out.edit_message(chat_id, message_id, text, target)
 
     def __len__(self) -> int:
         return len(self._streams)

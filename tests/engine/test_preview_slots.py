@@ -1,0 +1,104 @@
+"""A preview whose rate slot is taken books the next one instead of being skipped (issue 33, item 3).
+
+The stream consumer and the rate budget are the real ones; the platform is a small double
+that records each call. The budget's schedule is what the checks read (which call went,
+with which text, and what the budget still holds), never a timer around the code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping
+
+from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult
+from chatgate.domain.source import Source
+from chatgate.engine.ratelimit import PlatformLimits, RateBudget
+from chatgate.engine.streaming import StreamConsumer
+from support.engine_harness import wait_until
+
+PLATFORM = "paced"
+
+
+class Recorder:
+    """An editable platform that shows what it is sent."""
+
+    platform = PLATFORM
+
+    def __init__(self, edit_interval: float) -> None:
+        self.capabilities = Capabilities(edit=True, drafts=False, edit_interval=edit_interval)
+        self.history: list[tuple[str, str]] = []
+        self._ids = itertools.count(1)
+
+    async def send_message(
+        self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None
+    ) -> DeliveryResult:
+        self.history.append(("send", text))
+        return Delivered(f"m{next(self._ids)}")
+
+    async def edit_message(
+        self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
+    ) -> DeliveryResult:
+        self.history.append(("edit", text))
+        return Delivered(message_id)
+
+    async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> None:
+        return None
+
+    async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
+        return True
+
+
+def _consumer(platform: Recorder, budget: RateBudget) -> StreamConsumer:
+    return StreamConsumer(
+        platform,  # type: ignore[arg-type]
+        Source(platform=PLATFORM, chat_id="c1", chat_type="dm"),
+        None,
+        budget,
+        typing_delay=3600.0,
+    )
+
+
+async def test_a_preview_behind_another_call_waits_for_its_slot_and_shows_the_newest_text() -> None:
+    budget = RateBudget()
+    budget.configure(PLATFORM, PlatformLimits(max_rate=20.0))  # 50 ms between any two calls
+    platform = Recorder(edit_interval=1.0)
+    consumer = _consumer(platform, budget)
+    budget.take(PLATFORM, "someone else")  # the next slot is taken, ~50 ms away
+    await consumer.update("one", force=True)
+    await consumer.update("one two", force=True)
+    await consumer.update("one two three")
+    assert platform.history == [], "went before its slot"
+    await wait_until(lambda: platform.history, 10, "the booked preview")
+    assert platform.history == [("send", "one two three" + PREVIEW_CURSOR)], "one call, the newest text"
+    await consumer.close()
+    assert consumer.state.message_id == "m1"
+
+
+async def test_the_final_overtakes_a_preview_still_waiting_and_gets_its_slot_back() -> None:
+    budget = RateBudget()
+    budget.configure(PLATFORM, PlatformLimits(chat_min_interval=1.0, max_rate=1.0))
+    platform = Recorder(edit_interval=5.0)
+    consumer = _consumer(platform, budget)
+    budget.take(PLATFORM, "someone else")  # the next platform slot is a second away
+    at = time.monotonic()
+    free = budget.delay(PLATFORM, "c1", now=at)
+    await consumer.update("a reply", force=True)  # booked: within one interval (5 s)
+    assert abs(budget.delay(PLATFORM, "c1", now=at) - (free + 1.0)) < 1e-9  # its interval after the preview
+    await consumer.close()  # the turn ended first: the final wins
+    assert platform.history == [], "a preview went after its turn ended"
+    assert budget.delay(PLATFORM, "c1", now=at) == free, "the final would wait behind a ghost preview"
+
+
+async def test_a_slot_further_than_one_interval_is_not_booked() -> None:
+    budget = RateBudget()
+    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))
+    platform = Recorder(edit_interval=0.5)
+    consumer = _consumer(platform, budget)
+    budget.take(PLATFORM, "someone else")  # the next slot is a second away: more than an interval
+    at = time.monotonic()
+    before = budget.delay(PLATFORM, "c2", now=at)
+    await consumer.update("a reply", force=True)
+    assert budget.delay(PLATFORM, "c2", now=at) == before, "booked a slot it would not wait for"
+    await consumer.close()
+    assert platform.history == []

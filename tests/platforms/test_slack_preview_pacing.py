@@ -1,0 +1,70 @@
+"""Every reply that runs longer than the preview interval shows a preview, within the budget.
+
+Issue 33, item 3: a preview was skipped whenever another call held the next platform slot
+(Slack's 20 calls/s puts 50 ms between calls), and 37 of 100 three-second replies showed
+nothing until their final. A preview now books the next free slot and shows the newest
+text when it comes. Twenty conversations stream a ~3 s reply each at once, through the
+real gateway and slack-sdk against the fake Slack; every check reads the fake's call log
+(arrival times), never a timer around our code. The fake and the gateway share one event
+loop, so a window check allows the worst stall the gateway's loop-lag monitor measured.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from slack_fake import FakeSlack, message_event
+from slack_fake.gateway import ENV, echo_of, slack_config
+from slack_fake.webapi import Call
+from telegram_double import Gateways, busiest
+
+CHATS = 20
+SLOW = {"echo": {"chunk_delay_ms": 100, "chunk_chars": 3}}
+TEXT = "a question whose answer streams for about three seconds, long enough for a preview"
+THREAD = "1700000000.000500"
+JITTER = 0.1
+MESSAGES = ("chat.startStream", "chat.appendStream", "chat.stopStream", "chat.postMessage", "chat.update")
+"""Calls that are messages to the channel: each spends the channel's one-a-second budget."""
+PLATFORM_RATE = 20
+
+
+def _channel_calls(fake: FakeSlack, channel: str) -> list[Call]:
+    return [c for c in fake.calls if c.method in MESSAGES and c.params.get("channel") == channel]
+
+
+async def test_every_multi_second_reply_shows_a_preview_before_its_final_within_the_limits(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    gateway: Any = await gateways.start(slack_config(fake_slack, tmp_path, agent=SLOW))
+    await fake_slack.socket.connected.wait()
+    channels = [f"D{100 + n}" for n in range(CHATS)]
+    for channel in channels:
+        await fake_slack.push_event(message_event(channel, "U1", f"{TEXT} {channel}", thread_ts=THREAD))
+
+    def sealed() -> bool:
+        return all(
+            [(m.text, m.streaming) for m in fake_slack.view(c)] == [(echo_of(f"{TEXT} {c}"), False)]
+            for c in channels
+        )
+
+    await fake_slack.wait_for(sealed, timeout=90, what="every reply sealed")
+
+    without_preview = []
+    for channel in channels:
+        methods = [c.method for c in _channel_calls(fake_slack, channel) if c.status == 200]
+        if methods[0] != "chat.startStream" or methods[-1] != "chat.stopStream":
+            without_preview.append((channel, methods))
+    assert without_preview == [], f"{len(without_preview)} of {CHATS} showed nothing before the final"
+
+    slack = max([JITTER, *gateway.lag.samples])
+    for channel in channels:  # one channel: one message a second (Slack's chat.postMessage limit)
+        times = [c.at for c in _channel_calls(fake_slack, channel)]
+        assert all(b - a >= 1.0 - slack for a, b in itertools.pairwise(times)), (channel, times)
+    budgeted = [c.at for c in fake_slack.calls if c.method in MESSAGES or c.method.startswith("assistant.")]
+    assert busiest(budgeted, 1.0 - slack) <= PLATFORM_RATE, f"{busiest(budgeted, 1.0)} calls within a second"
+    assert not [c for c in fake_slack.calls if c.status == 429]
