@@ -43,6 +43,7 @@ from chatgate.domain.shown import Shown
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
+from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
 from chatgate.engine.ports import Adapter, EditablePlatform
@@ -81,6 +82,7 @@ class _Reply:
     text: str
     outcome: str
     preview_message_id: str | None = None
+    usage: Usage | None = None
 
 
 class TurnStore(Transcript, Labels, TurnJournal, Protocol):
@@ -186,6 +188,10 @@ class TurnRunner:
             reserve=self.settings.duplicate_marker,
             route=route,
             failure=None if reply.outcome == "ok" else reply.outcome,
+            # The model's own count, else a marked estimate (``domain/usage.py``); none for an apology.
+            usage=(reply.usage or estimate_usage(request.texts(), reply.text))
+            if reply.outcome == "ok"
+            else None,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 
@@ -336,11 +342,11 @@ class TurnRunner:
     async def _reply(self, request: AgentRequest, consumer: StreamConsumer) -> _Reply:
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
-                text, outcome = await self._stream(request, consumer)
+                text, outcome, usage = await self._stream(request, consumer)
         except TimeoutError:
             error_id = new_error_id()
             text = turn_timeout_apology(self.settings.timeout_seconds, error_id)
-            outcome = "timeout"
+            outcome, usage = "timeout", None
             log.warning(
                 "the agent did not finish within %.0f s [%s]", self.settings.timeout_seconds, error_id,
                 extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
@@ -350,9 +356,9 @@ class TurnRunner:
             raise
         finally:
             await asyncio.shield(consumer.close())
-        return _Reply(text, outcome, consumer.state.message_id)
+        return _Reply(text, outcome, consumer.state.message_id, usage)
 
-    async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str]:
+    async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str, Usage | None]:
         await consumer.begin()
         so_far = ""
         calls: dict[str, ToolCall] = {}
@@ -361,7 +367,7 @@ class TurnRunner:
                 so_far += event.text
                 await consumer.update(so_far)
             elif isinstance(event, Final):
-                return event.text, "ok"
+                return event.text, "ok", event.usage
             elif isinstance(event, AgentFailed):
                 # One line per failure, for the operator; the user reads a short reason and the id.
                 # The gateway never resends a failed turn: ``transient`` says a resend could work.
@@ -371,7 +377,7 @@ class TurnRunner:
                     extra={"session_key": request.session_key, "error_id": error_id,
                            "kind": event.kind, "transient": event.retryable, "will_retry": False},
                 )  # fmt: skip
-                return apology(event.kind, error_id), OUTCOMES[event.kind]
+                return apology(event.kind, error_id), OUTCOMES[event.kind], None
             elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
                 await consumer.tasks.started(event.call)
                 if self.settings.tool_progress and consumer.status_lines:
@@ -387,4 +393,4 @@ class TurnRunner:
             "the agent ended its stream without an answer [%s]", Shown(error_id),
             extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
         )  # fmt: skip
-        return so_far or apology("failed", error_id), "agent_error"
+        return so_far or apology("failed", error_id), "agent_error", None
