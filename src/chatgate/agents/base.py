@@ -85,6 +85,8 @@ class AgentRequest:
     session_key: str
     tools: ToolRunner | None = None
     """The tools this turn may call; None means the agent gets none."""
+    profile: str | None = None
+    """The model profile this turn runs on (``domain/profiles.py``); None: the default."""
 
     def texts(self) -> tuple[str, ...]:
         """Everything the model reads, for a token estimate when it reports no usage."""

@@ -41,12 +41,13 @@ from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, 
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.shown import Shown
 from chatgate.domain.source import Source, egress_target
-from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
+from chatgate.domain.store_roles import Labels, SessionProfiles, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
 from chatgate.engine.ports import Adapter, EditablePlatform
+from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
@@ -75,6 +76,8 @@ class TurnSettings:
     """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
     personas: Personas = field(default_factory=Personas)
     """The operator's system prompt, by platform and chat (``domain/persona.py``)."""
+    profiles: Profiles = field(default_factory=Profiles)
+    """The model profiles; a turn runs on its session's (``engine/profile_choice.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,7 @@ class _Reply:
     usage: Usage | None = None
 
 
-class TurnStore(Transcript, Labels, TurnJournal, Protocol):
+class TurnStore(Transcript, Labels, TurnJournal, SessionProfiles, Protocol):
     """The roles a turn reads, and the journal of what it records before the scheduler commits it."""
 
     async def outbox_status(self, idem_key: str) -> OutboxStatus | None: ...
@@ -188,7 +191,6 @@ class TurnRunner:
             reserve=self.settings.duplicate_marker,
             route=route,
             failure=None if reply.outcome == "ok" else reply.outcome,
-            # The model's own count, else a marked estimate (``domain/usage.py``); none for an apology.
             usage=(reply.usage or estimate_usage(request.texts(), reply.text))
             if reply.outcome == "ok"
             else None,
@@ -276,6 +278,7 @@ class TurnRunner:
         shared = is_shared_session(source, self._policy_for(source.platform))
         messages = fold_edits([self._marked(i) for i in items])  # an edit of a waiting message updates it
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
+        profile = await chosen_profile(self._store, self.settings.profiles, claim)
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
@@ -299,7 +302,7 @@ class TurnRunner:
             session_key=claim.session_key,
             tools=self._tools_for(claim, source, reply_to, route),
         )
-        return request, inputs
+        return fitted(request, profile), inputs
 
     def _marked(self, item: QueuedItem) -> Inbound:
         """A delegated task's completion admitted by an earlier process is marked restored."""

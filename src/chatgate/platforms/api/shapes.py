@@ -18,10 +18,13 @@ KEEPALIVE = ": keepalive\n\n"
 """An SSE comment: keeps proxies from closing a stream that waits (for a tool, an approval)."""
 
 
-def model_list(model: str, created: int) -> dict[str, Any]:
+def model_list(models: tuple[str, ...], created: int) -> dict[str, Any]:
+    """The API's own name first (the conversation's profile), then each profile by name."""
     return {
         "object": "list",
-        "data": [{"id": model, "object": "model", "created": created, "owned_by": "chatgate"}],
+        "data": [
+            {"id": model, "object": "model", "created": created, "owned_by": "chatgate"} for model in models
+        ],
     }
 
 
