@@ -42,7 +42,7 @@ async def _models(adapter: ApiAdapter, request: Request) -> Response:
 
 
 def api_routes(adapter: ApiAdapter) -> list[BaseRoute]:
-    document = openapi_document(adapter.settings.model)
+    document = openapi_document(adapter.settings.model, adapter.settings.profiles)
     adapter.started = int(time.time())
 
     async def openapi(request: Request) -> Response:
