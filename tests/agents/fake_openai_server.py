@@ -35,6 +35,9 @@ class Reply:
     chunks: int = 1
     hang_after_chunks: int | None = None
     """Stream this many chunks, then stall (never send more, never finish)."""
+    usage: tuple[int, int] | None = None
+    """``(prompt, completion)`` tokens, sent as a last ``usage`` chunk to a client that asks with
+    ``stream_options.include_usage`` (as OpenAI does); None sends none, as many servers do."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class CallTools:
     text_chunks: int = 1
     with_index: bool = True
     """False omits ``index`` from the tool-call deltas (seen from some compatible servers)."""
+    usage: tuple[int, int] | None = None
+    """As ``Reply.usage``."""
 
 
 Behaviour = Reply | Fail | Hang | CallTools
@@ -219,8 +224,10 @@ class FakeOpenAIServer:
             return Response(status_code=503)
         model = str(body.get("model", "fake-model"))
         if body.get("stream"):
+            options = body.get("stream_options")
+            asked = isinstance(options, dict) and options.get("include_usage") is True
             return StreamingResponse(
-                self._sse(behaviour, model),
+                self._sse(behaviour, model, behaviour.usage if asked else None),
                 media_type="text/event-stream",
                 headers={"cache-control": "no-cache"},
             )
@@ -245,14 +252,16 @@ class FakeOpenAIServer:
         self.disconnects += 1
         self._disconnected.set()
 
-    async def _sse(self, reply: Reply | CallTools, model: str) -> AsyncIterator[bytes]:
+    async def _sse(
+        self, reply: Reply | CallTools, model: str, usage: tuple[int, int] | None
+    ) -> AsyncIterator[bytes]:
         created = int(time.time())
         if isinstance(reply, CallTools):
-            for frame in _tool_call_events(model, created, reply):
+            for frame in _tool_call_events(model, created, reply, usage):
                 yield frame
             return
         pieces = split_text(reply.text, reply.chunks)
-        for event in _events(model, created, pieces, reply.hang_after_chunks):
+        for event in _events(model, created, pieces, reply.hang_after_chunks, usage):
             if event is None:
                 assert self._release is not None
                 try:
@@ -276,7 +285,27 @@ def _frame(model: str, created: int, delta: dict[str, Any], finish: str | None) 
     return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
-def _events(model: str, created: int, pieces: list[str], hang_after: int | None) -> Iterator[bytes | None]:
+def _usage_frame(model: str, created: int, usage: tuple[int, int]) -> bytes:
+    """OpenAI's last chunk with ``include_usage``: no choices, the request's token counts."""
+    prompt, completion = usage
+    chunk = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def _events(
+    model: str, created: int, pieces: list[str], hang_after: int | None, usage: tuple[int, int] | None = None
+) -> Iterator[bytes | None]:
     """SSE frames of a chat completion stream; ``None`` marks where to stall."""
 
     def frame(delta: dict[str, Any], finish: str | None) -> bytes:
@@ -292,10 +321,14 @@ def _events(model: str, created: int, pieces: list[str], hang_after: int | None)
         yield None
         return
     yield frame({}, "stop")
+    if usage is not None:
+        yield _usage_frame(model, created, usage)
     yield b"data: [DONE]\n\n"
 
 
-def _tool_call_events(model: str, created: int, reply: CallTools) -> Iterator[bytes]:
+def _tool_call_events(
+    model: str, created: int, reply: CallTools, usage: tuple[int, int] | None = None
+) -> Iterator[bytes]:
     """Text first, then each call: its id, type and name, then its arguments in fragments."""
     yield _frame(model, created, {"role": "assistant", "content": None}, None)
     if reply.text:
@@ -312,6 +345,8 @@ def _tool_call_events(model: str, created: int, reply: CallTools) -> Iterator[by
                 piece = {**position, "function": {"arguments": fragment}}
                 yield _frame(model, created, {"tool_calls": [piece]}, None)
     yield _frame(model, created, {}, "tool_calls")
+    if usage is not None:
+        yield _usage_frame(model, created, usage)
     yield b"data: [DONE]\n\n"
 
 

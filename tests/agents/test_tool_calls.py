@@ -30,6 +30,7 @@ from chatgate.agents.base import (
 from chatgate.agents.openai_agent import OpenAIAgent
 from chatgate.agents.tools import SHELL_TOOL_SCHEMA
 from chatgate.agents.tools.runner import ShellToolRunner
+from chatgate.domain.usage import Usage
 
 AgentFactory = Callable[..., OpenAIAgent]  # the ``make_agent`` fixture (conftest.py)
 
@@ -362,3 +363,22 @@ async def test_fake_server_answers_tool_calls_without_streaming_too(server: Fake
     assert call.id == "call_abc"
     assert call.type == "function"
     assert (call.function.name, call.function.arguments) == ("shell", ECHO_HI.arguments)
+
+
+async def test_a_tool_loop_adds_up_the_usage_of_its_model_calls(
+    server: FakeOpenAIServer, make_agent: AgentFactory
+) -> None:
+    """Each model call reports its own usage (``include_usage``); the turn's is their sum."""
+    server.script(CallTools((ECHO_HI,), usage=(100, 10)), Reply("Done.", usage=(130, 3)))
+    events = await collect(make_agent(), request_with(RecordingRunner.answering("exit code 0")))
+    assert events[-1] == Final("Done.", Usage(230, 13))
+    assert all(r.body["stream_options"] == {"include_usage": True} for r in server.requests)
+
+
+async def test_a_tool_loop_with_a_call_that_reported_no_usage_reports_none(
+    server: FakeOpenAIServer, make_agent: AgentFactory
+) -> None:
+    """A partial count would pass for the whole: none, and the engine estimates (marked)."""
+    server.script(CallTools((ECHO_HI,)), Reply("Done.", usage=(130, 3)))
+    events = await collect(make_agent(), request_with(RecordingRunner.answering("exit code 0")))
+    assert events[-1] == Final("Done.", None)

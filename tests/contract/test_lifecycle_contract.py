@@ -64,6 +64,8 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "list_sessions": lambda s: s.list_sessions(),
     "queue_depth": lambda s: s.queue_depth(),
     "chat_labels": lambda s: s.chat_labels("webchat", None, "c1"),
+    "session_profile": lambda s: s.session_profile("k1"),
+    "set_session_profile": lambda s: s.set_session_profile("k1", "fast", 1.0),
     "unconfirmed_for_chat": lambda s: s.unconfirmed_for_chat("webchat", "c1"),
     "unconfirmed_page": lambda s: s.unconfirmed_page("webchat", "c1", 0, 10),
     "admit": lambda s: s.admit(req("d9", "k1")),

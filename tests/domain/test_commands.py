@@ -82,8 +82,8 @@ def test_help_text_lists_every_command_with_its_summary() -> None:
 
 def test_control_commands_are_exactly_the_documented_ones() -> None:
     assert [spec.name for spec in CONTROL_COMMANDS] == [
-        "help", "new", "stop", "status", "approve", "deny", "remind", "every", "bg", "tasks", "cancel",
-        "schedules",
+        "help", "new", "stop", "status", "model", "approve", "deny", "remind", "every", "bg", "tasks",
+        "cancel", "schedules",
     ]  # fmt: skip
 
 

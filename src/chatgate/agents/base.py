@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from chatgate.domain.history import HistoryEntry
+from chatgate.domain.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,12 @@ class AgentRequest:
     session_key: str
     tools: ToolRunner | None = None
     """The tools this turn may call; None means the agent gets none."""
+    profile: str | None = None
+    """The model profile this turn runs on (``domain/profiles.py``); None: the default."""
+
+    def texts(self) -> tuple[str, ...]:
+        """Everything the model reads, for a token estimate when it reports no usage."""
+        return (self.system, *(entry.content for entry in self.history), self.model_input)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +115,8 @@ class ToolFinished:
 @dataclass(frozen=True, slots=True)
 class Final:
     text: str
+    usage: Usage | None = None
+    """The model's own token count for the turn (all its calls); None when it gave none."""
 
 
 @dataclass(frozen=True, slots=True)

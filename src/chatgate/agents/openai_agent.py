@@ -49,6 +49,7 @@ from chatgate.agents.base import (
     call_tool,
 )
 from chatgate.agents.openai_errors import describe, shorten
+from chatgate.domain.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class OpenAIAgent:
         specs = list(tools.specs()) if tools is not None else []
         messages = _build_messages(request)
         so_far: list[str] = []  # every delta yielded, in all steps; the Final is their concatenation
+        usage = _Tally()
         for step in range(1, self._max_tool_steps + 1):
             outcome = _StepOutcome()
             # ``aclosing``: if the consumer stops here, the step's HTTP stream closes now, not at GC.
@@ -111,9 +113,10 @@ class OpenAIAgent:
             if outcome.failure is not None:
                 yield outcome.failure
                 return
+            usage.add(outcome.usage)
             calls = outcome.pending.calls(step)
             if tools is None or not calls:
-                yield Final("".join(so_far))
+                yield Final("".join(so_far), usage.total)
                 return
             if step == self._max_tool_steps:
                 break  # this step's calls are not run: no model call is left to read their results
@@ -127,7 +130,7 @@ class OpenAIAgent:
             "the most one turn allows]"
         )
         text = "".join(so_far)
-        yield Final(f"{text}\n\n{note}" if text else note)
+        yield Final(f"{text}\n\n{note}" if text else note, usage.total)
 
     async def _model_step(
         self,
@@ -161,6 +164,7 @@ class OpenAIAgent:
                     break
                 if specs:
                     outcome.pending.feed(chunk)
+                outcome.usage = Usage.of(_field(chunk, "usage")) or outcome.usage
                 text = _chunk_text(chunk)
                 if not text:
                     continue
@@ -181,6 +185,8 @@ class OpenAIAgent:
     ) -> dict[str, Any]:
         # Already JSON-shaped: the typed ``create`` would only walk it again to transform nothing.
         body: dict[str, Any] = {"model": self._model, "messages": messages, "stream": True}
+        # The model's own count comes in a last chunk only when asked for (OpenAI's streaming rule).
+        body["stream_options"] = {"include_usage": True}
         if self._temperature is not None:
             body["temperature"] = self._temperature
         if self._max_tokens is not None:
@@ -286,6 +292,22 @@ class _StepOutcome:
     text: str = ""
     pending: _PendingCalls = field(default_factory=_PendingCalls)
     failure: AgentFailed | None = None
+    usage: Usage | None = None
+    """The step's ``usage`` chunk (``stream_options.include_usage``), if the server sent one."""
+
+
+class _Tally:
+    """A turn's usage over its model calls; None unless every call reported its own."""
+
+    def __init__(self) -> None:
+        self.total: Usage | None = None
+        self._missing = False
+
+    def add(self, step: Usage | None) -> None:
+        if step is None:
+            self._missing, self.total = True, None
+        elif not self._missing:
+            self.total = step if self.total is None else self.total + step
 
 
 async def _run_calls(

@@ -50,6 +50,7 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir:
             timeout_seconds=config.agent.turn_timeout_seconds,
             silence_marker=config.agent.silence_marker,
             personas=personas(config),
+            profiles=config.agent.model_profiles(),
         ),
         scheduler=SchedulerSettings(
             max_concurrent_turns=config.scheduler.max_concurrent_turns,

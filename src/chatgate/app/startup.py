@@ -8,10 +8,13 @@ from pathlib import Path
 from chatgate.agents.base import Agent
 from chatgate.agents.deferred import DeferredAgent
 from chatgate.agents.echo import EchoAgent
+from chatgate.agents.profiled import ProfiledAgent
 from chatgate.app.config import GatewayConfig
+from chatgate.app.config.model import OpenAIConfig
 from chatgate.domain.errors import AddressInUse as AddressInUse
 from chatgate.domain.errors import CredentialInUse as CredentialInUse
 from chatgate.domain.errors import StartupError as StartupError
+from chatgate.domain.profiles import DEFAULT_PROFILE
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.store.base import Store
 from chatgate.store.sqlite import SqliteStore
@@ -19,30 +22,40 @@ from chatgate.store.sqlite import SqliteStore
 
 def build_agent(config: GatewayConfig) -> Agent:
     if config.agent.kind == "openai":
-        oa = config.agent.openai
-        api_key = os.environ.get(oa.api_key_env, "")
-        if not api_key:
-            raise StartupError(
-                f"agent.openai.api_key_env: environment variable {oa.api_key_env} is not set;"
-                " export it (any placeholder for a local server)"
-            )
+        named = {DEFAULT_PROFILE: config.agent.openai, **config.agent.profiles}
+        keys = {name: _api_key(name, profile) for name, profile in named.items()}
 
         def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
             from chatgate.agents.openai_agent import OpenAIAgent  # the SDK, in a thread after start
 
-            return OpenAIAgent(
-                base_url=oa.base_url,
-                model=oa.model,
-                api_key=api_key,
-                temperature=oa.temperature,
-                max_tokens=oa.max_tokens,
-                timeout_s=oa.timeout_seconds,
-            )
+            agents: dict[str, Agent] = {
+                name: OpenAIAgent(
+                    base_url=oa.base_url,
+                    model=oa.model,
+                    api_key=keys[name],
+                    temperature=oa.temperature,
+                    max_tokens=oa.max_tokens,
+                    timeout_s=oa.timeout_seconds,
+                )
+                for name, oa in named.items()
+            }
+            return agents[DEFAULT_PROFILE] if len(agents) == 1 else ProfiledAgent(agents)
 
         return DeferredAgent("openai", build)
     return EchoAgent(
         chunk_delay_ms=config.agent.echo.chunk_delay_ms, chunk_chars=config.agent.echo.chunk_chars
     )
+
+
+def _api_key(name: str, profile: OpenAIConfig) -> str:
+    api_key = os.environ.get(profile.api_key_env, "")
+    if not api_key:
+        where = "agent.openai" if name == DEFAULT_PROFILE else f"agent.profiles.{name}"
+        raise StartupError(
+            f"{where}.api_key_env: environment variable {profile.api_key_env} is not set;"
+            " export it (any placeholder for a local server)"
+        )
+    return api_key
 
 
 def build_store(config: GatewayConfig, state_dir: Path, metrics: GatewayMetrics) -> Store:

@@ -130,6 +130,7 @@ TABLES: tuple[Table, ...] = (
         ("session_id", "user_id", "cookie_hash", "via", "created_at", "expires_at", "ended_at"),
     ),
     Table("web_chats", ("platform", "chat_id", "owner_id", "title", "created_at")),
+    Table("session_profiles", ("session_key", "profile", "updated_at")),
 )  # fmt: skip
 
 

@@ -15,6 +15,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
+from chatgate.domain.usage import Usage
+
 KEY_PREFIX = "cg-"
 KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 _TOKEN_RE = re.compile(r"cg-([0-9a-f]{12})-[A-Za-z0-9_-]{43}")
@@ -74,6 +76,8 @@ class ApiExchange:
     admitted_at: float
     answer: str | None
     """The final's text (parts joined), or None while there is none."""
+    usage: Usage | None = None
+    """The final's token usage as the turn recorded it (None: a command's reply, an older row)."""
 
     @property
     def state(self) -> ExchangeStatus:

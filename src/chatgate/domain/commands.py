@@ -17,6 +17,7 @@ CONTROL_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("new", "start a fresh conversation (stops the running reply)", ("reset",)),
     CommandSpec("stop", "stop the running reply and drop queued messages"),
     CommandSpec("status", "show this session's state"),
+    CommandSpec("model", "/model <name>: switch this session's model (/model alone lists them)"),
     CommandSpec("approve", "run the command waiting for approval (/approve session or always: remember it)"),
     CommandSpec("deny", "do not run the command waiting for approval"),
     CommandSpec("remind", "/remind <when> <text>: a reminder once, e.g. /remind 10m stretch"),

@@ -62,6 +62,7 @@ _BEHAVIOUR: dict[str, tuple[Reply, bool, bool, bool]] = {
     "new": (_fixed("Started a new conversation. Dropped {cancelled} waiting message(s)."), True, True, False),
     "stop": (_fixed("Stopped. Dropped {cancelled} waiting message(s)."), True, False, False),
     "status": (_status, False, False, False),
+    "model": (_fixed("This gateway has one model profile (agent.profiles adds more)."), False, False, False),
     "approve": (_fixed(_NO_APPROVALS), False, False, True),
     "deny": (_fixed(_NO_APPROVALS), False, False, True),
     "remind": (_fixed(_NO_SCHEDULES), False, False, False),

@@ -28,6 +28,7 @@ from chatgate.domain.store_roles import (
     Outbox,
     Pairing,
     Schedules,
+    SessionProfiles,
     Tasks,
     Transcript,
 )
@@ -37,6 +38,7 @@ from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
 from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.model_command import ModelCommands
 from chatgate.engine.ports import Adapter, group_classifier
 from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
 from chatgate.engine.schedule_commands import ScheduleCommands
@@ -51,7 +53,18 @@ log = logging.getLogger(__name__)
 
 
 class EngineStore(
-    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Schedules, Tasks, Protocol
+    Lifecycle,
+    Inbox,
+    Leases,
+    Transcript,
+    Outbox,
+    Approvals,
+    Labels,
+    Pairing,
+    Schedules,
+    Tasks,
+    SessionProfiles,
+    Protocol,
 ):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
@@ -142,6 +155,7 @@ class Engine:
             sends=self.delivery,
         )
         self.schedules = self._build_schedules(settings.schedules)
+        self._add_model_commands(settings.turns)
 
     def _build_tasks(self, settings: TaskSettings | None) -> BackgroundTasks | None:
         if settings is None:
@@ -168,6 +182,12 @@ class Engine:
             return runners[0] if len(runners) == 1 else CombinedTools(runners)
 
         return for_turn
+
+    def _add_model_commands(self, turns: TurnSettings) -> None:
+        """``/model`` and ``/status`` (which names the session's profile) over the profiles."""
+        models = ModelCommands(self.store, turns.profiles)
+        self.admission.add_handler("model", models.model)
+        self.admission.add_handler("status", models.status)
 
     def _build_schedules(self, settings: ScheduleSettings | None) -> ScheduleRunner | None:
         if settings is None:

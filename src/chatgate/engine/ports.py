@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Inbound
@@ -23,6 +23,7 @@ from chatgate.domain.outbound import (
     TaskProgress,
 )
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.profiles import Profiles
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import (
@@ -366,6 +367,8 @@ class PlatformContext:
     auth_timeout: float = 10.0
     """Seconds a connection may take to prove who it is (``http.auth_timeout_seconds``): a web
     chat socket without an accepted hello by then is closed."""
+    profiles: Profiles = field(default_factory=Profiles)
+    """The model profiles (``agent.profiles``): what the API lists and a request's ``model`` picks."""
 
     def secret(self, name: str | None) -> str | None:
         """The value of the environment variable ``name`` (checked when the config loaded)."""

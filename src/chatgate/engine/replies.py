@@ -14,6 +14,7 @@ from chatgate.domain.outbound import FAILURE_KEY, PREVIEW_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxKind
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
+from chatgate.domain.usage import USAGE_KEY, Usage
 
 
 def reply_draft(
@@ -54,6 +55,7 @@ def final_drafts(
     reserve: str = "",
     route: Mapping[str, str] | None = None,
     failure: str | None = None,
+    usage: Usage | None = None,
 ) -> list[OutboxDraft]:
     """The final as one row per part, in order; the first part takes over the streamed preview.
 
@@ -71,5 +73,7 @@ def final_drafts(
             draft.target[PREVIEW_KEY] = preview_message_id
         if failure:
             draft.target[FAILURE_KEY] = failure
+        if index == 0 and usage is not None:
+            draft.target[USAGE_KEY] = usage.dumps()  # the API reads it back with the answer
         drafts.append(draft)
     return drafts

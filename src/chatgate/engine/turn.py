@@ -41,11 +41,13 @@ from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, 
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.shown import Shown
 from chatgate.domain.source import Source, egress_target
-from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
+from chatgate.domain.store_roles import Labels, SessionProfiles, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
+from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
 from chatgate.engine.ports import Adapter, EditablePlatform
+from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
@@ -74,6 +76,8 @@ class TurnSettings:
     """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
     personas: Personas = field(default_factory=Personas)
     """The operator's system prompt, by platform and chat (``domain/persona.py``)."""
+    profiles: Profiles = field(default_factory=Profiles)
+    """The model profiles; a turn runs on its session's (``engine/profile_choice.py``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +85,10 @@ class _Reply:
     text: str
     outcome: str
     preview_message_id: str | None = None
+    usage: Usage | None = None
 
 
-class TurnStore(Transcript, Labels, TurnJournal, Protocol):
+class TurnStore(Transcript, Labels, TurnJournal, SessionProfiles, Protocol):
     """The roles a turn reads, and the journal of what it records before the scheduler commits it."""
 
     async def outbox_status(self, idem_key: str) -> OutboxStatus | None: ...
@@ -186,6 +191,9 @@ class TurnRunner:
             reserve=self.settings.duplicate_marker,
             route=route,
             failure=None if reply.outcome == "ok" else reply.outcome,
+            usage=(reply.usage or estimate_usage(request.texts(), reply.text))
+            if reply.outcome == "ok"
+            else None,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 
@@ -270,6 +278,7 @@ class TurnRunner:
         shared = is_shared_session(source, self._policy_for(source.platform))
         messages = fold_edits([self._marked(i) for i in items])  # an edit of a waiting message updates it
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
+        profile = await chosen_profile(self._store, self.settings.profiles, claim)
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
         request = AgentRequest(
@@ -293,7 +302,7 @@ class TurnRunner:
             session_key=claim.session_key,
             tools=self._tools_for(claim, source, reply_to, route),
         )
-        return request, inputs
+        return fitted(request, profile), inputs
 
     def _marked(self, item: QueuedItem) -> Inbound:
         """A delegated task's completion admitted by an earlier process is marked restored."""
@@ -336,11 +345,11 @@ class TurnRunner:
     async def _reply(self, request: AgentRequest, consumer: StreamConsumer) -> _Reply:
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
-                text, outcome = await self._stream(request, consumer)
+                text, outcome, usage = await self._stream(request, consumer)
         except TimeoutError:
             error_id = new_error_id()
             text = turn_timeout_apology(self.settings.timeout_seconds, error_id)
-            outcome = "timeout"
+            outcome, usage = "timeout", None
             log.warning(
                 "the agent did not finish within %.0f s [%s]", self.settings.timeout_seconds, error_id,
                 extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
@@ -350,9 +359,9 @@ class TurnRunner:
             raise
         finally:
             await asyncio.shield(consumer.close())
-        return _Reply(text, outcome, consumer.state.message_id)
+        return _Reply(text, outcome, consumer.state.message_id, usage)
 
-    async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str]:
+    async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str, Usage | None]:
         await consumer.begin()
         so_far = ""
         calls: dict[str, ToolCall] = {}
@@ -361,7 +370,7 @@ class TurnRunner:
                 so_far += event.text
                 await consumer.update(so_far)
             elif isinstance(event, Final):
-                return event.text, "ok"
+                return event.text, "ok", event.usage
             elif isinstance(event, AgentFailed):
                 # One line per failure, for the operator; the user reads a short reason and the id.
                 # The gateway never resends a failed turn: ``transient`` says a resend could work.
@@ -371,7 +380,7 @@ class TurnRunner:
                     extra={"session_key": request.session_key, "error_id": error_id,
                            "kind": event.kind, "transient": event.retryable, "will_retry": False},
                 )  # fmt: skip
-                return apology(event.kind, error_id), OUTCOMES[event.kind]
+                return apology(event.kind, error_id), OUTCOMES[event.kind], None
             elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
                 await consumer.tasks.started(event.call)
                 if self.settings.tool_progress and consumer.status_lines:
@@ -387,4 +396,4 @@ class TurnRunner:
             "the agent ended its stream without an answer [%s]", Shown(error_id),
             extra={"session_key": request.session_key, "error_id": error_id, "will_retry": False},
         )  # fmt: skip
-        return so_far or apology("failed", error_id), "agent_error"
+        return so_far or apology("failed", error_id), "agent_error", None

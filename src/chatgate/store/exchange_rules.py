@@ -9,6 +9,7 @@ import json
 from abc import ABC, abstractmethod
 
 from chatgate.domain.api_keys import ApiExchange
+from chatgate.domain.usage import USAGE_KEY, Usage
 from chatgate.store.rows import Row
 
 INBOX_ROW = "seq, session_key, inbound_json, status, outcome, admitted_at"
@@ -23,8 +24,9 @@ class ExchangeStatements(ABC):
         """The ``INBOX_ROW`` columns of the delivery's inbox row."""
 
     @abstractmethod
-    async def final_parts(self, first: str) -> list[str]:
-        """The texts of the rows keyed ``first`` or ``first:<anything>``, in the order recorded."""
+    async def final_parts(self, first: str) -> list[tuple[str, str]]:
+        """The ``(text, target_json)`` of the rows keyed ``first`` or ``first:<anything>``, in the
+        order recorded."""
 
     @abstractmethod
     async def outbox_text(self, idem_key: str) -> str | None: ...
@@ -37,7 +39,12 @@ async def api_exchange(sql: ExchangeStatements, transport: str, delivery_id: str
         return None
     seq = int(row[0])
     parts = await sql.final_parts(f"final:{seq}")
-    answer = "".join(parts) if parts else await sql.outbox_text(f"cmd:{transport}:{delivery_id}")
+    answer = (
+        "".join(text for text, _ in parts)
+        if parts
+        else await sql.outbox_text(f"cmd:{transport}:{delivery_id}")
+    )
+    usage = Usage.loads(json.loads(parts[0][1]).get(USAGE_KEY)) if parts else None
     return ApiExchange(
         seq=seq,
         session_key=str(row[1]),
@@ -46,4 +53,5 @@ async def api_exchange(sql: ExchangeStatements, transport: str, delivery_id: str
         outcome=None if row[4] is None else str(row[4]),
         admitted_at=float(row[5]),
         answer=answer,
+        usage=usage,
     )

@@ -47,12 +47,6 @@ BAD_BODIES = [
         "messages.0.content",
         id="empty-text",
     ),
-    pytest.param(
-        b'{"model": "other", "messages": [{"role": "user", "content": "x"}]}',
-        "model_not_found",
-        "model",
-        id="unknown-model",
-    ),
 ]
 
 

@@ -103,12 +103,13 @@ async def test_a_request_of_its_own_carries_the_earlier_messages_it_was_sent_wit
     assert named.choices[0].message.content == "echo: second"  # the session keeps its own history
 
 
-async def test_models_lists_the_configured_model_and_another_model_is_a_400(api):
+async def test_models_lists_the_configured_model_and_another_model_is_a_404(api):
+    """As OpenAI answers a model it does not have: 404 ``model_not_found`` (profiles: test_api_models)."""
     world = await api(api={"model": "house-model"})
     async with world.client() as client:
         models = await client.models.list()
         assert [m.id for m in models.data] == ["house-model"]
-        with pytest.raises(openai.BadRequestError) as caught:
+        with pytest.raises(openai.NotFoundError) as caught:
             await client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
     assert caught.value.body["code"] == "model_not_found" and caught.value.body["param"] == "model"
     assert _inbox(world) == [(0,)]  # refused before admission: nothing ran

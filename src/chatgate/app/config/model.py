@@ -24,6 +24,7 @@ from chatgate.app.config.pairing import PairingConfig
 from chatgate.app.config.platforms import PlatformSections
 from chatgate.app.config.rates import RateLimitsConfig
 from chatgate.domain.errors import ConfigError as ConfigError
+from chatgate.domain.profiles import DEFAULT_PROFILE, PROFILE_NAME, ModelProfile, Profiles
 from chatgate.domain.shell.allow import load_allow
 from chatgate.domain.shell.danger import load_rules
 from chatgate.platforms.kit.section import EnvName, fold_literal_case
@@ -157,6 +158,17 @@ class OpenAIConfig(_Section):
     temperature: float | None = None
     max_tokens: int | None = Field(None, ge=1)
     timeout_seconds: float = Field(120.0, gt=0)
+    context_length: int | None = Field(None, ge=512)
+    """Tokens the model reads and writes per call: the history is trimmed to fit (unset: never)."""
+    vision: bool = False
+    """The model reads images."""
+
+    @model_validator(mode="after")
+    def _answer_fits(self) -> OpenAIConfig:
+        too_long = self.context_length is not None and (self.max_tokens or 0) >= self.context_length // 2
+        if too_long:
+            raise ValueError("max_tokens must be under half of context_length (the rest is the prompt's)")
+        return self
 
 
 class AgentConfig(_Section):
@@ -173,11 +185,50 @@ class AgentConfig(_Section):
     """A file to read the persona from at start (instead of ``system_prompt``)."""
     system_prompts: dict[str, str] = {}
     """Overrides by ``platform`` or ``platform:chat_id``; the most specific wins."""
+    profiles: dict[str, OpenAIConfig] = {}
+    """More models by name, beside ``openai`` (the ``default`` profile): ``/model NAME`` switches."""
 
     @model_validator(mode="after")
     def _one_persona_source(self) -> AgentConfig:
         if self.system_prompt and self.system_prompt_file:
             raise ValueError("set agent.system_prompt or agent.system_prompt_file, not both")
+        return self
+
+    @field_validator("profiles")
+    @classmethod
+    def _profile_names(cls, value: dict[str, OpenAIConfig]) -> dict[str, OpenAIConfig]:
+        seen: set[str] = set()
+        for name in value:
+            if not PROFILE_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name[:70]!r} is not a usable profile name: letters, digits and . _ : -"
+                    " (at most 64, starting with a letter or digit; it is typed after /model)"
+                )
+            if name.lower() == DEFAULT_PROFILE or name.lower() in seen:
+                raise ValueError(
+                    f"{name!r} is taken: 'default' is agent.openai, and names differ in more than case"
+                )
+            seen.add(name.lower())
+        return value
+
+    def model_profiles(self) -> Profiles:
+        """What the engine and the API know of the profiles: ``default`` (``agent.openai``) first."""
+        if self.kind != "openai":
+            return Profiles((ModelProfile(DEFAULT_PROFILE, model=self.kind),))
+        named = {DEFAULT_PROFILE: self.openai, **self.profiles}
+        return Profiles(
+            tuple(
+                ModelProfile(name, p.model, p.context_length, p.max_tokens, p.vision)
+                for name, p in named.items()
+            )
+        )
+
+    @model_validator(mode="after")
+    def _profiles_need_openai(self) -> AgentConfig:
+        if self.profiles and self.kind != "openai":
+            raise ValueError(
+                "agent.profiles needs agent.kind: openai (the profiles are OpenAI-compatible models)"
+            )
         return self
 
 

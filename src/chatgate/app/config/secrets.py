@@ -52,6 +52,12 @@ def check_secrets(config: GatewayConfig, environ: Mapping[str, str]) -> None:
             f"agent.openai.api_key_env: environment variable {config.agent.openai.api_key_env}"
             " is not set; export it with your API key (the key never goes in the YAML file)"
         )
+    for name, profile in config.agent.profiles.items():
+        if not environ.get(profile.api_key_env):
+            raise ConfigError(
+                f"agent.profiles.{name}.api_key_env: environment variable {profile.api_key_env} is not"
+                " set; export it with the profile's API key (any placeholder for a local server)"
+            )
     check_platforms(config, environ)
     store = config.store
     if store.url is not None and store.password_env and not environ.get(store.password_env):

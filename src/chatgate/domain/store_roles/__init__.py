@@ -278,6 +278,18 @@ class Labels(Protocol):
     async def chat_labels(self, platform: str, scope: str | None, chat_id: str) -> ChatLabels: ...
 
 
+class SessionProfiles(Protocol):
+    """Each session's model profile (``/model NAME``), by session key: it outlives ``/new``."""
+
+    async def session_profile(self, session_key: str) -> str | None:
+        """The profile the session chose; None: it never chose (the default applies)."""
+        ...
+
+    async def set_session_profile(self, session_key: str, profile: str, now: float) -> None:
+        """Record the choice (committed on return; the same choice again changes nothing)."""
+        ...
+
+
 # ---------------------------------------------------------------- pairing
 
 
@@ -360,6 +372,7 @@ ROLES: tuple[type, ...] = (
     Approvals,
     Cursors,
     Labels,
+    SessionProfiles,
     Pairing,
     ApiKeys,
     Exchanges,

@@ -51,6 +51,8 @@ class ApiSettings:
     """``append``, ``replace`` or ``ignore`` the client's system messages (``asks.instructions``)."""
     keys: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
     """Key id to its own persona and rule (None: the defaults)."""
+    profiles: tuple[str, ...] = ()
+    """The model profiles a request's ``model`` may name besides ``model`` (none with one profile)."""
 
 
 class ApiStore(ApiKeys, Exchanges, ApprovalReads, Protocol):

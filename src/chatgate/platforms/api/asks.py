@@ -33,15 +33,23 @@ def _header(headers: Mapping[str, str], name: str, shown: str) -> str | None:
         raise ApiError(400, "invalid_header", f"{shown}: 1 to 256 printable characters", param=shown) from exc
 
 
-def check_model(adapter: ApiAdapter, model: str) -> None:
-    if model != adapter.settings.model:
-        raise ApiError(
-            400,
-            "model_not_found",
-            f"the model {model[:80]!r} is not served here; use {adapter.settings.model!r}"
-            " (GET /v1/models lists it; platforms.api.model sets it)",
-            param="model",
-        )
+def check_model(adapter: ApiAdapter, model: str) -> str | None:
+    """The profile a request's ``model`` picks: None for the API's own name (the conversation's
+    ``/model`` choice), a profile's name for that profile; 404 for anything else, as OpenAI's."""
+    settings = adapter.settings
+    if model == settings.model:
+        return None
+    by_name = {name.lower(): name for name in settings.profiles}
+    if model.lower() in by_name:
+        return by_name[model.lower()]
+    served = ", ".join(repr(m) for m in (settings.model, *settings.profiles))
+    raise ApiError(
+        404,
+        "model_not_found",
+        f"the model {model[:80]!r} is not served here; use one of {served}"
+        " (GET /v1/models lists them; platforms.api.model and agent.profiles set them)",
+        param="model",
+    )
 
 
 def _text(messages: Sequence[ChatMessage | InputMessage], own_chat: bool, where: str) -> str:
@@ -89,7 +97,7 @@ def chat_ask(
     headers: Mapping[str, str],
     request: str,
 ) -> Ask:
-    check_model(adapter, body.model)
+    profile = check_model(adapter, body.model)
     name = _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation") or body.user
     delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
     text = _text(body.messages, name is None, f"messages.{len(body.messages) - 1}")
@@ -105,6 +113,7 @@ def chat_ask(
         conversation=name,
         request=request,
         instructions=rule,
+        profile=profile,
     )
 
 
@@ -115,7 +124,7 @@ async def response_ask(
     headers: Mapping[str, str],
     request: str,
 ) -> Ask:
-    check_model(adapter, body.model)
+    profile = check_model(adapter, body.model)
     named = body.conversation_name()
     if named is not None and body.previous_response_id is not None:
         raise ApiError(
@@ -146,4 +155,6 @@ async def response_ask(
     chat_id = chat_id or chat_for(key.key_id, named, delivery_id)
     after = body.previous_response_id
     rule = instructions(adapter, key, _system_text(messages, body.instructions))
-    return Ask(key, delivery_id, chat_id, text, "responses", body.model, named, after, request, rule)
+    return Ask(
+        key, delivery_id, chat_id, text, "responses", body.model, named, after, request, rule, profile=profile
+    )

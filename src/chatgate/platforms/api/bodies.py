@@ -48,10 +48,16 @@ class ChatMessage(_Body):
         return self.content or ""
 
 
+class StreamOptions(_Body):
+    include_usage: bool = False
+    """End the stream with a chunk carrying the request's ``usage`` (``choices`` empty)."""
+
+
 class ChatCompletionRequest(_Body):
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     stream: bool = False
+    stream_options: StreamOptions | None = None
     user: Name | None = None
 
 

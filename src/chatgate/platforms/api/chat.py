@@ -31,6 +31,7 @@ from chatgate.platforms.api.lane import (
     owned_exchange,
 )
 from chatgate.platforms.api.unsupported import check_chat
+from chatgate.platforms.api.usage import chat_usage, usage_of
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -98,7 +99,9 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
             raise error
         if body.stream:
             streaming = StreamingResponse(
-                _stream(started, first, updates),
+                _stream(
+                    started, first, updates, bool(body.stream_options and body.stream_options.include_usage)
+                ),
                 media_type="text/event-stream",
                 headers=SSE_HEADERS,
                 background=BackgroundTask(finish, adapter, started),
@@ -115,8 +118,9 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
                     raise approval_required(started, update.body["approval"])
                 if isinstance(update, Done):
                     ident, model = f"chatcmpl-{started.ask.delivery_id}", started.ask.model
+                    usage = chat_usage(usage_of(update.exchange, started.ask.text, update.text))
                     return JSONResponse(
-                        shapes.completion(ident, started.created, model, update.text, FINISH_REASON)
+                        shapes.completion(ident, started.created, model, update.text, FINISH_REASON, usage)
                     )
                 update = await anext(updates, None)
     finally:
@@ -127,7 +131,9 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     )
 
 
-async def _stream(started: Started, first: Update | None, rest: AsyncIterator[Update]) -> AsyncIterator[str]:
+async def _stream(
+    started: Started, first: Update | None, rest: AsyncIterator[Update], include_usage: bool
+) -> AsyncIterator[str]:
     ident, created, model = f"chatcmpl-{started.ask.delivery_id}", started.created, started.ask.model
 
     async def updates() -> AsyncIterator[Update]:
@@ -157,6 +163,9 @@ async def _stream(started: Started, first: Update | None, rest: AsyncIterator[Up
                 if left:
                     yield shapes.sse(shapes.chunk(ident, created, model, {"content": left}))
                 yield shapes.sse(shapes.chunk(ident, created, model, {}, FINISH_REASON))
+                if include_usage:
+                    usage = chat_usage(usage_of(update.exchange, started.ask.text, update.text))
+                    yield shapes.sse(shapes.usage_chunk(ident, created, model, usage))
         yield shapes.sse("[DONE]")
 
 
@@ -176,5 +185,6 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
         raise failure_error(done)
     model = str(meta_of(exchange).get("model") or adapter.settings.model)
     created = int(exchange.admitted_at)
-    body = shapes.completion(f"chatcmpl-{delivery_id}", created, model, done.text, FINISH_REASON)
+    usage = chat_usage(usage_of(exchange, "", done.text))
+    body = shapes.completion(f"chatcmpl-{delivery_id}", created, model, done.text, FINISH_REASON, usage)
     return JSONResponse(body)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.persona import INSTRUCTIONS_KEY
+from chatgate.domain.profiles import PROFILE_KEY
 from chatgate.domain.source import Source
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
 from chatgate.platforms.api.errors import ApiError
@@ -67,11 +68,18 @@ class Ask:
     """The digest of the request body (``bodies.request_digest``): what an Idempotency-Key binds."""
     instructions: dict[str, str] | None = None
     """The persona rule for this request (``asks.instructions``), for the engine."""
+    profile: str | None = None
+    """The model profile the request's ``model`` named, for this turn (None: the session's)."""
 
     def inbound(self) -> Inbound:
         meta: dict[str, str | None] = {"endpoint": self.endpoint, "model": self.model}
         meta |= {"conversation": self.conversation, "previous_response_id": self.previous}
         meta["request"] = self.request
+        payload: dict[str, object] = {"api": meta}
+        if self.instructions:
+            payload[INSTRUCTIONS_KEY] = self.instructions
+        if self.profile is not None:
+            payload[PROFILE_KEY] = self.profile
         return Inbound(
             transport=PLATFORM,
             delivery_id=self.delivery_id,
@@ -85,9 +93,7 @@ class Ask:
             text=self.text,
             message_ref=self.delivery_id,
             received_at=time.time(),
-            payload={"api": meta, INSTRUCTIONS_KEY: self.instructions}
-            if self.instructions
-            else {"api": meta},
+            payload=payload,
         )
 
 

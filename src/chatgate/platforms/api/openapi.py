@@ -191,8 +191,9 @@ def _paths() -> dict[str, Any]:
     }
 
 
-def openapi_document(model: str) -> dict[str, Any]:
-    """The document for a gateway serving ``model`` (the only value ``model`` may take)."""
+def openapi_document(model: str, profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The document for a gateway serving ``model`` and the model ``profiles`` (the values
+    ``model`` may take; a profile's name is matched in any case, which an enum cannot say)."""
     requests = [
         (ChatCompletionRequest, "validation"),
         (ResponseRequest, "validation"),
@@ -201,7 +202,7 @@ def openapi_document(model: str) -> dict[str, Any]:
     _, defs = models_json_schema(requests, ref_template=_REF)  # type: ignore[arg-type]
     schemas = {**defs["$defs"], **RESPONSE_SCHEMAS}
     for name in ("ChatCompletionRequest", "ResponseRequest"):
-        schemas[name]["properties"]["model"] = {"type": "string", "enum": [model]}
+        schemas[name]["properties"]["model"] = {"type": "string", "enum": [model, *profiles]}
     paths = _paths()
     for path in ("/v1/chat/completions", "/v1/responses"):
         paths[path]["post"]["requestBody"]["content"]["application/json"]["example"]["model"] = model

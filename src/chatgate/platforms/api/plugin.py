@@ -46,6 +46,7 @@ class ApiPlugin(Plugin[ApiSection]):
             max_waiting=section.max_waiting,
             client_system=section.client_system,
             keys={key: (p.system_prompt, p.client_system) for key, p in section.keys.items()},
+            profiles=ctx.profiles.names if len(ctx.profiles.all) > 1 else (),
         )
         adapter = ApiAdapter(ctx.store, ctx.intake, settings)
         return PlatformBuild(adapters=[adapter], routes=api_routes(adapter))

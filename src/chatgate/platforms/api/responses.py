@@ -34,14 +34,22 @@ from chatgate.platforms.api.lane import (
     owned_exchange,
 )
 from chatgate.platforms.api.unsupported import check_responses
+from chatgate.platforms.api.usage import response_usage, usage_of
 
 _ENDED = {"completed": "response.completed", "failed": "response.failed", "cancelled": "response.incomplete"}
 
 
 def _object(
-    started: Started, status: str, text: str | None = None, extra: dict[str, Any] | None = None
+    started: Started,
+    status: str,
+    text: str | None = None,
+    extra: dict[str, Any] | None = None,
+    done: Done | None = None,
 ) -> dict[str, Any]:
     ask = started.ask
+    usage = None
+    if done is not None and done.state == "completed":
+        usage = response_usage(usage_of(done.exchange, ask.text, done.text))
     return shapes.response(
         ask.delivery_id,
         started.created,
@@ -51,6 +59,7 @@ def _object(
         previous=ask.previous,
         conversation=ask.conversation,
         extra=extra,
+        usage=usage,
     )
 
 
@@ -80,7 +89,7 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
                 if isinstance(update, Done) and update.state == "failed":
                     raise failure_error(update)  # 502/503/504, as OpenAI reports an upstream failure
                 if isinstance(update, Done):
-                    return JSONResponse(_object(started, update.state, update.text))
+                    return JSONResponse(_object(started, update.state, update.text, done=update))
                 if isinstance(update, Closed):
                     raise closed_error(update)
     finally:
@@ -120,7 +129,8 @@ def _closing(started: Started, event: _Events, item_id: str, done: Done) -> Iter
     item = shapes.message_item(started.ask.delivery_id, done.text)
     yield event("response.output_item.done", output_index=0, item=item)
     yield event(
-        _ENDED.get(done.state, "response.completed"), response=_object(started, done.state, done.text)
+        _ENDED.get(done.state, "response.completed"),
+        response=_object(started, done.state, done.text, done=done),
     )
 
 
@@ -174,15 +184,18 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
     meta = meta_of(exchange)
     state = exchange.state
     extra = {"pending_approvals": await _pending(adapter, exchange)} if state == "in_progress" else None
+    answer = exchange.answer or ""
+    usage = response_usage(usage_of(exchange, "", answer)) if state == "completed" else None
     previous, conversation = meta.get("previous_response_id"), meta.get("conversation")
     body = shapes.response(
         delivery_id_of(ident) or "",
         int(exchange.admitted_at),
         str(meta.get("model") or adapter.settings.model),
         state,
-        text=None if state == "in_progress" else (exchange.answer or ""),
+        text=None if state == "in_progress" else answer,
         previous=previous if isinstance(previous, str) else None,
         conversation=conversation if isinstance(conversation, str) else None,
         extra=extra,
+        usage=usage,
     )
     return JSONResponse(body)

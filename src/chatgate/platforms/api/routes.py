@@ -37,11 +37,12 @@ def _guarded(adapter: ApiAdapter, handler: Handler) -> Callable[[Request], Await
 
 async def _models(adapter: ApiAdapter, request: Request) -> Response:
     await adapter.authenticate(request)
-    return JSONResponse(shapes.model_list(adapter.settings.model, adapter.started))
+    settings = adapter.settings
+    return JSONResponse(shapes.model_list((settings.model, *settings.profiles), adapter.started))
 
 
 def api_routes(adapter: ApiAdapter) -> list[BaseRoute]:
-    document = openapi_document(adapter.settings.model)
+    document = openapi_document(adapter.settings.model, adapter.settings.profiles)
     adapter.started = int(time.time())
 
     async def openapi(request: Request) -> Response:

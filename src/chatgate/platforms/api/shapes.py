@@ -18,14 +18,24 @@ KEEPALIVE = ": keepalive\n\n"
 """An SSE comment: keeps proxies from closing a stream that waits (for a tool, an approval)."""
 
 
-def model_list(model: str, created: int) -> dict[str, Any]:
+def model_list(models: tuple[str, ...], created: int) -> dict[str, Any]:
+    """The API's own name first (the conversation's profile), then each profile by name."""
     return {
         "object": "list",
-        "data": [{"id": model, "object": "model", "created": created, "owned_by": "chatgate"}],
+        "data": [
+            {"id": model, "object": "model", "created": created, "owned_by": "chatgate"} for model in models
+        ],
     }
 
 
-def completion(ident: str, created: int, model: str, text: str, finish: str = "stop") -> dict[str, Any]:
+def completion(
+    ident: str,
+    created: int,
+    model: str,
+    text: str,
+    finish: str = "stop",
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
         "id": ident,
         "object": "chat.completion",
@@ -39,7 +49,20 @@ def completion(ident: str, created: int, model: str, text: str, finish: str = "s
                 "logprobs": None,
             }
         ],
-        "usage": None,
+        "usage": usage,
+    }
+
+
+def usage_chunk(ident: str, created: int, model: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """The last chunk of a stream asked for with ``stream_options.include_usage``: as OpenAI
+    sends it, ``choices`` empty and the whole request's ``usage``."""
+    return {
+        "id": ident,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage,
     }
 
 
@@ -94,6 +117,7 @@ def response(
     previous: str | None = None,
     conversation: str | None = None,
     extra: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A Responses API ``response`` object; ``text`` becomes its one output message."""
     failed = status == "failed"
@@ -115,7 +139,7 @@ def response(
         "tool_choice": "auto",
         "tools": [],
         "top_p": None,
-        "usage": None,
+        "usage": usage,
     }
     if extra:
         body["chatgate"] = extra

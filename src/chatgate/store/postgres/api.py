@@ -55,17 +55,17 @@ class ExchangeSql(ExchangeStatements):
         sql = f"SELECT {INBOX_ROW} FROM inbox WHERE transport = $1 AND delivery_id = $2"
         return await self._c.fetchrow(sql, transport, delivery_id)
 
-    async def final_parts(self, first: str) -> list[str]:
+    async def final_parts(self, first: str) -> list[tuple[str, str]]:
         rows = await self._c.fetch(
             # The parts' range under the C collation (a database's own may not order ':' before ';'),
             # which the ``outbox_idem_bytes`` index serves.
-            "SELECT text FROM outbox WHERE idem_key = $1"
+            "SELECT text, target_json FROM outbox WHERE idem_key = $1"
             ' OR (idem_key COLLATE "C" > $2 AND idem_key COLLATE "C" < $3) ORDER BY id',
             first,
             first + ":",
             first + ";",
         )
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     async def outbox_text(self, idem_key: str) -> str | None:
         text = await self._c.fetchval("SELECT text FROM outbox WHERE idem_key = $1", idem_key)

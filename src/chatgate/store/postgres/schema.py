@@ -315,6 +315,14 @@ MIGRATIONS: tuple[str, ...] = (
     JOIN web_chats w ON w.platform = s.platform AND w.chat_id = s.chat_id
     WHERE t.role = 'user';
     """,
+    # 12 -> 13: model profiles (issue 28), as on SQLite: a session's ``/model`` choice by its key.
+    """
+    CREATE TABLE session_profiles (
+        session_key  TEXT PRIMARY KEY,
+        profile      TEXT NOT NULL,
+        updated_at   DOUBLE PRECISION NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,7 @@ from chatgate.store.postgres.leases import PgLeases
 from chatgate.store.postgres.lifecycle import PgLifecycle
 from chatgate.store.postgres.outbox import PgOutbox
 from chatgate.store.postgres.pairing import PgPairing
+from chatgate.store.postgres.profiles import PgSessionProfiles
 from chatgate.store.postgres.schedules import PgSchedules
 from chatgate.store.postgres.tasks import PgTasks
 from chatgate.store.postgres.transcript import PgTranscript
@@ -36,6 +37,7 @@ class PostgresStore(
     PgApprovals,
     PgCursors,
     PgLabels,
+    PgSessionProfiles,
     PgPairing,
     PgApiKeys,
     PgSchedules,

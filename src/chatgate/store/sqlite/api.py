@@ -52,12 +52,13 @@ class ExchangeSql(ExchangeStatements):
         row: Row | None = self._c.execute(sql, (transport, delivery_id)).fetchone()
         return row
 
-    async def final_parts(self, first: str) -> list[str]:
+    async def final_parts(self, first: str) -> list[tuple[str, str]]:
         rows = self._c.execute(
-            "SELECT text FROM outbox WHERE idem_key = ? OR (idem_key > ? AND idem_key < ?) ORDER BY id",
+            "SELECT text, target_json FROM outbox"
+            " WHERE idem_key = ? OR (idem_key > ? AND idem_key < ?) ORDER BY id",
             (first, first + ":", first + ";"),
         ).fetchall()
-        return [str(r[0]) for r in rows]
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     async def outbox_text(self, idem_key: str) -> str | None:
         row = self._c.execute("SELECT text FROM outbox WHERE idem_key = ?", (idem_key,)).fetchone()

@@ -302,6 +302,15 @@ MIGRATIONS: tuple[str, ...] = (
     JOIN web_chats w ON w.platform = s.platform AND w.chat_id = s.chat_id
     WHERE t.role = 'user';
     """,
+    # 12 -> 13: model profiles (issue 28). A session's ``/model`` choice, by session key (it
+    # outlives ``/new``); a session that never chose has no row and uses the default profile.
+    """
+    CREATE TABLE session_profiles (
+        session_key  TEXT PRIMARY KEY,
+        profile      TEXT NOT NULL,
+        updated_at   REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -23,6 +23,7 @@ from chatgate.store.sqlite.leases import SqliteLeases
 from chatgate.store.sqlite.lifecycle import SqliteLifecycle
 from chatgate.store.sqlite.outbox import SqliteOutbox
 from chatgate.store.sqlite.pairing import SqlitePairing
+from chatgate.store.sqlite.profiles import SqliteSessionProfiles
 from chatgate.store.sqlite.schedules import SqliteSchedules
 from chatgate.store.sqlite.side import SideDatabase
 from chatgate.store.sqlite.tasks import SqliteTasks
@@ -39,6 +40,7 @@ class SqliteStore(
     SqliteApprovals,
     SqliteCursors,
     SqliteLabels,
+    SqliteSessionProfiles,
     SqlitePairing,
     SqliteApiKeys,
     SqliteSchedules,
