@@ -73,19 +73,7 @@ class GatewayMetrics:
             ["platform", "op"],
             registry=r,
         )
-        self.undelivered_replies = Gauge(
-            "chatgate_undelivered_replies", "Replies recorded and not yet delivered", registry=r
-        )
-        self.oldest_undelivered_seconds = Gauge(
-            "chatgate_oldest_undelivered_seconds",
-            "Age of the oldest reply not yet delivered (0: none)",
-            registry=r,
-        )
-        self.stuck_replies = Gauge(
-            "chatgate_stuck_replies",
-            "Replies at the head of their chat for over 2 minutes, claimed or due, and not delivered",
-            registry=r,
-        )
+        self.undelivered_replies, self.oldest_undelivered_seconds, self.stuck_replies = _reply_gauges(r)
         self.adapter_connected = Gauge(
             "chatgate_adapter_connected",
             "1 when the adapter is connected to its platform",
@@ -97,3 +85,20 @@ class GatewayMetrics:
         """Called from the writer thread; prometheus_client metrics are thread-safe."""
         self.commit_batch.observe(writes)
         self.commit_seconds.observe(seconds)
+
+
+def _reply_gauges(r: CollectorRegistry) -> tuple[Gauge, Gauge, Gauge]:
+    """The outbox's backlog as ``engine/stuck_replies.py`` reads it."""
+    return (
+        Gauge("chatgate_undelivered_replies", "Replies recorded and not yet delivered", registry=r),
+        Gauge(
+            "chatgate_oldest_undelivered_seconds",
+            "Age of the oldest reply not yet delivered (0: none)",
+            registry=r,
+        ),
+        Gauge(
+            "chatgate_stuck_replies",
+            "Replies at the head of their chat for over 2 minutes, claimed or due, and not delivered",
+            registry=r,
+        ),
+    )
