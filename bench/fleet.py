@@ -7,8 +7,10 @@ fresh PostgreSQL schema. Web chat clients (one WebSocket per chat, spread over t
 processes' ports) each send M messages keeping at most K waiting for their final, and
 confirm every final. It checks that every message got exactly one final, in order.
 
-Figures per run: ``messages_per_s`` (finals / wall time, first send to last final) and
-``latency_ms`` (send to final: p50, p99, max). ``db_limit`` names, per agent, the first
+Figures per run: ``messages_per_s`` (finals / wall time, first send to last final),
+``latency_ms`` (send to final: p50, p99, max) and ``cpu_ms_per_message``: the gateways' CPU
+and the CPU of the PostgreSQL server processes serving them (found by application name),
+from the first send to the last final, per message. ``db_limit`` names, per agent, the first
 process count whose throughput rose less than 20 % over one process fewer: from there on,
 adding processes does not help (the database, or this machine, is the limit). Prints one
 JSON object on stdout; progress goes to stderr.
@@ -64,6 +66,30 @@ async def chat(port: int, chat_id: str, messages: int, window: int, latencies: l
     return finals
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a live process, from /proc (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def backend_pids(schema: str | None) -> list[int]:
+    """The PostgreSQL server processes serving this run's gateways (by application name)."""
+    if schema is None:
+        return []
+    conn = await asyncpg.connect(DSN)
+    try:
+        rows = await conn.fetch(
+            f'SELECT a.pid FROM pg_stat_activity a JOIN "{schema}".processes p'
+            " ON a.application_name = 'chatgate ' || p.holder"
+        )
+    finally:
+        await conn.close()
+    return [int(r[0]) for r in rows]
+
+
 async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="chatgate-fleet-", dir=args.dir))
     config = {"store": store, "agent": {"echo": AGENTS[agent]}, "shutdown": {"drain_seconds": 1}}
@@ -78,6 +104,9 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
         gateways.append(await start_process(cmd, env, home / "gateway.log"))
     drains = [asyncio.create_task(drain(proc.stdout)) for proc, _, _ in gateways]
     latencies: list[float] = []
+    schema = store.get("postgres", {}).get("schema")
+    gateway_cpu = sum(cpu_seconds(proc.pid) for proc, _, _ in gateways)
+    backends = {pid: cpu_seconds(pid) for pid in await backend_pids(schema)}
     started = time.perf_counter()
     results = await asyncio.gather(
         *(
@@ -86,6 +115,8 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
         )
     )
     wall = time.perf_counter() - started
+    gateway_cpu = sum(cpu_seconds(proc.pid) for proc, _, _ in gateways) - gateway_cpu
+    database_cpu = sum(cpu_seconds(pid) - backends.get(pid, 0.0) for pid in await backend_pids(schema))
     for proc, _, _ in gateways:
         await stop_gateway(proc, 30)
     await asyncio.gather(*drains)
@@ -98,6 +129,10 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
         "latency_ms": {q: round(1000 * percentile(latencies, v), 1) for q, v in (("p50", 0.5), ("p99", 0.99))}
         | {"max": round(1000 * latencies[-1], 1) if latencies else None},
         "correct": correct,
+        "cpu_ms_per_message": {
+            "gateways": round(1000 * gateway_cpu / (args.chats * args.messages), 2),
+            "postgres": round(1000 * database_cpu / (args.chats * args.messages), 2) if schema else None,
+        },
     }
 
 
