@@ -3,7 +3,7 @@
 Issue 33, item 3: a preview was skipped whenever another call held the next platform slot
 (Slack's 20 calls/s puts 50 ms between calls), and 37 of 100 three-second replies showed
 nothing until their final. A preview now books the next free slot and shows the newest
-text when it comes. Twenty conversations stream a ~3 s reply each at once, through the
+text when it comes. Twenty conversations stream a ~4 s reply each at once, through the
 real gateway and slack-sdk against the fake Slack; every check reads the fake's call log
 (arrival times), never a timer around our code. The fake and the gateway share one event
 loop, so a window check allows the worst stall the gateway's loop-lag monitor measured.
@@ -22,7 +22,7 @@ from slack_fake.webapi import Call
 from telegram_double import Gateways, busiest
 
 CHATS = 20
-SLOW = {"echo": {"chunk_delay_ms": 100, "chunk_chars": 3}}
+SLOW = {"echo": {"chunk_delay_ms": 150, "chunk_chars": 3}}
 TEXT = "a question whose answer streams for about three seconds, long enough for a preview"
 THREAD = "1700000000.000500"
 JITTER = 0.1
