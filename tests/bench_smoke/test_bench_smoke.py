@@ -244,6 +244,14 @@ def test_slack_ack_bench_quick_run_acknowledges_and_answers_every_event(tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+def test_slack_previews_bench_quick_run_seals_every_reply_and_reports_the_previews(tmp_path: Path) -> None:
+    result = run_bench("slack_previews.py", "--dir", str(tmp_path))
+    assert result["replies"] == 5 and result["correct"] is True
+    for key in ("without_preview", "previews_per_reply", "min_channel_gap_s", "busiest_second", "errors_429"):
+        assert key in result
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_fleet_bench_quick_run_reports_sqlite_and_each_fleet_size_for_both_agents() -> None:
     from support.postgres import require_postgres
 

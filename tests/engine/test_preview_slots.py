@@ -90,15 +90,29 @@ async def test_the_final_overtakes_a_preview_still_waiting_and_gets_its_slot_bac
     assert budget.delay(PLATFORM, "c1", now=at) == free, "the final would wait behind a ghost preview"
 
 
-async def test_a_slot_further_than_one_interval_is_not_booked() -> None:
+async def test_a_first_preview_books_as_far_ahead_as_typing_and_later_ones_one_interval() -> None:
+    """The first preview is the turn's sign of life, worth a slot as far ahead as a typing
+    indicator takes (``typing_every``, 4 s); a later one is not worth more than an interval."""
     budget = RateBudget()
-    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))
+    budget.configure(PLATFORM, PlatformLimits(max_rate=0.2))  # 5 s between calls
     platform = Recorder(edit_interval=0.5)
     consumer = _consumer(platform, budget)
-    budget.take(PLATFORM, "someone else")  # the next slot is a second away: more than an interval
+    budget.take(PLATFORM, "someone else")  # the next slot is 5 s away: further than typing's 4 s
     at = time.monotonic()
     before = budget.delay(PLATFORM, "c2", now=at)
     await consumer.update("a reply", force=True)
     assert budget.delay(PLATFORM, "c2", now=at) == before, "booked a slot it would not wait for"
     await consumer.close()
-    assert platform.history == []
+
+    budget = RateBudget()
+    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))  # 1 s between calls
+    platform = Recorder(edit_interval=0.5)
+    consumer = _consumer(platform, budget)
+    await consumer.update("one", force=True)  # the platform is free: sent at once
+    assert platform.history == [("send", "one" + PREVIEW_CURSOR)]
+    at = time.monotonic()
+    before = budget.delay(PLATFORM, "c2", now=at)  # ~1 s: more than one interval away
+    await consumer.update("one two", force=True)
+    assert budget.delay(PLATFORM, "c2", now=at) == before, "an edit booked further than an interval"
+    await consumer.close()
+    assert platform.history == [("send", "one" + PREVIEW_CURSOR)]

@@ -10,10 +10,11 @@ is that stream, opened and extended with the reply so far and no cursor, and the
 final's edit seals it. Previews are best effort: a rate-limited,
 failing or slow platform only makes them sparser, never delays the turn.
 
-A preview whose slot in the rate budget is taken books the next free one (within one
-interval) and shows the newest text when it comes: updates meanwhile are coalesced into
-that one call. The end of the turn drops a preview still waiting and gives its slot back,
-so the final never waits behind a preview that did not go.
+A preview whose slot in the rate budget is taken books the next free one (the first as far
+ahead as typing, later ones within one interval) and shows the newest text when it comes:
+updates meanwhile are coalesced into that one call. The end of the turn drops a preview
+still waiting and gives its slot back, so the final never waits behind a preview that did
+not go.
 
 The preview's message id is handed to ``on_message`` as soon as the platform names it,
 so the turn records it durably: a process killed mid-stream leaves its successor the
@@ -150,6 +151,12 @@ class StreamConsumer:
         return self._stream is None and not self.tasks.native and (caps is None or caps.status_lines)
 
     @property
+    def _patience(self) -> float:
+        """How far ahead a preview books its slot: the first, the turn's sign of life, as far as
+        a typing indicator does (``typing_every``); later ones at most one interval."""
+        return max(self._interval, self._typing_every) if self.state.message_id is None else self._interval
+
+    @property
     def _chat(self) -> str:
         return self._source.chat_id or ""
 
@@ -268,8 +275,8 @@ class StreamConsumer:
             await self._settle_first_send(0)
             if self._first_send is not None:
                 return  # the first send is still unanswered: a second one would be a second message
-        if self._budget.delay(self._platform, self._chat) > self._interval:
-            return  # no slot within an interval (a busy or paused platform): ask at the next one
+        if self._budget.delay(self._platform, self._chat) > self._patience:
+            return  # no slot near enough (a saturated or paused platform): ask at the next interval
         booking = self._budget.book(self._platform, self._chat)
         if booking.wait <= 0:
             await self._show(payload)
