@@ -70,6 +70,8 @@ async def test_a_switched_session_and_an_untouched_one_keep_their_profiles_acros
             if gateway.proc is not None and gateway.proc.returncode is None:
                 await gateway.terminate()
     assert switched.startswith("Switched this session to fast"), logs[-2000:]
+    started = (tmp_path / "gateway-1.log").read_text(errors="replace")
+    assert f"agent openai (model m-main at {model.base_url}; profiles default, fast)" in started
     assert _model_for(model, "ann before") == _model_for(model, "ann after") == ["m-fast"]
     assert _model_for(model, "bob before") == _model_for(model, "bob after") == ["m-main"]
     assert ann_status.endswith("Model profile: fast (m-fast, 8192 tokens)")

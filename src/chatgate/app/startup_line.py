@@ -25,7 +25,8 @@ def startup_line(config: GatewayConfig, state_dir: Path, adapters: Mapping[str, 
         database = f"{config.store.url} (schema {config.store.postgres.schema_})"
     agent: str = config.agent.kind
     if agent == "openai":
-        agent += f" (model {config.agent.openai.model} at {config.agent.openai.base_url})"
+        more = f"; profiles default, {', '.join(config.agent.profiles)}" if config.agent.profiles else ""
+        agent += f" (model {config.agent.openai.model} at {config.agent.openai.base_url}{more})"
     platforms = ", ".join(f"{name} ({_state(adapter)})" for name, adapter in sorted(adapters.items()))
     return (
         f"chatgate {__version__} started: state dir {state_dir}, store {config.store.backend}"

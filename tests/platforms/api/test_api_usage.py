@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from langchain_openai import ChatOpenAI
 
 from agents.fake_openai_server import API_KEY, FakeOpenAIServer, Reply, running
 from chatgate.domain.usage import estimate_tokens
@@ -111,3 +112,23 @@ async def test_responses_report_usage_streamed_or_not(
         assert response.usage is not None
         assert (response.usage.input_tokens, response.usage.output_tokens) == counts
         assert response.usage.total_tokens == sum(counts)
+
+
+async def test_langchain_reads_the_usage_invoked_and_streamed(
+    api, model: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``langchain-openai`` unmodified: ``usage_metadata`` from a completion, and from the last
+    chunk of a stream it asks ``include_usage`` for (``stream_usage=True``)."""
+    monkeypatch.setenv("FAKE_KEY", API_KEY)
+    model.script(Reply("first", usage=(40, 4)), Reply("second", chunks=2, usage=(60, 6)))
+    world = await api(agent=_agent(model))
+    chat = ChatOpenAI(
+        model="chatgate", base_url=f"{world.base}/v1", api_key=world.token, max_retries=0, stream_usage=True
+    )
+    invoked = await chat.ainvoke("hi")
+    chunks = [chunk async for chunk in chat.astream("again")]
+    streamed = sum(chunks[1:], chunks[0])
+    assert invoked.usage_metadata is not None and streamed.usage_metadata is not None
+    assert (invoked.usage_metadata["input_tokens"], invoked.usage_metadata["output_tokens"]) == (40, 4)
+    assert streamed.content == "second"
+    assert (streamed.usage_metadata["input_tokens"], streamed.usage_metadata["output_tokens"]) == (60, 6)
