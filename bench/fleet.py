@@ -3,17 +3,19 @@
 
 For each agent (``instant``: the echo agent at ``chunk_delay_ms: 0``; ``slow``: one 100 ms
 chunk per turn) it runs: one gateway on SQLite, then 1, 2 and 3 gateway processes on one
-fresh PostgreSQL schema. Web chat clients (one WebSocket per chat, spread over the
+fresh PostgreSQL database. Web chat clients (one WebSocket per chat, spread over the
 processes' ports) each send M messages keeping at most K waiting for their final, and
 confirm every final. It checks that every message got exactly one final, in order.
 
 Figures per run: ``messages_per_s`` (finals / wall time, first send to last final),
 ``latency_ms`` (send to final: p50, p99, max) and ``cpu_ms_per_message``: the gateways' CPU
 and the CPU of the PostgreSQL server processes serving them (found by application name),
-from the first send to the last final, per message. ``db_limit`` names, per agent, the first
-process count whose throughput rose less than 20 % over one process fewer: from there on,
-adding processes does not help (the database, or this machine, is the limit). Prints one
-JSON object on stdout; progress goes to stderr.
+from the first send to the last final, per message; ``transactions_per_message``: the
+transactions the run's own database (created for it, dropped after) committed or rolled back
+in that time, per message: unlike CPU, it does not depend on the machine's load.
+``db_limit`` names, per agent, the first process count whose throughput rose less than
+20 % over one process fewer: from there on, adding processes does not help (the database,
+or this machine, is the limit). Prints one JSON object on stdout; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -75,11 +77,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def backend_pids(schema: str | None) -> list[int]:
+def database_dsn(name: str) -> str:
+    """``DSN`` with its database replaced by ``name``."""
+    return DSN.rsplit("/", 1)[0] + "/" + name
+
+
+async def backend_pids(schema: str | None, dsn: str) -> list[int]:
     """The PostgreSQL server processes serving this run's gateways (by application name)."""
     if schema is None:
         return []
-    conn = await asyncpg.connect(DSN)
+    conn = await asyncpg.connect(dsn)
     try:
         rows = await conn.fetch(
             f'SELECT a.pid FROM pg_stat_activity a JOIN "{schema}".processes p'
@@ -104,9 +111,10 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
         gateways.append(await start_process(cmd, env, home / "gateway.log"))
     drains = [asyncio.create_task(drain(proc.stdout)) for proc, _, _ in gateways]
     latencies: list[float] = []
-    schema = store.get("postgres", {}).get("schema")
+    schema, dsn = store.get("postgres", {}).get("schema"), store.get("url", DSN)
     gateway_cpu = sum(cpu_seconds(proc.pid) for proc, _, _ in gateways)
-    backends = {pid: cpu_seconds(pid) for pid in await backend_pids(schema)}
+    backends = {pid: cpu_seconds(pid) for pid in await backend_pids(schema, dsn)}
+    transactions = await database_transactions(dsn) if schema else 0
     started = time.perf_counter()
     results = await asyncio.gather(
         *(
@@ -116,7 +124,10 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
     )
     wall = time.perf_counter() - started
     gateway_cpu = sum(cpu_seconds(proc.pid) for proc, _, _ in gateways) - gateway_cpu
-    database_cpu = sum(cpu_seconds(pid) - backends.get(pid, 0.0) for pid in await backend_pids(schema))
+    database_cpu = sum(cpu_seconds(pid) - backends.get(pid, 0.0) for pid in await backend_pids(schema, dsn))
+    if schema:  # counted before the stop: the shutdown's own transactions are not the messages'
+        await asyncio.sleep(1.5)  # a backend reports its counts to the server's statistics within 1 s
+        transactions = await database_transactions(dsn) - transactions
     for proc, _, _ in gateways:
         await stop_gateway(proc, 30)
     await asyncio.gather(*drains)
@@ -133,17 +144,38 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
             "gateways": round(1000 * gateway_cpu / (args.chats * args.messages), 2),
             "postgres": round(1000 * database_cpu / (args.chats * args.messages), 2) if schema else None,
         },
+        "transactions_per_message": round(transactions / (args.chats * args.messages), 2) if schema else None,
     }
 
 
-async def fresh_schema() -> str:
-    return f"bench_fleet_{uuid.uuid4().hex[:10]}"
+async def database_transactions(dsn: str) -> int:
+    """Transactions committed and rolled back in the run's own database, by every client of it."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        return int(
+            await conn.fetchval(
+                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+            )
+        )
+    finally:
+        await conn.close()
 
 
-async def drop_schema(name: str) -> None:
+async def fresh_database() -> str:
+    """A database of the run's own, so its transaction count is the run's alone."""
+    name = f"bench_fleet_{uuid.uuid4().hex[:10]}"
     conn = await asyncpg.connect(DSN)
     try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return name
+
+
+async def drop_database(name: str) -> None:
+    conn = await asyncpg.connect(DSN)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await conn.close()
 
@@ -163,13 +195,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         log(f"[fleet] {agent}: sqlite, 1 process")
         figures: dict[str, Any] = {"sqlite": await run({}, 1, agent, args), "postgres": []}
         for processes in range(1, args.max_processes + 1):
-            schema = await fresh_schema()
-            log(f"[fleet] {agent}: postgres, {processes} process(es), schema {schema}")
+            database = await fresh_database()
+            log(f"[fleet] {agent}: postgres, {processes} process(es), database {database}")
             try:
-                store = {"url": DSN, "postgres": {"schema": schema, "pool_size": args.pool_size}}
+                store = {
+                    "url": database_dsn(database),
+                    "postgres": {"schema": "fleet", "pool_size": args.pool_size},
+                }
                 figures["postgres"].append(await run(store, processes, agent, args))
             finally:
-                await drop_schema(schema)
+                await drop_database(database)
         figures["db_limit"] = db_limit(figures["postgres"])
         out[agent] = figures
     out["correct"] = all(
