@@ -25,6 +25,7 @@ from chatgate.app.cli.common import (
     EX_USAGE,
     admin_config,
     load_from_args,
+    load_secrets_file,
     resolve_state_dir,
 )
 from chatgate.app.config import ConfigError, GatewayConfig
@@ -35,6 +36,8 @@ from chatgate.app.replace import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
 log = logging.getLogger("chatgate")
+NO_SECRETS_FILE = frozenset({"version", "relay-sim", "doctor"})
+"""Commands that do not load ``<state dir>/chatgate.env`` first (``doctor`` checks it itself)."""
 
 
 async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
@@ -379,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if args.command not in NO_SECRETS_FILE:
+            load_secrets_file(args)  # every command sees the secrets `init` saved
         code: int = args.func(args)
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)

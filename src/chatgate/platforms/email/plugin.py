@@ -96,9 +96,8 @@ class EmailPlugin(Plugin[EmailSection]):
         if args.email_allow_from:
             values["allow_from"] = split_list(args.email_allow_from)
         answers = InitAnswers(section=values, secrets=[env])
-        password = p.environ.get(env)
+        password = p.secret(env, "the mailbox password")
         if not password:
-            p.say(f"  {env} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         section = EmailSection.model_validate({"enabled": True, **values})
         p.checked("Email", lambda: check_mailbox(section, password))

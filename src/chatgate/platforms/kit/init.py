@@ -43,10 +43,16 @@ class InitAnswers:
 class Prompter:
     """Questions on the terminal; with ``--yes`` every question takes its default silently."""
 
-    def __init__(self, interactive: bool, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, interactive: bool, environ: Mapping[str, str], secrets_file: str = "chatgate.env"
+    ) -> None:
         self.interactive = interactive
         self.environ = environ
         """Where the secrets the answers name are looked up for the live checks."""
+        self.secrets_file = secrets_file
+        """Where pasted secrets are saved (``<state dir>/chatgate.env``), for the messages."""
+        self.pasted: dict[str, str] = {}
+        """Secrets pasted during this run, by variable: saved to the secrets file with the config."""
 
     def say(self, text: str = "") -> None:
         print(text, flush=True)
@@ -87,13 +93,56 @@ class Prompter:
         return self.until_valid(flag, question, default, one_of)
 
     def env_name(self, flag: str | None, question: str, default: str) -> str:
+        """The name of the variable holding a secret. A pasted secret is never shown: it is
+        offered a place in the secrets file under the question's own variable (``default``)."""
+        pasted: list[str] = []
+
         def name(value: str) -> str:
-            checked = env_var_name(value)
+            try:
+                checked = env_var_name(value)
+            except ValueError:
+                if flag is not None or not self.interactive or not value.strip():
+                    raise
+                pasted.append(value.strip())
+                return default
             if not checked:
                 raise ValueError("a variable name is needed")
             return checked
 
-        return self.until_valid(flag, question, default, name)
+        while True:
+            chosen = self.until_valid(flag, question, default, name)
+            if not pasted:
+                return chosen
+            secret = pasted.pop()
+            self.say("  That is not a variable name; it looks like the secret itself (not shown).")
+            if self.confirm(f"  Save it as {default} in {self.secrets_file}?", True):
+                self.pasted[default] = secret
+                return default
+            self.say(f"  Then give the name of the variable that holds it (like {default}).")
+
+    def secret(self, env: str, what: str) -> str | None:
+        """The value of ``env`` for a live check: from the environment (or the secrets file,
+        loaded already), else pasted now without echo and saved with the config; None: skipped."""
+        if self.pasted.get(env):
+            return self.pasted[env]
+        if self.environ.get(env):
+            return self.environ[env]
+        if not self.interactive:
+            self.say(f"  {env} is not set: put {env}=<{what}> in {self.secrets_file} (not checked now)")
+            return None
+        import getpass  # the hidden prompt: only when a secret is asked for
+
+        try:
+            value = getpass.getpass(
+                f"  Paste {what} (hidden; saved as {env} in {self.secrets_file}), or Enter to skip: "
+            ).strip()
+        except EOFError:
+            raise Aborted("no answer (end of input); nothing was written") from None
+        if not value:
+            self.say(f"  Skipped: put {env}=<{what}> in {self.secrets_file} before chatgate run")
+            return None
+        self.pasted[env] = value
+        return value
 
     def checked(self, what: str, check: Callable[[], str]) -> str | None:
         """Run a live check and say what it found (returned); on a failure say why and ask whether

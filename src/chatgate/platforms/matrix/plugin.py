@@ -88,9 +88,8 @@ class MatrixPlugin(Plugin[MatrixSection]):
         if user:
             values["user_id"] = user
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.environ.get(env)
+        token = p.secret(env, "the access token")
         if not token:
-            p.say(f"  {env} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         found = p.checked("Matrix", lambda: _who_am_i(homeserver, token))
         if found is not None and not user:

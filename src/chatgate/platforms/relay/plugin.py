@@ -140,8 +140,7 @@ class RelayPlugin(Plugin[RelaySection]):
                 bot_flag, f"  {name} bot id (as the connector knows it)", default, _required
             )
             entries.append({**known.get(name, {}), "platform": name, "bot_id": bot_id})
-        if not p.environ.get(secret):
-            p.say(f"  {secret} is not set in this shell; export it before `chatgate run`")
+        p.secret(secret, "the relay secret")  # saved with the config
         values = {"url": url, "gateway_id": gateway_id, "secret_env": secret, "platforms": entries}
         return InitAnswers(section=values, secrets=[secret])
 

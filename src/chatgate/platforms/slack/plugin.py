@@ -96,9 +96,10 @@ class SlackPlugin(Plugin[SlackSection]):
             values["api_base"] = api_base
         secrets = [v for k, v in values.items() if k.endswith("_env")]
         answers = InitAnswers(section=values, secrets=secrets)
-        token = p.environ.get(bot)
+        other = values.get("app_token_env") or values["signing_secret_env"]
+        token = p.secret(bot, "the bot token (xoxb-)")
+        p.secret(other, APP_TOKEN if mode == "socket" else SIGNING_SECRET)  # saved with the config
         if not token:
-            p.say(f"  {bot} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         p.checked("Slack", lambda: _auth_test(api_base, token))
         return answers

@@ -56,12 +56,8 @@ class TelegramPlugin(Plugin[TelegramSection]):
         if api_base != DEFAULT_API_BASE or "api_base" in current:
             values["api_base"] = api_base
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.environ.get(env)
+        token = p.secret(env, TOKEN_FROM)
         if not token:
-            p.say(
-                f"  {env} is not set in this shell: export {env}=<token> (or put it in chatgate.env)"
-                " and run `chatgate init` again to check it (written unchecked)"
-            )
             return answers
         p.checked("Telegram", lambda: _who_is(api_base, token))
         return answers
