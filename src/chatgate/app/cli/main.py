@@ -112,6 +112,7 @@ def _reset_damaged_state(db_path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # `run` alone imports the gateway's parts, and only once it runs
+    from chatgate.app.doctor.local import start_problems
     from chatgate.app.startup import AddressInUse, CredentialInUse, StartupError
     from chatgate.app.store_access import StateDamaged
 
@@ -124,6 +125,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level or config.log_level, args.log_format)
     state_dir = resolve_state_dir(args.state_dir, config)
     state_dir.mkdir(parents=True, exist_ok=True)
+    for problem in start_problems(config, state_dir):  # the cheap checks of `chatgate doctor`
+        log.warning("%s (chatgate doctor runs every check)", problem.line())
     try:
         lock = acquire_runtime_lock(state_dir, args.replace, args.replace_timeout)
     except LockHeld as held:
@@ -240,6 +243,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate run                 start on the defaults: SQLite, the web chat, the offline echo agent
   chatgate run --config FILE   start with your config (docs/configuration.md)
   chatgate config check FILE   validate a config without starting
+  chatgate doctor              check everything: config, secrets, platforms, model, disk, database, port
   chatgate status | stop       the gateway running for this state dir
   chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
@@ -325,6 +329,7 @@ def _add_tool_parsers(
 ) -> None:
     """The commands besides ``init`` and ``run``, and each platform's own (through its plugin)."""
     # the other commands' modules: not for `run`
+    from chatgate.app.cli import doctor as doctor_cli
     from chatgate.app.cli import ops as ops_cli
     from chatgate.app.cli import pairing as pairing_cli
     from chatgate.app.cli import schedules as schedules_cli
@@ -351,6 +356,7 @@ def _add_tool_parsers(
     check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
+    doctor_cli.add_parser(sub, common)
     pairing_cli.add_parser(sub, common, cmd_pairing)
     add_platform_commands(sub, common)
     schedules_cli.add_parser(sub, common, cmd_schedules)

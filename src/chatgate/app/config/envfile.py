@@ -41,11 +41,13 @@ def check_private(path: Path) -> None:
         )
 
 
-def read_env_file(path: Path) -> dict[str, str]:
-    """The file's variables (none when it does not exist); ``ConfigError`` when it is not private."""
+def read_env_file(path: Path, *, private: bool = True) -> dict[str, str]:
+    """The file's variables (none when it does not exist); ``ConfigError`` when it is not private
+    (``private=False``: read it anyway, for ``doctor``, which reports the mode itself)."""
     if not path.exists():
         return {}
-    check_private(path)
+    if private:
+        check_private(path)
     from dotenv import dotenv_values  # only where a secrets file exists
 
     try:

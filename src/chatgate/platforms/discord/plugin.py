@@ -48,6 +48,9 @@ class DiscordPlugin(Plugin[DiscordSection]):
         adapter = DiscordAdapter(section, token, ctx.store, ctx.intake, duplicate_marker=ctx.duplicate_marker)
         return PlatformBuild(adapters=[adapter], credentials=[Credential("discord", token, "bot token")])
 
+    def live_check(self, section: DiscordSection, environ: Mapping[str, str]) -> str | None:
+        return _who_is(section.api_base, environ.get(section.token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -48,6 +48,11 @@ class EmailPlugin(Plugin[EmailSection]):
         mailbox = f"{section.login}@{section.imap_host}:{section.imap_port}/{section.mailbox}"
         return PlatformBuild(adapters=[adapter], credentials=[Credential("email", mailbox, "mailbox")])
 
+    def live_check(self, section: EmailSection, environ: Mapping[str, str]) -> str | None:
+        from chatgate.platforms.email.checks import check_mailbox  # imaplib: doctor and init only
+
+        return check_mailbox(section, environ.get(section.password_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_access(self, values: dict[str, Any], pairing: bool, allow_users: list[str]) -> None:

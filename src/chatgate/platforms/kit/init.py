@@ -163,15 +163,23 @@ def split_list(text: str) -> list[str]:
     return [item.strip() for item in text.replace(" ", ",").split(",") if item.strip()]
 
 
-def get_json(url: str, headers: dict[str, str], what: str, *, secret: str | None = None) -> Any:
-    """GET ``url`` and read its JSON; ``CheckFailed`` says why not (``secret`` never shown)."""
+def get_json(
+    url: str, headers: dict[str, str], what: str, *, secret: str | None = None, body: Any = None
+) -> Any:
+    """GET ``url`` (POST ``body`` as JSON when given) and read its JSON; ``CheckFailed`` says
+    why not (``secret`` never shown)."""
     import urllib.error  # urllib: only for init, not for every chatgate command
     import urllib.request  # (idem)
 
     def clean(text: str) -> str:
         return text.replace(secret, "<secret>") if secret else text
 
-    request = urllib.request.Request(url, headers={"User-Agent": "chatgate-init", **headers})
+    sent = {"User-Agent": "chatgate-init", **headers}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        sent["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data, headers=sent)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
             return json.load(response)

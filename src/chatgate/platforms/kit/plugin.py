@@ -172,6 +172,13 @@ class Plugin(Generic[SectionT]):
     ) -> None:
         """Its own ``chatgate`` subcommands (the web chat's ``user``, the API's ``api-key``)."""
 
+    # ------------------------------------------------------------ chatgate doctor
+
+    def live_check(self, section: SectionT, environ: Mapping[str, str]) -> str | None:
+        """Prove the credentials against the real service now, as ``init`` does: what was found,
+        or ``CheckFailed`` saying why not. Blocking. None: nothing to check live."""
+        return None
+
     # ------------------------------------------------------------ chatgate init
 
     asks_access: ClassVar[bool] = True

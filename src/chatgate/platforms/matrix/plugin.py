@@ -61,6 +61,11 @@ class MatrixPlugin(Plugin[MatrixSection]):
             adapters=[adapter], credentials=[Credential("matrix", account, "Matrix account")]
         )
 
+    def live_check(self, section: MatrixSection, environ: Mapping[str, str]) -> str | None:
+        if section.password_env:
+            return None  # a password sign-in would make a new device: the gateway signs in at start
+        return _who_am_i(section.homeserver.rstrip("/"), environ.get(section.access_token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -53,6 +53,9 @@ class SlackPlugin(Plugin[SlackSection]):
             built.routes.append(Route(EVENTS_PATH, adapter.http_endpoint, methods=["POST"]))
         return built
 
+    def live_check(self, section: SlackSection, environ: Mapping[str, str]) -> str | None:
+        return _auth_test(section.api_base, environ.get(section.bot_token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:

@@ -38,6 +38,9 @@ class TelegramPlugin(Plugin[TelegramSection]):
             raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
         return PlatformBuild(adapters=[adapter], credentials=[Credential("telegram", token, "bot token")])
 
+    def live_check(self, section: TelegramSection, environ: Mapping[str, str]) -> str | None:
+        return _who_is(section.api_base, environ.get(section.token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:
