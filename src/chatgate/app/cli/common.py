@@ -63,3 +63,16 @@ def load_secrets_file(args: argparse.Namespace) -> Path:
     path = env_file_path(early_state_dir(args))
     load_env_file(path, os.environ)
     return path
+
+
+def described(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Each subcommand's ``--help`` opens with the line ``chatgate --help`` lists it by."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                line = helps.get(name, "")
+                if child.description is None and line:
+                    child.description = f"{line[:1].upper()}{line[1:]}."
+                described(child)
+    return parser

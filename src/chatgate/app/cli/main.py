@@ -24,6 +24,7 @@ from chatgate.app.cli.common import (
     EX_FORCED,
     EX_USAGE,
     admin_config,
+    described,
     load_from_args,
     load_secrets_file,
     resolve_state_dir,
@@ -287,19 +288,6 @@ def _add_run_parser(
         "--log-format", choices=("text", "json"), default="text", help="json: one object per line"
     )
     run.set_defaults(func=cmd_run)
-
-
-def described(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Each subcommand's ``--help`` opens with the line ``chatgate --help`` lists it by."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
-            for name, child in action.choices.items():
-                line = helps.get(name, "")
-                if child.description is None and line:
-                    child.description = f"{line[:1].upper()}{line[1:]}."
-                described(child)
-    return parser
 
 
 def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
