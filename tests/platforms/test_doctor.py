@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -220,3 +221,78 @@ def test_the_gateways_start_checks_are_the_cheap_local_ones_and_name_their_fix(t
     assert start_problems(config, tmp_path) == []
     (problem,) = start_problems(config, tmp_path, min_free_mb=10**12)
     assert problem.check == "disk space" and "fix: free some space" in problem.line()
+
+
+@pytest.mark.parametrize("secret", ["relay-doctor-secret", "not-the-secret"])
+async def test_the_relay_is_checked_with_a_hello_and_a_wrong_secret_fails_it_alone(
+    tmp_path: Path, secret: str
+) -> None:
+    from relaysim import RelaySimulator
+
+    sim = RelaySimulator(
+        tmp_path / "relay.db", {"gw-doc": ["relay-doctor-secret"]}, [{"platform": "discord"}]
+    )
+    await sim.start()
+    try:
+        config, state = tmp_path / "chatgate.yaml", tmp_path / "state"
+        relay = {
+            "enabled": True, "url": sim.base_url, "gateway_id": "gw-doc", "secret_env": "DOCTOR_RELAY_SECRET",
+            "platforms": [{"platform": "discord", "bot_id": "bot1", "allow_all": True}],
+        }  # fmt: skip
+        config.write_text(yaml.safe_dump({"platforms": {"relay": relay}, "http": {"port": _free_port()}}))
+        save_secrets(state / "chatgate.env", {"DOCTOR_RELAY_SECRET": secret})
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
+        code, lines = await doctor(Site(tmp_path, config, state, 0, env))
+    finally:
+        await sim.stop()
+    if secret == "relay-doctor-secret":
+        assert code == 0, lines
+        assert "answered hello for discord" in lines["platform relay"][1]
+    else:
+        assert code == 1 and failing(lines) == {"platform relay"}, lines
+        assert "refused this gateway id or secret" in lines["platform relay"][1]
+
+
+async def _platform_alone(tmp_path: Path, name: str, section: dict[str, Any], secrets: dict[str, str]) -> Any:
+    config, state = tmp_path / "chatgate.yaml", tmp_path / "state"
+    platforms = {"web": {"enabled": False}, name: {"enabled": True, "allow_all": True, **section}}
+    config.write_text(yaml.safe_dump({"platforms": platforms, "http": {"port": _free_port()}}))
+    save_secrets(state / "chatgate.env", secrets)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
+    return await doctor(Site(tmp_path, config, state, 0, env))
+
+
+@pytest.mark.parametrize("good", [True, False])
+async def test_discord_is_checked_with_users_me(tmp_path: Path, good: bool) -> None:
+    from discord_fake.server import FakeDiscord
+    from discord_fake.state import TOKEN as DISCORD_TOKEN
+
+    fake = FakeDiscord()
+    await fake.start()
+    try:
+        section = {"token_env": "DOCTOR_DISCORD", "api_base": fake.base + "/api/v10"}
+        token = DISCORD_TOKEN if good else "not-the-token"
+        code, lines = await _platform_alone(tmp_path, "discord", section, {"DOCTOR_DISCORD": token})
+    finally:
+        await fake.stop()
+    assert failing(lines) == (set() if good else {"platform discord"}), lines
+    assert code == (0 if good else 1)
+    said = lines["platform discord"][1]
+    assert ("the token belongs to the bot" in said) if good else ("refused the credential (HTTP 401)" in said)
+
+
+@pytest.mark.parametrize("good", [True, False])
+async def test_slack_is_checked_with_auth_test(tmp_path: Path, fake_slack: Any, good: bool) -> None:
+    from slack_fake.payloads import APP_TOKEN, BOT_TOKEN
+
+    section = {
+        "bot_token_env": "DOCTOR_SLACK_BOT",
+        "app_token_env": "DOCTOR_SLACK_APP",
+        "api_base": fake_slack.api_base,
+    }
+    secrets = {"DOCTOR_SLACK_BOT": BOT_TOKEN if good else "xoxb-not-the-token", "DOCTOR_SLACK_APP": APP_TOKEN}
+    code, lines = await _platform_alone(tmp_path, "slack", section, secrets)
+    assert failing(lines) == (set() if good else {"platform slack"}), lines
+    assert code == (0 if good else 1)
+    said = lines["platform slack"][1]
+    assert ("the token belongs to the bot" in said) if good else ("invalid_auth" in said)

@@ -53,15 +53,15 @@ def run_checks(args: argparse.Namespace) -> list[Finding]:
     state_dir = resolve_state_dir(args.state_dir, config)
     _print([Finding.ok("config", f"{path or 'built-in defaults'} loads (agent {config.agent.kind})")], failed)
     _print([local.secrets(config, os.environ, secrets_file)], failed)
+    held, running = local.lock(state_dir)
     if args.offline:
         _print([Finding.skip("platforms, model", "not checked (--offline)")], failed)
     else:
-        _print(live.platforms(config, os.environ), failed)
+        _print(live.platforms(config, os.environ, running is not None), failed)
         _print(live.models(config, os.environ), failed)
     _print([local.disk(state_dir, args.min_free_mb)], failed)
     database = local.postgres_database if config.store.backend == "postgres" else None
     _print([database(config) if database else local.sqlite_database(config, state_dir)], failed)
-    held, running = local.lock(state_dir)
     _print([held, local.sandbox(config, state_dir), local.port(config, running)], failed)
     return failed
 

@@ -12,14 +12,18 @@ from chatgate.app.doctor.finding import Finding
 from chatgate.platforms.kit.init import CheckFailed, get_json
 
 
-def platforms(config: GatewayConfig, environ: Mapping[str, str]) -> Iterator[Finding]:
-    """One finding per enabled platform with a credential to prove."""
+def platforms(config: GatewayConfig, environ: Mapping[str, str], running: bool) -> Iterator[Finding]:
+    """One finding per enabled platform with a credential to prove (``running``: a gateway runs
+    on this state dir, so a check that would take its connection over is not run)."""
     for name, section in config.platforms.enabled():
         plugin = registry.plugin(name)
         check = f"platform {name}"
         unset = [s.env or s.key for s in plugin.secrets(section) if not s.env or not environ.get(s.env)]
         if unset:
             yield Finding.skip(check, f"not checked: {', '.join(unset)} is not set (see secrets)")
+            continue
+        if running and plugin.live_check_displaces:
+            yield Finding.skip(check, "not checked: the gateway running here holds its connection")
             continue
         try:
             found = plugin.live_check(section, environ)

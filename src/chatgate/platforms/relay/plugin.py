@@ -101,6 +101,13 @@ class RelayPlugin(Plugin[RelaySection]):
         )
         return PlatformBuild(adapters=list(hub.platforms.values()), credentials=[credential])
 
+    live_check_displaces = True  # a second connection with this gateway id would replace the gateway's
+
+    def live_check(self, section: RelaySection, environ: Mapping[str, str]) -> str | None:
+        from chatgate.platforms.relay.probe import hello  # websockets: only when checked
+
+        return hello(section, environ.get(section.secret_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:

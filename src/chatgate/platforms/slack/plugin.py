@@ -111,7 +111,8 @@ class SlackPlugin(Plugin[SlackSection]):
 def _auth_test(api_base: str, token: str) -> str:
     """``auth.test``: proves the bot token and names the bot and its workspace."""
     url = api_base.rstrip("/") + "/auth.test"
-    body = get_json(url, {"Authorization": f"Bearer {token}"}, "the Slack Web API", secret=token)
+    # POSTed, as slack-sdk calls every method (Slack's recommended way; a GET is not always served)
+    body = get_json(url, {"Authorization": f"Bearer {token}"}, "the Slack Web API", secret=token, body={})
     if not isinstance(body, dict) or not body.get("ok"):
         error = body.get("error") if isinstance(body, dict) else None
         raise CheckFailed(f"Slack did not accept the bot token ({error or 'auth.test was not ok'})")
