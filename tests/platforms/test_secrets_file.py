@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -15,9 +16,11 @@ from pathlib import Path
 import pexpect
 import pytest
 import yaml
-from telegram_double import BOT_USERNAME, TOKEN, BotApiDouble
+from telegram_double import BOT_USERNAME, TOKEN, BotApiDouble, User, private
 
 from chatgate.app.config.envfile import load_env_file, read_env_file, save_secrets
+from chatgate.domain.pairing import CODE_ALPHABET
+from support.procs import GatewayProcess
 
 TIMEOUT = 60
 
@@ -97,10 +100,11 @@ def test_a_file_others_can_read_is_refused_with_the_chmod_that_fixes_it(tmp_path
     assert f"chmod 600 {path}" in done.stderr and "123:secret" not in done.stderr
 
 
+@pytest.mark.slow
 async def test_init_saves_a_pasted_token_to_the_file_never_showing_it(
     double: BotApiDouble, tmp_path: Path
 ) -> None:
-    target, state = tmp_path / "chatgate.yaml", tmp_path / "state"
+    target, state = tmp_path / "chatgate.yaml", tmp_path / "run" / "state"
     # the double serves on this test's event loop: the terminal is driven from a thread
     transcript = await asyncio.to_thread(_paste_token, tmp_path, target, state, double.base)
     assert TOKEN not in transcript  # hidden prompt: the terminal never echoed it
@@ -110,6 +114,20 @@ async def test_init_saves_a_pasted_token_to_the_file_never_showing_it(
     assert TOKEN not in target.read_text()
     done = chatgate(tmp_path, "config", "check", str(target), CHATGATE_STATE_DIR=str(state))
     assert done.returncode == 0, done.stderr
+
+    # `chatgate run` on the written files, the token in no environment: it answers on Telegram
+    assert "TELEGRAM_BOT_TOKEN" not in os.environ
+    gateway = GatewayProcess(tmp_path / "run", {})
+    gateway.config_path = target
+    locks = f"CHATGATE_LOCKS__CREDENTIAL_DIR={tmp_path / 'locks'}"
+    await gateway.start(launcher=["env", locks, sys.executable, "-m", "chatgate.app.cli"])
+    try:
+        kim = User(8080, "Kim")
+        await double.push_message(private(kim), kim, "hi bot")
+        await double.wait_for(lambda: bool(double.view(kim.id)), what="the pairing reply on Telegram")
+        assert re.search(rf"\b[{CODE_ALPHABET}]{{8}}\b", double.view(kim.id)[0].text)
+    finally:
+        await gateway.kill()
 
 
 def _paste_token(tmp_path: Path, target: Path, state: Path, api_base: str) -> str:
