@@ -187,3 +187,15 @@ def test_a_key_pasted_where_its_variable_name_goes_is_offered_under_that_variabl
     assert "TELEGRAM" not in str(child.before)
     assert read_env_file(state / "chatgate.env") == {"OPENAI_API_KEY": "sk-proj-abcdef0123456789"}
     assert yaml.safe_load(target.read_text())["agent"]["openai"]["api_key_env"] == "OPENAI_API_KEY"
+
+
+def test_a_scripted_init_given_a_key_for_a_variable_name_names_that_variable(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    done = chatgate(
+        tmp_path, "init", "--yes", "--write", str(tmp_path / "chatgate.yaml"), "--state-dir", str(state),
+        "--agent", "openai", "--openai-key-env", "sk-proj-abcdef0123456789", "--platform", "web",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"put it in {state / 'chatgate.env'} as OPENAI_API_KEY=..." in done.stderr
+    assert "sk-proj" not in done.stdout + done.stderr and "TELEGRAM" not in done.stderr
+    assert not (tmp_path / "chatgate.yaml").exists()

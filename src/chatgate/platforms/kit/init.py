@@ -101,8 +101,14 @@ class Prompter:
             try:
                 checked = env_var_name(value)
             except ValueError:
-                if flag is not None or not self.interactive or not value.strip():
+                if not value.strip():
                     raise
+                if flag is not None or not self.interactive:
+                    raise ValueError(
+                        "this must be the name of an environment variable, and what is here looks like"
+                        f" the secret itself (not shown); put it in {self.secrets_file} as {default}=..."
+                        f" and give the name {default}"
+                    ) from None
                 pasted.append(value.strip())
                 return default
             if not checked:
