@@ -255,7 +255,7 @@ async def test_the_relay_is_checked_with_a_hello_and_a_wrong_secret_fails_it_alo
 
 async def _platform_alone(tmp_path: Path, name: str, section: dict[str, Any], secrets: dict[str, str]) -> Any:
     config, state = tmp_path / "chatgate.yaml", tmp_path / "state"
-    platforms = {"web": {"enabled": False}, name: {"enabled": True, "allow_all": True, **section}}
+    platforms = {"web": {"enabled": False}, name: {"enabled": True, **section}}
     config.write_text(yaml.safe_dump({"platforms": platforms, "http": {"port": _free_port()}}))
     save_secrets(state / "chatgate.env", secrets)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
@@ -270,7 +270,7 @@ async def test_discord_is_checked_with_users_me(tmp_path: Path, good: bool) -> N
     fake = FakeDiscord()
     await fake.start()
     try:
-        section = {"token_env": "DOCTOR_DISCORD", "api_base": fake.base + "/api/v10"}
+        section = {"token_env": "DOCTOR_DISCORD", "api_base": fake.base + "/api/v10", "allow_all": True}
         token = DISCORD_TOKEN if good else "not-the-token"
         code, lines = await _platform_alone(tmp_path, "discord", section, {"DOCTOR_DISCORD": token})
     finally:
@@ -289,6 +289,7 @@ async def test_slack_is_checked_with_auth_test(tmp_path: Path, fake_slack: Any, 
         "bot_token_env": "DOCTOR_SLACK_BOT",
         "app_token_env": "DOCTOR_SLACK_APP",
         "api_base": fake_slack.api_base,
+        "allow_all": True,
     }
     secrets = {"DOCTOR_SLACK_BOT": BOT_TOKEN if good else "xoxb-not-the-token", "DOCTOR_SLACK_APP": APP_TOKEN}
     code, lines = await _platform_alone(tmp_path, "slack", section, secrets)
@@ -296,3 +297,18 @@ async def test_slack_is_checked_with_auth_test(tmp_path: Path, fake_slack: Any, 
     assert code == (0 if good else 1)
     said = lines["platform slack"][1]
     assert ("the token belongs to the bot" in said) if good else ("invalid_auth" in said)
+
+
+async def test_the_relay_hello_is_not_made_beside_a_gateway_holding_the_connection(tmp_path: Path) -> None:
+    relay = {
+        "url": "ws://127.0.0.1:9", "gateway_id": "gw-doc", "secret_env": "DOCTOR_RELAY_SECRET",
+        "platforms": [{"platform": "discord", "bot_id": "bot1"}],
+    }  # fmt: skip
+    lock = runtime_lock(tmp_path / "state")
+    lock.acquire(LockRecord.for_this_process())
+    try:
+        code, lines = await _platform_alone(tmp_path, "relay", relay, {"DOCTOR_RELAY_SECRET": "s"})
+    finally:
+        lock.release()
+    assert code == 0, lines
+    assert lines["platform relay"][0] == "skip" and "holds its connection" in lines["platform relay"][1]
