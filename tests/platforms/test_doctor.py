@@ -22,6 +22,7 @@ from telegram_double import TOKEN, BotApiDouble
 from agents.fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Reply, running
 from chatgate.app.config.envfile import save_secrets
 from chatgate.app.locks import LockRecord, runtime_lock
+from support.postgres import pg_schema_fixture  # noqa: F401  (the pg_schema fixture)
 
 TG_ENV, KEY_ENV = "DOCTOR_TG_TOKEN", "DOCTOR_OPENAI_KEY"
 
@@ -312,3 +313,37 @@ async def test_the_relay_hello_is_not_made_beside_a_gateway_holding_the_connecti
         lock.release()
     assert code == 0, lines
     assert lines["platform relay"][0] == "skip" and "holds its connection" in lines["platform relay"][1]
+
+
+async def test_on_postgresql_the_database_check_connects_and_reads_the_schema_version(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    from support.postgres import DSN, sql
+
+    await sql(f'CREATE SCHEMA "{pg_schema}"')
+    await sql(f'CREATE TABLE "{pg_schema}".schema_version (version INTEGER NOT NULL)')
+    await sql(f'INSERT INTO "{pg_schema}".schema_version VALUES (1)')
+    config, state = tmp_path / "chatgate.yaml", tmp_path / "state"
+    store = {"url": DSN, "postgres": {"schema": pg_schema}}
+    config.write_text(yaml.safe_dump({"store": store, "http": {"port": _free_port()}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
+    code, lines = await doctor(Site(tmp_path, config, state, 0, env))
+    assert code == 0 and "PostgreSQL answers; schema v1 " in lines["database"][1], lines
+
+    from chatgate.store.postgres.schema import SCHEMA_VERSION
+
+    await sql(f'UPDATE "{pg_schema}".schema_version SET version = $1', SCHEMA_VERSION + 1)
+    code, lines = await doctor(Site(tmp_path, config, state, 0, env))
+    assert code == 1 and failing(lines) == {"database"}, lines
+    assert (
+        "newer than this chatgate" in lines["database"][1] and "fix: upgrade chatgate" in lines["database"][1]
+    )
+
+    store["url"] = DSN.rsplit("/", 1)[0] + "/no_such_database_for_doctor"
+    config.write_text(yaml.safe_dump({"store": store, "http": {"port": _free_port()}}))
+    code, lines = await doctor(Site(tmp_path, config, state, 0, env))
+    assert code == 1 and failing(lines) == {"database"}, lines
+    assert (
+        "no_such_database_for_doctor" in lines["database"][1]
+        and "fix: check store.url" in lines["database"][1]
+    )
