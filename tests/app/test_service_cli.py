@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from chatgate.app.cli.service import unit_text
+
 
 def chatgate(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
@@ -47,7 +49,10 @@ def test_install_writes_a_unit_with_the_restart_policy_limits_state_dir_and_conf
     assert "nothing was enabled" in done.stdout  # no user manager reachable: printed, not enabled
     keys = unit_lines(unit.read_text())
     assert keys["Restart"] == "on-failure"
-    assert keys["RestartPreventExitStatus"] == "78"
+    assert "RestartPreventExitStatus" not in keys  # exit 78 (a secret not there yet) is retried too
+    assert keys["StartLimitIntervalSec"] == "0"  # never gives up: the growing delay is the backoff
+    assert keys["EnvironmentFile"] == f"-{state / 'chatgate.env'}"
+    assert f"Secrets (bot tokens, API keys) go in {state / 'chatgate.env'}" in done.stdout
     assert keys["LimitNOFILE"] == "65536"
     assert int(keys["TimeoutStopSec"]) > 95
     assert keys["Environment"] == f"CHATGATE_STATE_DIR={state}"
@@ -74,7 +79,7 @@ def test_the_written_unit_passes_systemd_analyze_verify(tmp_path, config):
 
 def test_print_changes_nothing_and_a_broken_config_is_refused_before_anything_is_written(tmp_path, config):
     printed = chatgate(tmp_path, "service", "install", "--print", "--config", str(config))
-    assert printed.returncode == 0 and "RestartPreventExitStatus=78" in printed.stdout
+    assert printed.returncode == 0 and "Restart=on-failure" in printed.stdout
     assert not (tmp_path / "xdg").exists()
     config.write_text("agent:\n  kind: nope\n")
     broken = chatgate(tmp_path, "service", "install", "--config", str(config))
@@ -93,3 +98,26 @@ def test_status_and_uninstall(tmp_path, config):
     assert not (tmp_path / "xdg" / "systemd" / "user" / "chatgate.service").exists()
     again = chatgate(tmp_path, "service", "uninstall")
     assert again.returncode == 0 and "nothing to remove" in again.stdout
+
+
+def test_the_restart_delay_grows_where_systemd_can_and_is_gentle_where_it_cannot(tmp_path):
+    state = tmp_path / "state"
+    new = unit_lines(unit_text(None, state, 40, systemd=256))
+    assert (new["Restart"], new["RestartSec"], new["RestartSteps"], new["RestartMaxDelaySec"]) == (
+        "on-failure", "5", "6", "300",
+    )  # fmt: skip
+    old = unit_lines(unit_text(None, state, 40, systemd=252))
+    assert (old["Restart"], old["RestartSec"]) == ("on-failure", "30")
+    assert "RestartSteps" not in old  # systemd before 254 would warn about a key it does not know
+    assert unit_lines(unit_text(None, state, 40))["RestartSec"] == "30"  # no systemd here: the portable form
+
+
+def test_a_service_installed_before_its_secrets_is_written_and_names_what_is_missing(tmp_path, config):
+    config.write_text(
+        yaml.safe_dump({"platforms": {"telegram": {"enabled": True, "token_env": "LATER_TOKEN"}}})
+    )
+    state = tmp_path / "state"
+    done = chatgate(tmp_path, "service", "install", "--config", str(config), "--state-dir", str(state))
+    assert done.returncode == 0, done.stderr
+    assert "Not set yet: LATER_TOKEN" in done.stdout and "chatgate doctor" in done.stdout
+    assert (tmp_path / "xdg" / "systemd" / "user" / "chatgate.service").exists()

@@ -20,10 +20,11 @@ from typing import Any
 
 from chatgate.app import registry
 from chatgate.app.cli import service
-from chatgate.app.cli.common import resolve_state_dir
+from chatgate.app.cli.common import early_state_dir
 from chatgate.app.cli.init_checks import openai_models
 from chatgate.app.cli.init_render import Answers, answers_from, current_sections, merged, render
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
+from chatgate.app.config.envfile import env_file_path, save_secrets
 from chatgate.app.config.extras import check_extras
 from chatgate.platforms.kit.init import Aborted, CheckFailed, Prompter, split_list
 
@@ -46,12 +47,8 @@ def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
     a.openai_key_env = p.env_name(
         args.openai_key_env, "Environment variable holding the API key", a.openai_key_env
     )
-    key = p.environ.get(a.openai_key_env)
-    if not key:
-        p.say(
-            f"  {a.openai_key_env} is not set in this shell (not checked now); export it before chatgate run"
-        )
-    else:
+    key = p.secret(a.openai_key_env, "the API key")
+    if key:
         try:
             models = openai_models(a.openai_base_url, key)
         except CheckFailed as exc:
@@ -153,7 +150,7 @@ def _existing(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
+def _offer_service(p: Prompter, args: argparse.Namespace, path: Path, state_dir: Path) -> None:
     wanted = (
         args.service
         if args.service is not None
@@ -164,14 +161,29 @@ def _offer_service(p: Prompter, args: argparse.Namespace, path: Path) -> None:
     )
     if not wanted:
         return
-    state_dir = Path(args.state_dir).expanduser().resolve() if args.state_dir else None
     service_args = argparse.Namespace(config=str(path), print_only=False)
-    service.cmd_install(service_args, state_dir or resolve_state_dir(None, load_config(path)))
+    service.cmd_install(service_args, state_dir)
+
+
+def _save_secrets(p: Prompter, a: Answers, secrets_file: Path) -> None:
+    """The pasted secrets into the secrets file (kept private); say which are still missing."""
+    if p.pasted:
+        try:
+            save_secrets(secrets_file, p.pasted)
+        except (OSError, ValueError) as exc:
+            raise Aborted(f"the config was written, but the secrets could not be saved: {exc}") from None
+        p.say(f"Saved {', '.join(sorted(p.pasted))} to {secrets_file} (mode 0600; never shown).")
+    named = dict.fromkeys(a.secrets())
+    missing = [name for name in named if name not in p.pasted and not os.environ.get(name)]
+    if missing:
+        lines = ", ".join(f"{name}=..." for name in missing)
+        p.say(f"Before chatgate run, add to {secrets_file} (chmod 600): {lines}")
 
 
 def run_wizard(args: argparse.Namespace) -> int:
     path = Path(args.write).expanduser().resolve()
-    p = Prompter(interactive=not args.yes, environ=os.environ)
+    secrets_file = env_file_path(early_state_dir(args))
+    p = Prompter(interactive=not args.yes, environ=os.environ, secrets_file=str(secrets_file))
     existing = _existing(path)
     a = answers_from(existing)
     p.say(f"chatgate init: writing {path}" + (" (current values are the defaults)" if existing else ""))
@@ -193,7 +205,8 @@ def run_wizard(args: argparse.Namespace) -> int:
         raise Aborted("not written")
     path.write_text(text, encoding="utf-8")
     p.say(f"Wrote {path}.")
-    _offer_service(p, args, path)
+    _save_secrets(p, a, secrets_file)
+    _offer_service(p, args, path, secrets_file.parent)
     run = f"chatgate run --config {path}"
     p.say(f"\nStart it:  {run}")
     http = f"http://{config.http.host}:{config.http.port}"

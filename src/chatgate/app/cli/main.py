@@ -24,7 +24,9 @@ from chatgate.app.cli.common import (
     EX_FORCED,
     EX_USAGE,
     admin_config,
+    described,
     load_from_args,
+    load_secrets_file,
     resolve_state_dir,
 )
 from chatgate.app.config import ConfigError, GatewayConfig
@@ -35,6 +37,8 @@ from chatgate.app.replace import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
 log = logging.getLogger("chatgate")
+NO_SECRETS_FILE = frozenset({"version", "relay-sim", "doctor"})
+"""Commands that do not load ``<state dir>/chatgate.env`` first (``doctor`` checks it itself)."""
 
 
 async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
@@ -109,6 +113,7 @@ def _reset_damaged_state(db_path: Path) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # `run` alone imports the gateway's parts, and only once it runs
+    from chatgate.app.doctor.local import start_problems
     from chatgate.app.startup import AddressInUse, CredentialInUse, StartupError
     from chatgate.app.store_access import StateDamaged
 
@@ -121,6 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level or config.log_level, args.log_format)
     state_dir = resolve_state_dir(args.state_dir, config)
     state_dir.mkdir(parents=True, exist_ok=True)
+    for problem in start_problems(config, state_dir):  # the cheap checks of `chatgate doctor`
+        log.warning("%s (chatgate doctor runs every check)", problem.line())
     try:
         lock = acquire_runtime_lock(state_dir, args.replace, args.replace_timeout)
     except LockHeld as held:
@@ -237,6 +244,7 @@ chatgate {version}: a durable chat gateway for AI agents.
   chatgate run                 start on the defaults: SQLite, the web chat, the offline echo agent
   chatgate run --config FILE   start with your config (docs/configuration.md)
   chatgate config check FILE   validate a config without starting
+  chatgate doctor              check everything: config, secrets, platforms, model, disk, database, port
   chatgate status | stop       the gateway running for this state dir
   chatgate service install     run it as a systemd user service (--config FILE)
   chatgate sessions            list conversations
@@ -282,19 +290,6 @@ def _add_run_parser(
     run.set_defaults(func=cmd_run)
 
 
-def described(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Each subcommand's ``--help`` opens with the line ``chatgate --help`` lists it by."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
-            for name, child in action.choices.items():
-                line = helps.get(name, "")
-                if child.description is None and line:
-                    child.description = f"{line[:1].upper()}{line[1:]}."
-                described(child)
-    return parser
-
-
 def build_parser(*, run_only: bool = False) -> argparse.ArgumentParser:
     """Every command's parser; ``run_only``: just ``run``'s, whose start need not import the others."""
     parser = argparse.ArgumentParser(prog="chatgate", description="A durable chat gateway for AI agents.")
@@ -322,6 +317,7 @@ def _add_tool_parsers(
 ) -> None:
     """The commands besides ``init`` and ``run``, and each platform's own (through its plugin)."""
     # the other commands' modules: not for `run`
+    from chatgate.app.cli import doctor as doctor_cli
     from chatgate.app.cli import ops as ops_cli
     from chatgate.app.cli import pairing as pairing_cli
     from chatgate.app.cli import schedules as schedules_cli
@@ -348,6 +344,7 @@ def _add_tool_parsers(
     check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
     check.add_argument("--config", help=argparse.SUPPRESS)
     check.set_defaults(func=ops_cli.cmd_config_check)
+    doctor_cli.add_parser(sub, common)
     pairing_cli.add_parser(sub, common, cmd_pairing)
     add_platform_commands(sub, common)
     schedules_cli.add_parser(sub, common, cmd_schedules)
@@ -379,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if args.command not in NO_SECRETS_FILE:
+            load_secrets_file(args)  # every command sees the secrets `init` saved
         code: int = args.func(args)
     except ConfigError as exc:
         print(f"chatgate: {exc}", file=sys.stderr)

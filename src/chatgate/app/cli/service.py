@@ -1,7 +1,10 @@
 """``chatgate service install|uninstall|status``: run the gateway as a systemd user service.
 
-The unit runs ``chatgate run`` with the config and state dir made absolute; it restarts
-on failure but not on exit 78 (a configuration mistake: restarting cannot fix it), gives
+The unit runs ``chatgate run`` with the config and state dir made absolute and loads the
+secrets file (``<state dir>/chatgate.env``). It restarts on every failure, exit 78 (a
+configuration mistake, a secret not there yet) included, with a delay that grows (systemd
+254 and later: ``RestartSteps``; before, a fixed 30 s) and no start limit: a service
+installed right after ``init`` and before its secrets comes up once they are there. It gives
 the gateway longer to stop than its own shutdown deadline (so systemd never SIGKILLs a
 drain that is still within budget), and raises the open-file limit for many chats. Where
 there is no user systemd (a container, macOS, no login session) the unit is written and printed with
@@ -20,8 +23,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from chatgate.app.cli.common import EX_CONFIG
 from chatgate.app.config import load_config
+from chatgate.app.config.envfile import env_file_path
+from chatgate.app.config.secrets import missing_secrets
 
 UNIT_NAME = "chatgate.service"
 LIMIT_NOFILE = 65536
@@ -38,7 +42,45 @@ def _command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "chatgate"]
 
 
-def unit_text(config_path: Path | None, state_dir: Path, stop_seconds: float) -> str:
+RESTART_FIRST_SECONDS = 5
+RESTART_MAX_SECONDS = 300
+RESTART_STEPS = 6
+"""5 s, then longer at each failure in a row, up to 5 min (systemd's RestartSteps=)."""
+RESTART_FIXED_SECONDS = 30
+"""Where systemd has no RestartSteps (before 254): one delay, gentle on a crash loop."""
+STEPS_SINCE = 254
+
+
+def systemd_version() -> int | None:
+    """This machine's systemd (``systemctl --version``), or None where there is none."""
+    try:
+        done = subprocess.run(["systemctl", "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = done.stdout.split()
+    return int(words[1]) if len(words) > 1 and words[0] == "systemd" and words[1].isdigit() else None
+
+
+def restart_lines(version: int | None) -> list[str]:
+    """Restart on every failure with a growing delay; the keys this systemd knows."""
+    lines = [
+        "# Restarts on every failure, a config mistake (exit 78) or a missing secret included:",
+        "# fix it (chatgate doctor says what) and the next attempt starts.",
+        "Restart=on-failure",
+    ]
+    if version is not None and version >= STEPS_SINCE:
+        return [
+            *lines,
+            f"RestartSec={RESTART_FIRST_SECONDS}",
+            f"RestartSteps={RESTART_STEPS}",
+            f"RestartMaxDelaySec={RESTART_MAX_SECONDS}",
+        ]
+    return [*lines, f"RestartSec={RESTART_FIXED_SECONDS}"]
+
+
+def unit_text(
+    config_path: Path | None, state_dir: Path, stop_seconds: float, systemd: int | None = None
+) -> str:
     run = [*_command(), "run", "--state-dir", str(state_dir)]
     if config_path is not None:
         run += ["--config", str(config_path)]
@@ -50,6 +92,8 @@ def unit_text(config_path: Path | None, state_dir: Path, stop_seconds: float) ->
             "Description=chatgate: a durable chat gateway for AI agents",
             "After=network-online.target",
             "Wants=network-online.target",
+            "# No start limit: the growing restart delay is the backoff, and it never gives up.",
+            "StartLimitIntervalSec=0",
             "",
             "[Service]",
             "Type=exec",
@@ -58,10 +102,7 @@ def unit_text(config_path: Path | None, state_dir: Path, stop_seconds: float) ->
             f"Environment=CHATGATE_STATE_DIR={state_dir}",
             "# Secrets (bot tokens, API keys) go in this file as NAME=value lines, never in the config.",
             f"EnvironmentFile=-{state_dir / 'chatgate.env'}",
-            "Restart=on-failure",
-            "RestartSec=5",
-            f"# Exit {EX_CONFIG} is a configuration mistake: restarting cannot fix it.",
-            f"RestartPreventExitStatus={EX_CONFIG}",
+            *restart_lines(systemd),
             "KillSignal=SIGTERM",
             "# Longer than shutdown.hard_deadline_seconds, so a drain within budget is never killed.",
             f"TimeoutStopSec={math.ceil(stop_seconds)}",
@@ -91,18 +132,30 @@ def user_systemd_available(run: Systemctl = systemctl) -> bool:
         return False
 
 
-def _unit_for(args: argparse.Namespace, state_dir: Path) -> str:
+def _unit_for(args: argparse.Namespace, state_dir: Path) -> tuple[str, list[str]]:
+    """The unit's text, and the secrets the config names that are not set yet (the service
+    retries until they are in the secrets file)."""
     config_path = Path(args.config).expanduser().resolve() if args.config else None
-    config = load_config(config_path)  # a broken config is reported now, not by a restart loop
-    return unit_text(config_path, state_dir, config.shutdown.hard_deadline_seconds + 10)
+    # a broken config is reported now, not by a restart loop; a secret may come later
+    config = load_config(config_path, need_secrets=False)
+    missing = [need.env or need.key for need in missing_secrets(config, os.environ)]
+    text = unit_text(config_path, state_dir, config.shutdown.hard_deadline_seconds + 10, systemd_version())
+    return text, missing
 
 
 def cmd_install(args: argparse.Namespace, state_dir: Path) -> int:
-    text = _unit_for(args, state_dir)
+    text, missing = _unit_for(args, state_dir)
     path = unit_path()
     if args.print_only:
         print(text, end="")
         return 0
+    secrets = env_file_path(state_dir)
+    print(f"Secrets (bot tokens, API keys) go in {secrets} as NAME=value lines (chmod 600).")
+    if missing:
+        print(
+            f"  Not set yet: {', '.join(missing)}. Until they are in that file the service exits and"
+            " retries with a growing delay; `chatgate doctor` checks everything."
+        )
     state_dir.mkdir(parents=True, exist_ok=True)  # systemd refuses a missing WorkingDirectory
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

@@ -7,6 +7,7 @@ A platform's own rules are its plugin's (``Plugin.check``); these are the core's
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 from chatgate.app import registry
 from chatgate.app.config.background import hook_secret_problem
@@ -92,3 +93,37 @@ def served_platforms(config: GatewayConfig) -> list[str]:
         for name, section in config.platforms.enabled()
         for platform in registry.plugin(name).platforms(section)
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Needed:
+    """A secret the config names: the key naming it, the variable, what it holds."""
+
+    key: str
+    env: str | None
+    what: str
+
+
+def needed_secrets(config: GatewayConfig) -> list[Needed]:
+    """Every secret this config needs at start (``doctor`` and ``service install`` list the missing)."""
+    found: list[Needed] = []
+    if config.agent.kind == "openai":
+        found.append(Needed("agent.openai.api_key_env", config.agent.openai.api_key_env, "the API key"))
+    for name, profile in config.agent.profiles.items():
+        found.append(
+            Needed(f"agent.profiles.{name}.api_key_env", profile.api_key_env, "the profile's API key")
+        )
+    for name, section in config.platforms.enabled():
+        for secret in registry.plugin(name).secrets(section):
+            found.append(Needed(f"platforms.{name}.{secret.key}", secret.env, secret.what))
+    if config.store.url is not None and config.store.password_env:
+        found.append(Needed("store.password_env", config.store.password_env, "the PostgreSQL password"))
+    if config.hooks.enabled:
+        for name, route in config.hooks.routes.items():
+            found.append(Needed(f"hooks.routes.{name}.secret_env", route.secret_env, "the webhook's secret"))
+    return found
+
+
+def missing_secrets(config: GatewayConfig, environ: Mapping[str, str]) -> list[Needed]:
+    """The needed secrets whose variable is unnamed or empty in ``environ``."""
+    return [need for need in needed_secrets(config) if not need.env or not environ.get(need.env)]

@@ -48,6 +48,9 @@ class DiscordPlugin(Plugin[DiscordSection]):
         adapter = DiscordAdapter(section, token, ctx.store, ctx.intake, duplicate_marker=ctx.duplicate_marker)
         return PlatformBuild(adapters=[adapter], credentials=[Credential("discord", token, "bot token")])
 
+    def live_check(self, section: DiscordSection, environ: Mapping[str, str]) -> str | None:
+        return _who_is(section.api_base, environ.get(section.token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -69,9 +72,8 @@ class DiscordPlugin(Plugin[DiscordSection]):
         if api_base != DEFAULT_API_BASE or "api_base" in current:
             values["api_base"] = api_base
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.environ.get(env)
+        token = p.secret(env, "the bot token")
         if not token:
-            p.say(f"  {env} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         if p.checked("Discord", lambda: _who_is(api_base, token)) is not None:
             answers.notes.extend(_invite(api_base, token))

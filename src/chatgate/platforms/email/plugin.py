@@ -48,6 +48,11 @@ class EmailPlugin(Plugin[EmailSection]):
         mailbox = f"{section.login}@{section.imap_host}:{section.imap_port}/{section.mailbox}"
         return PlatformBuild(adapters=[adapter], credentials=[Credential("email", mailbox, "mailbox")])
 
+    def live_check(self, section: EmailSection, environ: Mapping[str, str]) -> str | None:
+        from chatgate.platforms.email.checks import check_mailbox  # imaplib: doctor and init only
+
+        return check_mailbox(section, environ.get(section.password_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_access(self, values: dict[str, Any], pairing: bool, allow_users: list[str]) -> None:
@@ -96,9 +101,8 @@ class EmailPlugin(Plugin[EmailSection]):
         if args.email_allow_from:
             values["allow_from"] = split_list(args.email_allow_from)
         answers = InitAnswers(section=values, secrets=[env])
-        password = p.environ.get(env)
+        password = p.secret(env, "the mailbox password")
         if not password:
-            p.say(f"  {env} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         section = EmailSection.model_validate({"enabled": True, **values})
         p.checked("Email", lambda: check_mailbox(section, password))

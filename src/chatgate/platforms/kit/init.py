@@ -43,10 +43,16 @@ class InitAnswers:
 class Prompter:
     """Questions on the terminal; with ``--yes`` every question takes its default silently."""
 
-    def __init__(self, interactive: bool, environ: Mapping[str, str]) -> None:
+    def __init__(
+        self, interactive: bool, environ: Mapping[str, str], secrets_file: str = "chatgate.env"
+    ) -> None:
         self.interactive = interactive
         self.environ = environ
         """Where the secrets the answers name are looked up for the live checks."""
+        self.secrets_file = secrets_file
+        """Where pasted secrets are saved (``<state dir>/chatgate.env``), for the messages."""
+        self.pasted: dict[str, str] = {}
+        """Secrets pasted during this run, by variable: saved to the secrets file with the config."""
 
     def say(self, text: str = "") -> None:
         print(text, flush=True)
@@ -87,13 +93,62 @@ class Prompter:
         return self.until_valid(flag, question, default, one_of)
 
     def env_name(self, flag: str | None, question: str, default: str) -> str:
+        """The name of the variable holding a secret. A pasted secret is never shown: it is
+        offered a place in the secrets file under the question's own variable (``default``)."""
+        pasted: list[str] = []
+
         def name(value: str) -> str:
-            checked = env_var_name(value)
+            try:
+                checked = env_var_name(value)
+            except ValueError:
+                if not value.strip():
+                    raise
+                if flag is not None or not self.interactive:
+                    raise ValueError(
+                        "this must be the name of an environment variable, and what is here looks like"
+                        f" the secret itself (not shown); put it in {self.secrets_file} as {default}=..."
+                        f" and give the name {default}"
+                    ) from None
+                pasted.append(value.strip())
+                return default
             if not checked:
                 raise ValueError("a variable name is needed")
             return checked
 
-        return self.until_valid(flag, question, default, name)
+        while True:
+            chosen = self.until_valid(flag, question, default, name)
+            if not pasted:
+                return chosen
+            secret = pasted.pop()
+            self.say("  That is not a variable name; it looks like the secret itself (not shown).")
+            if self.confirm(f"  Save it as {default} in {self.secrets_file}?", True):
+                self.pasted[default] = secret
+                return default
+            self.say(f"  Then give the name of the variable that holds it (like {default}).")
+
+    def secret(self, env: str, what: str) -> str | None:
+        """The value of ``env`` for a live check: from the environment (or the secrets file,
+        loaded already), else pasted now without echo and saved with the config; None: skipped."""
+        if self.pasted.get(env):
+            return self.pasted[env]
+        if self.environ.get(env):
+            return self.environ[env]
+        if not self.interactive:
+            self.say(f"  {env} is not set: put {env}=<{what}> in {self.secrets_file} (not checked now)")
+            return None
+        import getpass  # the hidden prompt: only when a secret is asked for
+
+        try:
+            value = getpass.getpass(
+                f"  Paste {what} (hidden; saved as {env} in {self.secrets_file}), or Enter to skip: "
+            ).strip()
+        except EOFError:
+            raise Aborted("no answer (end of input); nothing was written") from None
+        if not value:
+            self.say(f"  Skipped: put {env}=<{what}> in {self.secrets_file} before chatgate run")
+            return None
+        self.pasted[env] = value
+        return value
 
     def checked(self, what: str, check: Callable[[], str]) -> str | None:
         """Run a live check and say what it found (returned); on a failure say why and ask whether
@@ -114,15 +169,23 @@ def split_list(text: str) -> list[str]:
     return [item.strip() for item in text.replace(" ", ",").split(",") if item.strip()]
 
 
-def get_json(url: str, headers: dict[str, str], what: str, *, secret: str | None = None) -> Any:
-    """GET ``url`` and read its JSON; ``CheckFailed`` says why not (``secret`` never shown)."""
+def get_json(
+    url: str, headers: dict[str, str], what: str, *, secret: str | None = None, body: Any = None
+) -> Any:
+    """GET ``url`` (POST ``body`` as JSON when given) and read its JSON; ``CheckFailed`` says
+    why not (``secret`` never shown)."""
     import urllib.error  # urllib: only for init, not for every chatgate command
     import urllib.request  # (idem)
 
     def clean(text: str) -> str:
         return text.replace(secret, "<secret>") if secret else text
 
-    request = urllib.request.Request(url, headers={"User-Agent": "chatgate-init", **headers})
+    sent = {"User-Agent": "chatgate-init", **headers}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        sent["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data, headers=sent)
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:
             return json.load(response)

@@ -172,6 +172,17 @@ class Plugin(Generic[SectionT]):
     ) -> None:
         """Its own ``chatgate`` subcommands (the web chat's ``user``, the API's ``api-key``)."""
 
+    # ------------------------------------------------------------ chatgate doctor
+
+    live_check_displaces: ClassVar[bool] = False
+    """Whether ``live_check`` would take the credential from a gateway running with it (a
+    second relay connection with one gateway id): then it is not run beside one."""
+
+    def live_check(self, section: SectionT, environ: Mapping[str, str]) -> str | None:
+        """Prove the credentials against the real service now, as ``init`` does: what was found,
+        or ``CheckFailed`` saying why not. Blocking. None: nothing to check live."""
+        return None
+
     # ------------------------------------------------------------ chatgate init
 
     asks_access: ClassVar[bool] = True

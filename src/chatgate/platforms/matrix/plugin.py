@@ -61,6 +61,11 @@ class MatrixPlugin(Plugin[MatrixSection]):
             adapters=[adapter], credentials=[Credential("matrix", account, "Matrix account")]
         )
 
+    def live_check(self, section: MatrixSection, environ: Mapping[str, str]) -> str | None:
+        if section.password_env:
+            return None  # a password sign-in would make a new device: the gateway signs in at start
+        return _who_am_i(section.homeserver.rstrip("/"), environ.get(section.access_token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -88,9 +93,8 @@ class MatrixPlugin(Plugin[MatrixSection]):
         if user:
             values["user_id"] = user
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.environ.get(env)
+        token = p.secret(env, "the access token")
         if not token:
-            p.say(f"  {env} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         found = p.checked("Matrix", lambda: _who_am_i(homeserver, token))
         if found is not None and not user:

@@ -101,6 +101,13 @@ class RelayPlugin(Plugin[RelaySection]):
         )
         return PlatformBuild(adapters=list(hub.platforms.values()), credentials=[credential])
 
+    live_check_displaces = True  # a second connection with this gateway id would replace the gateway's
+
+    def live_check(self, section: RelaySection, environ: Mapping[str, str]) -> str | None:
+        from chatgate.platforms.relay.probe import hello  # websockets: only when checked
+
+        return hello(section, environ.get(section.secret_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -140,8 +147,7 @@ class RelayPlugin(Plugin[RelaySection]):
                 bot_flag, f"  {name} bot id (as the connector knows it)", default, _required
             )
             entries.append({**known.get(name, {}), "platform": name, "bot_id": bot_id})
-        if not p.environ.get(secret):
-            p.say(f"  {secret} is not set in this shell; export it before `chatgate run`")
+        p.secret(secret, "the relay secret")  # saved with the config
         values = {"url": url, "gateway_id": gateway_id, "secret_env": secret, "platforms": entries}
         return InitAnswers(section=values, secrets=[secret])
 

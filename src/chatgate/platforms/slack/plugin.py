@@ -53,6 +53,9 @@ class SlackPlugin(Plugin[SlackSection]):
             built.routes.append(Route(EVENTS_PATH, adapter.http_endpoint, methods=["POST"]))
         return built
 
+    def live_check(self, section: SlackSection, environ: Mapping[str, str]) -> str | None:
+        return _auth_test(section.api_base, environ.get(section.bot_token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -96,9 +99,10 @@ class SlackPlugin(Plugin[SlackSection]):
             values["api_base"] = api_base
         secrets = [v for k, v in values.items() if k.endswith("_env")]
         answers = InitAnswers(section=values, secrets=secrets)
-        token = p.environ.get(bot)
+        other = values.get("app_token_env") or values["signing_secret_env"]
+        token = p.secret(bot, "the bot token (xoxb-)")
+        p.secret(other, APP_TOKEN if mode == "socket" else SIGNING_SECRET)  # saved with the config
         if not token:
-            p.say(f"  {bot} is not set in this shell: export it and run `chatgate init` again to check it")
             return answers
         p.checked("Slack", lambda: _auth_test(api_base, token))
         return answers
@@ -107,7 +111,8 @@ class SlackPlugin(Plugin[SlackSection]):
 def _auth_test(api_base: str, token: str) -> str:
     """``auth.test``: proves the bot token and names the bot and its workspace."""
     url = api_base.rstrip("/") + "/auth.test"
-    body = get_json(url, {"Authorization": f"Bearer {token}"}, "the Slack Web API", secret=token)
+    # POSTed, as slack-sdk calls every method (Slack's recommended way; a GET is not always served)
+    body = get_json(url, {"Authorization": f"Bearer {token}"}, "the Slack Web API", secret=token, body={})
     if not isinstance(body, dict) or not body.get("ok"):
         error = body.get("error") if isinstance(body, dict) else None
         raise CheckFailed(f"Slack did not accept the bot token ({error or 'auth.test was not ok'})")

@@ -38,6 +38,9 @@ class TelegramPlugin(Plugin[TelegramSection]):
             raise ConfigError(f"platforms.telegram.token_env: {exc}") from exc
         return PlatformBuild(adapters=[adapter], credentials=[Credential("telegram", token, "bot token")])
 
+    def live_check(self, section: TelegramSection, environ: Mapping[str, str]) -> str | None:
+        return _who_is(section.api_base, environ.get(section.token_env or "", ""))
+
     # ------------------------------------------------------------ chatgate init
 
     def init_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -56,12 +59,8 @@ class TelegramPlugin(Plugin[TelegramSection]):
         if api_base != DEFAULT_API_BASE or "api_base" in current:
             values["api_base"] = api_base
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.environ.get(env)
+        token = p.secret(env, TOKEN_FROM)
         if not token:
-            p.say(
-                f"  {env} is not set in this shell: export {env}=<token> (or put it in chatgate.env)"
-                " and run `chatgate init` again to check it (written unchecked)"
-            )
             return answers
         p.checked("Telegram", lambda: _who_is(api_base, token))
         return answers
