@@ -78,7 +78,7 @@ TABLES: tuple[Table, ...] = (
         convert=_inbox, order="seq", identity="seq",
     ),
     Table(
-        "transcript", ("id", "session_id", "session_key", "role", "content", "created_at"),
+        "transcript", ("id", "session_id", "session_key", "role", "content", "created_at", "media_json"),
         order="id", identity="id",
     ),
     Table(
@@ -90,6 +90,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table("chat_labels", ("platform", "scope", "chat_id", "chat_name", "chat_topic", "observed_seq")),
     Table("cursors", ("name", "value", "updated_at")),
+    Table("media", ("key", "sha", "mime", "size", "name", "error", "created_at")),
     Table(
         "rejected_inbound", ("id", "transport", "delivery_id", "reason", "excerpt", "received_at"),
         order="id", identity="id",
