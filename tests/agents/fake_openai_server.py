@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,7 +77,16 @@ class CallTools:
     """False omits ``index`` from the tool-call deltas (seen from some compatible servers)."""
 
 
-Behaviour = Reply | Fail | Hang | CallTools
+@dataclass(frozen=True)
+class Answer:
+    """Answer with the text ``reply(body)`` computes from the request: a model that reads what
+    it was sent (a fake vision model decodes the images it got, for example)."""
+
+    reply: Callable[[dict[str, Any]], str]
+    chunks: int = 1
+
+
+Behaviour = Reply | Fail | Hang | CallTools | Answer
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,8 @@ class FakeOpenAIServer:
         body = await request.json()
         self.requests.append(RecordedRequest(dict(request.headers), body))
         behaviour = self._next_behaviour()
+        if isinstance(behaviour, Answer):
+            behaviour = Reply(behaviour.reply(body), behaviour.chunks)
         if isinstance(behaviour, Fail):
             error = {
                 "message": behaviour.message,

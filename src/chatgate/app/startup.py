@@ -37,6 +37,7 @@ def build_agent(config: GatewayConfig) -> Agent:
                 temperature=oa.temperature,
                 max_tokens=oa.max_tokens,
                 timeout_s=oa.timeout_seconds,
+                vision=config.agent.vision,
             )
 
         return DeferredAgent("openai", build)

@@ -210,3 +210,12 @@ def classify(mime: str) -> MediaClass:
 def refused_note(name: str, reason: str) -> str:
     """The line the agent reads and the user sees for an attachment that did not come through."""
     return f"[attachment {name} was not received: {reason}]"
+
+
+def with_attachments(text: str, items: tuple[MediaItem, ...], notes: tuple[str, ...]) -> str:
+    """A message's text as the model reads it: each attached file named on a line of its own
+    (its content goes alongside, ``agents/media_parts.py``), and a note for each that failed."""
+    lines = [text] if text else []
+    lines += [f"[attached: {item.label()}]" for item in items]
+    lines += list(notes)
+    return "\n".join(lines)

@@ -12,11 +12,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from chatgate.agents.base import Agent, ToolRunner
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.media import MediaLimits
 from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.domain.store_roles import (
@@ -25,6 +27,7 @@ from chatgate.domain.store_roles import (
     Labels,
     Leases,
     Lifecycle,
+    Media,
     Outbox,
     Pairing,
     Schedules,
@@ -36,6 +39,7 @@ from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellToo
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
+from chatgate.engine.media_fetch import MediaFetcher
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter, group_classifier
 from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
@@ -50,7 +54,18 @@ log = logging.getLogger(__name__)
 
 
 class EngineStore(
-    Lifecycle, Inbox, Leases, Transcript, Outbox, Approvals, Labels, Pairing, Schedules, Tasks, Protocol
+    Lifecycle,
+    Inbox,
+    Leases,
+    Transcript,
+    Outbox,
+    Approvals,
+    Labels,
+    Pairing,
+    Schedules,
+    Tasks,
+    Media,
+    Protocol,
 ):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
@@ -77,6 +92,15 @@ class EngineSettings:
     """The schedule runner and the chat's schedule commands; None turns both off."""
     tasks: TaskSettings | None = field(default_factory=TaskSettings)
     """Background tasks (``/bg``) and, with ``delegation``, the agent's ``delegate`` tool."""
+    media: MediaSettings | None = None
+    """Fetching attachments before a turn (``engine/media_fetch.py``); None leaves them unfetched."""
+
+
+@dataclass(frozen=True, slots=True)
+class MediaSettings:
+    limits: MediaLimits
+    scratch: Path
+    """Where downloads are written while they stream (beside the blob store: taking one in is a rename)."""
 
 
 class Engine:
@@ -129,6 +153,7 @@ class Engine:
             owner=settings.owner,
             on_outbox=self.outbox_changed,
             typist=self.typist,
+            media=self._media_fetcher(settings.media),
         )
         self.scheduler = Scheduler(
             store,
@@ -140,6 +165,11 @@ class Engine:
             sends=self.delivery,
         )
         self.schedules = self._build_schedules(settings.schedules)
+
+    def _media_fetcher(self, settings: MediaSettings | None) -> MediaFetcher | None:
+        if settings is None:
+            return None
+        return MediaFetcher(self.store, self.adapters, settings.limits, settings.scratch)
 
     def _build_tasks(self, settings: TaskSettings | None) -> BackgroundTasks | None:
         if settings is None:

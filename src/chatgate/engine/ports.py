@@ -9,11 +9,11 @@ that port's contract.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.outbound import (
     PREVIEW_KEY,
     Capabilities,
@@ -337,6 +337,23 @@ def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
     ):
         return None
     return cast(PromptingPlatform, adapter)
+
+
+class MediaSource(Protocol):
+    """An adapter that can fetch the files its events refer to (``Inbound.attachments``).
+
+    ``open_attachment`` streams the file's bytes as they arrive (never whole in memory); the
+    engine bounds its size and time. An attachment the platform no longer has (an expired
+    link, a deleted file) raises ``MediaRefused`` with the reason a person reads."""
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]: ...
+
+
+def media_source(adapter: Adapter | None) -> MediaSource | None:
+    """The adapter as a ``MediaSource``, or None when it cannot fetch files (yet)."""
+    if adapter is None or not callable(getattr(adapter, "open_attachment", None)):
+        return None
+    return cast(MediaSource, adapter)
 
 
 class PlatformStores(

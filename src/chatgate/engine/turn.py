@@ -30,11 +30,12 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.background import as_restored
-from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.context import render_session_context
 from chatgate.domain.edits import fold_edits
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.media import MediaItem
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, with_instructions
@@ -45,6 +46,7 @@ from chatgate.domain.store_roles import Labels, Transcript, TurnJournal
 from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
+from chatgate.engine.media_fetch import MediaFetcher, TurnMedia
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, reply_draft
@@ -118,7 +120,9 @@ class TurnRunner:
         owner: str = "",
         on_outbox: Callable[[], None] = lambda: None,
         typist: TypingIndicators | None = None,
+        media: MediaFetcher | None = None,
     ) -> None:
+        self._media = media  # fetches the turn's attachments before the agent is asked
         self._owner = owner
         self._on_outbox = on_outbox
         self._on_preview = on_preview
@@ -148,9 +152,10 @@ class TurnRunner:
         if max(i.crashes for i in items) >= self.settings.max_attempts:
             return self._given_up(claim, attempts, caps, route, internal)
 
-        outbox: list[OutboxDraft] = []
         hold = await self._preview_hold(claim, route, attempts) if not internal else _never_held
-        request, inputs = await self._request(claim, reply_to, route)
+        fetched = await self._media.fetch(items) if self._media is not None else TurnMedia()
+        outbox: list[OutboxDraft] = fetched.notices(key, route) if not internal else []
+        request, inputs = await self._request(claim, reply_to, route, fetched)
         consumer = StreamConsumer(
             adapter if not internal else None,
             source,
@@ -167,7 +172,7 @@ class TurnRunner:
             typist=self._typist,
         )
         reply = await self._reply(request, consumer)
-        transcript = [HistoryEntry("user", model_input) for model_input in inputs]
+        transcript = [HistoryEntry("user", model_input, media) for model_input, media in inputs]
         if reply.outcome == "ok":  # an apology is for the user, never the model's history
             transcript.append(HistoryEntry("assistant", reply.text))
         if internal:  # a delegated child answers its parent's inbox (in the commit), not the chat
@@ -262,16 +267,17 @@ class TurnRunner:
             )
 
     async def _request(
-        self, claim: Claim, reply_to: str | None, route: dict[str, str]
-    ) -> tuple[AgentRequest, list[str]]:
-        """What the agent is asked: the pinned session context, the history, this turn's messages."""
+        self, claim: Claim, reply_to: str | None, route: dict[str, str], fetched: TurnMedia
+    ) -> tuple[AgentRequest, list[tuple[str, tuple[MediaItem, ...]]]]:
+        """What the agent is asked (context, history, messages and files), and the transcript rows."""
         items = claim.items
         source = items[-1].inbound.source
         shared = is_shared_session(source, self._policy_for(source.platform))
         messages = fold_edits([self._marked(i) for i in items])  # an edit of a waiting message updates it
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         history = await self._store.history(claim.session_id, self.settings.history_limit)
-        inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
+        inputs = fetched.inputs(messages, shared)
+        media = await self._media.contents(fetched.all_items(), history) if self._media is not None else {}
         request = AgentRequest(
             system=system_message(
                 with_instructions(
@@ -286,14 +292,17 @@ class TurnRunner:
                     sender=m.source.user_name,
                     message_ref=m.message_ref,
                     received_at=m.received_at,
+                    media=fetched.items(m),
+                    media_notes=fetched.notes(m),
                 )
                 for m in messages
             ),
             model_input="\n".join(inputs),
             session_key=claim.session_key,
             tools=self._tools_for(claim, source, reply_to, route),
+            media=media,
         )
-        return request, inputs
+        return request, [(i, fetched.items(m)) for i, m in zip(inputs, messages, strict=True)]
 
     def _marked(self, item: QueuedItem) -> Inbound:
         """A delegated task's completion admitted by an earlier process is marked restored."""

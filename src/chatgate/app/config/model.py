@@ -20,6 +20,7 @@ from chatgate.app.config.background import (
     HooksConfig,
     SchedulesConfig,
 )
+from chatgate.app.config.media import MediaConfig
 from chatgate.app.config.pairing import PairingConfig
 from chatgate.app.config.platforms import PlatformSections
 from chatgate.app.config.rates import RateLimitsConfig
@@ -173,6 +174,8 @@ class AgentConfig(_Section):
     """A file to read the persona from at start (instead of ``system_prompt``)."""
     system_prompts: dict[str, str] = {}
     """Overrides by ``platform`` or ``platform:chat_id``; the most specific wins."""
+    vision: bool = False
+    """The model reads images: they are sent as image parts (otherwise as a short note)."""
 
     @model_validator(mode="after")
     def _one_persona_source(self) -> AgentConfig:
@@ -308,6 +311,7 @@ class GatewayConfig(BaseModel):
     hooks: HooksConfig = HooksConfig()
     background: BackgroundConfig = BackgroundConfig()
     delegation: DelegationConfig = DelegationConfig()
+    media: MediaConfig = MediaConfig()
 
     @model_validator(mode="before")
     @classmethod
