@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -152,5 +153,6 @@ async def test_a_kill_mid_download_fetches_again_and_answers_once(
         if gateway.proc is not None and gateway.proc.returncode is None:
             await gateway.kill()
     assert len(double.downloads) == 2  # fetched again after the kill
+    assert os.listdir(tmp_path / "state" / "blobs" / "tmp") == []  # the killed download's part is gone
     answers = [m.text for m in double.view(chat.id) if "received photo.jpg" in m.text]
     assert answers == [f"echo: keep this\nreceived photo.jpg (image/png, {human_size(len(image))})"]

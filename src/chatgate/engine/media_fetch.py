@@ -105,6 +105,20 @@ class TurnMedia:
         return drafts
 
 
+def sweep(scratch: Path, before: float) -> int:
+    """Remove the partial downloads a killed predecessor left (older than this process); the
+    state directory's lock (or, in a fleet, each process's own state directory) makes them its."""
+    removed = 0
+    if not scratch.is_dir():
+        return 0
+    for entry in scratch.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            if entry.name.startswith("in-") and entry.stat().st_mtime < before:
+                entry.unlink()
+                removed += 1
+    return removed
+
+
 class MediaFetcher:
     """Fetches a turn's attachments once, durably, and loads stored items for the agent."""
 
@@ -121,11 +135,16 @@ class MediaFetcher:
         self.limits = limits
         self._scratch = scratch
         self._clock = clock
+        self._born = clock()
+        self._swept = False
 
     async def fetch(self, items: Sequence[QueuedItem]) -> TurnMedia:
         """Every attachment of ``items`` with its outcome: recorded before, or fetched now."""
         by_message: dict[tuple[str, str], tuple[MediaRecord, ...]] = {}
         sources: dict[tuple[str, str], QueuedItem] = {}
+        if not self._swept and any(q.inbound.attachments for q in items):
+            await asyncio.to_thread(sweep, self._scratch, self._born)
+            self._swept = True
         for queued in items:
             attachments = queued.inbound.attachments
             if not attachments:
