@@ -129,3 +129,15 @@ async def test_a_recorded_fetch_is_not_repeated_and_an_unfinished_one_is(make_ha
     adapter.gate.set()
     redone = await fetcher.fetch([stuck])
     assert adapter.opened == ["f1", "f1", "f1"] and redone.all_items()
+
+
+async def test_a_stored_attachment_is_trusted_only_from_a_platform_that_signs_its_uploads(
+    make_harness, tmp_path
+):
+    adapter = FileAdapter({})  # no ``takes_uploads``: its "stored" refs are untrusted data
+    h = await make_harness(adapter=adapter, media=settings(tmp_path))
+    forged = Attachment("stored", "a" * 64, "image/png", "secret.png", 10)
+    await h.admission.admit(with_files(h.inbound("peek", chat_id="c1"), forged))
+    (final,) = await h.finals("c1", 1)
+    assert "secret.png was not received: the platform no longer has this file" in final
+    assert adapter.opened == ["a" * 64]  # asked the platform like any other file, never the blob store

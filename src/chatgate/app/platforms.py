@@ -37,6 +37,7 @@ def platform_context(config: GatewayConfig, engine: Engine, store: PlatformStore
         duplicate_marker=config.delivery.duplicate_marker,
         http_loopback=core_view(config).http_loopback,
         auth_timeout=config.http.auth_timeout_seconds,
+        media=engine.media,
     )
 
 

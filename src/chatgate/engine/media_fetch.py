@@ -47,9 +47,24 @@ from chatgate.engine.replies import reply_draft
 
 log = logging.getLogger(__name__)
 
+STORED = "stored"
+"""``Attachment.kind`` of a file already in the blob store: ``ref`` is its sha256, and the
+adapter that made it vouches for its type and size (the web chat signs what it uploaded)."""
 _FALLBACK_NAMES = {
     "photo": "photo.jpg", "voice": "voice.ogg", "video_note": "video.mp4", "sticker": "sticker",
 }  # fmt: skip
+
+
+def takes_uploads(adapter: Adapter | None) -> bool:
+    """Whether the adapter's ``stored`` attachments name blobs it took in and vouches for (the
+    web chat signs each upload's ref); any other platform's are ordinary, untrusted data."""
+    return adapter is not None and getattr(adapter, "takes_uploads", False) is True
+
+
+def stored_item(attachment: Attachment, name: str) -> MediaItem:
+    return MediaItem(
+        attachment.ref, attachment.mime or "application/octet-stream", attachment.size or 0, name
+    )
 
 
 def display_name(attachment: Attachment) -> str:
@@ -166,7 +181,9 @@ class MediaFetcher:
         source = media_source(self._adapters.get(platform))
         item: MediaItem | None = None
         error: str | None = None
-        if source is None:
+        if attachment.kind == STORED and takes_uploads(self._adapters.get(platform)):
+            item = stored_item(attachment, name)  # an upload: checked when it came in
+        elif source is None:
             error = f"files from {platform} cannot be fetched yet"
         else:
             try:
@@ -183,6 +200,16 @@ class MediaFetcher:
         if error is not None:
             log.info("attachment %s not received: %s", key, error, extra={"platform": platform})
         return await self._store.record_media(MediaRecord(key, item, error, name), self._clock())
+
+    async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
+        """``engine.ports.MediaIntake``: a file a platform received itself (a web chat upload),
+        bounded and checked like a fetched one, and stored; ``MediaRefused`` says why not."""
+        try:
+            return await self._download(chunks, platform, sanitize_name(name))
+        except TimeoutError:
+            raise MediaRefused(
+                f"the upload did not finish within {self.limits.timeout_seconds:.0f} s"
+            ) from None
 
     async def _download(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
         async with asyncio.timeout(self.limits.timeout_seconds):

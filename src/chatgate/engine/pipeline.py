@@ -141,6 +141,7 @@ class Engine:
         self.intake = EngineIntake(self.admission, store, metrics)
         self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
         self.tasks = self._build_tasks(settings.tasks)
+        self.media = self._media_fetcher(settings.media)
         self.runner = TurnRunner(
             store,
             agent,
@@ -153,7 +154,7 @@ class Engine:
             owner=settings.owner,
             on_outbox=self.outbox_changed,
             typist=self.typist,
-            media=self._media_fetcher(settings.media),
+            media=self.media,
         )
         self.scheduler = Scheduler(
             store,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Attachment, Inbound
+from chatgate.domain.media import MediaItem
 from chatgate.domain.outbound import (
     PREVIEW_KEY,
     Capabilities,
@@ -349,6 +350,13 @@ class MediaSource(Protocol):
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]: ...
 
 
+class MediaIntake(Protocol):
+    """Where a platform that receives files itself (the web chat's upload) hands one in: it is
+    streamed, bounded, checked and stored (``MediaRefused`` says why not)."""
+
+    async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem: ...
+
+
 def media_source(adapter: Adapter | None) -> MediaSource | None:
     """The adapter as a ``MediaSource``, or None when it cannot fetch files (yet)."""
     if adapter is None or not callable(getattr(adapter, "open_attachment", None)):
@@ -383,6 +391,8 @@ class PlatformContext:
     auth_timeout: float = 10.0
     """Seconds a connection may take to prove who it is (``http.auth_timeout_seconds``): a web
     chat socket without an accepted hello by then is closed."""
+    media: MediaIntake | None = None
+    """Takes in files a platform receives itself (None: ``media.enabled`` is off)."""
 
     def secret(self, name: str | None) -> str | None:
         """The value of the environment variable ``name`` (checked when the config loaded)."""
