@@ -141,3 +141,19 @@ async def test_a_stored_attachment_is_trusted_only_from_a_platform_that_signs_it
     (final,) = await h.finals("c1", 1)
     assert "secret.png was not received: the platform no longer has this file" in final
     assert adapter.opened == ["a" * 64]  # asked the platform like any other file, never the blob store
+
+
+async def test_only_the_latest_files_of_the_history_are_sent_again(make_harness, tmp_path):
+    files = {f"f{i}": png(10 + i, 10) for i in range(3)}
+    adapter = FileAdapter(files)
+    h = await make_harness(adapter=adapter, media=settings(tmp_path, history_files=1))
+    for i in range(3):
+        await h.admission.admit(with_files(h.inbound(f"pic {i}", chat_id="c1"), Attachment("photo", f"f{i}")))
+        await h.finals("c1", i + 1)
+    await h.send("which ones?", chat_id="c1")
+    await h.finals("c1", 4)
+    last = h.agent.requests()[-1]
+    shown = [e.media[0] for e in last.history if e.media]
+    assert len(shown) == 3
+    assert last.media[shown[-1].sha].encoded is not None  # the latest: sent again
+    assert [last.media[i.sha].note for i in shown[:2]] == ["sent earlier in this conversation"] * 2

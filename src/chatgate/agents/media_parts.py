@@ -30,7 +30,8 @@ def user_content(
             texts.append(f"[file {item.label()}: not available to the model]")
         elif item.kind == "image" and content.data is not None:
             if vision:
-                url = f"data:{item.mime};base64,{base64.b64encode(content.data).decode('ascii')}"
+                encoded = content.encoded or base64.b64encode(content.data).decode("ascii")
+                url = f"data:{item.mime};base64,{encoded}"
                 images.append({"type": "image_url", "image_url": {"url": url}})
             else:
                 texts.append(f"[image {item.label()}: this model cannot see images]")

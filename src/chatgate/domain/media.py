@@ -21,6 +21,7 @@ DEFAULT_MAX_PIXELS = 40_000_000
 """Pixels an image may decode to (a 20 MB PNG can claim 100 000 x 100 000: a decompression bomb)."""
 DEFAULT_INLINE_CHARS = 20_000
 """Characters of a text document or a PDF's text the model reads in one message."""
+DEFAULT_HISTORY_FILES = 8
 NAME_MAX = 120
 
 
@@ -37,6 +38,8 @@ class MediaLimits:
     max_pixels: int = DEFAULT_MAX_PIXELS
     inline_chars: int = DEFAULT_INLINE_CHARS
     timeout_seconds: float = 60.0
+    history_files: int = DEFAULT_HISTORY_FILES
+    """The history's latest files sent to the model again each turn; older ones are named only."""
 
     def bytes_for(self, platform: str) -> int:
         """A platform's own limit, never above the overall one."""
@@ -89,6 +92,8 @@ class MediaContent:
     data: bytes | None = None
     text: str | None = None
     note: str | None = None
+    encoded: str | None = None
+    """An image's bytes in base64, made off the event loop (a 10 MB image takes a while)."""
 
 
 def media_key(seq: int, index: int) -> str:

@@ -15,6 +15,7 @@ of the message is answered.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -232,16 +233,22 @@ class MediaFetcher:
     async def contents(
         self, turn: Iterable[MediaItem], history: Sequence[HistoryEntry]
     ) -> dict[str, MediaContent]:
-        """What the agent reads of each item of this turn and of the history, by sha."""
-        wanted: dict[str, MediaItem] = {}
-        for entry in history:
-            for item in entry.media:
-                wanted.setdefault(item.sha, item)
-        for item in turn:
-            wanted.setdefault(item.sha, item)
+        """What the agent reads of each item of this turn and of the history, by sha. Only the
+        history's latest ``history_files`` files are loaded again; older ones are named only."""
         found: dict[str, MediaContent] = {}
-        for sha, item in wanted.items():
-            found[sha] = await self._content(item)
+        for item in turn:
+            if item.sha not in found:
+                found[item.sha] = await self._content(item)
+        budget = self.limits.history_files
+        for entry in reversed(history):
+            for item in entry.media:
+                if item.sha in found:
+                    continue
+                if budget > 0:
+                    found[item.sha] = await self._content(item)
+                    budget -= 1
+                else:
+                    found[item.sha] = MediaContent(item, note="sent earlier in this conversation")
         return found
 
     async def _content(self, item: MediaItem) -> MediaContent:
@@ -252,7 +259,8 @@ class MediaFetcher:
         if data is None:
             return MediaContent(item, note="the file is no longer stored")
         if kind == "image":
-            return MediaContent(item, data=data)
+            encoded = await asyncio.to_thread(lambda: base64.b64encode(data).decode("ascii"))
+            return MediaContent(item, data=data, encoded=encoded)
         limit = self.limits.inline_chars
         if kind == "pdf":
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from chatgate.domain.media import (
+    DEFAULT_HISTORY_FILES,
     DEFAULT_INLINE_CHARS,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PIXELS,
@@ -32,6 +33,8 @@ class MediaConfig(BaseModel):
     """Characters of a text file's or a PDF's text the model reads; the rest is cut, and it is told."""
     timeout_seconds: float = Field(60.0, gt=0)
     """How long one file's download may take."""
+    history_files: int = Field(DEFAULT_HISTORY_FILES, ge=0)
+    """The history's latest files the model is sent again each turn; older ones are named only."""
 
     def limits(self) -> MediaLimits:
         return MediaLimits(
@@ -40,4 +43,5 @@ class MediaConfig(BaseModel):
             max_pixels=self.max_pixels,
             inline_chars=self.inline_chars,
             timeout_seconds=self.timeout_seconds,
+            history_files=self.history_files,
         )
