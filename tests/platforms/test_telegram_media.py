@@ -16,6 +16,7 @@ from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, priv
 from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
 from chatgate.domain.media import human_size
 from support.media_files import pdf, png
+from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
 from support.procs import GatewayProcess
 
 
@@ -111,6 +112,24 @@ async def test_an_expired_file_is_a_note_to_the_model_and_a_line_the_user_sees(
     reason = "Telegram no longer has this file (it may have expired)"
     assert notice == f"[attachment photo.jpg was not received: {reason}]"
     assert "still there?" in answer and reason in answer
+
+
+async def test_on_postgresql_the_blob_is_rows_every_process_can_read(
+    pg_schema: str, double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    """(``pg_schema`` first: it is dropped after the gateway stopped.)"""
+    user = User(505, "Ed")
+    chat = private(user)
+    image = png(200, 150, (1, 2, 3))
+    store = {"url": DSN, "postgres": {"schema": pg_schema}}
+    config = telegram_config(double, tmp_path, telegram={"allow_users": [str(user.id)]}, store=store)
+    await gateways.start(config)
+    await double.push_photo(chat, user, image, caption="kept in the database")
+    await double.wait_for(lambda: any("received" in m.text for m in double.view(chat.id)), 60, "the answer")
+    sha = hashlib.sha256(image).hexdigest()
+    rows = await sql(f'SELECT data FROM "{pg_schema}".media_chunks WHERE sha = $1 ORDER BY idx', sha)
+    assert b"".join(r["data"] for r in rows) == image
+    assert not (tmp_path / "state" / "blobs").exists() or not any((tmp_path / "state" / "blobs").glob("??/*"))
 
 
 @pytest.mark.slow
