@@ -25,8 +25,8 @@ class MediaConfig(BaseModel):
     """Fetch the files people send before the agent answers; off, the agent sees only the text."""
     max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1)
     """The largest file fetched, on every platform (bytes)."""
-    platform_max_bytes: dict[str, int] = {"telegram": DEFAULT_MAX_BYTES}
-    """Per platform, a lower bound than ``max_bytes`` (Telegram's Bot API serves files up to 20 MB)."""
+    platform_max_bytes: dict[str, int] = {}
+    """Per platform name, a lower limit than ``max_bytes`` (a platform's own limit applies anyway)."""
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1)
     """The most pixels an image may decode to (a decompression bomb claims far more)."""
     inline_chars: int = Field(DEFAULT_INLINE_CHARS, ge=0)
