@@ -114,6 +114,27 @@ async def test_an_expired_file_is_a_note_to_the_model_and_a_line_the_user_sees(
     assert "still there?" in answer and reason in answer
 
 
+async def test_a_file_over_telegrams_20_mb_is_refused_by_getfile_and_never_downloaded(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(506, "Flo")
+    chat = private(user)
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    await double.push_document(
+        chat, user, b"x" * (20 * 1024 * 1024 + 1), "huge.bin", "application/octet-stream"
+    )
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 60, "the notice and the answer")
+    notice = double.view(chat.id)[0].text
+    assert (
+        notice
+        == "[attachment huge.bin was not received: Telegram lets a bot download files up to 20 MB only]"
+    )
+    assert double.downloads == []
+
+
 async def test_on_postgresql_the_blob_is_rows_every_process_can_read(
     pg_schema: str, double: BotApiDouble, gateways: Gateways, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.media import MediaRefused
 from chatgate.platforms.telegram.errors import ApiRefused, Call
@@ -33,6 +34,8 @@ async def open_file(call: Call, download: Download, attachment: Attachment) -> A
         info: Any = await call("getFile", GET_FILE_TIMEOUT, file_id=attachment.ref)
     except ApiRefused as exc:
         raise MediaRefused(refusal(exc)) from None
+    except PlatformCallError as exc:  # its text is not redacted here: name the kind only
+        raise MediaRefused(f"Telegram could not be asked for the file ({type(exc).__name__})") from None
     path = info.get("file_path") if isinstance(info, dict) else None
     if not isinstance(path, str) or not path:
         raise MediaRefused("Telegram gave no download path for this file")
