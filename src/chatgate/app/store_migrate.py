@@ -26,7 +26,9 @@ from typing import Any, TextIO
 import asyncpg
 
 from chatgate.domain.errors import ChatgateError, StoreUnavailable
+from chatgate.store.media_rules import blob_path
 from chatgate.store.postgres import PostgresStore
+from chatgate.store.postgres.media import write_blob
 from chatgate.store.sqlite.schema import SCHEMA_VERSION as SQLITE_VERSION
 
 Row = tuple[Any, ...]
@@ -227,8 +229,26 @@ async def _copy(conn: asyncpg.Connection, source: sqlite3.Connection, progress: 
     return copied
 
 
-async def migrate(source: sqlite3.Connection, target: PostgresStore, out: TextIO) -> dict[str, int]:
-    """Copy every table of ``source`` into ``target``'s (empty) schema in one transaction."""
+async def _copy_blobs(conn: asyncpg.Connection, source: sqlite3.Connection, blobs: Path | None) -> int:
+    """The blob files the ``media`` rows name, as PostgreSQL's chunk rows (a file that is gone
+    stays gone: the model reads that it is no longer stored)."""
+    if blobs is None:
+        return 0
+    shas = [r[0] for r in source.execute("SELECT DISTINCT sha FROM media WHERE sha IS NOT NULL")]
+    copied = 0
+    for sha in shas:
+        path = blob_path(blobs, sha)
+        if await asyncio.to_thread(path.is_file):
+            await write_blob(conn, sha, str(path))
+            copied += 1
+    return copied
+
+
+async def migrate(
+    source: sqlite3.Connection, target: PostgresStore, out: TextIO, blobs: Path | None = None
+) -> dict[str, int]:
+    """Copy every table of ``source`` (and the blob files under ``blobs``) into ``target``'s
+    (empty) schema in one transaction."""
     await target.open()  # creates the schema and its tables
     await target.close()
     conn: asyncpg.Connection = await asyncpg.connect(
@@ -240,6 +260,7 @@ async def migrate(source: sqlite3.Connection, target: PostgresStore, out: TextIO
         progress = Progress(total, out)
         async with conn.transaction():
             copied = await _copy(conn, source, progress)
+            copied["media_blobs"] = await _copy_blobs(conn, source, blobs)
         progress.finish()
         return copied
     finally:
@@ -250,7 +271,7 @@ def run_migration(path: Path, target: PostgresStore, out: TextIO = sys.stderr) -
     """The whole command: raises ``MigrationRefused`` or ``StoreUnavailable`` with what to do."""
     with exclusive(path) as source:
         try:
-            return asyncio.run(migrate(source, target, out))
+            return asyncio.run(migrate(source, target, out, path.parent / "blobs"))
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreUnavailable(f"postgresql: {exc}; nothing was migrated") from exc
 
