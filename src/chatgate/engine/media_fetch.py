@@ -20,9 +20,10 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from chatgate.domain.context import render_turn_input
 from chatgate.domain.errors import StoreUnavailable
@@ -47,6 +48,7 @@ from chatgate.engine.ports import Adapter, media_source
 from chatgate.engine.replies import reply_draft
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STORED = "stored"
 """``Attachment.kind`` of a file already in the blob store: ``ref`` is its sha256, and the
@@ -54,6 +56,15 @@ adapter that made it vouches for its type and size (the web chat signs what it u
 _FALLBACK_NAMES = {
     "photo": "photo.jpg", "voice": "voice.ogg", "video_note": "video.mp4", "sticker": "sticker",
 }  # fmt: skip
+
+
+async def bounded(work: Awaitable[T], limits: MediaLimits) -> T:
+    """Parsing a file (in a thread) within ``timeout_seconds``: a pathological image or PDF
+    cannot hold the turn (the thread finishes on its own; its result is dropped)."""
+    try:
+        return await asyncio.wait_for(work, limits.timeout_seconds)
+    except TimeoutError:
+        raise MediaRefused(f"the file could not be read within {limits.timeout_seconds:.0f} s") from None
 
 
 def takes_uploads(adapter: Adapter | None) -> bool:
@@ -222,7 +233,7 @@ class MediaFetcher:
                     with contextlib.suppress(Exception):
                         await closer()
         try:
-            mime = await asyncio.to_thread(check, ingested, name, self.limits)
+            mime = await bounded(asyncio.to_thread(check, ingested, name, self.limits), self.limits)
             await self._store.put_blob(ingested.sha, ingested.path)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
@@ -264,7 +275,9 @@ class MediaFetcher:
         limit = self.limits.inline_chars
         if kind == "pdf":
             try:
-                text, cut = await asyncio.to_thread(extract_pdf_text, data, limit)
+                text, cut = await bounded(asyncio.to_thread(extract_pdf_text, data, limit), self.limits)
+            except MediaRefused as exc:
+                return MediaContent(item, note=str(exc))
             except Exception as exc:  # a PDF that opened at ingest but fails to extract
                 return MediaContent(item, note=f"its text could not be extracted ({type(exc).__name__})")
         else:
