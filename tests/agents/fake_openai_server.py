@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +82,16 @@ class CallTools:
     """As ``Reply.usage``."""
 
 
-Behaviour = Reply | Fail | Hang | CallTools
+@dataclass(frozen=True)
+class Answer:
+    """Answer with the text ``reply(body)`` computes from the request: a model that reads what
+    it was sent (a fake vision model decodes the images it got, for example)."""
+
+    reply: Callable[[dict[str, Any]], str]
+    chunks: int = 1
+
+
+Behaviour = Reply | Fail | Hang | CallTools | Answer
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,8 @@ class FakeOpenAIServer:
         body = await request.json()
         self.requests.append(RecordedRequest(dict(request.headers), body))
         behaviour = self._next_behaviour()
+        if isinstance(behaviour, Answer):
+            behaviour = Reply(behaviour.reply(body), behaviour.chunks)
         if isinstance(behaviour, Fail):
             error = {
                 "message": behaviour.message,

@@ -5,6 +5,7 @@ database a gateway has open, or a schema that already holds data."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sqlite3
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 from chatgate.domain.accounts import Account, SignInToken, WebSession, hash_secret
 from chatgate.domain.api_keys import ApiKeyRecord, hash_token
 from chatgate.domain.background import TaskRecord
+from chatgate.domain.media import MediaItem, MediaRecord
 from chatgate.domain.outbox import OutboxSettlement
 from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.schedules import Schedule, ScheduleTarget
@@ -29,6 +31,9 @@ SCHEDULE = Schedule(
     deliver_only=True, paused=True, name="standup", meta={"by": "u1"},
 )  # fmt: skip
 ANN = Account("a00000000001", "ann", "admin", T0)
+BLOB = b"a file kept as a blob\n" * 1000
+BLOB_SHA = hashlib.sha256(BLOB).hexdigest()
+MEDIA_ITEM = MediaItem(BLOB_SHA, "text/plain", len(BLOB), "a.txt")
 TASK = TaskRecord("t1", "delegate", "k1", "sid-1", "k1/task:t1", src(), "do it", T0, "done", "42", T0 + 1)
 
 
@@ -73,6 +78,13 @@ async def fill(path: Path) -> None:
     )
     await store.claim_chat("web", "c1", ANN.user_id, T0)
     await store.set_chat_title("web", "c1", "first words", replace=False)
+    upload = path.parent / "upload.part"
+    upload.write_bytes(BLOB)
+    await store.put_blob(BLOB_SHA, str(upload))
+    await store.record_media(MediaRecord("1:0", MEDIA_ITEM, None, "a.txt"), T0)
+    await store.record_media(
+        MediaRecord("1:1", MediaItem("f" * 64, "image/png", 3, "gone.png"), None, "gone.png"), T0
+    )
     await store.close()
     _put_task(path)
 
@@ -131,6 +143,9 @@ async def test_a_sqlite_state_moves_into_postgres_and_carries_on_there(tmp_path,
         assert [(c.chat_id, c.title) for c in await store.list_chats("web", ANN.user_id, None, 5)] == [
             ("c1", "first words")
         ]
+        assert await store.media_record("1:0") == MediaRecord("1:0", MEDIA_ITEM, None, "a.txt")
+        assert await store.read_blob(BLOB_SHA) == BLOB  # the file became rows
+        assert await store.read_blob("f" * 64) is None  # a record whose file was gone stays without
         later = await store.admit(req("after", "k3", "new one", chat_id="c3"))
         assert later.new and later.seq > max(i.seq for c in claims.values() for i in c.items)
     finally:

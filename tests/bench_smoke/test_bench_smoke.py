@@ -273,3 +273,11 @@ def test_trace_bench_counts_the_files_one_web_message_runs() -> None:
     assert result["files"] == len(result["file_list"]) > 10
     assert "engine/admission.py" in result["file_list"] and "store/sqlite/writer.py" in result["file_list"]
     assert result["functions"] == len(result["function_list"])
+
+
+def test_media_bench_quick_run_takes_an_image_to_the_model_and_many_uploads_at_once() -> None:
+    result = run_bench("media.py")
+    image, uploads = result["image"], result["uploads"]
+    assert image["bytes"] > 0 and image["ratio"] > 0
+    assert image["media_path_s"] > 0 and image["bare_copy_s"] > 0
+    assert uploads["users"] == 3 and uploads["seconds"] > 0 and "peak_rss_growth_mb" in uploads

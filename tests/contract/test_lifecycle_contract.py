@@ -12,6 +12,7 @@ import pytest
 from chatgate.domain.accounts import Account, SignInToken, WebSession
 from chatgate.domain.api_keys import ApiKeyRecord
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.media import MediaRecord
 from chatgate.domain.outbox import OutboxSettlement
 from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.store_roles import (
@@ -142,6 +143,10 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "delete_chat": lambda s: s.delete_chat("web", "c1"),
     "list_chats": lambda s: s.list_chats("web", "u1", None, 10),
     "chat_history": lambda s: s.chat_history("web", "c1", None, 10),
+    "media_record": lambda s: s.media_record("1:0"),
+    "record_media": lambda s: s.record_media(MediaRecord("1:0", None, "x", "f"), T0),
+    "put_blob": lambda s: s.put_blob("a" * 64, "/nonexistent/upload"),
+    "read_blob": lambda s: s.read_blob("a" * 64),
 }
 """One call of every role method but ``open`` and ``close``: on a closed store each must fail
 loudly (``test_role_coverage.py`` checks that none is missing)."""

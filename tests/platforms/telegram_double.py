@@ -250,6 +250,12 @@ class BotApiDouble:
         self._closing = False
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.files: dict[str, tuple[bytes, str]] = {}
+        """By file_id: the bytes and the ``file_path`` getFile answers (``add_file``)."""
+        self.downloads: list[str] = []
+        """Every file download request's path, in order."""
+        self.hang_downloads = False
+        """A download sends half the file, then hangs until its client goes away."""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -260,6 +266,7 @@ class BotApiDouble:
     async def start(self, port: int = 0) -> None:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(
             app, access_log=None, shutdown_timeout=1.0, handler_cancellation=self.cancel_abandoned
         )
@@ -353,6 +360,36 @@ class BotApiDouble:
         message = self.message_json(chat, user, text, **kwargs)
         update_id = await self.push_raw({"message": message})
         return update_id, message["message_id"]
+
+    def add_file(self, data: bytes, suffix: str) -> str:
+        """A file Telegram holds; returns its file_id (getFile answers its path)."""
+        n = len(self.files) + 1
+        file_id = f"AgACAgQAAx-{n:04d}"
+        self.files[file_id] = (data, f"documents/file_{n}.{suffix}")
+        return file_id
+
+    async def push_photo(
+        self, chat: Chat, user: User, data: bytes, caption: str | None = None
+    ) -> tuple[int, int]:
+        """A photo message (Telegram re-encodes photos; here the bytes stay as given)."""
+        file_id = self.add_file(data, "jpg")
+        sizes = [{"file_id": file_id, "file_unique_id": f"u{file_id}", "width": 90, "height": 60,
+                  "file_size": len(data)}]  # fmt: skip
+        extra: dict[str, Any] = {"photo": sizes}
+        if caption is not None:
+            extra["caption"] = caption
+        return await self.push_message(chat, user, None, **extra)
+
+    async def push_document(
+        self, chat: Chat, user: User, data: bytes, name: str, mime: str, caption: str | None = None
+    ) -> tuple[int, int]:
+        file_id = self.add_file(data, name.rsplit(".", 1)[-1])
+        document = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_name": name,
+                    "mime_type": mime, "file_size": len(data)}  # fmt: skip
+        extra: dict[str, Any] = {"document": document}
+        if caption is not None:
+            extra["caption"] = caption
+        return await self.push_message(chat, user, None, **extra)
 
     async def push_callback(
         self, chat: Chat, user: User, message_id: int, data: str, query_id: str | None = None
@@ -457,6 +494,37 @@ class BotApiDouble:
             return None
         left = max(1, round(script.until - now))
         return self._error(429, f"Too Many Requests: retry after {left}", retry_after=left)
+
+    async def _m_getFile(self, params: dict[str, Any]) -> web.Response:
+        entry = self.files.get(str(params.get("file_id", "")))
+        if entry is None:
+            return self._error(400, "Bad Request: wrong file_id or the file is temporarily unavailable")
+        data, path = entry
+        if len(data) > 20 * 1024 * 1024:
+            return self._error(400, "Bad Request: file is too big")
+        file_id = str(params["file_id"])
+        return self._ok(
+            {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(data), "file_path": path}
+        )
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=404)
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        await self._notify()
+        found = next((data for data, p in self.files.values() if p == path), None)
+        if found is None:
+            return web.Response(status=404)
+        response = web.StreamResponse()
+        response.content_length = len(found)
+        await response.prepare(request)
+        if self.hang_downloads:
+            await response.write(found[: len(found) // 2])
+            await asyncio.Event().wait()  # until the client is gone (and the server stops)
+        await response.write(found)
+        await response.write_eof()
+        return response
 
     async def _m_getMe(self, params: dict[str, Any]) -> web.Response:
         return self._ok(

@@ -41,7 +41,7 @@ from chatgate.engine.admission import Admission
 from chatgate.engine.authz import PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.pipeline import EngineSettings, build_engine
+from chatgate.engine.pipeline import EngineSettings, MediaSettings, build_engine
 from chatgate.engine.ports import Admitted
 from chatgate.engine.scheduler import Scheduler, SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
@@ -491,6 +491,7 @@ async def make_harness(tmp_path: Path) -> AsyncIterator[MakeHarness]:
         connect: Connect | None = None,
         adapter: RecordingAdapter | None = None,
         start: bool = True,
+        media: MediaSettings | None = None,
     ) -> Harness:
         path = tmp_path / db
         metrics = GatewayMetrics()
@@ -510,6 +511,7 @@ async def make_harness(tmp_path: Path) -> AsyncIterator[MakeHarness]:
                 turns=replace(FAST_TURNS, **(turns or {})),
                 scheduler=replace(FAST_SCHEDULER, **(scheduler or {})),
                 delivery=replace(FAST_DELIVERY, **(delivery or {})),
+                media=media,
             ),
             metrics,
             adapters={PLATFORM: adapter},

@@ -8,11 +8,12 @@ approvals), so an agent never executes anything itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from chatgate.domain.history import HistoryEntry
+from chatgate.domain.media import MediaContent, MediaItem
 from chatgate.domain.usage import Usage
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,10 @@ class TurnMessage:
     sender: str | None = None
     message_ref: str | None = None
     received_at: float = 0.0
+    media: tuple[MediaItem, ...] = ()
+    """The files the message carried, fetched and checked (their content is in ``AgentRequest.media``)."""
+    media_notes: tuple[str, ...] = ()
+    """One line per file of the message that did not come through, saying why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +92,17 @@ class AgentRequest:
     """The tools this turn may call; None means the agent gets none."""
     profile: str | None = None
     """The model profile this turn runs on (``domain/profiles.py``); None: the default."""
+    media: Mapping[str, MediaContent] = field(default_factory=dict)
+    """What the model may read of each file of this turn's messages and of the history, by sha."""
 
     def texts(self) -> tuple[str, ...]:
         """Everything the model reads, for a token estimate when it reports no usage."""
         return (self.system, *(entry.content for entry in self.history), self.model_input)
+
+    @property
+    def turn_media(self) -> tuple[MediaItem, ...]:
+        """This turn's files, in message order."""
+        return tuple(item for message in self.messages for item in message.media)
 
 
 @dataclass(frozen=True, slots=True)

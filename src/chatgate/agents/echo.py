@@ -18,6 +18,7 @@ from chatgate.agents.base import (
     ToolCall,
     ToolFinished,
     ToolStarted,
+    TurnMessage,
     call_tool,
 )
 
@@ -45,6 +46,14 @@ def shell_commands(model_input: str) -> list[str] | None:
     return commands
 
 
+def _said(message: TurnMessage) -> str:
+    """The message's text, and what it carried: ``received photo.png (image/png, 1.2 kB)``."""
+    lines = [message.text] if message.text or not (message.media or message.media_notes) else []
+    lines += [f"received {item.label()}" for item in message.media]
+    lines += list(message.media_notes)
+    return "\n".join(lines)
+
+
 class EchoAgent:
     """Deterministic, offline, and streamed like a real model so previews show."""
 
@@ -66,7 +75,7 @@ class EchoAgent:
             async for event in self._run_commands(request, commands):
                 yield event
             return
-        text = "echo: " + "\n".join(m.text for m in request.messages)
+        text = "echo: " + "\n".join(_said(m) for m in request.messages)
         for start in range(0, len(text), self._chunk):
             if self._delay:
                 await asyncio.sleep(self._delay)

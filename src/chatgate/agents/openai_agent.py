@@ -48,6 +48,7 @@ from chatgate.agents.base import (
     ToolStarted,
     call_tool,
 )
+from chatgate.agents.media_parts import user_content
 from chatgate.agents.openai_errors import describe, shorten
 from chatgate.domain.usage import Usage
 
@@ -73,6 +74,7 @@ class OpenAIAgent:
         timeout_s: float = 120.0,
         max_retries: int = 2,
         max_tool_steps: int = 8,
+        vision: bool = False,
     ) -> None:
         if not api_key:
             # The SDK refuses an empty key; local servers accept any placeholder.
@@ -84,6 +86,8 @@ class OpenAIAgent:
         if max_tool_steps < 1:
             raise ValueError("max_tool_steps must be >= 1")
         self._model = model
+        self._vision = vision
+        """The model reads images (the profile's ``vision``): they go as ``image_url`` parts, else as a note."""
         self._api_key = api_key
         self._temperature = temperature
         self._max_tokens = max_tokens
@@ -101,7 +105,7 @@ class OpenAIAgent:
     async def stream(self, request: AgentRequest) -> AsyncIterator[AgentEvent]:
         tools = request.tools
         specs = list(tools.specs()) if tools is not None else []
-        messages = _build_messages(request)
+        messages = _build_messages(request, self._vision)
         so_far: list[str] = []  # every delta yielded, in all steps; the Final is their concatenation
         usage = _Tally()
         for step in range(1, self._max_tool_steps + 1):
@@ -209,7 +213,7 @@ class OpenAIAgent:
         return text.replace(self._api_key, _REDACTED)
 
 
-def _build_messages(request: AgentRequest) -> list[ChatCompletionMessageParam]:
+def _build_messages(request: AgentRequest, vision: bool = False) -> list[ChatCompletionMessageParam]:
     messages: list[ChatCompletionMessageParam] = [
         ChatCompletionSystemMessageParam(role="system", content=request.system)
     ]
@@ -217,8 +221,10 @@ def _build_messages(request: AgentRequest) -> list[ChatCompletionMessageParam]:
         if entry.role == "assistant":
             messages.append(ChatCompletionAssistantMessageParam(role="assistant", content=entry.content))
         else:
-            messages.append(ChatCompletionUserMessageParam(role="user", content=entry.content))
-    messages.append(ChatCompletionUserMessageParam(role="user", content=request.model_input))
+            content = user_content(entry.content, entry.media, request.media, vision)
+            messages.append(ChatCompletionUserMessageParam(role="user", content=content))  # type: ignore[typeddict-item]
+    content = user_content(request.model_input, request.turn_media, request.media, vision)
+    messages.append(ChatCompletionUserMessageParam(role="user", content=content))  # type: ignore[typeddict-item]
     return messages
 
 

@@ -16,7 +16,7 @@ from chatgate.domain.shell.allow import load_allow
 from chatgate.domain.shell.danger import load_rules
 from chatgate.engine.approvals import ApprovalSettings
 from chatgate.engine.delivery import DeliverySettings
-from chatgate.engine.pipeline import EngineSettings
+from chatgate.engine.pipeline import EngineSettings, MediaSettings
 from chatgate.engine.scheduler import SchedulerSettings
 from chatgate.engine.turn import TurnSettings
 
@@ -73,7 +73,17 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir:
         pairing=config.pairing.limits(),
         schedules=config.schedules.settings(),
         tasks=task_settings(config.background, config.delegation),
+        media=MediaSettings(config.media.limits(), state_dir / "blobs" / "tmp")
+        if config.media.enabled
+        else None,
     )
+
+
+def media_settings(config: GatewayConfig, state_dir: Path) -> MediaSettings | None:
+    """The fetch step's bounds; downloads stream into the blob store's directory (taken in by a rename)."""
+    if not config.media.enabled:
+        return None
+    return MediaSettings(config.media.limits(), state_dir / "blobs" / "tmp")
 
 
 def personas(config: GatewayConfig) -> Personas:

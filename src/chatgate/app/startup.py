@@ -36,6 +36,7 @@ def build_agent(config: GatewayConfig) -> Agent:
                     temperature=oa.temperature,
                     max_tokens=oa.max_tokens,
                     timeout_s=oa.timeout_seconds,
+                    vision=oa.vision,
                 )
                 for name, oa in named.items()
             }

@@ -26,7 +26,9 @@ from typing import Any, TextIO
 import asyncpg
 
 from chatgate.domain.errors import ChatgateError, StoreUnavailable
+from chatgate.store.media_rules import blob_path
 from chatgate.store.postgres import PostgresStore
+from chatgate.store.postgres.media import write_blob
 from chatgate.store.sqlite.schema import SCHEMA_VERSION as SQLITE_VERSION
 
 Row = tuple[Any, ...]
@@ -78,7 +80,7 @@ TABLES: tuple[Table, ...] = (
         convert=_inbox, order="seq", identity="seq",
     ),
     Table(
-        "transcript", ("id", "session_id", "session_key", "role", "content", "created_at"),
+        "transcript", ("id", "session_id", "session_key", "role", "content", "created_at", "media_json"),
         order="id", identity="id",
     ),
     Table(
@@ -90,6 +92,7 @@ TABLES: tuple[Table, ...] = (
     ),
     Table("chat_labels", ("platform", "scope", "chat_id", "chat_name", "chat_topic", "observed_seq")),
     Table("cursors", ("name", "value", "updated_at")),
+    Table("media", ("key", "sha", "mime", "size", "name", "error", "created_at")),
     Table(
         "rejected_inbound", ("id", "transport", "delivery_id", "reason", "excerpt", "received_at"),
         order="id", identity="id",
@@ -227,8 +230,26 @@ async def _copy(conn: asyncpg.Connection, source: sqlite3.Connection, progress: 
     return copied
 
 
-async def migrate(source: sqlite3.Connection, target: PostgresStore, out: TextIO) -> dict[str, int]:
-    """Copy every table of ``source`` into ``target``'s (empty) schema in one transaction."""
+async def _copy_blobs(conn: asyncpg.Connection, source: sqlite3.Connection, blobs: Path | None) -> int:
+    """The blob files the ``media`` rows name, as PostgreSQL's chunk rows (a file that is gone
+    stays gone: the model reads that it is no longer stored)."""
+    if blobs is None:
+        return 0
+    shas = [r[0] for r in source.execute("SELECT DISTINCT sha FROM media WHERE sha IS NOT NULL")]
+    copied = 0
+    for sha in shas:
+        path = blob_path(blobs, sha)
+        if await asyncio.to_thread(path.is_file):
+            await write_blob(conn, sha, str(path))
+            copied += 1
+    return copied
+
+
+async def migrate(
+    source: sqlite3.Connection, target: PostgresStore, out: TextIO, blobs: Path | None = None
+) -> dict[str, int]:
+    """Copy every table of ``source`` (and the blob files under ``blobs``) into ``target``'s
+    (empty) schema in one transaction."""
     await target.open()  # creates the schema and its tables
     await target.close()
     conn: asyncpg.Connection = await asyncpg.connect(
@@ -240,6 +261,7 @@ async def migrate(source: sqlite3.Connection, target: PostgresStore, out: TextIO
         progress = Progress(total, out)
         async with conn.transaction():
             copied = await _copy(conn, source, progress)
+            copied["media_blobs"] = await _copy_blobs(conn, source, blobs)
         progress.finish()
         return copied
     finally:
@@ -250,7 +272,7 @@ def run_migration(path: Path, target: PostgresStore, out: TextIO = sys.stderr) -
     """The whole command: raises ``MigrationRefused`` or ``StoreUnavailable`` with what to do."""
     with exclusive(path) as source:
         try:
-            return asyncio.run(migrate(source, target, out))
+            return asyncio.run(migrate(source, target, out, path.parent / "blobs"))
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             raise StoreUnavailable(f"postgresql: {exc}; nothing was migrated") from exc
 

@@ -12,11 +12,13 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from chatgate.agents.base import Agent, ToolRunner
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
+from chatgate.domain.media import MediaLimits
 from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride
 from chatgate.domain.store_roles import (
@@ -25,6 +27,7 @@ from chatgate.domain.store_roles import (
     Labels,
     Leases,
     Lifecycle,
+    Media,
     Outbox,
     Pairing,
     Schedules,
@@ -37,6 +40,7 @@ from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellToo
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
+from chatgate.engine.media_fetch import MediaFetcher
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.model_command import ModelCommands
 from chatgate.engine.ports import Adapter, group_classifier
@@ -64,6 +68,7 @@ class EngineStore(
     Schedules,
     Tasks,
     SessionProfiles,
+    Media,
     Protocol,
 ):
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
@@ -91,6 +96,15 @@ class EngineSettings:
     """The schedule runner and the chat's schedule commands; None turns both off."""
     tasks: TaskSettings | None = field(default_factory=TaskSettings)
     """Background tasks (``/bg``) and, with ``delegation``, the agent's ``delegate`` tool."""
+    media: MediaSettings | None = None
+    """Fetching attachments before a turn (``engine/media_fetch.py``); None leaves them unfetched."""
+
+
+@dataclass(frozen=True, slots=True)
+class MediaSettings:
+    limits: MediaLimits
+    scratch: Path
+    """Where downloads are written while they stream (beside the blob store: taking one in is a rename)."""
 
 
 class Engine:
@@ -132,6 +146,7 @@ class Engine:
         self.intake = EngineIntake(self.admission, store, metrics)
         self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
         self.tasks = self._build_tasks(settings.tasks)
+        self.media = self._media_fetcher(settings.media)
         self.runner = TurnRunner(
             store,
             agent,
@@ -144,6 +159,7 @@ class Engine:
             owner=settings.owner,
             on_outbox=self.outbox_changed,
             typist=self.typist,
+            media=self.media,
         )
         self.scheduler = Scheduler(
             store,
@@ -156,6 +172,11 @@ class Engine:
         )
         self.schedules = self._build_schedules(settings.schedules)
         self._add_model_commands(settings.turns)
+
+    def _media_fetcher(self, settings: MediaSettings | None) -> MediaFetcher | None:
+        if settings is None:
+            return None
+        return MediaFetcher(self.store, self.adapters, settings.limits, settings.scratch)
 
     def _build_tasks(self, settings: TaskSettings | None) -> BackgroundTasks | None:
         if settings is None:

@@ -7,14 +7,19 @@ reply once.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
+from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbound import FAILURE_KEY, PREVIEW_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxKind
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
+from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.domain.usage import USAGE_KEY, Usage
+
+log = logging.getLogger(__name__)
 
 
 def reply_draft(
@@ -77,3 +82,22 @@ def final_drafts(
             draft.target[USAGE_KEY] = usage.dumps()  # the API reads it back with the answer
         drafts.append(draft)
     return drafts
+
+
+def given_up(
+    claim: Claim, attempts: int, caps: Capabilities | None, route: dict[str, str], internal: bool
+) -> TurnOutcome:
+    """The stuck-loop guard's final: the items brought the process down too often."""
+    last, key = claim.items[-1], claim.session_key
+    seqs = tuple(i.seq for i in claim.items)
+    text = (
+        f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
+        "while working on it, so I gave up instead of trying forever. Please send it again."
+    )
+    log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
+    if internal:  # the parent is told (the store forwards the apology), not the chat
+        told = (HistoryEntry("assistant", text),)
+        return TurnOutcome(key, claim.session_id, seqs, told, (), "given_up")
+    source, reply_to = last.inbound.source, last.inbound.message_ref
+    finals = final_drafts(source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route)
+    return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")

@@ -30,12 +30,13 @@ from chatgate.agents.base import (
     TurnMessage,
 )
 from chatgate.domain.background import as_restored
-from chatgate.domain.context import render_session_context, render_turn_input
+from chatgate.domain.context import render_session_context
 from chatgate.domain.edits import fold_edits
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY, Capabilities
+from chatgate.domain.media import MediaItem
+from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, with_instructions
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
@@ -46,10 +47,11 @@ from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
+from chatgate.engine.media_fetch import MediaFetcher, TurnMedia
 from chatgate.engine.ports import Adapter, EditablePlatform
 from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
 from chatgate.engine.ratelimit import RateBudget
-from chatgate.engine.replies import final_drafts, reply_draft
+from chatgate.engine.replies import final_drafts, given_up, reply_draft
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
 from chatgate.engine.tool_progress import finished_line, started_line, with_status
 from chatgate.engine.typing_indicators import TypingIndicators
@@ -123,7 +125,9 @@ class TurnRunner:
         owner: str = "",
         on_outbox: Callable[[], None] = lambda: None,
         typist: TypingIndicators | None = None,
+        media: MediaFetcher | None = None,
     ) -> None:
+        self._media = media  # fetches the turn's attachments before the agent is asked
         self._owner = owner
         self._on_outbox = on_outbox
         self._on_preview = on_preview
@@ -151,11 +155,12 @@ class TurnRunner:
         caps = adapter.capabilities if adapter is not None else None
         internal = is_delegated(last.inbound)
         if max(i.crashes for i in items) >= self.settings.max_attempts:
-            return self._given_up(claim, attempts, caps, route, internal)
+            return given_up(claim, attempts, caps, route, internal)
 
-        outbox: list[OutboxDraft] = []
         hold = await self._preview_hold(claim, route, attempts) if not internal else _never_held
-        request, inputs = await self._request(claim, reply_to, route)
+        fetched = await self._media.fetch(items) if self._media is not None else TurnMedia()
+        outbox: list[OutboxDraft] = fetched.notices(key, route) if not internal else []
+        request, inputs = await self._request(claim, reply_to, route, fetched)
         consumer = StreamConsumer(
             adapter if not internal else None,
             source,
@@ -172,7 +177,7 @@ class TurnRunner:
             typist=self._typist,
         )
         reply = await self._reply(request, consumer)
-        transcript = [HistoryEntry("user", model_input) for model_input in inputs]
+        transcript = [HistoryEntry("user", model_input, media) for model_input, media in inputs]
         if reply.outcome == "ok":  # an apology is for the user, never the model's history
             transcript.append(HistoryEntry("assistant", reply.text))
         if internal:  # a delegated child answers its parent's inbox (in the commit), not the chat
@@ -196,24 +201,6 @@ class TurnRunner:
             else None,
         )
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
-
-    def _given_up(
-        self, claim: Claim, attempts: int, caps: Capabilities | None, route: dict[str, str], internal: bool
-    ) -> TurnOutcome:
-        """The stuck-loop guard's final: the items brought the process down too often."""
-        last, key = claim.items[-1], claim.session_key
-        seqs = tuple(i.seq for i in claim.items)
-        text = (
-            f"Sorry, I could not answer this message: the gateway stopped {attempts - 1} times "
-            "while working on it, so I gave up instead of trying forever. Please send it again."
-        )
-        log.error("giving up on a turn", extra={"session_key": key, "seqs": seqs})
-        if internal:  # the parent is told (the store forwards the apology), not the chat
-            told = (HistoryEntry("assistant", text),)
-            return TurnOutcome(key, claim.session_id, seqs, told, (), "given_up")
-        source, reply_to = last.inbound.source, last.inbound.message_ref
-        finals = final_drafts(source, key, last.seq, text, reply_to, caps, claim.stale_preview, route=route)
-        return TurnOutcome(key, claim.session_id, seqs, (), tuple(finals), "given_up")
 
     async def _resume(self, claim: Claim, route: dict[str, str]) -> Callable[[], Awaitable[bool]]:
         """Record the notice of a resumed turn now, before it shows anything; it takes over the
@@ -270,9 +257,9 @@ class TurnRunner:
             )
 
     async def _request(
-        self, claim: Claim, reply_to: str | None, route: dict[str, str]
-    ) -> tuple[AgentRequest, list[str]]:
-        """What the agent is asked: the pinned session context, the history, this turn's messages."""
+        self, claim: Claim, reply_to: str | None, route: dict[str, str], fetched: TurnMedia
+    ) -> tuple[AgentRequest, list[tuple[str, tuple[MediaItem, ...]]]]:
+        """What the agent is asked (context, history, messages and files), and the transcript rows."""
         items = claim.items
         source = items[-1].inbound.source
         shared = is_shared_session(source, self._policy_for(source.platform))
@@ -280,7 +267,8 @@ class TurnRunner:
         labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         profile = await chosen_profile(self._store, self.settings.profiles, claim)
         history = await self._store.history(claim.session_id, self.settings.history_limit)
-        inputs = [render_turn_input(m.text, sender=m.source.user_name, shared=shared) for m in messages]
+        inputs = fetched.inputs(messages, shared)
+        media = await self._media.contents(fetched.all_items(), history) if self._media is not None else {}
         request = AgentRequest(
             system=system_message(
                 with_instructions(
@@ -295,14 +283,18 @@ class TurnRunner:
                     sender=m.source.user_name,
                     message_ref=m.message_ref,
                     received_at=m.received_at,
+                    media=fetched.items(m),
+                    media_notes=fetched.notes(m),
                 )
                 for m in messages
             ),
             model_input="\n".join(inputs),
             session_key=claim.session_key,
             tools=self._tools_for(claim, source, reply_to, route),
+            media=media,
         )
-        return fitted(request, profile), inputs
+        sent = [(i, fetched.items(m)) for i, m in zip(inputs, messages, strict=True)]
+        return fitted(request, profile), sent
 
     def _marked(self, item: QueuedItem) -> Inbound:
         """A delegated task's completion admitted by an earlier process is marked restored."""

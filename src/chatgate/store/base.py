@@ -19,6 +19,7 @@ from chatgate.domain.store_roles import (
     Labels,
     Leases,
     Lifecycle,
+    Media,
     Outbox,
     Pairing,
     Schedules,
@@ -47,6 +48,7 @@ class Store(
     Tasks,
     Accounts,
     WebChats,
+    Media,
     Protocol,
 ):
     """The whole durable state of a gateway."""

@@ -83,12 +83,16 @@ class FakeDiscord:
         """Seconds a history read takes (a slow catch-up)."""
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self.files: dict[str, bytes] = {}
+        """Attachments the CDN serves, by name (``attachment``): ``GET /attachments/<name>``."""
+        self.downloads: list[str] = []
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, port: int = 0) -> None:
         app = web.Application()
         app.router.add_get("/gateway", self.gateway.handle)
+        app.router.add_get("/attachments/{name}", self._attachment)
         routes: list[tuple[str, str, Handler]] = [
             ("GET", "/gateway/bot", self._gateway_bot),
             ("GET", "/users/@me", self._me),
@@ -116,6 +120,21 @@ class FakeDiscord:
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    def attachment(self, name: str, data: bytes, content_type: str) -> dict[str, Any]:
+        """A message attachment as Discord sends it, served by this double's "CDN"."""
+        self.files[name] = data
+        url = f"http://127.0.0.1:{self.port}/attachments/{name}"
+        return {"id": snowflake(), "filename": name, "url": url, "proxy_url": url,
+                "content_type": content_type, "size": len(data)}  # fmt: skip
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.downloads.append(name)
+        if "authorization" in request.headers:
+            return web.Response(status=400, text="a CDN download never carries the bot token")
+        data = self.files.get(name)
+        return web.Response(body=data) if data is not None else web.Response(status=404)
 
     async def stop(self) -> None:
         await self.gateway.close()

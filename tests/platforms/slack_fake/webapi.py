@@ -59,6 +59,9 @@ class FakeSlack:
     _failures: dict[str, list[str]] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     port: int = 0
+    files: dict[str, bytes] = field(default_factory=dict)
+    """What ``files.slack.com`` serves here, by name (``file``): only to the bot token."""
+    downloads: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -66,6 +69,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/socket", self.socket.handle)
+        app.router.add_get("/files-pri/{name}", self._file)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -89,6 +93,21 @@ class FakeSlack:
 
     def fail(self, method: str, error: str, times: int = 1) -> None:
         self._failures.setdefault(method, []).extend([error] * times)
+
+    def file(self, name: str, data: bytes, mimetype: str) -> dict[str, Any]:
+        """A message's file object as Slack sends it, downloadable with the bot token."""
+        self.files[name] = data
+        url = f"http://127.0.0.1:{self.port}/files-pri/{name}"
+        return {"id": f"F{len(self.files):08d}", "name": name, "mimetype": mimetype, "size": len(data),
+                "url_private": url, "url_private_download": url}  # fmt: skip
+
+    async def _file(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.downloads.append(name)
+        if request.headers.get("Authorization") != f"Bearer {BOT_TOKEN}":
+            return web.Response(status=403)
+        data = self.files.get(name)
+        return web.Response(body=data) if data is not None else web.Response(status=404)
 
     async def push_event(self, body: dict[str, Any]) -> Envelope:
         return await self.socket.push("events_api", body)

@@ -20,6 +20,7 @@ from chatgate.app.config.background import (
     HooksConfig,
     SchedulesConfig,
 )
+from chatgate.app.config.media import MediaConfig
 from chatgate.app.config.pairing import PairingConfig
 from chatgate.app.config.platforms import PlatformSections
 from chatgate.app.config.rates import RateLimitsConfig
@@ -359,6 +360,7 @@ class GatewayConfig(BaseModel):
     hooks: HooksConfig = HooksConfig()
     background: BackgroundConfig = BackgroundConfig()
     delegation: DelegationConfig = DelegationConfig()
+    media: MediaConfig = MediaConfig()
 
     @model_validator(mode="before")
     @classmethod

@@ -37,6 +37,7 @@ from chatgate.domain.store_roles.background import Schedules as Schedules
 from chatgate.domain.store_roles.background import Tasks as Tasks
 from chatgate.domain.store_roles.leases import Leases as Leases
 from chatgate.domain.store_roles.leases import TurnJournal as TurnJournal
+from chatgate.domain.store_roles.media import Media as Media
 
 # ---------------------------------------------------------------- lifecycle
 
@@ -380,5 +381,6 @@ ROLES: tuple[type, ...] = (
     Tasks,
     Accounts,
     WebChats,
+    Media,
 )
 """Every role; ``chatgate.store.base.Store`` combines them and the contract suite covers each."""

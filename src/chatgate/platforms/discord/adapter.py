@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from chatgate.domain.errors import PlatformCallError
+from chatgate.domain.inbound import Attachment
 from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
@@ -230,6 +232,10 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         if isinstance(result, Delivered) and row.kind == "final":
             await self._outbound.mark_answered(row.chat_id, row.in_reply_to)
         return result
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """``engine.ports.MediaSource``: an attachment's file, from its CDN URL (``rest.py``)."""
+        return self._rest.download(attachment.ref)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)

@@ -13,15 +13,19 @@ domain's, shared by every platform).
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from chatgate.domain.errors import MaybeSent, NotSent, PlatformCallError
+from chatgate.domain.media import MediaRefused
 
 if TYPE_CHECKING:
     import aiohttp
 
 REQUEST_TIMEOUT = 15.0
+CDN_HOSTS = frozenset({"cdn.discordapp.com", "media.discordapp.net"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,37 @@ class DiscordRest:
 
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT))
+
+    def may_download(self, url: str) -> bool:
+        """Only Discord's own file hosts (and ``api_base``'s, for a test double) are fetched:
+        an attachment's URL never sends the gateway anywhere else."""
+        host = urlsplit(url).hostname or ""
+        return urlsplit(url).scheme in ("https", "http") and (
+            host in CDN_HOSTS or host == urlsplit(self._base).hostname
+        )
+
+    async def download(self, url: str) -> AsyncIterator[bytes]:
+        """An attachment's bytes as they arrive; no bot token goes with them (the URL is signed).
+        A failure is a ``MediaRefused`` with a reason a person reads."""
+        import aiohttp
+
+        if self._session is None:
+            raise MediaRefused("the Discord adapter is not started")
+        if not self.may_download(url):
+            raise MediaRefused("the file is not on Discord's servers")
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=REQUEST_TIMEOUT, sock_read=60.0)
+        try:
+            async with self._session.get(
+                url, timeout=timeout, headers={"User-Agent": self._user_agent}
+            ) as response:
+                if response.status != 200:
+                    raise MediaRefused(
+                        f"Discord refused the download (HTTP {response.status}; the link may have expired)"
+                    )
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    yield chunk
+        except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
+            raise MediaRefused(f"the download from Discord failed ({type(exc).__name__})") from None
 
     async def aclose(self) -> None:
         if self._session is not None:

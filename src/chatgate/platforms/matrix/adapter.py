@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.errors import NotSent, PlatformCallError, StoreUnavailable
+from chatgate.domain.inbound import Attachment
 from chatgate.domain.outbound import Capabilities, DeliveryResult, RetryLater
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
@@ -196,6 +197,12 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         assert self._signed is not None
         with row_transaction(f"{self._signed.namespace}.o{row.id}"):
             return await deliver_final(self, row, self._duplicate_marker)
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """``engine.ports.MediaSource``: a message's file, from the homeserver (``api.py``)."""
+        if self._api is None:
+            raise NotSent("the Matrix adapter is not started")
+        return self._api.download(attachment.ref)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)

@@ -12,18 +12,30 @@ members, state); each answer is read as plain JSON, bounded in size.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 
 from chatgate.domain.errors import MaybeSent, NotSent
+from chatgate.domain.media import MediaRefused
 from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """A sync answer is bounded by the filter's timeline limit; anything larger is not read."""
 CLIENT = "/_matrix/client/v3"
+MEDIA = "/_matrix/client/v1/media"
+_MXC = re.compile(r"^mxc://([A-Za-z0-9.:\[\]-]{1,255})/([A-Za-z0-9_-]{1,255})$")
+
+
+def parse_mxc(url: str) -> tuple[str, str]:
+    """``mxc://server/media_id`` -> (server, media_id); ``MediaRefused`` for anything else."""
+    found = _MXC.match(url)
+    if found is None:
+        raise MediaRefused("the file's address is not a Matrix content URI")
+    return found.group(1), found.group(2)
 
 
 def path(*parts: str) -> str:
@@ -117,6 +129,23 @@ class MatrixApi:
                 f"{what}: unreadable answer (HTTP {status}, {len(data)} bytes, not a JSON object)"
             )
         return answer
+
+    async def download(self, mxc: str) -> AsyncIterator[bytes]:
+        """A message's file (``mxc://server/id``) from the bot's own homeserver (authenticated
+        media, which fetches other servers' files itself), as it arrives; ``MediaRefused``
+        with a reason a person reads."""
+        server, media_id = parse_mxc(mxc)
+        where = f"{self.base}{MEDIA}/download/{quote(server, safe='')}/{quote(media_id, safe='')}"
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=60.0)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            async with self._http.get(where, headers=headers, timeout=timeout) as response:
+                if response.status != 200:
+                    raise MediaRefused(f"the homeserver refused the download (HTTP {response.status})")
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise MediaRefused(f"the download from the homeserver failed ({type(exc).__name__})") from None
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
@@ -45,6 +45,7 @@ from chatgate.platforms.slack.decode import (
     decode_command,
     decode_event,
 )
+from chatgate.platforms.slack.files import download
 from chatgate.platforms.slack.http_events import serve_http
 from chatgate.platforms.slack.interactive import decode_interactive
 from chatgate.platforms.slack.outbound import SlackOutbound
@@ -301,6 +302,10 @@ class SlackAdapter:
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """``engine.ports.MediaSource``: a message's file, with the bot token (``files.py``)."""
+        return download(attachment.ref, self._settings.bot_token, self._settings.section.api_base)
 
     async def send_message(
         self, chat_id: str, text: str, target: Mapping[str, str], reply_to: str | None

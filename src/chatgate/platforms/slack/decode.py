@@ -27,6 +27,7 @@ from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
 from chatgate.domain.source import ChatType, Source
 from chatgate.engine.ports import Undecodable
 from chatgate.platforms.kit.skipped import Skipped
+from chatgate.platforms.slack.files import attachments_of
 
 PLATFORM = "slack"
 TRANSPORT = "slack"
@@ -131,6 +132,7 @@ def _message(body: dict[str, Any], event: dict[str, Any], event_id: str, rules: 
         text=strip_mention(text, rules.bot_user_id),
         message_ref=ts,
         received_at=time.time(),
+        attachments=attachments_of(event),
         payload={"ts": ts, "files": len(event.get("files") or [])} if event.get("files") else {},
     )
 

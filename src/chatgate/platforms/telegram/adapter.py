@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.errors import NotSent, PlatformCallError
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
@@ -48,6 +48,7 @@ from chatgate.platforms.telegram.decode import (
     decode_update,
 )
 from chatgate.platforms.telegram.errors import bot_id_of
+from chatgate.platforms.telegram.files import open_file
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
 from chatgate.platforms.telegram.section import TelegramSection
@@ -279,3 +280,9 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # Telegram previews are edits of a sent message (capabilities.drafts is False)
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """``engine.ports.MediaSource``: the file of a message, by its ``file_id`` (``files.py``)."""
+        if self._api is None:
+            raise NotSent("the Telegram adapter is not started")
+        return open_file(self._call, self._api.download, attachment)

@@ -16,14 +16,18 @@ loads aiohttp too once it is installed, so with that agent it costs nothing extr
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 
 from chatgate.domain.errors import MaybeSent, NotSent
+from chatgate.domain.media import MediaRefused
 from chatgate.platforms.telegram.errors import ApiRefused, bot_id_of
 
 DEFAULT_BASE = "https://api.telegram.org"
+DOWNLOAD_READ_TIMEOUT = 60.0
 
 
 def _field(value: Any) -> str:
@@ -50,6 +54,7 @@ class BotApi:
     def __init__(self, token: str, base: str = DEFAULT_BASE, *, max_connections: int = 100) -> None:
         self.bot_id = bot_id_of(token)
         self._url = f"{base.rstrip('/')}/bot{token}/"
+        self._files = f"{base.rstrip('/')}/file/bot{token}/"
         # aiohttp reads no proxy settings from the environment (trust_env is off), like every
         # release before this client; a long poll holds one of the connections.
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max_connections))
@@ -67,6 +72,20 @@ class BotApi:
         except aiohttp.ClientError as exc:
             raise MaybeSent(f"{method}: connection failed: {type(exc).__name__}: {exc}") from exc
         return _result(method, status, body)
+
+    async def download(self, file_path: str) -> AsyncIterator[bytes]:
+        """A file's bytes (``getFile``'s ``file_path``), streamed as they arrive. A failure is a
+        ``MediaRefused`` naming its kind only: the URL holds the token. The fetch step bounds
+        the time; each read is bounded here too (``DOWNLOAD_READ_TIMEOUT``)."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=DOWNLOAD_READ_TIMEOUT)
+        try:
+            async with self._http.get(self._files + quote(file_path), timeout=timeout) as response:
+                if response.status != 200:
+                    raise MediaRefused(f"Telegram refused the download (HTTP {response.status})")
+                async for chunk in response.content.iter_chunked(64 * 1024):
+                    yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise MediaRefused(f"the download from Telegram failed ({type(exc).__name__})") from None
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -30,6 +30,7 @@ from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Messa
 from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 from chatgate.platforms.webchat.signed_sockets import SignedSockets
 from chatgate.platforms.webchat.socket_gate import next_message, refuse
+from chatgate.platforms.webchat.uploads import UploadSigner, message_files
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
@@ -61,9 +62,11 @@ CAPABILITIES = Capabilities(drafts=True, buttons=True, max_length=1_000_000, con
 
 
 class WebChatAdapter:
-    """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store."""
+    """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store.
+    ``takes_uploads``: its ``stored`` attachments are uploads it signed (``uploads.py``)."""
 
     platform = PLATFORM
+    takes_uploads = True
 
     def __init__(
         self,
@@ -79,7 +82,9 @@ class WebChatAdapter:
         hello_timeout: float = 10.0,
         keep_chats: bool = True,
         max_conversations: int | None = None,
+        uploads: UploadSigner | None = None,
     ) -> None:
+        self.uploads = uploads
         self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
         self._hello_timeout = hello_timeout
@@ -330,17 +335,22 @@ class WebChatAdapter:
                 msg.id,
             )
             return
-        if not msg.text.strip():
-            self._error(conn, "invalid_frame", "text must not be empty", msg.id)
+        if not msg.text.strip() and not msg.attachments:
+            self._error(conn, "invalid_frame", "text must not be empty (without a file)", msg.id)
             return
         assert conn.chat_id is not None
+        files = message_files(self.uploads, conn.chat_id, msg.attachments)
+        if files is None:
+            self._error(conn, "invalid_frame", "an attachment is not an upload of this conversation", msg.id)
+            return
         inbound = Inbound(
             transport=PLATFORM,
             delivery_id=web_delivery_id(conn.chat_id, msg.id),
-            source=_source_of(conn, conn.chat_id),
+            source=conn.source(PLATFORM),
             text=msg.text,
             message_ref=msg.id,
             received_at=time.time(),
+            attachments=files,
         )
         answer = await self._intake.submit(inbound, patience=WAIT_BRIEFLY)
         if isinstance(answer, Refused):
@@ -366,7 +376,7 @@ class WebChatAdapter:
         inbound = Inbound(
             transport=PLATFORM,
             delivery_id=web_button_delivery_id(conn.chat_id, button_id),
-            source=_source_of(conn, conn.chat_id),
+            source=conn.source(PLATFORM),
             text=prompt_token(tap.prompt_id, tap.option_id),
             kind="button",
             action_id=button_id,

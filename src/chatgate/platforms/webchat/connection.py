@@ -20,6 +20,7 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from chatgate.domain.accounts import SignedIn
+from chatgate.domain.source import Source
 from chatgate.platforms.webchat.protocol import encode
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,10 @@ class Connection:
         self.closed = False
         self._close_reason: str | None = None
         self._close_code = TOO_SLOW
+
+    def source(self, platform: str) -> Source:
+        """Who speaks on this socket, as the events it sends carry it."""
+        return Source(platform, self.chat_id, "dm", user_id=self.user_id, user_name=self.user_name)
 
     def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name="chatgate-web-writer")

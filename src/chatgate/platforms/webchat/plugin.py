@@ -76,10 +76,12 @@ class WebChatPlugin(Plugin[WebChatSection]):
         from chatgate.platforms.webchat.adapter import WebChatAdapter  # starlette, the page
         from chatgate.platforms.webchat.routes import page_routes
         from chatgate.platforms.webchat.session_gate import SessionGate
+        from chatgate.platforms.webchat.uploads import UploadDesk, UploadSigner, upload_routes
 
         accounts = section.auth_mode() == "accounts"
         lowered = frozenset(o.lower() for o in section.origins())
         gate = SessionGate(ctx.store, lowered, section.secure_cookies) if accounts else None
+        signer = UploadSigner() if ctx.media is not None else None
         adapter = WebChatAdapter(
             ctx.store,
             ctx.intake,
@@ -91,6 +93,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
             draft_interval=section.draft_interval_ms / 1000,
             hello_timeout=ctx.auth_timeout,
             max_conversations=section.max_conversations_per_user,
+            uploads=signer,
         )
         from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes  # starlette
         from chatgate.platforms.webchat.owners import BrowserOwners, ChatOwners, SignedOwners
@@ -106,6 +109,8 @@ class WebChatPlugin(Plugin[WebChatSection]):
             else BrowserOwners(ctx.secret(section.access_token_env), lowered, ctx.http_loopback)
         )
         built.routes.extend(history_routes(HistoryDesk(ctx.store, owners)))
+        if ctx.media is not None and signer is not None:
+            built.routes.extend(upload_routes(UploadDesk(ctx.store, owners, ctx.media, signer)))
         if gate is not None:
             from chatgate.platforms.webchat.account_routes import AccountDesk, account_routes  # accounts
             from chatgate.platforms.webchat.attempts import SignInAttempts

@@ -32,10 +32,18 @@ class Hello(_Frame):
     token: str | None = None
 
 
+class Upload(_Frame):
+    """A file the page uploaded (``POST .../uploads``): the signed ``ref`` it was given."""
+
+    ref: Annotated[str, StringConstraints(min_length=1, max_length=400)]
+    name: Annotated[str, StringConstraints(max_length=300)] = ""
+
+
 class Message(_Frame):
     type: Literal["message"]
     id: Id
     text: str
+    attachments: Annotated[tuple[Upload, ...], Field(max_length=10)] = ()
 
 
 class Received(_Frame):

@@ -323,6 +323,34 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at   DOUBLE PRECISION NOT NULL
     );
     """,
+    # 13 -> 14: attachments (issue 29), as on SQLite, and the blobs themselves: every process of a
+    # fleet reads every blob, so they are rows, in chunks of about 1 MB (none held whole in memory
+    # while it is written); ``media_blobs`` marks a blob whose chunks are all in.
+    """
+    CREATE TABLE media (
+        key         TEXT PRIMARY KEY,
+        sha         TEXT,
+        mime        TEXT,
+        size        BIGINT,
+        name        TEXT NOT NULL,
+        error       TEXT,
+        created_at  DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX media_sha ON media (sha);
+    CREATE TABLE media_chunks (
+        sha   TEXT NOT NULL,
+        idx   INTEGER NOT NULL,
+        data  BYTEA NOT NULL,
+        PRIMARY KEY (sha, idx)
+    );
+    CREATE TABLE media_blobs (
+        sha         TEXT PRIMARY KEY,
+        size        BIGINT NOT NULL,
+        chunks      INTEGER NOT NULL,
+        created_at  DOUBLE PRECISION NOT NULL
+    );
+    ALTER TABLE transcript ADD COLUMN media_json TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

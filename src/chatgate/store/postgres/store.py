@@ -19,6 +19,7 @@ from chatgate.store.postgres.inbox import PgInbox
 from chatgate.store.postgres.labels import PgLabels
 from chatgate.store.postgres.leases import PgLeases
 from chatgate.store.postgres.lifecycle import PgLifecycle
+from chatgate.store.postgres.media import PgMedia
 from chatgate.store.postgres.outbox import PgOutbox
 from chatgate.store.postgres.pairing import PgPairing
 from chatgate.store.postgres.profiles import PgSessionProfiles
@@ -44,6 +45,7 @@ class PostgresStore(
     PgTasks,
     PgAccounts,
     PgWebChats,
+    PgMedia,
 ):
     """The ``Store`` protocol over one PostgreSQL schema (``asyncpg``, pooled)."""
 

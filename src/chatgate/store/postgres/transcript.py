@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from chatgate.domain.history import HistoryEntry
+from chatgate.domain.history import HistoryEntry, history_entry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.postgres.database import PgRole
@@ -24,20 +24,21 @@ async def append_transcript(
 ) -> None:
     if entries:
         await conn.executemany(
-            "INSERT INTO transcript (session_id, session_key, role, content, created_at)"
-            " VALUES ($1,$2,$3,$4,$5)",
-            [(session_id, session_key, e.role, e.content, now) for e in entries],
+            "INSERT INTO transcript (session_id, session_key, role, content, created_at, media_json)"
+            " VALUES ($1,$2,$3,$4,$5,$6)",
+            [(session_id, session_key, e.role, e.content, now, e.media_json()) for e in entries],
         )
 
 
 async def history(conn: asyncpg.Connection, session_id: str, limit: int) -> list[HistoryEntry]:
     rows = await conn.fetch(
-        "SELECT role, content FROM (SELECT id, role, content FROM transcript WHERE session_id = $1"
+        "SELECT role, content, media_json FROM (SELECT id, role, content, media_json FROM transcript"
+        " WHERE session_id = $1"
         " ORDER BY id DESC LIMIT $2) t ORDER BY id",
         session_id,
         limit,
     )
-    return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
+    return [history_entry(r[0], r[1], r[2]) for r in rows]
 
 
 async def session_source(conn: asyncpg.Connection, session_key: str) -> Source | None:

@@ -311,6 +311,23 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at   REAL NOT NULL
     );
     """,
+    # 13 -> 14: attachments (issue 29). What each attachment's fetch gave (a blob's sha, its
+    # type, size and name, or why there is none), keyed by inbox seq and index, so a re-run turn
+    # does not fetch again; the transcript row keeps the items it sent the model. Blobs are
+    # files under <state dir>/blobs (store/sqlite/media.py), not rows.
+    """
+    CREATE TABLE media (
+        key         TEXT PRIMARY KEY,
+        sha         TEXT,
+        mime        TEXT,
+        size        INTEGER,
+        name        TEXT NOT NULL,
+        error       TEXT,
+        created_at  REAL NOT NULL
+    );
+    CREATE INDEX media_sha ON media (sha);
+    ALTER TABLE transcript ADD COLUMN media_json TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -21,6 +21,7 @@ from chatgate.store.sqlite.inbox import SqliteInbox
 from chatgate.store.sqlite.labels import SqliteLabels
 from chatgate.store.sqlite.leases import SqliteLeases
 from chatgate.store.sqlite.lifecycle import SqliteLifecycle
+from chatgate.store.sqlite.media import SqliteMedia
 from chatgate.store.sqlite.outbox import SqliteOutbox
 from chatgate.store.sqlite.pairing import SqlitePairing
 from chatgate.store.sqlite.profiles import SqliteSessionProfiles
@@ -47,6 +48,7 @@ class SqliteStore(
     SqliteTasks,
     SqliteAccounts,
     SqliteWebChats,
+    SqliteMedia,
 ):
     """The ``Store`` protocol over one SQLite file in WAL mode."""
 

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from chatgate.domain.history import HistoryEntry
+from chatgate.domain.history import HistoryEntry, history_entry
 from chatgate.domain.sessions import SessionInfo
 from chatgate.domain.source import Source
 from chatgate.store.rows import SESSION_INFO, session_info_of
@@ -22,18 +22,20 @@ def append_transcript(
     conn: sqlite3.Connection, session_id: str, session_key: str, entries: Sequence[HistoryEntry], now: float
 ) -> None:
     conn.executemany(
-        "INSERT INTO transcript (session_id, session_key, role, content, created_at) VALUES (?,?,?,?,?)",
-        [(session_id, session_key, e.role, e.content, now) for e in entries],
+        "INSERT INTO transcript (session_id, session_key, role, content, created_at, media_json)"
+        " VALUES (?,?,?,?,?,?)",
+        [(session_id, session_key, e.role, e.content, now, e.media_json()) for e in entries],
     )
 
 
 def history(conn: sqlite3.Connection, session_id: str, limit: int) -> list[HistoryEntry]:
     rows = conn.execute(
-        "SELECT role, content FROM (SELECT id, role, content FROM transcript WHERE session_id = ?"
+        "SELECT role, content, media_json FROM (SELECT id, role, content, media_json FROM transcript"
+        " WHERE session_id = ?"
         " ORDER BY id DESC LIMIT ?) ORDER BY id",
         (session_id, limit),
     ).fetchall()
-    return [HistoryEntry(role=r[0], content=r[1]) for r in rows]
+    return [history_entry(r[0], r[1], r[2]) for r in rows]
 
 
 def session_source(conn: sqlite3.Connection, session_key: str) -> Source | None:

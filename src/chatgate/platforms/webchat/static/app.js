@@ -1,6 +1,7 @@
 // The web chat page: a client of the /ws protocol (docs/webchat-protocol.md), no build step.
 
 import { Account, AdminView } from "./accounts.js";
+import { Attachments } from "./attach.js";
 import { ConversationApi, Sidebar } from "./conversations.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
@@ -42,9 +43,14 @@ function hello() {
   send(frame);
 }
 
+/** A message frame; an unacked entry is its text, or {text, attachments} when it names files. */
+function messageFrame(id, value) {
+  return typeof value === "string" ? { type: "message", id, text: value } : { type: "message", id, ...value };
+}
+
 function resendUnacked() {
   if (!ready) return;
-  for (const [id, text] of state.unacked) send({ type: "message", id, text });
+  for (const [id, value] of state.unacked) send(messageFrame(id, value));
 }
 
 function scheduleRetry() {
@@ -64,12 +70,14 @@ function tap(promptId, optionId) {
 }
 
 /** Put a message on screen (unless hidden) and send it; it is resent until acknowledged. */
-function submit(text, { hidden = false } = {}) {
+function submit(text, { hidden = false, attachments = [] } = {}) {
   const id = crypto.randomUUID();
-  state.unacked.set(id, text);
+  const value = attachments.length ? { text, attachments } : text;
+  state.unacked.set(id, value);
+  const shown = [text, ...attachments.map((a) => "📎 " + a.name)].filter(Boolean).join("\n");
   if (hidden) state.save();
-  else { const entry = { kind: "me", id, text, at: Date.now() }; state.add(entry); bubble(entry, true); }
-  if (ready) send({ type: "message", id, text });
+  else { const entry = { kind: "me", id, text: shown, at: Date.now() }; state.add(entry); bubble(entry, true); }
+  if (ready) send(messageFrame(id, value));
   return id; // the typing dots wait for the ack: a message not delivered yet has no one answering it
 }
 
@@ -257,9 +265,15 @@ function connect() {
   };
 }
 
-function sendComposer() {
+async function sendComposer() {
   const text = composer.value;
-  if (!text.trim()) return;
+  if (!text.trim() && !files.pending) return;
+  if (files.pending) {
+    composer.value = "";
+    const attachments = await files.take();
+    if (text.trim() || attachments.length) submit(text, { attachments });
+    return;
+  }
   composer.value = "";
   sessionStorage.removeItem("chatgate.composer");
   autosize();
@@ -295,6 +309,7 @@ function wireControls() {
   narrow.addEventListener("change", placeholder);
   placeholder();
   document.getElementById("new").addEventListener("click", () => startOver());
+  files.wire(composer);
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const value = document.getElementById("token").value.trim();
@@ -314,6 +329,7 @@ const account = ACCOUNTS ? new Account() : null;
 const api = ACCOUNTS
   ? new ConversationApi(() => ({ "X-CSRF-Token": account.me?.csrf || "" }), () => location.assign("/signin"))
   : new ConversationApi(() => (state.token ? { "X-Chatgate-User": state.userId, "X-Chatgate-Token": state.token } : { "X-Chatgate-User": state.userId }));
+const files = new Attachments(() => state.chatId, () => api.headers(), () => ready);
 const sidebar = new Sidebar(api, { onPick: (id) => switchTo(id), onDeleted: () => switchTo(null) });
 
 /** The server's history of the current conversation, with what this tab sent and is not yet
@@ -346,7 +362,7 @@ function flushBehind(chatId) {
   socket.onmessage = (ev) => {
     const frame = JSON.parse(ev.data);
     const pending = left();
-    if (frame.type === "ready") for (const [id, text] of pending) socket.send(JSON.stringify({ type: "message", id, text }));
+    if (frame.type === "ready") for (const [id, value] of pending) socket.send(JSON.stringify(messageFrame(id, value)));
     if ((frame.type === "ack" || (frame.type === "error" && frame.id && !RETRYABLE.has(frame.code))) && pending.delete(frame.id)) {
       localStorage.setItem(key, JSON.stringify([...pending]));
       if (pending.size === 0) { done = true; socket.close(); }

@@ -1,0 +1,287 @@
+"""The durable fetch step: a turn's attachments are fetched before the agent is asked.
+
+Admission committed each message with its attachment references only (it stays as fast as
+a text message). When a turn takes its items up, every attachment without a recorded outcome
+is fetched through its adapter (``engine.ports.MediaSource``), bounded in size and time,
+checked (``media_ingest``), put in the blob store, and its outcome recorded (``Media``). A
+process that dies mid-download recorded nothing: the re-run turn fetches again. A finished
+fetch, or a failed one, is recorded: the re-run reads it and fetches nothing.
+
+A failure is never the turn's failure: the agent reads a note saying which file did not come
+through and why, the user sees the same line (a notice committed with the turn), and the rest
+of the message is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from chatgate.domain.context import render_turn_input
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.history import HistoryEntry
+from chatgate.domain.inbound import Attachment, Inbound
+from chatgate.domain.media import (
+    MediaContent,
+    MediaItem,
+    MediaLimits,
+    MediaRecord,
+    MediaRefused,
+    media_key,
+    refused_note,
+    sanitize_name,
+    with_attachments,
+)
+from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.store_roles import Media
+from chatgate.domain.turns import QueuedItem
+from chatgate.engine.media_ingest import check, extract_pdf_text, ingest
+from chatgate.engine.ports import Adapter, media_source
+from chatgate.engine.replies import reply_draft
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+STORED = "stored"
+"""``Attachment.kind`` of a file already in the blob store: ``ref`` is its sha256, and the
+adapter that made it vouches for its type and size (the web chat signs what it uploaded)."""
+_FALLBACK_NAMES = {
+    "photo": "photo.jpg", "voice": "voice.ogg", "video_note": "video.mp4", "sticker": "sticker",
+}  # fmt: skip
+
+
+async def bounded(work: Awaitable[T], limits: MediaLimits) -> T:
+    """Parsing a file (in a thread) within ``timeout_seconds``: a pathological image or PDF
+    cannot hold the turn (the thread finishes on its own; its result is dropped)."""
+    try:
+        return await asyncio.wait_for(work, limits.timeout_seconds)
+    except TimeoutError:
+        raise MediaRefused(f"the file could not be read within {limits.timeout_seconds:.0f} s") from None
+
+
+def takes_uploads(adapter: Adapter | None) -> bool:
+    """Whether the adapter's ``stored`` attachments name blobs it took in and vouches for (the
+    web chat signs each upload's ref); any other platform's are ordinary, untrusted data."""
+    return adapter is not None and getattr(adapter, "takes_uploads", False) is True
+
+
+def stored_item(attachment: Attachment, name: str) -> MediaItem:
+    return MediaItem(
+        attachment.ref, attachment.mime or "application/octet-stream", attachment.size or 0, name
+    )
+
+
+def display_name(attachment: Attachment) -> str:
+    """The attachment's name as shown (sanitised; a photo without one is ``photo.jpg``)."""
+    return sanitize_name(attachment.name, _FALLBACK_NAMES.get(attachment.kind, attachment.kind or "file"))
+
+
+def message_id(inbound: Inbound) -> tuple[str, str]:
+    """What names a message across ``fold_edits`` (which keeps the original's delivery id)."""
+    return (inbound.transport, inbound.delivery_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnMedia:
+    """The fetched attachments of one turn, by message."""
+
+    by_message: Mapping[tuple[str, str], tuple[MediaRecord, ...]] = field(default_factory=dict)
+    sources: Mapping[tuple[str, str], QueuedItem] = field(default_factory=dict)
+
+    def items(self, inbound: Inbound) -> tuple[MediaItem, ...]:
+        return tuple(r.item for r in self.by_message.get(message_id(inbound), ()) if r.item is not None)
+
+    def notes(self, inbound: Inbound) -> tuple[str, ...]:
+        """One line per attachment of the message that did not come through."""
+        return tuple(
+            refused_note(r.name, r.error or "unknown")
+            for r in self.by_message.get(message_id(inbound), ())
+            if r.item is None
+        )
+
+    def text(self, inbound: Inbound) -> str:
+        """The message's text as the model reads it, its files named (``with_attachments``)."""
+        return with_attachments(inbound.text, self.items(inbound), self.notes(inbound))
+
+    def inputs(self, messages: Sequence[Inbound], shared: bool) -> list[str]:
+        """Each message as the model reads it (``render_turn_input`` of its ``text``)."""
+        return [render_turn_input(self.text(m), sender=m.source.user_name, shared=shared) for m in messages]
+
+    def all_items(self) -> list[MediaItem]:
+        return [r.item for records in self.by_message.values() for r in records if r.item is not None]
+
+    def notices(self, session_key: str, route: Mapping[str, str]) -> list[OutboxDraft]:
+        """The lines the user sees for the files that did not come through (committed with the turn)."""
+        drafts: list[OutboxDraft] = []
+        for ident, records in self.by_message.items():
+            inbound = self.sources[ident].inbound
+            for record in records:
+                if record.item is None:
+                    text = refused_note(record.name, record.error or "unknown")
+                    idem, reply_to = f"media:{record.key}", inbound.message_ref
+                    draft = reply_draft(inbound.source, session_key, "notice", text, idem, reply_to, route)
+                    drafts.append(draft)
+        return drafts
+
+
+def sweep(scratch: Path, before: float) -> int:
+    """Remove the partial downloads a killed predecessor left (older than this process); the
+    state directory's lock (or, in a fleet, each process's own state directory) makes them its."""
+    removed = 0
+    if not scratch.is_dir():
+        return 0
+    for entry in scratch.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            if entry.name.startswith("in-") and entry.stat().st_mtime < before:
+                entry.unlink()
+                removed += 1
+    return removed
+
+
+class MediaFetcher:
+    """Fetches a turn's attachments once, durably, and loads stored items for the agent."""
+
+    def __init__(
+        self,
+        store: Media,
+        adapters: Mapping[str, Adapter],
+        limits: MediaLimits,
+        scratch: Path,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._adapters = adapters
+        self.limits = limits
+        self._scratch = scratch
+        self._clock = clock
+        self._born = clock()
+        self._swept = False
+
+    async def fetch(self, items: Sequence[QueuedItem]) -> TurnMedia:
+        """Every attachment of ``items`` with its outcome: recorded before, or fetched now."""
+        by_message: dict[tuple[str, str], tuple[MediaRecord, ...]] = {}
+        sources: dict[tuple[str, str], QueuedItem] = {}
+        if not self._swept and any(q.inbound.attachments for q in items):
+            await asyncio.to_thread(sweep, self._scratch, self._born)
+            self._swept = True
+        for queued in items:
+            attachments = queued.inbound.attachments
+            if not attachments:
+                continue
+            records = []
+            for index, attachment in enumerate(attachments):
+                key = media_key(queued.seq, index)
+                record = await self._store.media_record(key)
+                if record is None:
+                    record = await self._fetch_one(queued, key, attachment)
+                records.append(record)
+            by_message[message_id(queued.inbound)] = tuple(records)
+            sources[message_id(queued.inbound)] = queued
+        return TurnMedia(by_message, sources)
+
+    async def _fetch_one(self, queued: QueuedItem, key: str, attachment: Attachment) -> MediaRecord:
+        platform = queued.inbound.source.platform
+        name = display_name(attachment)
+        source = media_source(self._adapters.get(platform))
+        item: MediaItem | None = None
+        error: str | None = None
+        if attachment.kind == STORED and takes_uploads(self._adapters.get(platform)):
+            item = stored_item(attachment, name)  # an upload: checked when it came in
+        elif source is None:
+            error = f"files from {platform} cannot be fetched yet"
+        else:
+            try:
+                item = await self._download(source.open_attachment(attachment), platform, name)
+            except MediaRefused as exc:
+                error = str(exc)
+            except TimeoutError:
+                error = f"the download did not finish within {self.limits.timeout_seconds:.0f} s"
+            except StoreUnavailable:
+                raise  # the turn is fenced and re-run: nothing was recorded, it fetches again
+            except Exception as exc:  # the platform's failure is this file's, never the turn's
+                log.warning("fetching attachment %s failed: %s: %s", key, type(exc).__name__, exc)
+                error = f"the download failed ({type(exc).__name__})"
+        if error is not None:
+            log.info("attachment %s not received: %s", key, error, extra={"platform": platform})
+        return await self._store.record_media(MediaRecord(key, item, error, name), self._clock())
+
+    async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
+        """``engine.ports.MediaIntake``: a file a platform received itself (a web chat upload),
+        bounded and checked like a fetched one, and stored; ``MediaRefused`` says why not."""
+        try:
+            return await self._download(chunks, platform, sanitize_name(name))
+        except TimeoutError:
+            raise MediaRefused(
+                f"the upload did not finish within {self.limits.timeout_seconds:.0f} s"
+            ) from None
+
+    async def _download(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
+        async with asyncio.timeout(self.limits.timeout_seconds):
+            try:
+                ingested = await ingest(chunks, self._scratch, self.limits.bytes_for(platform))
+            finally:
+                closer = getattr(chunks, "aclose", None)  # an async generator's connection, now
+                if closer is not None:
+                    with contextlib.suppress(Exception):
+                        await closer()
+        try:
+            mime = await bounded(asyncio.to_thread(check, ingested, name, self.limits), self.limits)
+            await self._store.put_blob(ingested.sha, ingested.path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                await asyncio.to_thread(os.unlink, ingested.path)
+            raise
+        return MediaItem(ingested.sha, mime, ingested.size, name)
+
+    async def contents(
+        self, turn: Iterable[MediaItem], history: Sequence[HistoryEntry]
+    ) -> dict[str, MediaContent]:
+        """What the agent reads of each item of this turn and of the history, by sha. Only the
+        history's latest ``history_files`` files are loaded again; older ones are named only."""
+        found: dict[str, MediaContent] = {}
+        for item in turn:
+            if item.sha not in found:
+                found[item.sha] = await self._content(item)
+        budget = self.limits.history_files
+        for entry in reversed(history):
+            for item in entry.media:
+                if item.sha in found:
+                    continue
+                if budget > 0:
+                    found[item.sha] = await self._content(item)
+                    budget -= 1
+                else:
+                    found[item.sha] = MediaContent(item, note="sent earlier in this conversation")
+        return found
+
+    async def _content(self, item: MediaItem) -> MediaContent:
+        kind = item.kind
+        if kind in ("audio", "video", "other"):
+            return MediaContent(item, note=f"{kind} files are not read by the model yet")
+        data = await self._store.read_blob(item.sha)
+        if data is None:
+            return MediaContent(item, note="the file is no longer stored")
+        if kind == "image":
+            encoded = await asyncio.to_thread(lambda: base64.b64encode(data).decode("ascii"))
+            return MediaContent(item, data=data, encoded=encoded)
+        limit = self.limits.inline_chars
+        if kind == "pdf":
+            try:
+                text, cut = await bounded(asyncio.to_thread(extract_pdf_text, data, limit), self.limits)
+            except MediaRefused as exc:
+                return MediaContent(item, note=str(exc))
+            except Exception as exc:  # a PDF that opened at ingest but fails to extract
+                return MediaContent(item, note=f"its text could not be extracted ({type(exc).__name__})")
+        else:
+            decoded = data.decode("utf-8", errors="replace")
+            text, cut = decoded[:limit], len(decoded) > limit
+        note = f"cut at {limit} characters" if cut else None
+        return MediaContent(item, text=text, note=note)

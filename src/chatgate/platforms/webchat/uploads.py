@@ -1,0 +1,106 @@
+"""Files a person uploads into a web chat conversation (docs/media.md, docs/webchat-protocol.md).
+
+``POST /api/conversations/{chat_id}/uploads?name=<file name>`` with the file as the body: only
+the conversation's owner may (``owners.py``, with a change's cross-site checks). The body
+streams into the engine's ``MediaIntake`` (bounded, checked by its content, stored by sha256),
+and the answer is a signed ``ref``. A message frame then names it in ``attachments``; the
+adapter admits it only when the signature is this gateway's for that very conversation, so
+a page cannot attach another conversation's file, nor claim a type or size it does not have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+from collections.abc import Sequence
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.inbound import Attachment
+from chatgate.domain.media import MediaItem, MediaRefused, sanitize_name
+from chatgate.domain.store_roles import WebChats
+from chatgate.domain.web_chats import DELETED_OWNER
+from chatgate.engine.ports import MediaIntake
+from chatgate.platforms.webchat.account_routes import error
+from chatgate.platforms.webchat.owners import ChatOwners
+from chatgate.platforms.webchat.protocol import Upload
+from chatgate.platforms.webchat.session_gate import Refusal
+
+log = logging.getLogger(__name__)
+PLATFORM = "web"
+STORED = "stored"
+"""The attachment kind of a file already in the blob store (``engine.media_fetch.STORED``)."""
+MAX_ATTACHMENTS = 10
+
+
+class UploadSigner:
+    """Signs what an upload stored, for one conversation; checks a message's refs against it.
+
+    The key is this process's: a ref is good until the gateway restarts (the page uploads
+    again), which is long enough, since a message names its files as soon as they are in."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key or os.urandom(32)
+
+    def _mac(self, chat_id: str, body: str) -> str:
+        return hmac.new(self._key, f"{chat_id}\n{body}".encode(), hashlib.sha256).hexdigest()[:32]
+
+    def sign(self, chat_id: str, item: MediaItem) -> str:
+        body = f"{item.sha}:{item.size}:{item.mime}"
+        return f"{body}:{self._mac(chat_id, body)}"
+
+    def attachment(self, chat_id: str, ref: str, name: str) -> Attachment | None:
+        """The stored file ``ref`` names, when this gateway signed it for ``chat_id``; else None."""
+        body, _, mac = ref.rpartition(":")
+        parts = body.split(":")
+        if len(parts) != 3 or not hmac.compare_digest(mac, self._mac(chat_id, body)):
+            return None
+        sha, size, mime = parts
+        return Attachment(STORED, sha, mime, sanitize_name(name), int(size))
+
+
+def message_files(
+    signer: UploadSigner | None, chat_id: str, uploads: Sequence[Upload]
+) -> tuple[Attachment, ...] | None:
+    """A message's uploads, each checked against its conversation (None: one is not ours)."""
+    found = [signer.attachment(chat_id, u.ref, u.name) if signer is not None else None for u in uploads]
+    return None if None in found else tuple(a for a in found if a is not None)
+
+
+class UploadDesk:
+    def __init__(self, store: WebChats, owners: ChatOwners, media: MediaIntake, signer: UploadSigner) -> None:
+        self.store = store
+        self.owners = owners
+        self.media = media
+        self.signer = signer
+
+    async def upload(self, request: Request) -> Response:
+        who = await self.owners.changer(request)
+        if isinstance(who, Refusal):
+            return error(who)
+        chat_id = str(request.path_params["chat_id"])
+        try:
+            owner = await self.store.chat_owner(PLATFORM, chat_id)
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"could not check the conversation: {exc}"))
+        if owner is None or owner == DELETED_OWNER or owner != who.user_id:
+            return error(Refusal(404, "not_found", "no such conversation of yours (say hello on it first)"))
+        name = sanitize_name(request.query_params.get("name"), "upload")
+        try:
+            item = await self.media.take(request.stream(), PLATFORM, name)
+        except MediaRefused as exc:
+            log.info("web chat upload refused: %s", exc, extra={"chat_id": chat_id, "code": "refused"})
+            return error(Refusal(422, "file_refused", f"{name} was not accepted: {exc}"))
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"the file could not be stored: {exc}"))
+        ref = self.signer.sign(chat_id, item)
+        return JSONResponse({"ref": ref, "name": item.name, "mime": item.mime, "size": item.size})
+
+
+def upload_routes(desk: UploadDesk) -> list[BaseRoute]:
+    return [Route("/api/conversations/{chat_id}/uploads", desk.upload, methods=["POST"])]

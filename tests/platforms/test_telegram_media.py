@@ -1,0 +1,202 @@
+"""Files sent to the bot on Telegram reach the model: through the real adapter (getFile, then the
+file download) against the Bot API double, and the real OpenAI SDK against a fake model that
+reads what it was sent. A SIGKILL mid-download: the file is fetched again, answered once."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, private, telegram_config
+
+from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
+from chatgate.domain.media import human_size
+from support.media_files import pdf, png
+from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
+from support.procs import GatewayProcess
+
+
+def last_user_content(body: dict[str, Any]) -> Any:
+    return [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def vision_model(body: dict[str, Any]) -> str:
+    """The fake vision model: names the sha256 and size of every image it was sent, and the
+    text it read."""
+    content = last_user_content(body)
+    parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    seen = []
+    for part in parts:
+        if part["type"] == "image_url":
+            header, data = part["image_url"]["url"].split(",", 1)
+            raw = base64.b64decode(data)
+            seen.append(f"image {header} {len(raw)} bytes sha256={hashlib.sha256(raw).hexdigest()}")
+        else:
+            seen.append(f"text: {part['text']}")
+    return "\n".join(seen)
+
+
+def agent_config(server: FakeOpenAIServer) -> dict[str, Any]:
+    return {
+        "kind": "openai",
+        "openai": {
+            "base_url": server.base_url,
+            "model": "m",
+            "api_key_env": "FAKE_OPENAI_KEY",
+            "vision": True,
+        },
+    }
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    server = FakeOpenAIServer()
+    server.script(Answer(vision_model))
+    server.start()
+    monkeypatch.setenv("FAKE_OPENAI_KEY", API_KEY)
+    yield server
+    server.stop()
+
+
+async def test_a_photo_reaches_a_vision_model_as_its_bytes(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(501, "Ada")
+    chat = private(user)
+    image = png(120, 80, (10, 120, 200))
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    await double.push_photo(chat, user, image, caption="what colour is this?")
+    await double.wait_for(lambda: any("sha256=" in m.text for m in double.view(chat.id)), 60, "the answer")
+    (answer,) = [m.text for m in double.view(chat.id)]
+    assert (
+        f"image data:image/png;base64 {len(image)} bytes sha256={hashlib.sha256(image).hexdigest()}" in answer
+    )
+    assert "what colour is this?" in answer and "[attached: photo.jpg (image/png" in answer
+    assert [c[0] for c in double.calls if c[0] == "getFile"] == ["getFile"]
+    assert len(double.downloads) == 1
+
+
+async def test_a_pdf_reaches_the_model_as_its_text(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(502, "Bo")
+    chat = private(user)
+    document = pdf("Quarterly revenue rose by 12 percent")
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    await double.push_document(chat, user, document, "../q3 report.pdf", "application/pdf")
+    await double.wait_for(lambda: any("text:" in m.text for m in double.view(chat.id)), 60, "the answer")
+    (answer,) = [m.text for m in double.view(chat.id)]
+    assert "[content of q3 report.pdf (application/pdf" in answer
+    assert "Quarterly revenue rose by 12 percent" in answer
+
+
+async def test_an_expired_file_is_a_note_to_the_model_and_a_line_the_user_sees(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(503, "Cy")
+    chat = private(user)
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    _, _ = await double.push_photo(chat, user, png(), caption="still there?")
+    double.files.clear()  # Telegram no longer has it
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 60, "the notice and the answer")
+    notice, answer = [m.text for m in double.view(chat.id)]
+    reason = "Telegram no longer has this file (it may have expired)"
+    assert notice == f"[attachment photo.jpg was not received: {reason}]"
+    assert "still there?" in answer and reason in answer
+
+
+async def test_a_file_over_telegrams_20_mb_is_refused_by_getfile_and_never_downloaded(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(506, "Flo")
+    chat = private(user)
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    await double.push_document(
+        chat, user, b"x" * (20 * 1024 * 1024 + 1), "huge.bin", "application/octet-stream"
+    )
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 60, "the notice and the answer")
+    notice = double.view(chat.id)[0].text
+    assert (
+        notice
+        == "[attachment huge.bin was not received: Telegram lets a bot download files up to 20 MB only]"
+    )
+    assert double.downloads == []
+
+
+async def test_on_postgresql_the_blob_is_rows_every_process_can_read(
+    pg_schema: str, double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    """(``pg_schema`` first: it is dropped after the gateway stopped.)"""
+    user = User(505, "Ed")
+    chat = private(user)
+    image = png(200, 150, (1, 2, 3))
+    store = {"url": DSN, "postgres": {"schema": pg_schema}}
+    config = telegram_config(double, tmp_path, telegram={"allow_users": [str(user.id)]}, store=store)
+    await gateways.start(config)
+    await double.push_photo(chat, user, image, caption="kept in the database")
+    await double.wait_for(lambda: any("received" in m.text for m in double.view(chat.id)), 60, "the answer")
+    sha = hashlib.sha256(image).hexdigest()
+    rows = await sql(f'SELECT data FROM "{pg_schema}".media_chunks WHERE sha = $1 ORDER BY idx', sha)
+    assert b"".join(r["data"] for r in rows) == image
+    assert not (tmp_path / "state" / "blobs").exists() or not any((tmp_path / "state" / "blobs").glob("??/*"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)  # two Telegram-enabled starts of a real gateway process
+async def test_a_kill_mid_download_fetches_again_and_answers_once(
+    double: BotApiDouble, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
+    user = User(504, "Di")
+    chat = private(user)
+    config = {
+        "agent": {"echo": {"chunk_delay_ms": 0}},
+        "platforms": {
+            "web": {"enabled": False},
+            "telegram": {
+                "enabled": True,
+                "token_env": TOKEN_ENV,
+                "allow_users": [str(user.id)],
+                "api_base": double.base,
+                "poll_timeout_seconds": 5,
+            },
+        },
+        "locks": {"credential_dir": str(tmp_path / "locks")},
+    }
+    image = png(300, 200)
+    gateway = GatewayProcess(tmp_path, config)
+    double.hang_downloads = True
+    await gateway.start()
+    try:
+        await double.push_photo(chat, user, image, caption="keep this")
+        await double.wait_for(lambda: len(double.downloads) == 1, 90, "the download to start")
+        await gateway.kill()
+        double.hang_downloads = False
+        await gateway.start()
+        await double.wait_for(
+            lambda: any("received photo.jpg" in m.text for m in double.view(chat.id)), 90, "the answer"
+        )
+        assert await gateway.terminate() == 0, gateway.logs()
+    finally:
+        if gateway.proc is not None and gateway.proc.returncode is None:
+            await gateway.kill()
+    assert len(double.downloads) == 2  # fetched again after the kill
+    assert os.listdir(tmp_path / "state" / "blobs" / "tmp") == []  # the killed download's part is gone
+    answers = [m.text for m in double.view(chat.id) if "received photo.jpg" in m.text]
+    assert answers == [f"echo: keep this\nreceived photo.jpg (image/png, {human_size(len(image))})"]

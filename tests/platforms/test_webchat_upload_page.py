@@ -1,0 +1,64 @@
+"""The page's file picker, drag and drop, and paste, in a real Chromium (support.browser): the
+file is uploaded, shown as a chip, sent with the message, and reaches the agent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chatgate.domain.media import human_size
+from support.browser import browser, browser_page
+from support.browser import open_chat as _open_chat
+from support.media_files import png
+from support.web_harness import StartGateway
+
+pytestmark = pytest.mark.browser
+__all__ = ["browser", "browser_page"]
+
+
+async def test_a_picked_file_is_uploaded_shown_and_sent_with_the_message(
+    start_gateway: StartGateway, browser_page: Any
+) -> None:
+    from playwright.async_api import expect
+
+    gateway = await start_gateway()
+    page = await _open_chat(browser_page, gateway.port)
+    image = png(40, 30)
+    await page.set_input_files(
+        "#file", files=[{"name": "chart.png", "mimeType": "image/png", "buffer": image}]
+    )
+    await expect(page.locator(".file-chip.done")).to_have_count(1)
+    await page.fill("#text", "what is this")
+    await page.press("#text", "Enter")
+    await expect(page.locator(".msg.me")).to_have_text(["what is this\n📎 chart.png"])
+    reply = page.locator(".msg.bot:not(.draft)")  # Markdown: each line a line of its own
+    await expect(reply).to_contain_text(f"received chart.png (image/png, {human_size(len(image))})")
+    await expect(reply).to_contain_text("echo: what is this")
+    await expect(page.locator(".file-chip")).to_have_count(0)
+
+
+async def test_a_dropped_and_a_pasted_file_are_uploaded(
+    start_gateway: StartGateway, browser_page: Any
+) -> None:
+    from playwright.async_api import expect
+
+    gateway = await start_gateway()
+    page = await _open_chat(browser_page, gateway.port)
+    await page.evaluate(
+        """() => {
+        const drop = new DataTransfer();
+        drop.items.add(new File(["a,b\\n1,2\\n"], "data.csv", { type: "text/csv" }));
+        const options = { dataTransfer: drop, bubbles: true, cancelable: true };
+        document.body.dispatchEvent(new DragEvent("drop", options));
+        const paste = new DataTransfer();
+        paste.items.add(new File(["pasted words\\n"], "note.txt", { type: "text/plain" }));
+        document.getElementById("text").dispatchEvent(
+            new ClipboardEvent("paste", { clipboardData: paste, bubbles: true, cancelable: true }));
+    }"""
+    )
+    await expect(page.locator(".file-chip.done")).to_have_count(2)
+    await page.press("#text", "Enter")
+    reply = page.locator(".msg.bot:not(.draft)")
+    await expect(reply).to_contain_text("echo: received data.csv (text/csv, 8 B)")
+    await expect(reply).to_contain_text("received note.txt (text/plain, 13 B)")

@@ -1,0 +1,103 @@
+"""Web chat uploads over real HTTP and sockets to a real gateway: the conversation's owner
+uploads a file, the message frame names its signed ref, and the agent receives it; another
+browser, another conversation, a forged ref and a bad file are refused with their reasons."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from chatgate.domain.media import human_size
+from support.media_files import png
+from support.web_harness import StartGateway, WebClient, of_type, web_config
+
+Connect = Callable[[int], Awaitable[WebClient]]
+ANN = {"X-Chatgate-User": "user-ann"}
+BOB = {"X-Chatgate-User": "user-bob"}
+
+
+def _change(port: int, who: dict[str, str]) -> dict[str, str]:
+    return {**who, "Origin": f"http://127.0.0.1:{port}", "Content-Type": "application/octet-stream"}
+
+
+async def test_an_uploaded_image_reaches_the_agent_with_the_message(
+    start_gateway: StartGateway, connect_client: Connect
+) -> None:
+    gateway = await start_gateway()
+    port = gateway.port
+    assert port is not None
+    ann = await connect_client(port)
+    await ann.hello("c-ann", "user-ann")
+    image = png(50, 40)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        answer = await http.post(
+            "/api/conversations/c-ann/uploads?name=../../screen shot.png",
+            headers=_change(port, ANN),
+            content=image,
+        )
+    assert answer.status_code == 200, answer.text
+    upload = answer.json()
+    assert (upload["name"], upload["mime"], upload["size"]) == ("screen shot.png", "image/png", len(image))
+    await ann.send(
+        {
+            "type": "message",
+            "id": "m1",
+            "text": "",
+            "attachments": [{"ref": upload["ref"], "name": upload["name"]}],
+        }
+    )
+    frames = await ann.until_final("m1")
+    (final,) = of_type(frames, "final")
+    assert final["text"] == f"echo: received screen shot.png (image/png, {human_size(len(image))})"
+
+
+async def test_uploads_are_the_owners_and_refs_are_bound_to_their_conversation(
+    start_gateway: StartGateway, connect_client: Connect
+) -> None:
+    gateway = await start_gateway()
+    port = gateway.port
+    assert port is not None
+    ann = await connect_client(port)
+    await ann.hello("c-ann", "user-ann")
+    bob = await connect_client(port)
+    await bob.hello("c-bob", "user-bob")
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        url = "/api/conversations/c-ann/uploads?name=a.txt"
+        assert (await http.post(url, headers=_change(port, BOB), content=b"hi")).status_code == 404
+        assert (await http.post(url, headers=ANN, content=b"hi")).status_code == 403  # no Origin
+        svg = await http.post(
+            "/api/conversations/c-ann/uploads?name=x.svg",
+            headers=_change(port, ANN),
+            content=b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+        )
+        assert svg.status_code == 422 and "SVG" in svg.json()["message"]
+        good = (await http.post(url, headers=_change(port, ANN), content=b"notes\n")).json()
+    # Bob names Ann's upload in his conversation: refused, nothing admitted.
+    await bob.send({"type": "message", "id": "b1", "text": "look", "attachments": [{"ref": good["ref"]}]})
+    (refused,) = of_type(await bob.sync(), "error")[:1]
+    assert refused["code"] == "invalid_frame" and refused["id"] == "b1"
+    # A ref whose claimed type was changed no longer verifies.
+    forged = good["ref"].replace("text/plain", "image/png")
+    await ann.send({"type": "message", "id": "a1", "text": "x", "attachments": [{"ref": forged}]})
+    (refused,) = of_type(await ann.sync(), "error")[:1]
+    assert refused["code"] == "invalid_frame" and refused["id"] == "a1"
+    await ann.send(
+        {
+            "type": "message",
+            "id": "a2",
+            "text": "my notes",
+            "attachments": [{"ref": good["ref"], "name": "a.txt"}],
+        }
+    )
+    (final,) = of_type(await ann.until_final("a2"), "final")
+    assert final["text"] == "echo: my notes\nreceived a.txt (text/plain, 6 B)"
+
+
+async def test_without_media_there_is_no_upload_route(start_gateway: StartGateway) -> None:
+    gateway = await start_gateway(web_config(media={"enabled": False}))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gateway.port}") as http:
+        answer = await http.post(
+            "/api/conversations/c/uploads", headers=_change(gateway.port or 0, ANN), content=b"x"
+        )
+    assert answer.status_code in (404, 405)
