@@ -87,7 +87,7 @@ class OpenAIAgent:
             raise ValueError("max_tool_steps must be >= 1")
         self._model = model
         self._vision = vision
-        """The model reads images (the profile's ``vision``): they go as ``image_url`` parts, else as a note."""
+        """The model reads images (its profile's ``vision``): ``image_url`` parts, else a note."""
         self._api_key = api_key
         self._temperature = temperature
         self._max_tokens = max_tokens
