@@ -7,8 +7,10 @@ Listing and naming, tiers from annotations, bounded output, a server killed mid-
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,6 +26,8 @@ from chatgate.agents.tools.mcp_settings import (
     function_name,
     rule_key,
 )
+from support.engine_harness import wait_until
+from support.procs import free_port
 
 PROBE = str(Path(__file__).parents[1] / "support" / "mcp_probe_server.py")
 
@@ -173,3 +177,91 @@ def test_names_tiers_keys_and_bounds() -> None:
     assert rule_key("time__get_current_time") == "mcp_time__get_current_time"
     assert rule_key("Srv__X").startswith("mcp_srv__x_")
     assert bounded("héllo", 2) == "h\n[output truncated: 4 more bytes of 6 not shown]"
+
+
+class HttpProbe:
+    """The probe server over streamable HTTP in a child process (killed and started again by tests)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.port = free_port()
+        self.log = tmp_path / "calls.log"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def start(self) -> None:
+        env = {**os.environ, "MCP_PROBE_LOG": str(self.log), "PYTHONPATH": os.pathsep.join(sys.path)}
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, PROBE, "--http", str(self.port), env=env
+        )
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            return
+        raise AssertionError("the HTTP probe did not listen")
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+        if self.proc is not None:
+            await self.proc.wait()
+
+
+@pytest.fixture
+async def http_probe(tmp_path: Path) -> AsyncIterator[HttpProbe]:
+    probe = HttpProbe(tmp_path)
+    yield probe
+    await probe.stop()
+
+
+async def test_a_streamable_http_server_with_headers_from_the_config(
+    http_probe: HttpProbe, owners: Callable[[McpServerSettings], McpServerOwner]
+) -> None:
+    await http_probe.start()
+    owner = owners(
+        McpServerSettings(
+            name="web",
+            url=http_probe.url,
+            headers={"Authorization": "Bearer t0k"},
+            restart_backoff_s=(0.05, 0.5),
+        )
+    )
+    assert await owner.start()
+    assert {t.exposed for t in owner.tools()} >= {"web__echo", "web__die"}
+    assert (await owner.call("echo", {"text": "over http"})).text == "echo: over http"
+    assert "auth Bearer t0k" in http_probe.log.read_text().splitlines()
+
+
+async def test_a_dropped_http_server_is_a_clear_error_and_reconnected_when_back(
+    http_probe: HttpProbe, owners: Callable[[McpServerSettings], McpServerOwner]
+) -> None:
+    await http_probe.start()
+    owner = owners(
+        McpServerSettings(name="web", url=http_probe.url, timeout_s=20, restart_backoff_s=(0.05, 0.2))
+    )
+    assert await owner.start()
+    died = await owner.call("die", {})
+    assert not died.ok and "failed during the call" in died.text, died.text
+    await http_probe.stop()  # reaped: the port is free again
+    await http_probe.start()  # the server comes back on the same port
+    after = await owner.call("echo", {"text": "back"})
+    assert (after.ok, after.text) == (True, "echo: back")
+    assert owner.connects == 2
+
+
+async def test_a_server_that_dies_while_idle_is_restarted_before_the_next_call(
+    tmp_path: Path, owners: Callable[[McpServerSettings], McpServerOwner]
+) -> None:
+    owner = owners(probe(tmp_path, ping_interval_s=0.1))
+    assert await owner.start()
+    first = int((await owner.call("pid", {})).text)
+    os.kill(first, signal.SIGKILL)
+    await wait_until(lambda: owner.connects == 2, 20, "the restart after the idle death")
+    after = await owner.call("pid", {})
+    assert after.ok and int(after.text) != first and not alive(first)

@@ -3,13 +3,15 @@
 Tools: ``echo`` (read-only), ``write_note`` (destructive: appends to a file), ``big``
 (returns many bytes), ``die`` (the process exits mid-call: a crash), ``pid`` (its process id),
 ``unannotated`` (no annotations: fail closed). ``MCP_PROBE_LOG`` names a file each call is
-appended to, so a test can tell whether a call ran.
+appended to, so a test can tell whether a call ran. ``--http PORT`` serves it over
+streamable HTTP instead of stdio.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
@@ -69,5 +71,24 @@ def unannotated() -> str:
     return "ran"
 
 
+def run_http(port: int) -> None:
+    """Serve over streamable HTTP on 127.0.0.1:``port``, logging each ``Authorization`` header."""
+    import uvicorn
+
+    app = server.streamable_http_app()
+
+    async def logged(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            auth = dict(scope["headers"]).get(b"authorization")
+            if auth:
+                _log("auth " + auth.decode())
+        await app(scope, receive, send)
+
+    uvicorn.run(logged, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        run_http(int(sys.argv[2]))
+    else:
+        server.run("stdio")

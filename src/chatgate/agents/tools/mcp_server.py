@@ -36,9 +36,6 @@ MAX_TOOLS = 256
 """Tools offered per server (a listing longer than this is cut, with a warning)."""
 CLOSE_GRACE_S = 10.0
 """Beyond the connect timeout, how long a close may take (the SDK's own bounds sum to ~6 s)."""
-PING_INTERVAL_S = 15.0
-"""How often an idle connection is checked, so a server that died between calls is restarted
-before the next call needs it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +178,7 @@ class McpServerOwner:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("MCP server %r failed: %s: %s", self.name, type(exc).__name__, exc)
+                log.warning("MCP server %r failed: %s", self.name, reason(exc))
             finally:
                 self._session = None
                 self._ready.clear()
@@ -219,7 +216,7 @@ class McpServerOwner:
         """Until the connection is lost (a failed call says so, or an idle ping fails) or ``close``."""
         while not self._stop.is_set():
             try:
-                await asyncio.wait_for(_first(self._lost, self._stop), PING_INTERVAL_S)
+                await asyncio.wait_for(_first(self._lost, self._stop), self.settings.ping_interval_s)
                 return
             except TimeoutError:
                 pass
@@ -227,7 +224,7 @@ class McpServerOwner:
                 async with asyncio.timeout(self.settings.connect_timeout_s):
                     await session.send_ping()
             except Exception as exc:
-                log.warning("MCP server %r did not answer a ping (%s); restarting it", self.name, exc)
+                log.warning("MCP server %r did not answer a ping (%s); restarting it", self.name, reason(exc))
                 return
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -296,6 +293,13 @@ async def _first(*events: asyncio.Event) -> None:
     finally:
         for w in waits:
             w.cancel()
+
+
+def reason(exc: BaseException) -> str:
+    """An exception as one line; a task group's first failure rather than "unhandled errors"."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _connection_lost(exc: BaseException) -> bool:

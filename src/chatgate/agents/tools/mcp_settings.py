@@ -50,6 +50,9 @@ class McpServerSettings:
     """Bytes of a result the model reads; the rest is cut with a note saying how much."""
     restart_backoff_s: tuple[float, float] = (0.5, 30.0)
     """First and longest wait between restarts of a server that failed."""
+    ping_interval_s: float = 15.0
+    """How often an idle connection is pinged, so a server that died between calls is restarted
+    before the next call needs it."""
 
     @property
     def transport(self) -> str:
