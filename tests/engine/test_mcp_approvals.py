@@ -175,3 +175,19 @@ async def test_the_registry_time_server_through_an_approval(setup: Setup) -> Non
     assert await h.final_for(h.btn, h.sent[0]) == "It is late."
     (result,) = tool_results(setup.server)
     assert json.loads(result)["timezone"] == "Europe/Paris"
+
+
+async def test_a_text_prompt_is_answered_with_deny_and_the_model_reads_it(setup: Setup) -> None:
+    setup.server.script(call("probe__write_note", {"text": "n"}), Reply("Not written."))
+    h = await setup.start(probe_hub(setup.tmp))
+    await h.send("write it", platform="text")
+    turn = h.sent[-1]
+    shown = await h.delivered(h.text, lambda r: r.kind == "notice" and "Approval needed" in r.text)
+    assert "call this MCP tool" in shown.text and "Tool: write_note" in shown.text
+    assert "/approve (once), /approve session, /approve always or /deny" in shown.text
+    await h.send("/deny", platform="text")
+    reply = await h.delivered(h.text, lambda r: r.kind == "command")
+    assert reply.text.startswith("Denied by Ann") and "Call: MCP server: probe" in reply.text
+    assert await h.final_for(h.text, turn) == "Not written."
+    (result,) = tool_results(setup.server)
+    assert result.startswith("not run: Ann denied this call") and ran(setup.tmp) == []
