@@ -3,6 +3,8 @@ is not set), each naming its key."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,14 +47,25 @@ def test_a_good_config_and_its_variables_read_at_start(tmp_path: Path) -> None:
     path = tmp_path / "chatgate.yaml"
     path.write_text(
         "agent:\n  mcp:\n    servers:\n"
-        "      time: {command: mcp-server-time, policy: ask, tools: {get_current_time: allow}}\n"
+        f"      time: {{command: '{sys.executable}', policy: ask, tools: {{get_current_time: allow}}}}\n"
         "      docs: {url: 'https://h/mcp', headers_env: {Authorization: DOCS_AUTH}}\n"
-        "      git: {command: g, env: {A: '1'}, env_from: {TOKEN: GIT_TOKEN}}\n"
+        "      git: {command: sh, env: {A: '1'}, env_from: {TOKEN: GIT_TOKEN}}\n"
     )
     config = load_config(path).agent.mcp
-    time, docs, git = mcp_servers(config, {"DOCS_AUTH": "Bearer t", "GIT_TOKEN": "s"})
+    environ = {"DOCS_AUTH": "Bearer t", "GIT_TOKEN": "s", "PATH": os.environ["PATH"]}
+    time, docs, git = mcp_servers(config, environ)
     assert (time.transport, time.policy, dict(time.tools)) == ("stdio", "ask", {"get_current_time": "allow"})
     assert (docs.transport, dict(docs.headers)) == ("http", {"Authorization": "Bearer t"})
     assert dict(git.env) == {"A": "1", "TOKEN": "s"}
     with pytest.raises(StartupError, match=r"agent.mcp.servers.docs.headers_env.Authorization: .* DOCS_AUTH"):
-        mcp_servers(config, {"GIT_TOKEN": "s"})
+        mcp_servers(config, {"GIT_TOKEN": "s", "PATH": os.environ["PATH"]})
+
+
+def test_a_command_not_on_path_stops_the_start_naming_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "chatgate.yaml"
+    path.write_text("agent:\n  mcp:\n    servers:\n      gone: {command: no-such-mcp-server-here}\n")
+    config = load_config(path).agent.mcp
+    with pytest.raises(
+        StartupError, match=r"agent.mcp.servers.gone.command: 'no-such-mcp-server-here' is not"
+    ):
+        mcp_servers(config, dict(os.environ))

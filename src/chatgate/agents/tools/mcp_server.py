@@ -79,6 +79,8 @@ class McpServerOwner:
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
         self._stop = asyncio.Event()
+        self._tried = asyncio.Event()
+        """Set once the first attempt ended, reached or not: ``start`` need not wait longer."""
         self._task: asyncio.Task[None] | None = None
         self._failures = 0
         self.connects = 0
@@ -97,16 +99,11 @@ class McpServerOwner:
         (the task keeps trying with backoff; the tools appear once it succeeds)."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=f"chatgate-mcp-{self.name}")
-        try:
-            await asyncio.wait_for(self._ready.wait(), self.settings.connect_timeout_s)
-        except TimeoutError:
-            log.warning(
-                "MCP server %r not reached within %g s; retrying in the background",
-                self.name,
-                self.settings.connect_timeout_s,
-            )
-            return False
-        return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_first(self._ready, self._tried), self.settings.connect_timeout_s)
+        if not self._ready.is_set():
+            log.warning("MCP server %r not reached at start; retrying in the background", self.name)
+        return self._ready.is_set()
 
     async def close(self) -> None:
         """Stop the owning task: the connection is closed and a stdio server reaped.
@@ -182,6 +179,7 @@ class McpServerOwner:
             finally:
                 self._session = None
                 self._ready.clear()
+                self._tried.set()
             delay = min(high, low * 2 ** min(self._failures, 16))
             self._failures += 1
             if self._stop.is_set():

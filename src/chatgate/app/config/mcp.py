@@ -6,6 +6,7 @@ values of ``env_from`` and ``headers_env`` variables are read at start (``mcp_se
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
@@ -101,6 +102,11 @@ def mcp_servers(config: McpConfig, environ: Mapping[str, str]) -> list[McpServer
     for name, s in config.servers.items():
         base = f"agent.mcp.servers.{name}"
         env = dict(s.env) | {k: read(f"{base}.env_from.{k}", v) for k, v in s.env_from.items()}
+        if (
+            s.command is not None
+            and shutil.which(s.command, path=env.get("PATH", environ.get("PATH"))) is None
+        ):
+            raise StartupError(f"{base}.command: {s.command!r} is not a program found on PATH")
         headers = {h: read(f"{base}.headers_env.{h}", v) for h, v in s.headers_env.items()}
         servers.append(
             McpServerSettings(
