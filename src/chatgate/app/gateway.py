@@ -229,6 +229,7 @@ class Gateway:
         life.opened("credential locks", self._release_credentials_off_loop)
         expired_prompts = await self.engine.open()  # the store, and what a previous process left
         life.opened("store", self.store.close)
+        life.opened("MCP servers", self.engine.close_mcp)
         life.opened("fleet notices", self.fleet.close)
         for check in self._preflight:
             if (problem := await check()) is not None:

@@ -248,10 +248,16 @@ class Engine:
         if self.schedules is not None and self.settings.schedules is not None:
             jobs = configured(self.settings.schedules.jobs, self.admission.key_for_source, time.time())
             await self.schedules.sync_config(jobs)
+        # Before any turn runs: a prompt left open by the old process has no one waiting on it.
+        expired = await self.approvals.recover()
         if self.settings.mcp is not None:
             await self.settings.mcp.start()  # the tools are listed before the first turn
-        # Before any turn runs: a prompt left open by the old process has no one waiting on it.
-        return await self.approvals.recover()
+        return expired
+
+    async def close_mcp(self) -> None:
+        """Stop the MCP servers (idempotent): at ``stop``, or when a start fails after ``open``."""
+        if self.settings.mcp is not None:
+            await self.settings.mcp.close()
 
     def start(self) -> None:
         self.delivery.start()
@@ -272,8 +278,7 @@ class Engine:
         if self.schedules is not None:
             await self.schedules.stop()
         await self.scheduler.stop()
-        if self.settings.mcp is not None:
-            await self.settings.mcp.close()  # no turn calls a tool now; stdio servers are reaped
+        await self.close_mcp()  # no turn calls a tool now; stdio servers are reaped
         await self.approvals.close(close_budget)
         await self.delivery.flush(flush_budget)
         await self.delivery.stop()
