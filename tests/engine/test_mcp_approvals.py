@@ -7,9 +7,11 @@ Whether a call ran is read from the probe's own call log, not from what the gate
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,3 +193,38 @@ async def test_a_text_prompt_is_answered_with_deny_and_the_model_reads_it(setup:
     assert await h.final_for(h.text, turn) == "Not written."
     (result,) = tool_results(setup.server)
     assert result.startswith("not run: Ann denied this call") and ran(setup.tmp) == []
+
+
+async def test_the_registry_git_server_tiers_from_its_annotations(setup: Setup, tmp_path: Path) -> None:
+    """``mcp-server-git`` on a temporary repository: ``git_status`` (read-only) runs unasked;
+    ``git_add`` (writes) asks, and a denial leaves the index untouched."""
+    exe = shutil.which("mcp-server-git", path=str(Path(sys.executable).parent))
+    assert exe, "mcp-server-git is in the test extra"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ("git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com")
+    await asyncio.to_thread(subprocess.run, [*git, "init", "-q"], check=True)
+    (repo / "a.txt").write_text("a\n")
+    hub = McpHub([McpServerSettings(name="git", command=exe, args=("--repository", str(repo)))])
+    tools = {"repo_path": str(repo)}
+    setup.server.script(
+        call("git__git_status", tools),
+        Reply("Status read."),
+        call("git__git_add", {**tools, "files": ["a.txt"]}, "call_2"),
+        Reply("Not added."),
+    )
+    h = await setup.start(hub)
+    await h.send("status?")
+    assert await h.final_for(h.btn, h.sent[-1]) == "Status read."
+    assert h.btn.prompts == []  # read-only: no prompt
+    assert "a.txt" in tool_results(setup.server)[0]
+    await h.send("add it")
+    turn = h.sent[-1]
+    prompt = await h.prompt()
+    assert "MCP server: git" in prompt.text and "Tool: git_add" in prompt.text
+    await h.tap(prompt.prompt_id, "deny")
+    assert await h.final_for(h.btn, turn) == "Not added."
+    staged = await asyncio.to_thread(
+        subprocess.run, [*git, "diff", "--cached", "--name-only"], capture_output=True, text=True, check=True
+    )
+    assert staged.stdout == ""
