@@ -101,6 +101,8 @@ async def test_an_ask_tool_waits_for_the_prompt_showing_server_tool_and_argument
     assert "call this MCP tool" in prompt.text
     assert "MCP server: probe" in prompt.text and "Tool: write_note" in prompt.text
     assert 'Arguments: {"text": "rm all"}' in prompt.text
+    assert "which says it may destroy or overwrite things" in prompt.text
+    assert [o.id for o in prompt.options] == ["once", "session", "deny"]  # destructive: never "always"
     assert ran(setup.tmp) == []  # nothing runs before the answer
     await h.tap(prompt.prompt_id, answer)
     assert await h.final_for(h.btn, turn) == "Done."
@@ -172,7 +174,7 @@ async def test_the_registry_time_server_through_an_approval(setup: Setup) -> Non
     await h.send("what time is it in Paris?")
     prompt = await h.prompt()
     assert "MCP server: time" in prompt.text and "Tool: get_current_time" in prompt.text
-    assert "Europe/Paris" in prompt.text
+    assert "Europe/Paris" in prompt.text and "is set to ask in agent.mcp.servers.time" in prompt.text
     await h.tap(prompt.prompt_id, "once")
     assert await h.final_for(h.btn, h.sent[0]) == "It is late."
     (result,) = tool_results(setup.server)
@@ -186,7 +188,7 @@ async def test_a_text_prompt_is_answered_with_deny_and_the_model_reads_it(setup:
     turn = h.sent[-1]
     shown = await h.delivered(h.text, lambda r: r.kind == "notice" and "Approval needed" in r.text)
     assert "call this MCP tool" in shown.text and "Tool: write_note" in shown.text
-    assert "/approve (once), /approve session, /approve always or /deny" in shown.text
+    assert "/approve (once), /approve session or /deny" in shown.text  # destructive: no "always"
     await h.send("/deny", platform="text")
     reply = await h.delivered(h.text, lambda r: r.kind == "command")
     assert reply.text.startswith("Denied by Ann") and "Call: MCP server: probe" in reply.text
@@ -222,6 +224,8 @@ async def test_the_registry_git_server_tiers_from_its_annotations(setup: Setup, 
     turn = h.sent[-1]
     prompt = await h.prompt()
     assert "MCP server: git" in prompt.text and "Tool: git_add" in prompt.text
+    assert "which says it may change things (not read-only)" in prompt.text
+    assert [o.id for o in prompt.options] == ["once", "session", "always", "deny"]
     await h.tap(prompt.prompt_id, "deny")
     assert await h.final_for(h.btn, turn) == "Not added."
     staged = await asyncio.to_thread(

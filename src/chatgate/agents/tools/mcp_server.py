@@ -49,6 +49,8 @@ class McpTool:
     parameters: dict[str, Any]
     annotations: dict[str, Any] | None
     policy: Policy
+    by_operator: bool = False
+    """The policy is the operator's (``tools`` or ``policy``), not the annotations' tier."""
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -268,6 +270,7 @@ class McpServerOwner:
             parameters=schema,
             annotations=annotations,
             policy=tool_policy(self.settings, name, annotations),
+            by_operator=name in self.settings.tools or self.settings.policy is not None,
         )
 
 

@@ -27,13 +27,20 @@ MCP_TOOL = "mcp"
 
 
 def approval_rule(tool: McpTool) -> DangerRule:
-    """Why a human is asked, as the prompt and the grants know it (remembered per tool)."""
-    why = "is not marked read-only" if tool.annotations is None else "may change things (its annotations)"
-    if tool.policy == "ask" and tool.annotations and tool.annotations.get("readOnlyHint") is True:
-        why = "is set to ask (agent.mcp policy)"
-    return DangerRule(
-        rule_key(tool.exposed), f"calls {tool.name} on {tool.server}, which {why}", r"^mcp$", "always"
-    )
+    """Why a human is asked, as the prompt and the grants know it (remembered per tool; a tool
+    that says it is destructive at most for the session)."""
+    annotations = tool.annotations or {}
+    destructive = annotations.get("destructiveHint") is True
+    if tool.by_operator:
+        why = f"is set to ask in agent.mcp.servers.{tool.server}"
+    elif destructive:
+        why = "says it may destroy or overwrite things"
+    elif annotations:
+        why = "says it may change things (not read-only)"
+    else:
+        why = "says nothing about what it changes"
+    description = f"calls {tool.name} on the MCP server {tool.server}, which {why}"
+    return DangerRule(rule_key(tool.exposed), description, r"^mcp$", "session" if destructive else "always")
 
 
 class McpTools:
