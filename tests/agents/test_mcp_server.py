@@ -265,3 +265,29 @@ async def test_a_server_that_dies_while_idle_is_restarted_before_the_next_call(
     await wait_until(lambda: owner.connects == 2, 20, "the restart after the idle death")
     after = await owner.call("pid", {})
     assert after.ok and int(after.text) != first and not alive(first)
+
+
+async def test_a_call_past_its_timeout_fails_and_the_next_one_works(
+    tmp_path: Path, owners: Callable[[McpServerSettings], McpServerOwner]
+) -> None:
+    owner = owners(probe(tmp_path, timeout_s=0.5))
+    assert await owner.start()
+    slow = await owner.call("sleep", {"seconds": 60})
+    assert (slow.ok, slow.text) == (False, "the MCP server 'probe' did not answer within 0.5 s")
+    assert (await owner.call("echo", {"text": "next"})).text == "echo: next"
+    assert owner.connects == 1  # a slow tool is not a broken server
+
+
+async def test_a_cancelled_call_leaves_the_connection_working(
+    tmp_path: Path, owners: Callable[[McpServerSettings], McpServerOwner]
+) -> None:
+    owner = owners(probe(tmp_path))
+    assert await owner.start()
+    task = asyncio.ensure_future(owner.call("sleep", {"seconds": 60}))
+    log = tmp_path / "calls.log"
+    await wait_until(lambda: log.exists() and "sleep 60" in log.read_text(), 20, "the slow call running")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await owner.call("echo", {"text": "after"})).text == "echo: after"
+    assert owner.connects == 1

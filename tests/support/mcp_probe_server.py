@@ -2,9 +2,9 @@
 
 Tools: ``echo`` (read-only), ``write_note`` (destructive: appends to a file), ``big``
 (returns many bytes), ``die`` (the process exits mid-call: a crash), ``pid`` (its process id),
-``unannotated`` (no annotations: fail closed). ``MCP_PROBE_LOG`` names a file each call is
-appended to, so a test can tell whether a call ran. ``--http PORT`` serves it over
-streamable HTTP instead of stdio.
+``sleep`` (a slow call), ``unannotated`` (no annotations: fail closed). ``MCP_PROBE_LOG``
+names a file each call is appended to, so a test can tell whether a call ran. ``--http PORT``
+serves it over streamable HTTP instead of stdio.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
@@ -62,6 +63,14 @@ def pid() -> str:
     """This server process's id."""
     _log("pid")
     return str(os.getpid())
+
+
+@server.tool(annotations=READ_ONLY)
+async def sleep(seconds: float) -> str:
+    """Answer after ``seconds`` (a slow call, to be timed out or cancelled)."""
+    _log(f"sleep {seconds}")
+    await anyio.sleep(seconds)
+    return "slept"
 
 
 @server.tool()

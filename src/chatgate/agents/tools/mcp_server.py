@@ -162,6 +162,8 @@ class McpServerOwner:
             await self._ready.wait()
 
     def _mark_lost(self, session: ClientSession | None, exc: BaseException) -> None:
+        if self._stop.is_set():
+            return  # closing: the connection ends on purpose, nothing restarts
         if session is not None and session is self._session and not self._lost.is_set():
             log.warning("MCP server %r: connection lost (%s); restarting it", self.name, exc)
             self._ready.clear()  # later calls wait for the new connection
