@@ -146,9 +146,10 @@ class McpServerOwner:
             if not _connection_lost(exc):
                 return McpOutcome(f"the MCP server {self.name!r} refused the call: {exc}", False)
             self._mark_lost(session, exc)
+            # The cause (which may name a host or a path) is the operator's, in the log line.
             return McpOutcome(
-                f"the MCP server {self.name!r} failed during the call (its connection was lost:"
-                f" {exc or type(exc).__name__}); it is being restarted, so a later call may work",
+                f"the MCP server {self.name!r} failed during the call (its connection was lost);"
+                " it is being restarted, so a later call may work",
                 False,
             )
         self._failures = 0
@@ -165,7 +166,7 @@ class McpServerOwner:
         if self._stop.is_set():
             return  # closing: the connection ends on purpose, nothing restarts
         if session is not None and session is self._session and not self._lost.is_set():
-            log.warning("MCP server %r: connection lost (%s); restarting it", self.name, exc)
+            log.warning("MCP server %r: connection lost (%s); restarting it", self.name, reason(exc))
             self._ready.clear()  # later calls wait for the new connection
             self._lost.set()
 
