@@ -37,7 +37,9 @@ async def test_a_registry_mcp_tool_behind_an_inline_keyboard_prompt(
                 "mcp": {"servers": {"time": {"command": exe, "policy": "ask"}}},
             },
         )
-        await gateways.start(config)
+        gateway = await gateways.start(config)
+        status = (await gateway.status())["mcp_servers"]
+        assert status == {"time": {"connected": True, "tools": 2, "restarts": 0}}
         chat = private(ALMA)
         await double.push_message(chat, ALMA, "what time is it in New York?")
         await double.wait_for(

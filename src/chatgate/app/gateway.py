@@ -188,6 +188,8 @@ class Gateway:
             "running_turns": self.scheduler.running(),
             "last_error": LAST_PROBLEM.last.message,
         }
+        if self.engine.settings.mcp is not None:
+            info["mcp_servers"] = self.engine.settings.mcp.status()
         try:
             stats = await self.store.queue_stats()
             info["queue_depth"] = stats.depth

@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from chatgate.agents.tools.mcp_server import McpServerOwner, McpTool
 from chatgate.agents.tools.mcp_settings import McpServerSettings
@@ -45,6 +46,9 @@ class McpHub:
 
     async def close(self) -> None:
         await asyncio.gather(*(o.close() for o in self.owners.values()))
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        return {name: owner.status() for name, owner in self.owners.items()}
 
     def tools(self) -> tuple[McpTool, ...]:
         """The tools offered now, every server's, in config order; denied ones are not offered."""

@@ -92,6 +92,14 @@ class McpServerOwner:
     def name(self) -> str:
         return self.settings.name
 
+    def status(self) -> dict[str, Any]:
+        """For ``chatgate status``: connected now, tools offered, restarts so far."""
+        return {
+            "connected": self._ready.is_set(),
+            "tools": len(self._tools),
+            "restarts": max(0, self.connects - 1),
+        }
+
     def tools(self) -> tuple[McpTool, ...]:
         """The tools of the latest listing (empty until the server was reached once)."""
         return self._tools
