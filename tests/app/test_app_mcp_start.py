@@ -1,5 +1,6 @@
-"""A start that fails after the MCP servers started (here: the HTTP port is taken) closes
-them: no server process of the gateway's is left running."""
+"""MCP servers in the gateway's lifetime: a start that fails after they started (here: the
+HTTP port is taken) closes them, no server process left running; ``chatgate status`` names
+each one."""
 
 from __future__ import annotations
 
@@ -41,3 +42,22 @@ async def test_a_failed_start_closes_the_mcp_servers_it_started(tmp_path: Path) 
     assert left == []
     assert "probe" in gateway.engine.settings.mcp.owners  # type: ignore[union-attr]
     assert gateway.engine.settings.mcp.owners["probe"].connects == 1  # type: ignore[union-attr]
+
+
+def test_chatgate_status_prints_each_mcp_server(capsys: pytest.CaptureFixture[str]) -> None:
+    from chatgate.app.cli.ops import _print_status
+
+    info = {
+        "running": True,
+        "pid": 1,
+        "uptime_seconds": 3,
+        "state_dir": "/s",
+        "mcp_servers": {
+            "time": {"connected": True, "tools": 2, "restarts": 0},
+            "git": {"connected": False, "tools": 12, "restarts": 3},
+        },
+    }
+    _print_status(info)
+    out = capsys.readouterr().out
+    assert "  mcp time:  connected, 2 tool(s), 0 restart(s)\n" in out
+    assert "  mcp git:   DISCONNECTED, 12 tool(s), 3 restart(s)\n" in out
