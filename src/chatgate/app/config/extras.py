@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 OPENAI = Extra("openai", ("openai",))
 POSTGRES = Extra("postgres", ("asyncpg",))
+MCP = Extra("mcp", ("mcp",))
 
 
 def check_extras(config: GatewayConfig) -> str | None:
@@ -29,6 +30,8 @@ def check_extras(config: GatewayConfig) -> str | None:
             return f"platforms.{name}.enabled: " + plugin.extra.hint(plugin.title)
     if config.agent.kind == "openai" and OPENAI.missing():
         return "agent.kind: " + OPENAI.hint("the openai agent")
+    if config.agent.mcp.servers and MCP.missing():
+        return "agent.mcp.servers: " + MCP.hint("MCP tools")
     if config.store.backend == "postgres" and POSTGRES.missing():
         return "store.url: " + POSTGRES.hint("the PostgreSQL store")
     return None
