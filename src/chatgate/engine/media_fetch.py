@@ -40,11 +40,12 @@ from chatgate.domain.media import (
     sanitize_name,
     with_attachments,
 )
+from chatgate.domain.media_ports import media_source
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Media
 from chatgate.domain.turns import QueuedItem
 from chatgate.engine.media_ingest import check, extract_pdf_text, ingest
-from chatgate.engine.ports import Adapter, media_source
+from chatgate.engine.ports import Adapter
 from chatgate.engine.replies import reply_draft
 
 log = logging.getLogger(__name__)

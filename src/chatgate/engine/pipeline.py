@@ -166,17 +166,21 @@ class Engine:
             typist=self.typist,
             media=self.media,
         )
-        self.scheduler = Scheduler(
-            store,
+        self.scheduler = self._build_scheduler()
+        self.schedules = self._build_schedules(settings.schedules)
+        self._add_model_commands(settings.turns)
+
+    def _build_scheduler(self) -> Scheduler:
+        settings = self.settings
+        return Scheduler(
+            self.store,
             self.runner,
-            metrics,
+            self.metrics,
             settings.owner,
             settings.scheduler,
             on_committed=self.outbox_changed,
             sends=self.delivery,
         )
-        self.schedules = self._build_schedules(settings.schedules)
-        self._add_model_commands(settings.turns)
 
     def _media_fetcher(self, settings: MediaSettings | None) -> MediaFetcher | None:
         if settings is None:

@@ -9,12 +9,12 @@ that port's contract.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-from chatgate.domain.inbound import Attachment, Inbound
-from chatgate.domain.media import MediaItem
+from chatgate.domain.inbound import Inbound
+from chatgate.domain.media_ports import MediaIntake
 from chatgate.domain.outbound import (
     PREVIEW_KEY,
     Capabilities,
@@ -339,30 +339,6 @@ def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
     ):
         return None
     return cast(PromptingPlatform, adapter)
-
-
-class MediaSource(Protocol):
-    """An adapter that can fetch the files its events refer to (``Inbound.attachments``).
-
-    ``open_attachment`` streams the file's bytes as they arrive (never whole in memory); the
-    engine bounds its size and time. An attachment the platform no longer has (an expired
-    link, a deleted file) raises ``MediaRefused`` with the reason a person reads."""
-
-    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]: ...
-
-
-class MediaIntake(Protocol):
-    """Where a platform that receives files itself (the web chat's upload) hands one in: it is
-    streamed, bounded, checked and stored (``MediaRefused`` says why not)."""
-
-    async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem: ...
-
-
-def media_source(adapter: Adapter | None) -> MediaSource | None:
-    """The adapter as a ``MediaSource``, or None when it cannot fetch files (yet)."""
-    if adapter is None or not callable(getattr(adapter, "open_attachment", None)):
-        return None
-    return cast(MediaSource, adapter)
 
 
 class PlatformStores(

@@ -34,6 +34,7 @@ from chatgate.platforms.webchat.uploads import UploadSigner, message_files
 
 log = logging.getLogger(__name__)
 PLATFORM = "web"
+RESTARTING = "the gateway is restarting"
 BACKLOG_PAGE = 200
 """Unconfirmed replies read per store query on a hello; each is queued only when there is room."""
 
@@ -41,10 +42,6 @@ BACKLOG_PAGE = 200
 def web_delivery_id(chat_id: str, message_id: str) -> str:
     """Unambiguous per-chat dedupe key: the length prefix keeps ("a/b", "c") apart from ("a", "b/c")."""
     return f"{len(chat_id)}:{chat_id}/{message_id}"
-
-
-def _source_of(conn: Connection, chat_id: str) -> Source:
-    return Source(PLATFORM, chat_id=chat_id, chat_type="dm", user_id=conn.user_id, user_name=conn.user_name)
 
 
 def web_button_delivery_id(chat_id: str, button_id: str) -> str:
@@ -323,17 +320,11 @@ class WebChatAdapter:
 
     async def _message(self, conn: Connection, msg: Message) -> None:
         if not self._intake_open:
-            self._error(
-                conn, "shutting_down", "the gateway is restarting; send this again after reconnecting", msg.id
-            )
+            self._error(conn, "shutting_down", f"{RESTARTING}; send this again after reconnecting", msg.id)
             return
         if len(msg.text) > self._max_text:
-            self._error(
-                conn,
-                "too_large",
-                f"text is {len(msg.text)} characters; the limit is {self._max_text}",
-                msg.id,
-            )
+            too_long = f"text is {len(msg.text)} characters; the limit is {self._max_text}"
+            self._error(conn, "too_large", too_long, msg.id)
             return
         if not msg.text.strip() and not msg.attachments:
             self._error(conn, "invalid_frame", "text must not be empty (without a file)", msg.id)
@@ -367,9 +358,7 @@ class WebChatAdapter:
         """Admitted like a message (committed, deduped by ``id``, then acked); an answer that
         changed nothing is told, on this connection only, what was recorded instead."""
         if not self._intake_open:
-            self._error(
-                conn, "shutting_down", "the gateway is restarting; tap again after reconnecting", tap.id
-            )
+            self._error(conn, "shutting_down", f"{RESTARTING}; tap again after reconnecting", tap.id)
             return
         assert conn.chat_id is not None
         button_id = tap.id or uuid.uuid4().hex

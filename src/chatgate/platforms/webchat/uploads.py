@@ -23,9 +23,9 @@ from starlette.routing import BaseRoute, Route
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.media import MediaItem, MediaRefused, sanitize_name
+from chatgate.domain.media_ports import MediaIntake
 from chatgate.domain.store_roles import WebChats
 from chatgate.domain.web_chats import DELETED_OWNER
-from chatgate.engine.ports import MediaIntake
 from chatgate.platforms.webchat.account_routes import error
 from chatgate.platforms.webchat.owners import ChatOwners
 from chatgate.platforms.webchat.protocol import Upload
