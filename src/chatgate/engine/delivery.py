@@ -91,6 +91,8 @@ class DeliveryWorker:
         self._typist = typist
         self._typed: OrderedDict[int, None] = OrderedDict()
         """Rows that announced their wait already (a rescheduled row must not book another)."""
+        self._last_sent: OrderedDict[tuple[str, str], float] = OrderedDict()
+        """When each chat last got a message from this worker (wall clock), most recent last."""
         self._adapters = adapters
         self._metrics = metrics
         self.settings = settings
@@ -279,6 +281,10 @@ class DeliveryWorker:
             return  # no typist, or a preview already shows this reply coming
         if row.id in self._typed:
             return
+        if self._last_sent.get((row.platform, row.chat_id), float("-inf")) >= row.created_at:
+            # The chat got a message after this reply was ready: it is not silent. At saturation
+            # every reply waits, and an indicator before each took half the budget (issue 33).
+            return
         self._typed[row.id] = None
         if len(self._typed) > MAX_TYPED_ROWS:
             self._typed.popitem(last=False)
@@ -306,8 +312,16 @@ class DeliveryWorker:
             row.id, "pending", retry_at=time.time() + wait - early, error=reason, counts_attempt=False
         )
 
+    def _sent_to(self, row: OutboxRow) -> None:
+        key = (row.platform, row.chat_id)
+        self._last_sent[key] = time.time()
+        self._last_sent.move_to_end(key)
+        if len(self._last_sent) > MAX_TYPED_ROWS:
+            self._last_sent.popitem(last=False)
+
     def _settle(self, row: OutboxRow, result: DeliveryResult) -> OutboxSettlement:
         if isinstance(result, Delivered):
+            self._sent_to(row)
             self._metrics.deliveries.labels(row.platform, "sent").inc()
             self._metrics.delivery_seconds.labels(row.platform, row.kind).observe(
                 max(0.0, time.time() - row.created_at)
