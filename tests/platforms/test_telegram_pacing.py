@@ -192,3 +192,22 @@ async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
         if b - a > 1.0 / RATE + slack and any(d <= a and b <= s for d, s in due)
     ]
     assert idle == [], f"idle gaps (at, length) with a reply due: {idle}"
+
+
+async def test_a_chat_that_just_got_a_reply_gets_no_typing_for_the_next_one_waiting_its_second(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    """Four messages at once in one chat: replies 2 to 4 each wait about a second (one message a
+    second per chat). A reply recorded before the chat's previous reply went shows no indicator:
+    the chat is not silent (replies 3 and 4; reply 2 may be recorded after reply 1 went, and
+    types). At saturation an indicator before every waiting reply took half the budget (issue 33);
+    before, each of the three typed."""
+    user = _dms(1, base=9900)[0]
+    await gateways.start(_config(double, tmp_path, [user], per_second=RATE))
+    for i in range(4):
+        await double.push_message(private(user), user, f"q{i}")
+    await double.wait_for(lambda: _replied(double) >= 4, timeout=30, what="4 replies")
+
+    methods = [c.method for c in double.chat_calls() if c.chat_id == user.id]
+    assert [m.text for m in double.view(user.id)] == [echo_of(f"q{i}") for i in range(4)]
+    assert methods[methods.index("sendMessage") :].count("sendChatAction") <= 1, methods
