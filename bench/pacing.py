@@ -96,6 +96,7 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
         await asyncio.sleep(0.5)  # let the last settlements commit
         with sqlite3.connect(gateway.store.path) as db:
             rows = db.execute("SELECT status, attempts FROM outbox").fetchall()
+        lag = max(gateway.lag.samples, default=0.0)
     finally:
         await gateways.stop_all()
         await double.stop()
@@ -121,6 +122,7 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
         "budget_share": round((len(accepted) - 1) / span / BUDGET, 3) if span else None,
         "replies_per_s": round((len(replies) - 1) / reply_span, 2) if reply_span else None,
         "idle_gaps": idle_gaps(calls, start),
+        "loop_lag_max_ms": round(lag * 1000, 1),
         "share_429": round(sum(1 for c in calls if c.status == 429) / max(1, len(calls)), 3),
         "max_attempts": max((a for _, a in rows), default=0),
         "failed": sum(1 for s, _ in rows if s == "failed"),
