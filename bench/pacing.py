@@ -37,6 +37,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +63,17 @@ BUDGET = 30.0
 GAP = 0.1
 
 
-def idle_gaps(calls: list[Any], start: float) -> dict[str, Any]:
-    """Gaps over ``GAP`` between consecutive calls while a reply was due (its chat's previous
-    message over a second before, or none; it not yet sent)."""
+def idle_gaps(calls: list[Any], recorded: dict[int, list[float]]) -> dict[str, Any]:
+    """Gaps over ``GAP`` between consecutive calls while a reply was due: recorded (its turn
+    committed; ``recorded``: per chat, in the double's clock, in order), its chat's previous
+    message over a second before, and it not yet sent."""
     due: list[tuple[float, float]] = []
-    for chat_id in {c.chat_id for c in calls}:
+    for chat_id, ready in recorded.items():
         sends = sorted(
             c.at for c in calls if c.chat_id == chat_id and c.method == "sendMessage" and c.status == 200
         )
-        due += [(start if i == 0 else sends[i - 1] + 1.0, at) for i, at in enumerate(sends)]
+        for i, at in enumerate(sends[: len(ready)]):
+            due.append((max(ready[i], sends[i - 1] + 1.0 if i else ready[i]), at))
     times = sorted(c.at for c in calls)
     gaps = [
         b - a for a, b in itertools.pairwise(times) if b - a > GAP and any(d <= a and b <= s for d, s in due)
@@ -87,7 +90,6 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
         users = [User(10_000 + n, f"U{n}") for n in range(chats)]
         config = telegram_config(double, workdir, telegram={"allow_users": [str(u.id) for u in users]})
         gateway = await gateways.start(config)
-        start = asyncio.get_running_loop().time()
         for i in range(messages):
             user = users[i % chats]
             await double.push_message(private(user), user, f"m{i}")
@@ -96,6 +98,11 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
         await asyncio.sleep(0.5)  # let the last settlements commit
         with sqlite3.connect(gateway.store.path) as db:
             rows = db.execute("SELECT status, attempts FROM outbox").fetchall()
+            created = db.execute("SELECT chat_id, created_at FROM outbox ORDER BY id").fetchall()
+        to_loop = asyncio.get_running_loop().time() - time.time()  # the double stamps loop time
+        recorded: dict[int, list[float]] = {}
+        for chat_id, at in created:
+            recorded.setdefault(int(chat_id), []).append(at + to_loop)
         lag = max(gateway.lag.samples, default=0.0)
     finally:
         await gateways.stop_all()
@@ -121,7 +128,7 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
         "calls_per_s": round((len(accepted) - 1) / span, 2) if span else None,
         "budget_share": round((len(accepted) - 1) / span / BUDGET, 3) if span else None,
         "replies_per_s": round((len(replies) - 1) / reply_span, 2) if reply_span else None,
-        "idle_gaps": idle_gaps(calls, start),
+        "idle_gaps": idle_gaps(calls, recorded),
         "loop_lag_max_ms": round(lag * 1000, 1),
         "share_429": round(sum(1 for c in calls if c.status == 429) / max(1, len(calls)), 3),
         "max_attempts": max((a for _, a in rows), default=0),
