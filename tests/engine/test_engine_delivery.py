@@ -242,7 +242,9 @@ async def test_a_429_penalizes_only_its_chat_whose_messages_then_arrive_in_order
     await wait(lambda: penalized, message="the 429")
     for i in range(5):
         await h.send(f"y{i}", chat_id="Y")
-    assert await h.finals("Y", 5) == [f"echo: y{i}" for i in range(5)]
+    # Not h.finals: its flush waits for X's row too, which waits for its slot in its own task.
+    await wait(lambda: len(h.adapter.texts("Y")) >= 5, message="Y's five finals")
+    assert h.adapter.texts("Y") == [f"echo: y{i}" for i in range(5)]
     assert h.adapter.texts("X") == [], "X waits out its penalty while Y flows"
 
     assert await h.finals("X", 3, timeout=20) == ["echo: x0", "echo: x1", "echo: x2"]
@@ -394,3 +396,51 @@ async def test_a_reply_claimed_by_a_commit_that_outlived_its_cancelled_turn_is_s
     await plug
     row = await h.delivered("echo: m1")
     assert row.attempts == 1 and gate.claimed == [], "handed over by the commit, not claimed again"
+
+
+async def test_every_row_put_back_has_a_timer_at_its_due_time_not_the_poll(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    """Issue 33, item 2: only the earliest put-back row had a timer (and none beyond a poll
+    interval); the others waited for the next poll. With the poll an hour away, three chats told
+    to wait three different times must each still be delivered, each when its wait is over."""
+    h = await make_harness(delivery={"poll_interval": 3600.0, "max_inline_wait": 0.0})
+    waits = {"X": 0.3, "Y": 0.9, "Z": 1.6}
+    told: dict[str, float] = {}
+    sent: dict[str, float] = {}
+
+    def script(row: OutboxRow) -> DeliveryResult | None:
+        if row.chat_id not in told:
+            told[row.chat_id] = time.monotonic()
+            return RetryLater("429", retry_after=waits[row.chat_id], scope="channel")
+        sent[row.chat_id] = time.monotonic()
+        return None
+
+    h.adapter.script = script
+    for chat in waits:
+        await h.send(f"{chat.lower()}1", chat_id=chat)
+    for chat in waits:
+        row = await h.delivered(f"echo: {chat.lower()}1", timeout=20.0)
+        assert row.attempts == 1, "waiting for the 429 spent no attempt"
+    for chat, wait_s in waits.items():
+        assert sent[chat] - told[chat] >= wait_s, f"{chat} went before its retry_after ran out"
+
+
+async def test_a_row_waiting_for_its_slot_when_delivery_stops_goes_back_unflagged(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    """A row waits for its rate slot in its own task (up to the horizon), claimed but not sent:
+    stopping then must not leave it ``sending``, which a restart resends as a possible repeat."""
+    paced = RecordingAdapter()
+    paced.capabilities = Capabilities(drafts=True, chat_min_interval=5.0)
+    h = await make_harness(adapter=paced)
+    await h.send("a1", chat_id="X")
+    await h.delivered("echo: a1")
+    await h.send("a2", chat_id="X")
+    await wait(lambda: h.outbox("echo: a2") == [("sending", 1, "final")], message="a2 waits for its slot")
+    await h.scheduler.stop()
+    await h.delivery.stop()
+
+    assert h.adapter.texts("X") == ["echo: a1"]
+    rows = h.query("SELECT status, attempts, possibly_duplicate FROM outbox WHERE text = 'echo: a2'")
+    assert rows == [("pending", 0, 0)]

@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of, private, telegram_config
 
 from support.procs import wait_until
@@ -152,3 +154,60 @@ async def test_a_platform_wide_limit_of_5_per_second_costs_no_message_and_no_att
     assert max(attempts for _, attempts in rows()) == 1, "waiting for a rate limit spent an attempt"
     share = len(refused) / len(double.chat_calls())
     assert share < 0.3, f"{share:.0%} of calls got 429: the platform-wide retry_after did not pause the bot"
+
+
+@pytest.mark.parametrize("inline", [None, 0.5], ids=["default", "put_back_beyond_half_a_second"])
+async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path, inline: float | None
+) -> None:
+    """Issue 33, item 2: a row whose slot was over a second away went back to ``pending`` and
+    waited for the 1-s poll, so the platform sat idle with replies due (Telegram ran at half its
+    budget). Now a row books its slot and waits in its task, or (beyond the horizon, forced here
+    to 0.5 s) goes back with a timer that reclaims it while the slots ahead are still taken.
+    From the double's log: between two consecutive calls while some reply was due (its chat's
+    one-a-second interval over, not yet sent), no gap longer than one platform spacing plus the
+    worst loop stall; and no second, no chat over its limit."""
+    users = _dms(30, base=9700)
+    gateway = await gateways.start(_config(double, tmp_path, users, per_second=RATE))
+    if inline is not None:
+        gateway.delivery.settings = replace(gateway.delivery.settings, max_inline_wait=inline)
+    for round_ in range(2):
+        for user in users:
+            await double.push_message(private(user), user, f"g{round_}-{user.id}")
+    start = asyncio.get_running_loop().time()
+    await double.wait_for(lambda: _replied(double) >= 60, timeout=60, what="60 replies")
+
+    calls = double.chat_calls()
+    slack = _slack(gateway)
+    times = sorted(c.at for c in calls)
+    assert busiest(times, 1.0 - slack) <= RATE, f"{busiest(times, 1.0)} calls within one second"
+    due: list[tuple[float, float]] = []  # (due from, sent at) per reply
+    for user in users:
+        sends = sorted(c.at for c in calls if c.chat_id == user.id and c.method == "sendMessage")
+        assert len(sends) == 2 and sends[1] - sends[0] >= 1.0 - slack, (user.id, sends)
+        due += [(start, sends[0]), (sends[0] + 1.0, sends[1])]
+    idle = [
+        (round(a - start, 3), round(b - a, 3))
+        for a, b in itertools.pairwise(times)
+        if b - a > 1.0 / RATE + slack and any(d <= a and b <= s for d, s in due)
+    ]
+    assert idle == [], f"idle gaps (at, length) with a reply due: {idle}"
+
+
+async def test_a_chat_that_just_got_a_reply_gets_no_typing_for_the_next_one_waiting_its_second(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    """Four messages at once in one chat: replies 2 to 4 each wait about a second (one message a
+    second per chat). A reply recorded before the chat's previous reply went shows no indicator:
+    the chat is not silent (replies 3 and 4; reply 2 may be recorded after reply 1 went, and
+    types). At saturation an indicator before every waiting reply took half the budget (issue 33);
+    before, each of the three typed."""
+    user = _dms(1, base=9900)[0]
+    await gateways.start(_config(double, tmp_path, [user], per_second=RATE))
+    for i in range(4):
+        await double.push_message(private(user), user, f"q{i}")
+    await double.wait_for(lambda: _replied(double) >= 4, timeout=30, what="4 replies")
+
+    methods = [c.method for c in double.chat_calls() if c.chat_id == user.id]
+    assert [m.text for m in double.view(user.id)] == [echo_of(f"q{i}") for i in range(4)]
+    assert methods[methods.index("sendMessage") :].count("sendChatAction") <= 1, methods

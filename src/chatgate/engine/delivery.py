@@ -8,6 +8,10 @@ Rows reach the worker two ways: its own claims (``claim_outbox``), and the rows 
 turn's commit claimed in its own transaction (``Leases.commit_turn``), which the
 scheduler hands over (``reserve`` before the commit, ``hand_over`` after it) so
 that a reply needs no claim commit of its own. Both are delivered alike.
+
+A row whose rate slot is near books it and waits for it in its own task (a claimed row holds
+its chat's order anyway); one whose slot is further (``horizon``) goes back to ``pending`` and
+a timer stands at the time it falls due (``engine/due_rows.py``), never a poll (issue 33).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from chatgate.domain.outbound import (
 from chatgate.domain.outbox import OutboxRow, OutboxSettlement
 from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
+from chatgate.engine.due_rows import DueRows
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.ports import Adapter, editable
 from chatgate.engine.ratelimit import RateBudget
@@ -48,7 +53,6 @@ MAX_TYPED_ROWS = 10_000
 @dataclass(frozen=True, slots=True)
 class DeliverySettings:
     batch: int = 256
-    poll_interval: float = 1.0
     send_timeout: float = 30.0
     max_attempts: int = 8
     retry_base: float = 1.0
@@ -56,8 +60,12 @@ class DeliverySettings:
     unknown_platform_retry: float = 60.0
     max_age: float = 24 * 3600.0
     """Rows older than this are abandoned (logged, failed) instead of delivered late."""
-    max_inline_wait: float = 1.0
-    """A rate-limit wait up to this long happens in the row's task; longer ones reschedule the row."""
+    max_inline_wait: float = 10.0
+    """A rate-limit wait up to this long happens in the row's task; longer ones reschedule the row.
+    On a platform with a rate, the horizon is shorter still: the slots of half a ``batch``
+    (``horizon``), so one busy platform never holds the whole worker."""
+    poll_interval: float = 1.0
+    """Only a fallback: rows this worker put back wake it by a timer at their due time."""
     typing_after: float = 0.5
     """A final that must wait longer than this for its rate slot shows a typing indicator first."""
 
@@ -83,6 +91,8 @@ class DeliveryWorker:
         self._typist = typist
         self._typed: OrderedDict[int, None] = OrderedDict()
         """Rows that announced their wait already (a rescheduled row must not book another)."""
+        self._last_sent: OrderedDict[tuple[str, str], float] = OrderedDict()
+        """When each chat last got a message from this worker (wall clock), most recent last."""
         self._adapters = adapters
         self._metrics = metrics
         self.settings = settings
@@ -92,7 +102,9 @@ class DeliveryWorker:
         self._reserved = 0
         """Room promised to turn commits that may hand rows over (``reserve``)."""
         self._stopping = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._due = DueRows(self._wake.set)
+        self._pacing: dict[int, OutboxRow] = {}
+        """Rows whose task waits for their rate slot: not handed to the adapter yet."""
 
     def start(self) -> None:
         self._stopping = False
@@ -126,11 +138,26 @@ class DeliveryWorker:
     async def stop(self) -> None:
         """Stop claiming and cancel in-flight sends (their rows are resent after a restart)."""
         self._stopping = True
-        if self._timer is not None:
-            self._timer.cancel()
+        self._due.cancel()
+        unsent = list(self._pacing.values())  # cancelled before their send: nothing went
         tasks = [*self._inflight, *([self._task] if self._task else [])]
         await cancel_and_wait(tasks)
         self._task = None
+        await self._put_back_unsent(unsent)
+
+    async def _put_back_unsent(self, rows: list[OutboxRow]) -> None:
+        """Rows cancelled while waiting for their slot go back to ``pending`` (attempt given
+        back): left ``sending``, a restart would resend them flagged as possible repeats."""
+        if not rows:
+            return
+        back = [
+            OutboxSettlement(r.id, "pending", error="stopped before its rate slot", counts_attempt=False)
+            for r in rows
+        ]
+        try:
+            await asyncio.wait_for(self._store.settle_outbox(back), 5.0)
+        except (TimeoutError, StoreUnavailable) as exc:
+            log.warning("%d unsent row(s) stay claimed (%s); resent after a restart", len(rows), exc)
 
     async def flush(self, timeout: float) -> None:
         """Deliver what is due now, for at most ``timeout`` seconds (used at shutdown)."""
@@ -162,8 +189,10 @@ class DeliveryWorker:
     async def _claim(self) -> int:
         room = self.settings.batch - len(self._inflight) - self._reserved
         if room <= 0:
-            return 0
+            return 0  # a settlement wakes the worker again; the due timer waits for that
+        started = time.time()
         rows = await self._store.claim_outbox(room)
+        self._due.claimed(started)
         for row in rows:
             self._start(row)
         return len(rows)
@@ -180,22 +209,8 @@ class DeliveryWorker:
         except StoreUnavailable as exc:
             log.warning("could not record delivery of outbox row %d (%s); it is resent later", row.id, exc)
         self._wake.set()  # the chat's next row may be due now
-        if settlement.status == "pending" and settlement.retry_at is not None:
-            self._wake_at(settlement.retry_at)
-
-    def _wake_at(self, when: float) -> None:
-        """Claim again when a rescheduled row falls due, not at the next poll (a rate-limit wait is short)."""
-        delay = when - time.time()
-        if delay >= self.settings.poll_interval:
-            return  # the poll comes first
-        loop = asyncio.get_running_loop()
-        due = loop.time() + max(0.0, delay)
-        pending = self._timer is not None and self._timer.when() > loop.time()
-        if pending and self._timer is not None and self._timer.when() <= due:
-            return  # an earlier wake is already set
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_at(due, self._wake.set)
+        if settlement.status in ("pending", "ambiguous") and settlement.retry_at is not None:
+            self._due.add(settlement.retry_at)  # a timer at its due time, whatever the wait
 
     def _retry_at(self, row: OutboxRow) -> float:
         delay = min(self.settings.retry_max, self.settings.retry_base * 2 ** max(0, row.attempts - 1))
@@ -243,12 +258,16 @@ class DeliveryWorker:
         ahead = self._budget.delay(row.platform, row.chat_id)
         if ahead > self.settings.typing_after:
             self._announce_wait(row, ahead)
-        if ahead > self.settings.max_inline_wait:
+        if ahead > self.horizon(row.platform):
             return self._rate_limited(row, ahead, "rate limited")
         wait = self._budget.take(row.platform, row.chat_id)
-        while wait > 0:  # only this row's task waits; other chats keep going
-            await asyncio.sleep(wait)
-            wait = self._budget.depart(row.platform)
+        self._pacing[row.id] = row
+        try:
+            while wait > 0:  # only this row's task waits; other chats keep going
+                await asyncio.sleep(wait)
+                wait = self._budget.depart(row.platform)
+        finally:
+            del self._pacing[row.id]
         held = self._budget.held(row.platform, row.chat_id)
         if held > 0:  # the platform asked for a pause while this row waited for its slot
             return self._rate_limited(row, held, "rate limited by the platform")
@@ -262,6 +281,10 @@ class DeliveryWorker:
             return  # no typist, or a preview already shows this reply coming
         if row.id in self._typed:
             return
+        if self._last_sent.get((row.platform, row.chat_id), float("-inf")) >= row.created_at:
+            # The chat got a message after this reply was ready: it is not silent. At saturation
+            # every reply waits, and an indicator before each took half the budget (issue 33).
+            return
         self._typed[row.id] = None
         if len(self._typed) > MAX_TYPED_ROWS:
             self._typed.popitem(last=False)
@@ -271,15 +294,34 @@ class DeliveryWorker:
         target = {k: str(v) for k, v in row.target.items()}
         self._typist.announce(platform, row.platform, row.chat_id, target, patience=ahead)
 
+    def horizon(self, platform: str) -> float:
+        """How far ahead a row may book its slot and wait in its task: ``max_inline_wait``, and
+        on a platform with a rate no further than half a ``batch`` of its slots (Telegram's
+        30/s: 4.3 s), so its waiting rows leave the other half of the worker to other platforms."""
+        rate = self._budget.limits(platform).max_rate
+        share = self.settings.batch / 2 / rate if rate else self.settings.max_inline_wait
+        return min(self.settings.max_inline_wait, share)
+
     def _rate_limited(self, row: OutboxRow, wait: float, reason: str) -> OutboxSettlement:
-        """Back to ``pending`` until the wait is over; waiting for a rate limit is not an attempt."""
+        """Back to ``pending`` until its slot is within the ``horizon`` again (due half a horizon
+        before the wait is over, so it books while the slots ahead are still taken: no idle gap);
+        waiting for a rate limit is not an attempt."""
         self._metrics.deliveries.labels(row.platform, "rate_limited").inc()
+        early = min(wait, self.horizon(row.platform) / 2)
         return OutboxSettlement(
-            row.id, "pending", retry_at=time.time() + wait, error=reason, counts_attempt=False
+            row.id, "pending", retry_at=time.time() + wait - early, error=reason, counts_attempt=False
         )
+
+    def _sent_to(self, row: OutboxRow) -> None:
+        key = (row.platform, row.chat_id)
+        self._last_sent[key] = time.time()
+        self._last_sent.move_to_end(key)
+        if len(self._last_sent) > MAX_TYPED_ROWS:
+            self._last_sent.popitem(last=False)
 
     def _settle(self, row: OutboxRow, result: DeliveryResult) -> OutboxSettlement:
         if isinstance(result, Delivered):
+            self._sent_to(row)
             self._metrics.deliveries.labels(row.platform, "sent").inc()
             self._metrics.delivery_seconds.labels(row.platform, row.kind).observe(
                 max(0.0, time.time() - row.created_at)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Protocol, cast, runtime_checkable
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.media_ports import MediaIntake
@@ -143,6 +143,15 @@ class EditablePlatform(Protocol):
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         """Remove a message; ``False`` when the platform refused."""
         ...
+
+
+@runtime_checkable
+class TypingTargets(Protocol):
+    """An editable platform that can show typing only in some targets (Slack: an assistant
+    thread). The typist asks first, so an indicator that would be no call books no rate slot
+    (a booked slot no call uses is idle platform time for every reply behind it)."""
+
+    def can_type(self, chat_id: str, target: Mapping[str, str]) -> bool: ...
 
 
 class StreamingPlatform(Protocol):

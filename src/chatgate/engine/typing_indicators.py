@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 from chatgate.domain.outbound import RetryLater
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.engine.ports import EditablePlatform
+from chatgate.engine.ports import EditablePlatform, TypingTargets
 from chatgate.engine.ratelimit import RateBudget
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ class TypingIndicators:
         """Book a slot within ``patience`` seconds and send then; False when none is that near."""
         if len(self._tasks) >= self._max_waiting:
             return False
+        if isinstance(platform, TypingTargets) and not platform.can_type(chat_id, target):
+            return False  # it would make no call: no slot for it
         if self._budget.delay(platform_name, chat_id, "typing") > patience:
             return False
         wait = self._budget.take(platform_name, chat_id, "typing")

@@ -331,6 +331,10 @@ class SlackAdapter:
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         return await self._out().send_typing(chat_id, target)
 
+    def can_type(self, chat_id: str, target: Mapping[str, str]) -> bool:
+        """``engine.ports.TypingTargets``: a target without a thread shows no status."""
+        return self._outbound is not None and self._outbound.can_type(target)
+
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         return await self._out().delete_message(chat_id, message_id, target)
 

@@ -140,6 +140,10 @@ class SlackOutbound:
     async def delete_message(self, chat_id: str, message_id: str, target: Mapping[str, str]) -> bool:
         return isinstance(await self.call("chat.delete", True, channel=chat_id, ts=message_id), Delivered)
 
+    def can_type(self, target: Mapping[str, str]) -> bool:
+        """Only in a thread, with the scope: elsewhere ``send_typing`` makes no call."""
+        return bool(target.get("thread_id")) and self.status_scope
+
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         """The assistant thread status, where there is a thread and the app has the scope."""
         thread = target.get("thread_id")
