@@ -38,6 +38,7 @@ def platform_context(config: GatewayConfig, engine: Engine, store: PlatformStore
         http_loopback=core_view(config).http_loopback,
         auth_timeout=config.http.auth_timeout_seconds,
         profiles=config.agent.model_profiles(),
+        session_key_of=engine.admission.key_for_source,
     )
 
 

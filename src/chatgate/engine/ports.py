@@ -33,6 +33,7 @@ from chatgate.domain.store_roles import (
     Cursors,
     Exchanges,
     OutboxConfirmations,
+    SessionProfiles,
     WebChats,
 )
 
@@ -341,7 +342,15 @@ def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
 
 
 class PlatformStores(
-    Cursors, OutboxConfirmations, ApprovalReads, Accounts, WebChats, ApiKeys, Exchanges, Protocol
+    Cursors,
+    OutboxConfirmations,
+    ApprovalReads,
+    Accounts,
+    WebChats,
+    ApiKeys,
+    Exchanges,
+    SessionProfiles,
+    Protocol,
 ):
     """Every store role a platform may be given; a plugin hands each adapter only the ones it uses."""
 
@@ -369,6 +378,9 @@ class PlatformContext:
     chat socket without an accepted hello by then is closed."""
     profiles: Profiles = field(default_factory=Profiles)
     """The model profiles (``agent.profiles``): what the API lists and a request's ``model`` picks."""
+    session_key_of: Callable[[Source], str] | None = None
+    """The session key admission gives an event from a source (the web chat's model picker
+    reads the session's profile by it); None: not known (a bare test context)."""
 
     def secret(self, name: str | None) -> str | None:
         """The value of the environment variable ``name`` (checked when the config loaded)."""

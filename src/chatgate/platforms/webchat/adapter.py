@@ -26,6 +26,7 @@ from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.webchat.chat_claims import ChatClaims
 from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
+from chatgate.platforms.webchat.model_choice import ModelChoice
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 from chatgate.platforms.webchat.signed_sockets import SignedSockets
@@ -79,6 +80,7 @@ class WebChatAdapter:
         hello_timeout: float = 10.0,
         keep_chats: bool = True,
         max_conversations: int | None = None,
+        models: ModelChoice | None = None,
     ) -> None:
         self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
         self._store = store
@@ -97,6 +99,8 @@ class WebChatAdapter:
         self._max_queued_bytes = max_queued_bytes
         self._chats: dict[str, set[Connection]] = {}
         self._intake_open = True
+        self._models = models
+        """The model profiles for the page's picker (None: no picker)."""
 
     @property
     def auth(self) -> str:
@@ -281,7 +285,8 @@ class WebChatAdapter:
         The socket's next frame is read when this returns: a client's frames are handled in
         the order sent, and what it sends meanwhile waits in the server's bounded receive
         queue (and then in TCP), so a receipt-per-reply client never holds anything up."""
-        conn.send({"type": "ready"})
+        models = await self._models.ready_fields(_source_of(conn, chat_id)) if self._models else {}
+        conn.send({"type": "ready", **models})
         seen = await self._send_backlog(conn, chat_id)
         try:
             prompts = await self._store.open_approvals(PLATFORM, chat_id)

@@ -5,7 +5,7 @@ import { ConversationApi, Sidebar } from "./conversations.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
 import { Steps } from "./steps.js";
-import { Drafts, Prompts, Typing, bubble, clearLog, mineEl, setLabel, setOffers } from "./view.js";
+import { Drafts, Prompts, Typing, bubble, clearLog, mineEl, nameAgent, setLabel, setOffers } from "./view.js";
 
 // Codes after which resending the same message can succeed; any other error is final for it.
 const RETRYABLE = new Set(["storage_unavailable", "not_ready", "shutting_down"]);
@@ -25,6 +25,8 @@ const statusEl = document.getElementById("status");
 const composer = document.getElementById("text");
 const tokenScreen = document.getElementById("token-screen");
 const stopButton = document.getElementById("stop");
+const modelSelect = document.getElementById("model");
+const notices = new Set(); // ids of hidden commands whose answer is a notice (the model picker's)
 let ws = null;
 let ready = false;
 let switching = false; // a hello for another conversation is on its way: drop the old one's frames
@@ -126,7 +128,22 @@ function markStopped() {
   }
 }
 
-function onReady() {
+/** The model picker: the profiles the ready frame lists, this conversation's selected; hidden
+ * when there is only one. */
+function showModels(frame) {
+  const profiles = Array.isArray(frame.profiles) ? frame.profiles : [];
+  modelSelect.hidden = profiles.length < 2;
+  modelSelect.textContent = "";
+  for (const name of profiles) {
+    const option = document.createElement("option");
+    option.value = option.textContent = name;
+    modelSelect.append(option);
+  }
+  if (frame.profile) modelSelect.value = frame.profile;
+}
+
+function onReady(frame) {
+  showModels(frame);
   ready = true;
   switching = false;
   statusEl.textContent = "connected";
@@ -166,7 +183,7 @@ function onReply(frame) {
     const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to, at: Date.now() };
     const taken = steps.take(frame.in_reply_to);
     if (taken && kind !== "notice") entry.steps = taken; // kept with the reply in this browser's history
-    if (frame.in_reply_to === state.newCommand) entry.kind = "notice";
+    if (frame.in_reply_to === state.newCommand || notices.has(frame.in_reply_to)) entry.kind = "notice";
     state.add(entry);
     bubble(entry);
   }
@@ -281,6 +298,7 @@ function autosize() { // grows with what is typed (not with the placeholder), up
 }
 
 function wireControls() {
+  nameAgent(document.body.dataset.agentName || "");
   document.getElementById("form").addEventListener("submit", (ev) => { ev.preventDefault(); sendComposer(); });
   composer.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); sendComposer(); }
@@ -295,6 +313,8 @@ function wireControls() {
   narrow.addEventListener("change", placeholder);
   placeholder();
   document.getElementById("new").addEventListener("click", () => startOver());
+  // the session's switch, as typed: the gateway answers with a notice ("Switched this session to …")
+  modelSelect.addEventListener("change", () => notices.add(submit("/model " + modelSelect.value, { hidden: true })));
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const value = document.getElementById("token").value.trim();

@@ -87,6 +87,14 @@ function welcome() {
   document.getElementById("welcome").hidden = log.querySelector(".msg") !== null;
 }
 
+/** The agent's name from the config (``platforms.web.agent_name``), set as text: the welcome
+ * says who answers, and so does the typing indicator for a screen reader. */
+export function nameAgent(name) {
+  if (!name) return;
+  document.getElementById("welcome-title").textContent = `Hello, I am ${name}. What shall we work on?`;
+  document.querySelector("#typing .sr").textContent = `${name} is writing…`;
+}
+
 export function clearLog() {
   for (const node of [...log.children]) if (node.id !== "typing" && node.id !== "welcome") node.remove();
   welcome();
