@@ -25,6 +25,7 @@ from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, U
 from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.webchat.chat_claims import ChatClaims
 from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
+from chatgate.platforms.webchat.delivery_ids import web_button_delivery_id, web_delivery_id
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
 from chatgate.platforms.webchat.model_choice import ModelChoice
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
@@ -38,18 +39,8 @@ BACKLOG_PAGE = 200
 """Unconfirmed replies read per store query on a hello; each is queued only when there is room."""
 
 
-def web_delivery_id(chat_id: str, message_id: str) -> str:
-    """Unambiguous per-chat dedupe key: the length prefix keeps ("a/b", "c") apart from ("a", "b/c")."""
-    return f"{len(chat_id)}:{chat_id}/{message_id}"
-
-
 def _source_of(conn: Connection, chat_id: str) -> Source:
     return Source(PLATFORM, chat_id=chat_id, chat_type="dm", user_id=conn.user_id, user_name=conn.user_name)
-
-
-def web_button_delivery_id(chat_id: str, button_id: str) -> str:
-    """A button's dedupe key: ``#`` where a message's has ``/``, so the two never collide."""
-    return f"{len(chat_id)}:{chat_id}#{button_id}"
 
 
 class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Protocol):
