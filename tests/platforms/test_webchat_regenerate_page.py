@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents.fake_openai_server import API_KEY, Reply, running
+from agents.fake_openai_server import API_KEY, Hang, Reply, running
 from support.axe import axe_violations
 from support.browser import BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
@@ -79,3 +79,31 @@ async def test_regenerate_keeps_both_answers_switchable(
         await expect(page.locator(".msg.me")).to_have_text(["question"])
         await expect(reply.locator(".versions .count")).to_have_text("2/2")
         assert await _versions(page) == ("second answer", "2/2")
+
+
+async def test_stop_while_regenerating_leaves_the_answer_as_it_was(
+    start_gateway: StartGateway, browser: BrowserSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from playwright.async_api import expect
+
+    monkeypatch.setenv("FAKE_KEY", API_KEY)
+    with running() as model:
+        model.script(Reply("first answer"), Hang())  # the second answer never comes
+        endpoint = {"base_url": model.base_url, "api_key_env": "FAKE_KEY", "model": "m"}
+        gateway = await start_gateway(web_config(agent={"kind": "openai", "openai": endpoint}))
+        page = await open_chat(browser.page, gateway.port)
+        await send(page, "question")
+        reply = page.locator(".msg.bot:not(.draft)")
+        await expect(reply).to_have_text("first answer")
+        await reply.hover()
+        await reply.get_by_role("button", name="Regenerate").click()
+        await expect(reply.locator(".body")).to_have_text("Writing another answer…")
+        await expect(reply).to_have_attribute("aria-busy", "true")
+        stop = page.get_by_role("button", name="Stop")
+        await expect(stop).to_be_visible()
+        await stop.click()
+        await expect(reply.locator(".body")).to_have_text("first answer")
+        await expect(reply).not_to_have_attribute("aria-busy", "true")
+        await expect(reply.locator(".versions")).to_have_count(0)
+        await expect(stop).to_be_hidden()
+        await expect(page.locator(".msg.me")).to_have_text(["question"])

@@ -140,7 +140,9 @@ export function regenerating(entry, text) {
   if (!node) return;
   node.setAttribute("aria-busy", "true");
   node.classList.add("regenerating");
-  fill(node.querySelector(".body"), "bot", text);
+  const body = node.querySelector(".body");
+  if (text) fill(body, "bot", text);
+  else body.textContent = "Writing another answer…"; // until its first words
 }
 
 /** New rows go above the typing indicator, which always stays last. */
