@@ -63,11 +63,21 @@ async def test_the_picker_switches_the_conversations_model_by_keyboard(
         await page.reload()
         await expect(page.locator("#status")).to_have_text("connected")
         await expect(picker).to_have_value("fast")  # the session's choice, from the ready frame
+        chat_id = await page.evaluate("localStorage.getItem('chatgate.chat')")
         await page.get_by_role("button", name="New").click()
         await expect(picker).to_have_value("default")  # another conversation, another session
         await send(page, "and now?")
         await expect(page.locator(".msg.bot:not(.draft):not(.notice)")).to_have_text("ok")
         assert _models_asked(model, "and now?") == ["m-main"]
+
+        # the first conversation read back from the gateway: its choice, the switch as a notice
+        await page.evaluate("(id) => localStorage.removeItem('chatgate.history.' + id)", chat_id)
+        if size == "phone":
+            await page.get_by_role("button", name="Chats").click()
+        await page.locator("#conversations a").filter(has_text="which model?").click()
+        await expect(picker).to_have_value("fast")
+        await expect(page.locator(".msg.notice")).to_contain_text("Switched this session to fast")
+        await expect(page.locator(".msg.me")).to_have_text(["which model?"])  # not the /model command
 
 
 async def test_the_picker_is_hidden_with_one_profile(

@@ -4,6 +4,7 @@
 
 const OUTCOMES = { approved: "Approved", denied: "Denied", expired: "Expired — not run" };
 const HIDDEN = /^\/(stop|new|reset)(@\S+)?(\s|$)|^\/model(@\S+)?\s+\S/i; // Stop, New, the model picker
+const SWITCH = /^\/model(@\S+)?\s+\S/i; // answered with a notice, as the picker shows it live
 const NO_OP = /Dropped 0 waiting message/; // the answer to a Stop that had nothing to do
 
 /** The HTTP side of the conversation list; ``headers()`` says who asks. */
@@ -37,7 +38,9 @@ export class ConversationApi {
     const items = (await res.json()).items;
     const commands = new Set(items.filter((i) => i.kind === "me" && HIDDEN.test(i.text.trim())).map((i) => i.id));
     const noOp = (i) => commands.has(i.in_reply_to) && NO_OP.test(i.text);
-    return foldAnswers(items.filter((i) => !commands.has(i.id) && !noOp(i)).map(entryOf));
+    const switches = new Set(items.filter((i) => i.kind === "me" && SWITCH.test(i.text.trim())).map((i) => i.id));
+    const entries = items.filter((i) => !commands.has(i.id) && !noOp(i)).map(entryOf);
+    return foldAnswers(entries.map((e) => (switches.has(e.replyTo) ? { ...e, kind: "notice" } : e)));
   }
 
   rename(chatId, title) { return this.post("/api/conversations/" + encodeURIComponent(chatId) + "/title", { title }); }
