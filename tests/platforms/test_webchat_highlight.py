@@ -7,9 +7,7 @@ hostile input, and the colours must stay readable in both themes.
 
 from __future__ import annotations
 
-import html
 import random
-import re
 from typing import Any
 
 import pytest
@@ -26,88 +24,73 @@ TOKEN_CLASSES = {
     "property", "variable", "meta", "inserted", "deleted",
 }  # fmt: skip
 
-CODE_HTML = """async (cases) => {
+CODE_TOKENS = """async (cases) => {
   const md = await import('/static/markdown.js');
   return cases.map(([lang, code]) => {
     const box = document.createElement('div');
     box.append(md.render('```' + lang + '\\n' + code + '\\n```'));
-    return box.querySelector('code').innerHTML;
+    const spans = [...box.querySelectorAll('code span')];
+    return spans.map((s) => s.className.replace('tok-', '') + '|' + s.textContent);
   });
 }"""
 
-
-def spans(marked: str) -> str:
-    """``[keyword|def] x`` as the HTML the highlighter builds: a span per bracketed token."""
-    parts = re.split(r"\[(\w+)\|((?:[^\]\\]|\\.)*)\]", marked)
-    out = []
-    for n, part in enumerate(parts):
-        if n % 3 == 0:
-            out.append(html.escape(part, quote=False))
-        elif n % 3 == 1:
-            text = parts[n + 1].replace("\\]", "]")
-            out.append(f'<span class="tok-{part}">{html.escape(text, quote=False)}</span>')
-    return "".join(out)
-
-
+# Tokens highlight.js (vendor/highlight/) must class in each language, as class|text; it classes
+# more than these (its grammars are finer), and its choices may shift a little between versions.
 CASES = [
     (
         "python",
         'import os\n@cache\ndef area(r: float) -> float:\n    """Area."""\n    return 3.14 * r  # pi\n',
-        "[keyword|import] os\n[meta|@cache]\n"
-        "[keyword|def] [title|area](r: [builtin|float]) -> [builtin|float]:\n"
-        '    [string|"""Area."""]\n    [keyword|return] [number|3.14] * r  [comment|# pi]\n',
+        {"keyword|import", "meta|@cache", "keyword|def", "title|area", "builtin|float", 'string|"""Area."""',
+         "keyword|return", "number|3.14", "comment|# pi"},
     ),
-    ("py", "x = f'{a}' if b else None", "x = [string|f'{a}'] [keyword|if] b [keyword|else] [literal|None]"),
+    ("py", "x = f'{a}' if b else None", {"keyword|if", "keyword|else", "literal|None"}),
     (
         "js",
         "const x = await fetch(`/api/${id}`); // go\nfunction f(a) { return a ?? null; }",
-        "[keyword|const] x = [keyword|await] fetch([string|`/api/${id}`]); [comment|// go]\n"
-        "[keyword|function] [title|f](a) { [keyword|return] a ?? [literal|null]; }",
+        {"keyword|const", "keyword|await", "comment|// go", "keyword|function", "title|f", "keyword|return",
+         "literal|null"},
     ),
     (
         "ts",
         "interface User { name: string; age?: number }\nexport type Id = string | 42;",
-        "[keyword|interface] [title|User] { name: [builtin|string]; age?: [builtin|number] }\n"
-        "[keyword|export] [keyword|type] [title|Id] = [builtin|string] | [number|42];",
+        {"keyword|interface", "title|User", "builtin|string", "builtin|number", "keyword|export",
+         "number|42"},
     ),
     (
         "json",
         '{"name": "chatgate", "ok": true, "n": [1, 2.5e3, null]}',
-        '{[property|"name"]: [string|"chatgate"], [property|"ok"]: [literal|true], '
-        '[property|"n"]: [[number|1], [number|2.5e3], [literal|null]]}',
+        {'property|"name"', 'string|"chatgate"', "keyword|true", "number|1", "number|2.5e3", "keyword|null"},
     ),
     (
         "bash",
-        "#!/usr/bin/env bash\nfor f in *.txt; do echo \"$f\" 'raw' ${HOME}; done # end\napt-get a#b",
-        "[comment|#!/usr/bin/env bash]\n[keyword|for] f [keyword|in] *.txt; [keyword|do] [builtin|echo] "
-        "[string|\"$f\"] [string|'raw'] [variable|${HOME}]; [keyword|done] [comment|# end]\napt-get a#b",
+        "#!/usr/bin/env bash\nfor f in *.txt; do echo \"$f\" 'raw' ${HOME}; done # end",
+        {"meta|#!/usr/bin/env bash", "keyword|for", "keyword|in", "keyword|do", "builtin|echo",
+         "string|'raw'", "variable|${HOME}", "keyword|done", "comment|# end"},
     ),
     (
         "yaml",
-        '---\nserver:\n  port: 8765  # default\n- name: "x"\n  enabled: yes\nref: &base *other',
-        "[meta|---]\n[property|server]:\n  [property|port]: [number|8765]  [comment|# default]\n"
-        '- [property|name]: [string|"x"]\n  [property|enabled]: [literal|yes]\n'
-        "[property|ref]: [variable|&base] [variable|*other]",
+        '---\nserver:\n  port: 8765  # default\n- name: "x"\n  enabled: yes\n',
+        {"meta|---", "property|server:", "property|port:", "number|8765", "comment|# default", "literal|yes"},
     ),
     (
         "sql",
         "SELECT id FROM users WHERE note = 'it''s' -- c\norder by id desc;",
-        "[keyword|SELECT] id [keyword|FROM] users [keyword|WHERE] note = [string|'it''s'] [comment|-- c]\n"
-        "[keyword|order] [keyword|by] id [keyword|desc];",
+        {"keyword|SELECT", "keyword|FROM", "keyword|WHERE", "string|'it", "string|''", "string|s'",
+         "comment|-- c", "keyword|desc"},
     ),
     (
         "diff",
         "@@ -1 +1 @@\n-old line\n+new line\n same - x",
-        "[meta|@@ -1 +1 @@]\n[deleted|-old line]\n[inserted|+new line]\n same - x",
+        {"meta|@@ -1 +1 @@", "deleted|-old line", "inserted|+new line"},
     ),
     (
         "rust",
         'fn main() { let s = "hi"; /* c */ return 0; } // end',
-        '[keyword|fn] [title|main]() { [keyword|let] s = [string|"hi"]; [comment|/* c */] '
-        "[keyword|return] [number|0]; } [comment|// end]",
+        {"keyword|fn", "title|main", "keyword|let", 'string|"hi"', "comment|/* c */", "keyword|return",
+         "number|0", "comment|// end"},
     ),
-    ("text", "def not_highlighted(): pass", "def not_highlighted(): pass"),
-]
+    ("text", "def not_highlighted(): pass", set()),
+]  # fmt: skip
 
 
 async def _page(start_gateway: StartGateway, browser: BrowserSession) -> Any:
@@ -117,10 +100,11 @@ async def _page(start_gateway: StartGateway, browser: BrowserSession) -> Any:
 
 async def test_each_language_classes_its_tokens(start_gateway: StartGateway, browser: BrowserSession) -> None:
     page = await _page(start_gateway, browser)
-    got: list[str] = await page.evaluate(CODE_HTML, [[lang, code] for lang, code, _ in CASES])
-    wanted = [(lang, spans(marked)) for lang, _, marked in CASES]
-    mismatches = [(lang, want, have) for (lang, want), have in zip(wanted, got, strict=True) if have != want]
-    assert not mismatches, "\n".join(f"{lang}\n  want {w}\n  got  {g}" for lang, w, g in mismatches)
+    got: list[list[str]] = await page.evaluate(CODE_TOKENS, [[lang, code] for lang, code, _ in CASES])
+    missing = [(lang, want - set(have), have) for (lang, _, want), have in zip(CASES, got, strict=True)]
+    missing = [m for m in missing if m[1]]
+    assert not missing, "\n".join(f"{lang}: missing {sorted(w)}\n  got {g}" for lang, w, g in missing)
+    assert got[-1] == []  # a language the fence does not name a known grammar for stays plain
 
 
 CHECK_TOKENS = """async ([langs, codes]) => {
@@ -218,20 +202,22 @@ async def test_the_highlight_limit_is_shared_by_the_code_blocks_of_one_message(
     assert 0 < second["highlightedTo"] <= limit - len(code)
 
 
-TOKENIZE_ALL = """async ([langs, inputs]) => {
-  const hl = await import('/static/highlight.js');
+RENDER_ALL = """async ([langs, inputs]) => {
+  const md = await import('/static/markdown.js');
   const lossy = [];
   for (const lang of langs) for (const [name, code] of Object.entries(inputs)) {
-    const text = hl.tokenize(hl.grammarName(lang), code).map(([, t]) => t).join('');
-    if (text !== code) lossy.push([lang, name]);
+    const box = document.createElement('div');
+    box.append(md.render('`'.repeat(4) + lang + '\\n' + code + '\\n' + '`'.repeat(4)));
+    if (box.querySelector('code').textContent !== code) lossy.push([lang, name]);
   }
   return lossy;
 }"""
 
-# A rule that scans to the end of the line and then fails makes the scan quadratic: measured in
-# Chromium's engine, over a minute for one 300 kB input, so the test's 120 s limit catches it
-# (exponential backtracking never finishes); the linear scan takes a few seconds for all of them.
-SIZE = 300_000
+# highlight.js's grammars are regexes that can scan far and fail: bench/webchat_highlight.py
+# measured up to 3.5 s on one 300 kB input, and one YAML input that did not finish in 30 s. The
+# page highlights at most HIGHLIGHT_LIMIT characters of a message (the rest plain): these inputs,
+# each as long as the limit, must all finish (the test's time limit catches one that does not).
+SIZE = 20_000
 
 
 def _pathological() -> dict[str, str]:
@@ -251,13 +237,12 @@ def _pathological() -> dict[str, str]:
     }
 
 
-async def test_pathological_input_is_tokenized_without_the_limit_and_stays_lossless(
+async def test_pathological_input_up_to_the_limit_is_highlighted_and_stays_lossless(
     start_gateway: StartGateway, browser: BrowserSession
 ) -> None:
-    """No catastrophic backtracking: inputs built to make a regex scan far and fail, in every
-    grammar, straight through ``tokenize`` (without the highlight limit)."""
+    """Inputs built to make a regex scan far and fail, in every grammar, as long as the limit."""
     page = await _page(start_gateway, browser)
-    assert await page.evaluate(TOKENIZE_ALL, [LANGS, _pathological()]) == []
+    assert await page.evaluate(RENDER_ALL, [LANGS, _pathological()]) == []
 
 
 CONTRAST = """async (theme) => {
@@ -266,7 +251,7 @@ CONTRAST = """async (theme) => {
   msg.className = 'msg bot';
   document.getElementById('log').append(msg);
   msg.append(md.render('```diff\\n@@ x\\n+a\\n-b\\n```\\n```yaml\\nk: &a yes # c\\n```\\n'
-    + '```python\\n@d\\ndef f(): return print("s", 1, None)\\n```'));
+    + '```python\\n@d\\ndef f(): return print("s", 1, None)\\n```\\n```bash\\necho ${HOME}\\n```'));
   const rgb = (css) => css.match(/[\\d.]+/g).slice(0, 3).map(Number);
   const linear = (v) => (v /= 255, v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
   const lum = (css) => {

@@ -41,16 +41,23 @@ CASES = [
     # Nested and mixed lists: an item holds what is indented at least two columns past its marker.
     ("- a\n  - b\n    - c\n- d", "<ul><li>a<ul><li>b<ul><li>c</li></ul></li></ul></li><li>d</li></ul>"),
     ("1. one\n   - x\n   - y\n2. two", "<ol><li>one<ul><li>x</li><li>y</li></ul></li><li>two</li></ol>"),
-    ("1. one\n  - two spaces", "<ol><li>one<ul><li>two spaces</li></ul></li></ol>"),
+    # CommonMark (markdown-it): a child needs its parent's content column, "1." has three
+    ("1. one\n  - two spaces", "<ol><li>one</li></ol><ul><li>two spaces</li></ul>"),
     ("- a\n    1. four\n    2. deep", "<ul><li>a<ol><li>four</li><li>deep</li></ol></li></ul>"),
-    ("* star\n+ plus\n- dash", "<ul><li>star</li><li>plus</li><li>dash</li></ul>"),
+    ("* star\n+ plus\n- dash", "<ul><li>star</li></ul><ul><li>plus</li></ul><ul><li>dash</li></ul>"),
     ("- bullets\n1. then numbers", "<ul><li>bullets</li></ul><ol><li>then numbers</li></ol>"),
     ("- a\n  continued\n- b", "<ul><li>a<br>continued</li><li>b</li></ul>"),
-    ("- a\n\n- b after a blank", "<ul><li>a</li><li>b after a blank</li></ul>"),
-    ("- a\n\n  second paragraph", "<ul><li>a<p>second paragraph</p></li></ul>"),
+    ("- a\n\n- b after a blank", "<ul><li><p>a</p></li><li><p>b after a blank</p></li></ul>"),  # a loose list
+    ("- a\n\n  second paragraph", "<ul><li><p>a</p><p>second paragraph</p></li></ul>"),
     ("- a\n\nnot in the list", "<ul><li>a</li></ul><p>not in the list</p>"),
-    ("- a\nnot indented", "<ul><li>a</li></ul><p>not indented</p>"),
-    ("2) x\n   3) y", '<ol start="2"><li>x<ol start="3"><li>y</li></ol></li></ol>'),
+    ("- a\nnot indented", "<ul><li>a<br>not indented</li></ul>"),  # a lazy continuation line
+    # a list starting at 3 cannot interrupt a paragraph
+    ("2) x\n   3) y", '<ol start="2"><li>x<br>3) y</li></ol>'),
+    ("2) x\n\n   3) y", '<ol start="2"><li><p>x</p><ol start="3"><li>y</li></ol></li></ol>'),
+    (
+        "1. one\n   - a\n     - deep\n       1. deeper\n2. two",
+        "<ol><li>one<ul><li>a<ul><li>deep<ol><li>deeper</li></ol></li></ul></li></ul></li><li>two</li></ol>",
+    ),
     ("-\ta tab", "<ul><li>a tab</li></ul>"),
     (
         "- **bold** item\n  - `code` child",
@@ -91,7 +98,7 @@ CASES = [
     ("[x](javascript:alert(1))", "<p>[x](javascript:alert(1))</p>"),
     ("[x](JavaScript:alert(1))", "<p>[x](JavaScript:alert(1))</p>"),
     ("[x](data:text/html,hi)", "<p>[x](data:text/html,hi)</p>"),
-    ("[x](/relative)", "<p>[x](/relative)</p>"),
+    ("[x](/relative)", "<p>x</p>"),  # no link to a path of the gateway
     ("<script>alert(1)</script>", "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>"),
     ('<img src=x onerror="alert(1)">', '<p>&lt;img src=x onerror="alert(1)"&gt;</p>'),
     (
@@ -100,6 +107,18 @@ CASES = [
         '</tr></thead><tbody><tr><td>1</td><td style="text-align: center;"><strong>2</strong></td>'
         "</tr></tbody></table></div>",
     ),
+    (
+        "| l | c | r | n |\n|:--|:-:|--:|---|\n| 1 | 2 | 3 | 4 |",
+        '<div class="tablewrap"><table><thead><tr><th style="text-align: left;">l</th>'
+        '<th style="text-align: center;">c</th><th style="text-align: right;">r</th><th>n</th></tr></thead>'
+        '<tbody><tr><td style="text-align: left;">1</td><td style="text-align: center;">2</td>'
+        '<td style="text-align: right;">3</td><td>4</td></tr></tbody></table></div>',
+    ),
+    # math is found, its TeX kept as text until KaTeX typesets it (test_webchat_math.py)
+    ("area $\\pi r^2$ here", '<p>area <span class="math" data-tex="\\pi r^2">$\\pi r^2$</span> here</p>'),
+    ("costs $5 and $10", "<p>costs $5 and $10</p>"),
+    ("$$\na^2 + b^2\n$$", '<div class="math display" data-tex="a^2 + b^2">$$a^2 + b^2$$</div>'),
+    ("`$x$` stays code", "<p><code>$x$</code> stays code</p>"),
 ]
 
 HOSTILE = [

@@ -39,6 +39,7 @@ def platform_context(config: GatewayConfig, engine: Engine, store: PlatformStore
         auth_timeout=config.http.auth_timeout_seconds,
         profiles=config.agent.model_profiles(),
         media=engine.media,
+        session_key_of=engine.admission.key_for_source,
     )
 
 

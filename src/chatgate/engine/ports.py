@@ -34,6 +34,7 @@ from chatgate.domain.store_roles import (
     Cursors,
     Exchanges,
     OutboxConfirmations,
+    SessionProfiles,
     WebChats,
 )
 
@@ -351,7 +352,15 @@ def prompting(adapter: Adapter | None) -> PromptingPlatform | None:
 
 
 class PlatformStores(
-    Cursors, OutboxConfirmations, ApprovalReads, Accounts, WebChats, ApiKeys, Exchanges, Protocol
+    Cursors,
+    OutboxConfirmations,
+    ApprovalReads,
+    Accounts,
+    WebChats,
+    ApiKeys,
+    Exchanges,
+    SessionProfiles,
+    Protocol,
 ):
     """Every store role a platform may be given; a plugin hands each adapter only the ones it uses."""
 
@@ -381,6 +390,9 @@ class PlatformContext:
     """The model profiles (``agent.profiles``): what the API lists and a request's ``model`` picks."""
     media: MediaIntake | None = None
     """Takes in files a platform receives itself (None: ``media.enabled`` is off)."""
+    session_key_of: Callable[[Source], str] | None = None
+    """The session key admission gives an event from a source (the web chat's model picker
+    reads the session's profile by it); None: not known (a bare test context)."""
 
     def secret(self, name: str | None) -> str | None:
         """The value of the environment variable ``name`` (checked when the config loaded)."""

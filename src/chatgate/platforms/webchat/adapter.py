@@ -25,7 +25,9 @@ from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, U
 from chatgate.platforms.kit.trust import vouch
 from chatgate.platforms.webchat.chat_claims import ChatClaims
 from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
+from chatgate.platforms.webchat.delivery_ids import web_button_delivery_id, web_delivery_id
 from chatgate.platforms.webchat.frames import held_key, prompt_frame, resolved_frame, row_frame
+from chatgate.platforms.webchat.model_choice import ModelChoice
 from chatgate.platforms.webchat.protocol import Button, FrameError, Hello, Message, Received, decode
 from chatgate.platforms.webchat.session_gate import Refusal, SessionGate
 from chatgate.platforms.webchat.signed_sockets import SignedSockets
@@ -37,16 +39,6 @@ PLATFORM = "web"
 RESTARTING = "the gateway is restarting"
 BACKLOG_PAGE = 200
 """Unconfirmed replies read per store query on a hello; each is queued only when there is room."""
-
-
-def web_delivery_id(chat_id: str, message_id: str) -> str:
-    """Unambiguous per-chat dedupe key: the length prefix keeps ("a/b", "c") apart from ("a", "b/c")."""
-    return f"{len(chat_id)}:{chat_id}/{message_id}"
-
-
-def web_button_delivery_id(chat_id: str, button_id: str) -> str:
-    """A button's dedupe key: ``#`` where a message's has ``/``, so the two never collide."""
-    return f"{len(chat_id)}:{chat_id}#{button_id}"
 
 
 class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Protocol):
@@ -80,6 +72,7 @@ class WebChatAdapter:
         keep_chats: bool = True,
         max_conversations: int | None = None,
         uploads: UploadSigner | None = None,
+        models: ModelChoice | None = None,
     ) -> None:
         self.uploads = uploads
         self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
@@ -99,6 +92,8 @@ class WebChatAdapter:
         self._max_queued_bytes = max_queued_bytes
         self._chats: dict[str, set[Connection]] = {}
         self._intake_open = True
+        self._models = models
+        """The model profiles for the page's picker (None: no picker)."""
 
     @property
     def auth(self) -> str:
@@ -283,7 +278,8 @@ class WebChatAdapter:
         The socket's next frame is read when this returns: a client's frames are handled in
         the order sent, and what it sends meanwhile waits in the server's bounded receive
         queue (and then in TCP), so a receipt-per-reply client never holds anything up."""
-        conn.send({"type": "ready"})
+        models = await self._models.ready_fields(conn.source(PLATFORM)) if self._models else {}
+        conn.send({"type": "ready", **models})
         seen = await self._send_backlog(conn, chat_id)
         try:
             prompts = await self._store.open_approvals(PLATFORM, chat_id)

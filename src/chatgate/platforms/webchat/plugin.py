@@ -74,6 +74,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
 
     def build(self, section: WebChatSection, ctx: PlatformContext) -> PlatformBuild:
         from chatgate.platforms.webchat.adapter import WebChatAdapter  # starlette, the page
+        from chatgate.platforms.webchat.model_choice import ModelChoice
         from chatgate.platforms.webchat.routes import page_routes
         from chatgate.platforms.webchat.session_gate import SessionGate
         from chatgate.platforms.webchat.uploads import UploadDesk, UploadSigner, upload_routes
@@ -94,13 +95,14 @@ class WebChatPlugin(Plugin[WebChatSection]):
             hello_timeout=ctx.auth_timeout,
             max_conversations=section.max_conversations_per_user,
             uploads=signer,
+            models=ModelChoice(ctx.store, ctx.profiles, ctx.session_key_of) if ctx.session_key_of else None,
         )
         from chatgate.platforms.webchat.history_routes import HistoryDesk, history_routes  # starlette
         from chatgate.platforms.webchat.owners import BrowserOwners, ChatOwners, SignedOwners
 
         built = PlatformBuild(
             adapters=[adapter],
-            routes=page_routes(adapter, section.origins(), ctx.http_loopback),
+            routes=page_routes(adapter, section.origins(), ctx.http_loopback, section.agent_name),
             allowed_origins=section.origins(),
         )
         owners: ChatOwners = (

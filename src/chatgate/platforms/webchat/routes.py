@@ -19,8 +19,10 @@ from chatgate.platforms.webchat.session_gate import Refusal
 log = logging.getLogger(__name__)
 
 
-def page_routes(web: WebChatAdapter, allowed_origins: frozenset[str], loopback_bind: bool) -> list[BaseRoute]:
-    page = chat_page(web.auth)
+def page_routes(
+    web: WebChatAdapter, allowed_origins: frozenset[str], loopback_bind: bool, agent_name: str = ""
+) -> list[BaseRoute]:
+    page = chat_page(web.auth, agent_name)
     refusals = LogBudget(log)
     """Refused cross-origin sockets: any page may try, so their lines are budgeted."""
 

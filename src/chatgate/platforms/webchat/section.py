@@ -32,6 +32,9 @@ class WebChatSection(PlatformSection):
     session_check_seconds: float = Field(5.0, gt=0, le=3600)
     """How often open sockets re-check their session, so a revocation elsewhere (the CLI,
     another process of a fleet) closes them (accounts)."""
+    agent_name: str = Field("", max_length=80)
+    """The name the page gives the agent (its welcome: "Hello, I am NAME"; "NAME is writing");
+    empty: the page names nobody."""
     max_text_chars: int = Field(16_000, ge=1)
     max_conversations_per_user: int = Field(MAX_CONVERSATIONS_PER_USER, ge=1, le=1_000_000)
     """Conversations one user (an account, or a browser without sign-in) may have; deleting

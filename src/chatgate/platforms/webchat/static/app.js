@@ -2,11 +2,13 @@
 
 import { Account, AdminView } from "./accounts.js";
 import { Attachments } from "./attach.js";
-import { ConversationApi, Sidebar } from "./conversations.js";
+import { ConversationApi, Sidebar, addVersion } from "./conversations.js";
 import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
 import { Steps } from "./steps.js";
-import { Drafts, Prompts, Typing, bubble, clearLog, mineEl, setLabel, setOffers } from "./view.js";
+import {
+  Drafts, Prompts, Typing, bubble, clearLog, mineEl, nameAgent, refreshBubble, regenerating, setLabel, setOffers, setOnVersion,
+} from "./view.js";
 
 // Codes after which resending the same message can succeed; any other error is final for it.
 const RETRYABLE = new Set(["storage_unavailable", "not_ready", "shutting_down"]);
@@ -26,6 +28,9 @@ const statusEl = document.getElementById("status");
 const composer = document.getElementById("text");
 const tokenScreen = document.getElementById("token-screen");
 const stopButton = document.getElementById("stop");
+const modelSelect = document.getElementById("model");
+const notices = new Set(); // ids of hidden commands whose answer is a notice (the model picker's)
+const regens = new Map(); // id of a question sent again by Regenerate -> the answer it adds a version to
 let ws = null;
 let ready = false;
 let switching = false; // a hello for another conversation is on its way: drop the old one's frames
@@ -83,7 +88,7 @@ function submit(text, { hidden = false, attachments = [] } = {}) {
 
 /** Stop is there only while a reply is on its way or being written. */
 function refreshStop() {
-  stopButton.hidden = !(typing.busy || drafts.busy);
+  stopButton.hidden = !(typing.busy || drafts.busy || regens.size > 0);
 }
 typing.onChange = drafts.onChange = refreshStop;
 
@@ -102,7 +107,8 @@ setOffers((entry) => {
   }
   if (entry.kind === "bot" || entry.kind === "stopped") {
     const tools = [["Copy", (b) => copyText(b, entry.text), "copy-reply"]];
-    if (asked) tools.push(["Regenerate", again(asked.text), "regenerate"]);
+    if (asked && entry.kind === "bot") tools.push(["Regenerate", () => regenerate(entry, asked), "regenerate"]);
+    else if (asked) tools.push(["Regenerate", again(asked.text), "regenerate"]);
     return tools;
   }
   if (entry.kind === "failure" && asked) return [["Retry", again(asked.text), "retry"]];
@@ -110,6 +116,40 @@ setOffers((entry) => {
   if (entry.kind === "error" && entry.retryText) return [["Retry", again(entry.retryText), "retry"]];
   return [];
 });
+
+/** Regenerate: the question again, hidden; its answer becomes another version of ``entry``
+ * (written into its bubble as it streams), and ``< 1/2 >`` switches between them. */
+function regenerate(entry, asked) {
+  if ([...regens.values()].includes(entry)) return; // one at a time per answer
+  regens.set(submit(asked.text, { hidden: true }), entry);
+  regenerating(entry, "");
+  refreshStop();
+}
+
+/** A regenerated answer arrived: kept as a version of the answer it replaces on screen. */
+function onVersion(frame) {
+  const entry = regens.get(frame.in_reply_to);
+  regens.delete(frame.in_reply_to);
+  state.shown.add(frame.message_id);
+  if (frame.type === "final" && !frame.failure) {
+    addVersion(entry, { id: frame.message_id, text: frame.text, at: Date.now(), steps: steps.take(frame.in_reply_to) });
+    state.save();
+  } else { // a failure or a notice: said below, the answer shows as it was
+    bubble({ kind: frame.failure ? "failure" : "notice", id: frame.message_id, text: frame.text, replyTo: entry.replyTo, at: Date.now() });
+  }
+  refreshBubble(entry);
+  refreshStop();
+  send({ type: "received", message_id: frame.message_id });
+}
+setOnVersion(() => state.save());
+
+/** Stop or another conversation: answers being regenerated show as they were. */
+function dropRegens() {
+  const entries = [...regens.values()];
+  regens.clear();
+  for (const entry of entries) refreshBubble(entry);
+  refreshStop();
+}
 
 function renderHistory() {
   clearLog();
@@ -134,7 +174,22 @@ function markStopped() {
   }
 }
 
-function onReady() {
+/** The model picker: the profiles the ready frame lists, this conversation's selected; hidden
+ * when there is only one. */
+function showModels(frame) {
+  const profiles = Array.isArray(frame.profiles) ? frame.profiles : [];
+  modelSelect.hidden = profiles.length < 2;
+  modelSelect.textContent = "";
+  for (const name of profiles) {
+    const option = document.createElement("option");
+    option.value = option.textContent = name;
+    modelSelect.append(option);
+  }
+  if (frame.profile) modelSelect.value = frame.profile;
+}
+
+function onReady(frame) {
+  showModels(frame);
   ready = true;
   switching = false;
   statusEl.textContent = "connected";
@@ -161,10 +216,11 @@ function onAck(frame) {
 }
 
 function onReply(frame) {
+  if (regens.has(frame.in_reply_to) && !state.shown.has(frame.message_id)) { onVersion(frame); return; }
   const command = state.mine(frame.in_reply_to) || { text: "" };
   const stopping = isStopping(command.text) || frame.in_reply_to === state.hiddenCommand;
   drafts.discard(frame.in_reply_to);
-  if (stopping) { markStopped(); typing.reset(); } else typing.answered(frame.in_reply_to);
+  if (stopping) { markStopped(); dropRegens(); typing.reset(); } else typing.answered(frame.in_reply_to);
   const noOp = frame.in_reply_to === state.hiddenCommand && NO_OP.test(frame.text);
   if (noOp) state.shown.add(frame.message_id);
   if (!state.shown.has(frame.message_id)) {
@@ -174,7 +230,7 @@ function onReply(frame) {
     const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to, at: Date.now() };
     const taken = steps.take(frame.in_reply_to);
     if (taken && kind !== "notice") entry.steps = taken; // kept with the reply in this browser's history
-    if (frame.in_reply_to === state.newCommand) entry.kind = "notice";
+    if (frame.in_reply_to === state.newCommand || notices.has(frame.in_reply_to)) entry.kind = "notice";
     state.add(entry);
     bubble(entry);
   }
@@ -227,7 +283,13 @@ function onError(frame) {
 const HANDLERS = {
   ready: onReady,
   ack: onAck,
-  draft: (f) => { started.add(f.in_reply_to); steps.seen(f.in_reply_to, f.text); typing.answered(f.in_reply_to); drafts.show(f.in_reply_to, f.text); },
+  draft: (f) => {
+    started.add(f.in_reply_to);
+    steps.seen(f.in_reply_to, f.text);
+    typing.answered(f.in_reply_to);
+    if (regens.has(f.in_reply_to)) regenerating(regens.get(f.in_reply_to), f.text);
+    else drafts.show(f.in_reply_to, f.text);
+  },
   final: onReply,
   notice: onReply,
   prompt: onPrompt,
@@ -295,6 +357,7 @@ function autosize() { // grows with what is typed (not with the placeholder), up
 }
 
 function wireControls() {
+  nameAgent(document.body.dataset.agentName || "");
   document.getElementById("form").addEventListener("submit", (ev) => { ev.preventDefault(); sendComposer(); });
   composer.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); sendComposer(); }
@@ -310,6 +373,8 @@ function wireControls() {
   placeholder();
   document.getElementById("new").addEventListener("click", () => startOver());
   files.wire(composer);
+  // the session's switch, as typed: the gateway answers with a notice ("Switched this session to …")
+  modelSelect.addEventListener("change", () => notices.add(submit("/model " + modelSelect.value, { hidden: true })));
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const value = document.getElementById("token").value.trim();
@@ -377,6 +442,7 @@ async function switchTo(chatId) {
   if (chatId === state.chatId) return;
   const behind = state.chatId;
   switching = true;
+  dropRegens();
   drafts.discardAll();
   typing.reset();
   if (chatId) state.use(chatId); else state.fresh();

@@ -3,7 +3,8 @@
 // is the session cookie (accounts) or this browser's own user id (loopback, shared token).
 
 const OUTCOMES = { approved: "Approved", denied: "Denied", expired: "Expired — not run" };
-const HIDDEN = /^\/(stop|new|reset)(@\S+)?(\s|$)/i;
+const HIDDEN = /^\/(stop|new|reset)(@\S+)?(\s|$)|^\/model(@\S+)?\s+\S/i; // Stop, New, the model picker
+const SWITCH = /^\/model(@\S+)?\s+\S/i; // answered with a notice, as the picker shows it live
 const NO_OP = /Dropped 0 waiting message/; // the answer to a Stop that had nothing to do
 
 /** The HTTP side of the conversation list; ``headers()`` says who asks. */
@@ -37,7 +38,9 @@ export class ConversationApi {
     const items = (await res.json()).items;
     const commands = new Set(items.filter((i) => i.kind === "me" && HIDDEN.test(i.text.trim())).map((i) => i.id));
     const noOp = (i) => commands.has(i.in_reply_to) && NO_OP.test(i.text);
-    return items.filter((i) => !commands.has(i.id) && !noOp(i)).map(entryOf);
+    const switches = new Set(items.filter((i) => i.kind === "me" && SWITCH.test(i.text.trim())).map((i) => i.id));
+    const entries = items.filter((i) => !commands.has(i.id) && !noOp(i)).map(entryOf);
+    return foldAnswers(entries.map((e) => (switches.has(e.replyTo) ? { ...e, kind: "notice" } : e)));
   }
 
   rename(chatId, title) { return this.post("/api/conversations/" + encodeURIComponent(chatId) + "/title", { title }); }
@@ -58,6 +61,44 @@ export class ConversationApi {
     setTimeout(() => URL.revokeObjectURL(url), 60000);
     return true;
   }
+}
+
+/** Add ``reply`` as another answer of ``answer`` (a regenerated one), and show it. */
+export function addVersion(answer, reply) {
+  answer.alts ||= [{ id: answer.id, text: answer.text, at: answer.at, steps: answer.steps }];
+  answer.alts.push({ id: reply.id, text: reply.text, at: reply.at, steps: reply.steps });
+  answer.shown = answer.alts.length - 1;
+  answer.text = reply.text;
+  answer.steps = reply.steps;
+  answer.at = reply.at;
+}
+
+/** The gateway's history with regenerated answers folded: Regenerate sends the question again
+ * (hidden), so a message with the same text as the one before it, coming right after that
+ * one's answer, is left out, and its answer becomes another version of that answer. (A question
+ * typed twice in a row reads as asking again too.) */
+export function foldAnswers(entries) {
+  const out = [];
+  const versionOf = new Map(); // id of a message left out -> the answer it adds a version to
+  let question = null;
+  let answer = null;
+  for (const entry of entries) {
+    if (entry.kind === "me") {
+      if (question && answer && entry.text === question.text && out[out.length - 1] === answer) {
+        versionOf.set(entry.id, answer);
+        continue;
+      }
+      question = entry;
+      answer = null;
+    } else if (entry.kind === "bot" && versionOf.has(entry.replyTo)) {
+      addVersion(versionOf.get(entry.replyTo), entry);
+      continue;
+    } else if (entry.kind === "bot" && question && entry.replyTo === question.id && !answer) {
+      answer = entry;
+    }
+    out.push(entry);
+  }
+  return out;
 }
 
 function entryOf(item) {

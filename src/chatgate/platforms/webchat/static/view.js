@@ -49,8 +49,68 @@ function toolbar(node, entry) {
   node.append(bar);
 }
 
+/** Called after a bubble's shown answer changed (the app saves the history). */
+let onVersion = () => {};
+export function setOnVersion(fn) { onVersion = fn; }
+
+/** Which answer of a regenerated reply shows: entry.alts holds every version, entry.shown the
+ * one on screen, and entry.text/steps are that one's (what Copy copies, what export reads). */
+export function showVersion(entry, index) {
+  const version = entry.alts[index];
+  entry.shown = index;
+  entry.text = version.text;
+  entry.steps = version.steps;
+  entry.at = version.at;
+}
+
+/** The ``< 1/2 >`` control of a reply that was regenerated: both answers stay, either shows. */
+function versions(entry) {
+  const bar = document.createElement("div");
+  bar.className = "versions";
+  bar.setAttribute("role", "group");
+  bar.setAttribute("aria-label", "Answers");
+  const step = (label, mark, delta) => {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "version " + (delta < 0 ? "prev" : "next");
+    button.textContent = mark;
+    button.setAttribute("aria-label", label);
+    const to = entry.shown + delta;
+    button.disabled = to < 0 || to >= entry.alts.length;
+    button.addEventListener("click", () => {
+      showVersion(entry, to);
+      onVersion(entry);
+      const node = refreshBubble(entry); // the focus stays on the control (the other arrow at an end)
+      const same = node?.querySelector(delta < 0 ? "button.prev" : "button.next");
+      (same && !same.disabled ? same : node?.querySelector(".versions button:not(:disabled)"))?.focus();
+    });
+    return button;
+  };
+  const count = document.createElement("span");
+  count.className = "count";
+  count.textContent = `${entry.shown + 1}/${entry.alts.length}`;
+  count.setAttribute("aria-label", `answer ${entry.shown + 1} of ${entry.alts.length}`);
+  bar.append(step("Previous answer", "‹", -1), count, step("Next answer", "›", 1));
+  return bar;
+}
+
+/** The bubble of an entry already on screen, rebuilt in place (another answer shown). */
+export function refreshBubble(entry) {
+  const old = log.querySelector(`.msg[data-id="${CSS.escape(entry.id)}"]`);
+  if (!old) return null;
+  const node = build(entry);
+  old.replaceWith(node);
+  return node;
+}
+
 /** One history entry as a bubble at the end of the conversation. */
 export function bubble(entry, pending = false) {
+  const node = build(entry, pending);
+  insert(node);
+  return node;
+}
+
+function build(entry, pending = false) {
   const node = document.createElement("div");
   node.className = "msg " + (entry.kind === "stopped" || entry.kind === "failure" ? "bot " : "") + entry.kind;
   if (pending) node.classList.add("pending");
@@ -69,9 +129,20 @@ export function bubble(entry, pending = false) {
     node.append(mark);
   }
   if (entry.at) node.title = node.title || when(entry.at);
+  if (entry.alts?.length > 1) node.append(versions(entry));
   toolbar(node, entry);
-  insert(node);
   return node;
+}
+
+/** A regenerated answer being written, in its reply's bubble (the versions come with the final). */
+export function regenerating(entry, text) {
+  const node = log.querySelector(`.msg[data-id="${CSS.escape(entry.id)}"]`);
+  if (!node) return;
+  node.setAttribute("aria-busy", "true");
+  node.classList.add("regenerating");
+  const body = node.querySelector(".body");
+  if (text) fill(body, "bot", text);
+  else body.textContent = "Writing another answer…"; // until its first words
 }
 
 /** New rows go above the typing indicator, which always stays last. */
@@ -85,6 +156,14 @@ function insert(node) {
 /** The welcome and its hints, while the conversation is empty. */
 function welcome() {
   document.getElementById("welcome").hidden = log.querySelector(".msg") !== null;
+}
+
+/** The agent's name from the config (``platforms.web.agent_name``), set as text: the welcome
+ * says who answers, and so does the typing indicator for a screen reader. */
+export function nameAgent(name) {
+  if (!name) return;
+  document.getElementById("welcome-title").textContent = `Hello, I am ${name}. What shall we work on?`;
+  document.querySelector("#typing .sr").textContent = `${name} is writing…`;
 }
 
 export function clearLog() {
