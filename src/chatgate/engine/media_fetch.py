@@ -186,6 +186,10 @@ class MediaFetcher:
         self._swept = False
         self._voice = Transcriber(limits.voice)
 
+    def close(self) -> None:
+        """Shutdown: the voice notes' thread (``engine/voice.py``)."""
+        self._voice.close()
+
     async def fetch(self, items: Sequence[QueuedItem]) -> TurnMedia:
         """Every attachment of ``items`` with its outcome: recorded before, or fetched now."""
         by_message: dict[tuple[str, str], tuple[MediaRecord, ...]] = {}

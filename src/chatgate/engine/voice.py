@@ -3,9 +3,9 @@
 ``embedded`` is PocketSphinx, whose wheel ships an English acoustic model and dictionary: it
 needs no download at run time and sends the audio nowhere. ``openai`` posts the decoded audio
 (as a 16 kHz WAV) to an OpenAI-compatible ``/v1/audio/transcriptions`` endpoint. Both run off
-the event loop (the decoding and PocketSphinx in a thread; the endpoint over the async SDK),
-within ``media.voice.timeout_seconds``. A failure is the voice note's only: its record keeps the
-reason, and the model and the user read it.
+the event loop (decoding and PocketSphinx in a thread of their own, the endpoint over the async
+SDK), within ``media.voice.timeout_seconds``. A failure is the voice note's only: its record
+keeps the reason, and the model and the user read it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ import asyncio
 import logging
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from chatgate.domain.media import MediaRefused
 from chatgate.domain.voice import SAMPLE_RATE, VoiceSettings
 from chatgate.engine.voice_decode import decode_pcm, wav_bytes
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _decoder: Any = None
 _decoder_lock = threading.Lock()
@@ -51,6 +54,22 @@ class Transcriber:
 
     def __init__(self, settings: VoiceSettings) -> None:
         self.settings = settings
+        self._pool: ThreadPoolExecutor | None = None
+        """One thread of its own, made when the first voice note arrives: voice notes are decoded
+        and recognised one at a time (CPU-bound work), never holding the loop's default
+        executor, which the other file checks share."""
+
+    def close(self) -> None:
+        """Shutdown: drop queued work; a recognition under way finishes on its own (bounded by
+        ``max_seconds`` of audio) and its result is dropped."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def _run(self, work: Callable[..., T], *args: Any) -> T:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="voice")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
 
     @property
     def enabled(self) -> bool:
@@ -60,10 +79,10 @@ class Transcriber:
         """The words of the audio in ``data``; ``MediaRefused`` says why there are none."""
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
-                pcm = await asyncio.to_thread(decode_pcm, data, self.settings.max_seconds)
+                pcm = await self._run(decode_pcm, data, self.settings.max_seconds)
                 if self.settings.transcription == "openai":
                     return await self._openai(pcm)
-                return await asyncio.to_thread(recognise, pcm)
+                return await self._run(recognise, pcm)
         except TimeoutError:
             raise MediaRefused(
                 f"transcribing took longer than {self.settings.timeout_seconds:.0f} s"
@@ -77,7 +96,7 @@ class Transcriber:
         key = os.environ.get(self.settings.api_key_env, "")
         if not key:
             raise MediaRefused(f"{self.settings.api_key_env} is not set (media.voice.openai.api_key_env)")
-        wav = await asyncio.to_thread(wav_bytes, pcm)
+        wav = await self._run(wav_bytes, pcm)
         extra: dict[str, Any] = {"language": self.settings.language} if self.settings.language else {}
         async with openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=key, max_retries=1) as client:
             try:
