@@ -90,7 +90,7 @@ class Transcriber:
 
     async def _openai(self, pcm: bytes) -> str:
         try:
-            import openai  # the openai extra (chatgate[openai])
+            import openai  # the openai extra (a config without it is refused at start-up)
         except ImportError:
             raise MediaRefused("the openai transcription needs chatgate[openai] installed") from None
         key = os.environ.get(self.settings.api_key_env, "")
