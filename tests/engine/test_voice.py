@@ -5,7 +5,11 @@ corrupt or too long voice note is a clear note while the rest of the message is 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.turns import QueuedItem
@@ -84,3 +88,49 @@ async def test_off_leaves_a_voice_note_untranscribed(make_harness, tmp_path):
     assert "transcript" not in final and "received voice.ogg (audio/ogg" in final
     assert h.adapter.texts("c1", kinds=("notice",)) == []
     assert h.query("SELECT transcript, transcript_error FROM media") == [(None, None)]
+
+
+def occupy(fetcher: Any) -> threading.Event:
+    """Hold the voice notes' one thread with other work until the event is set: whatever voice
+    note comes next waits its turn (as behind a long one)."""
+    release = threading.Event()
+    pool = fetcher._voice._pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="voice")
+    fetcher._voice._pool = pool
+    pool.submit(release.wait)
+    return release
+
+
+async def test_a_turn_cut_off_mid_transcription_records_nothing_and_transcribes_again(
+    make_harness, wait, tmp_path
+):
+    adapter = FileAdapter({"v1": spoken_ogg(PHRASE)})
+    h = await make_harness(adapter=adapter, media=settings(tmp_path))
+    fetcher = h.runner._media
+    inbound = with_files(h.inbound("", chat_id="c1"), Attachment("voice", "v1"))
+    queued = QueuedItem(5000, "k", inbound, 1)
+    release = occupy(fetcher)
+    task = asyncio.create_task(fetcher.fetch([queued]))
+    await wait(lambda: adapter.opened == ["v1"])
+    await asyncio.sleep(0.05)  # the download is stored; the transcription waits for the thread
+    task.cancel()  # the process dies here
+    await asyncio.gather(task, return_exceptions=True)
+    release.set()
+    assert await h.store.media_record("5000:0") is None  # nothing recorded: the re-run starts over
+    redone = await fetcher.fetch([queued])
+    assert adapter.opened == ["v1", "v1"]
+    (line,) = redone.notes(inbound)
+    assert heard(line) >= WORDS
+
+
+async def test_a_transcription_past_its_timeout_is_a_note(make_harness, tmp_path):
+    adapter = FileAdapter({"v1": spoken_ogg("hello")})
+    quick = settings(tmp_path, voice=VoiceSettings(timeout_seconds=0.2))
+    h = await make_harness(adapter=adapter, media=quick)
+    release = occupy(h.runner._media)
+    try:
+        await h.admission.admit(with_files(h.inbound("and this", chat_id="c1"), Attachment("voice", "v1")))
+        (final,) = await h.finals("c1", 1)
+    finally:
+        release.set()
+    assert "and this" in final
+    assert "[voice note voice.ogg could not be transcribed: transcribing took longer than 0.2 s]" in final

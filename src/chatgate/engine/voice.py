@@ -84,9 +84,7 @@ class Transcriber:
                     return await self._openai(pcm)
                 return await self._run(recognise, pcm)
         except TimeoutError:
-            raise MediaRefused(
-                f"transcribing took longer than {self.settings.timeout_seconds:.0f} s"
-            ) from None
+            raise MediaRefused(f"transcribing took longer than {self.settings.timeout_seconds:g} s") from None
 
     async def _openai(self, pcm: bytes) -> str:
         try:

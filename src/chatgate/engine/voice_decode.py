@@ -23,7 +23,7 @@ def decode_pcm(data: bytes, max_seconds: float) -> bytes:
     import av  # lazily: only a voice note needs FFmpeg
 
     limit = int(max_seconds * BYTES_PER_SECOND)
-    too_long = MediaRefused(f"it is longer than {max_seconds:.0f} s (media.voice.max_seconds)")
+    too_long = MediaRefused(f"it is longer than {max_seconds:g} s (media.voice.max_seconds)")
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.audio:
