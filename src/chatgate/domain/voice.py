@@ -26,7 +26,7 @@ class VoiceSettings:
 
     transcription: TranscriptionMode = "embedded"
     max_seconds: float = DEFAULT_MAX_SECONDS
-    timeout_seconds: float = 120.0
+    timeout_seconds: float = 300.0
     """Decoding and transcribing one voice note, together."""
     show_transcript: bool = True
     """Send the user a short notice quoting the transcript, as a reply to their voice note."""

@@ -39,7 +39,7 @@ class VoiceConfig(BaseModel):
     """``embedded`` (PocketSphinx, English, offline), ``openai`` (the endpoint below) or ``off``."""
     max_seconds: float = Field(DEFAULT_MAX_SECONDS, gt=0)
     """The longest voice note transcribed; a longer one is refused with a note."""
-    timeout_seconds: float = Field(120.0, gt=0)
+    timeout_seconds: float = Field(300.0, gt=0)
     """Decoding and transcribing one voice note."""
     show_transcript: bool = True
     """Send the user what was heard, as a short reply to their voice note."""
