@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -134,3 +136,14 @@ async def test_a_transcription_past_its_timeout_is_a_note(make_harness, tmp_path
         release.set()
     assert "and this" in final
     assert "[voice note voice.ogg could not be transcribed: transcribing took longer than 0.2 s]" in final
+
+
+def test_the_gateway_loads_neither_ffmpeg_nor_the_recogniser_until_a_voice_note_arrives() -> None:
+    """PyAV (FFmpeg) and PocketSphinx are imported by the first voice note only."""
+    probe = (
+        "import sys, chatgate.app.gateway, chatgate.engine.pipeline, chatgate.engine.voice;"
+        "print(sorted(m for m in ('av', 'pocketsphinx') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
