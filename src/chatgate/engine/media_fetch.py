@@ -250,7 +250,8 @@ class MediaFetcher:
         if data is None:
             return None, "the file is no longer stored"
         try:
-            return await self._voice.transcribe(data), None
+            words = await self._voice.transcribe(data)
+            return words[: self.limits.inline_chars], None  # a remote server's answer, bounded
         except MediaRefused as exc:
             log.info("voice note %s not transcribed: %s", key, exc)
             return None, str(exc)
