@@ -61,3 +61,4 @@ def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(
     assert not (at_poll | after) & set(CLI_ONLY), sorted((at_poll | after) & set(CLI_ONLY))
     assert "chatgate.platforms.telegram.botapi" in at_poll
     assert not (at_poll | after) & set(UNCONFIGURED), sorted((at_poll | after) & set(UNCONFIGURED))
+    assert "mcp" not in at_poll | after, "the MCP SDK is imported only when agent.mcp.servers is set"

@@ -1,12 +1,13 @@
 """A fleet: three gateway processes on one PostgreSQL schema, one SIGKILLed at random and
 restarted again and again, while web chat clients spread over the three ports keep writing;
-once, every database connection of the fleet is cut (``pg_terminate_backend``) under load.
+once, every database connection of the fleet is cut (``pg_terminate_backend``) under load;
+and again on a server of the test's own that is restarted twice meanwhile.
 
 Every message is answered exactly once and in order per chat, the store agrees, and no two
 turns of one session ever overlapped (the recording agent journals each turn's start and
 end with its pid; a killed process's unfinished turn ends at its kill). Scaled for CI; the
-acceptance run (5,000 messages over 200 chats, 30 kills) is ``FLEET_CHATS=200
-FLEET_PER_CHAT=25 FLEET_KILLS=30``.
+acceptance run (10,000 messages over 100 chats, 30 kills, 2 restarts) is ``FLEET_CHATS=100
+FLEET_PER_CHAT=100 FLEET_KILLS=30 FLEET_DB_RESTARTS=2``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ import os
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
 
+from support.pg_cluster import PrivateCluster, private_pg_fixture  # noqa: F401  (the private_pg fixture)
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
 from support.procs import ChatClient, GatewayProcess, wait_until
 from support.recording_agent import read_journal
@@ -29,6 +34,7 @@ PROCESSES = 3
 CHATS = int(os.environ.get("FLEET_CHATS", "30"))
 PER_CHAT = int(os.environ.get("FLEET_PER_CHAT", "10"))
 KILLS = int(os.environ.get("FLEET_KILLS", "5"))
+DB_RESTARTS = int(os.environ.get("FLEET_DB_RESTARTS", "2"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(600, CHATS * PER_CHAT // 5 + 30 * KILLS))]
 LAUNCHER = [sys.executable, str(Path(__file__).parents[1] / "support" / "recording_agent.py")]
 
@@ -80,8 +86,48 @@ def test_the_overlap_checker_sees_two_turns_of_one_session_at_once_and_a_killed_
     assert overlaps(killed, {1: 0.4}) == []
 
 
+Query = Callable[..., Awaitable[list[Any]]]
+Outage = Callable[[], Awaitable[None]]
+
+
 async def test_a_fleet_with_one_process_killed_at_random_answers_everything_once_in_order(
     tmp_path: Path, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def cut() -> None:
+        killed = await cut_database_connections(pg_schema)
+        assert killed >= PROCESSES, "each process lost its pool and its liveness connection"
+
+    await chaos(tmp_path, monkeypatch, DSN, pg_schema, sql, [cut])
+
+
+async def test_a_fleet_killed_at_random_through_database_restarts_answers_everything_once_in_order(
+    tmp_path: Path, private_pg: PrivateCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, on a server of the test's own that is restarted (fast shutdown, a few seconds
+    down) ``FLEET_DB_RESTARTS`` times (2 by default) while the kills go on."""
+
+    async def query(text: str, *args: object) -> list[Any]:
+        conn = await asyncpg.connect(private_pg.dsn, timeout=10)
+        try:
+            return list(await conn.fetch(text, *args))
+        finally:
+            await conn.close()
+
+    async def restart() -> None:
+        await private_pg.stop("fast")
+        await asyncio.sleep(3.0)
+        await private_pg.start()
+
+    await chaos(tmp_path, monkeypatch, private_pg.dsn, "fleet", query, [restart] * DB_RESTARTS)
+
+
+async def chaos(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    dsn: str,
+    pg_schema: str,
+    sql: Query,
+    outages: list[Outage],
 ) -> None:
     rng = random.Random()
     seed = rng.randrange(1 << 30)
@@ -89,7 +135,7 @@ async def test_a_fleet_with_one_process_killed_at_random_answers_everything_once
     journal = tmp_path / "turns.jsonl"
     monkeypatch.setenv("TURN_JOURNAL", str(journal))
     config = {
-        "store": {"url": DSN, "postgres": {"schema": pg_schema, "pool_size": 4}},
+        "store": {"url": dsn, "postgres": {"schema": pg_schema, "pool_size": 4}},
         "agent": {"echo": {"chunk_delay_ms": 3, "chunk_chars": 8}},
         "shutdown": {"drain_seconds": 1},
     }
@@ -114,14 +160,16 @@ async def test_a_fleet_with_one_process_killed_at_random_answers_everything_once
         return sum(len(c.finals) for c in clients)
 
     thresholds = sorted(rng.sample(range(total // 20, total * 9 // 10), KILLS))
-    outage_at = rng.randrange(total // 10, total // 2)
+    outages_at = sorted(rng.sample(range(total // 10, total * 8 // 10), len(outages)))
+    events: list[tuple[int, Outage | None]] = [(t, None) for t in thresholds]
+    events += list(zip(outages_at, outages, strict=True))
     victims: list[int] = []
     try:
-        await wait_until(lambda: answered() >= outage_at, 120, f"{outage_at} answers (seed {seed})")
-        killed = await cut_database_connections(pg_schema)
-        assert killed >= PROCESSES, "each process lost its pool and its liveness connection"
-        for threshold in thresholds:
-            await wait_until(lambda t=threshold: answered() >= t, 120, f"{threshold} answers (seed {seed})")
+        for threshold, outage in sorted(events, key=lambda e: e[0]):
+            await wait_until(lambda t=threshold: answered() >= t, 180, f"{threshold} answers (seed {seed})")
+            if outage is not None:
+                await outage()
+                continue
             await asyncio.sleep(rng.uniform(0, 0.05))
             victim = rng.randrange(PROCESSES)
             victims.append(victim)

@@ -99,6 +99,8 @@ class ApprovalHarness:
     admission: Admission
     scheduler: Scheduler
     delivery: DeliveryWorker
+    mcp: Any = None
+    """The ``McpHub`` (when given): closed with the harness, its servers reaped."""
     _stopped: bool = False
     sent: list[Inbound] = field(default_factory=list)
 
@@ -107,6 +109,8 @@ class ApprovalHarness:
             return
         self._stopped = True
         await self.scheduler.stop()
+        if self.mcp is not None:
+            await self.mcp.close()
         await self.broker.close()
         await self.delivery.stop()
         await self.store.close()
@@ -187,7 +191,8 @@ MakeApprovals = Callable[..., Awaitable[ApprovalHarness]]
 @pytest.fixture
 async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
     """Build and start a harness: ``await make_approvals(timeout=300, approvers=None, agent=None)``
-    (``agent``: any ``Agent``; the echo agent by default; ``sandbox=True``: commands run in bwrap)."""
+    (``agent``: any ``Agent``; the echo agent by default; ``sandbox=True``: commands run in bwrap;
+    ``mcp``: an ``McpHub`` whose servers the engine starts and the harness closes)."""
     built: list[ApprovalHarness] = []
 
     async def make(
@@ -198,6 +203,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
         rules: tuple[Any, ...] = (),
         agent: Any = None,
         sandbox: bool = False,
+        mcp: Any = None,
     ) -> ApprovalHarness:
         path = tmp_path / db
         workdir = tmp_path / "work"
@@ -222,6 +228,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
                     output_cap=4000,
                     sandbox=BwrapSandbox(workdir) if sandbox else None,
                 ),
+                mcp=mcp,
             ),
             metrics,
             adapters={"text": text, "btn": btn},
@@ -232,7 +239,9 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
             engine.scheduler,
             engine.delivery,
         )
-        harness = ApprovalHarness(path, workdir, store, text, btn, broker, admission, scheduler, delivery)
+        harness = ApprovalHarness(
+            path, workdir, store, text, btn, broker, admission, scheduler, delivery, mcp
+        )
         built.append(harness)
         await engine.open()
         engine.start()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from chatgate.agents.tools.mcp_hub import McpHub
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.app.config import GatewayConfig
 from chatgate.app.config.background import task_settings
+from chatgate.app.config.mcp import mcp_servers
 from chatgate.app.platforms import platform_access
 from chatgate.domain.errors import StartupError
 from chatgate.domain.persona import Personas
@@ -69,6 +72,7 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir:
             allow=load_allow(config.approvals.allow),
         ),
         shell=shell,
+        mcp=McpHub(servers) if (servers := mcp_servers(config.agent.mcp, os.environ)) else None,
         rate_limits={name: cfg.override() for name, cfg in config.delivery.rate_limits.items()},
         pairing=config.pairing.limits(),
         schedules=config.schedules.settings(),

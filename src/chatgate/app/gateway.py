@@ -188,6 +188,8 @@ class Gateway:
             "running_turns": self.scheduler.running(),
             "last_error": LAST_PROBLEM.last.message,
         }
+        if self.engine.settings.mcp is not None:
+            info["mcp_servers"] = self.engine.settings.mcp.status()
         try:
             stats = await self.store.queue_stats()
             info["queue_depth"] = stats.depth
@@ -229,6 +231,7 @@ class Gateway:
         life.opened("credential locks", self._release_credentials_off_loop)
         expired_prompts = await self.engine.open()  # the store, and what a previous process left
         life.opened("store", self.store.close)
+        life.opened("MCP servers", self.engine.close_mcp)
         life.opened("fleet notices", self.fleet.close)
         for check in self._preflight:
             if (problem := await check()) is not None:

@@ -101,13 +101,24 @@ def shown_command(command: str) -> str:
     return f"{command[:_COMMAND_SHOWN]}\n[… {hidden} more characters not shown; deny if unsure]"
 
 
+def wanted(tool: str) -> str:
+    """What the agent wants to do, by the approval record's ``tool``."""
+    return "run this shell command" if tool == "shell" else "call this MCP tool"
+
+
 def prompt_text(
-    command: str, rules: Sequence[DangerRule], timeout_s: float, tiers: Sequence[str], *, buttons: bool
+    command: str,
+    rules: Sequence[DangerRule],
+    timeout_s: float,
+    tiers: Sequence[str],
+    *,
+    buttons: bool,
+    tool: str = "shell",
 ) -> str:
-    """The prompt: the command, why it needs a human, the answers and the deadline."""
+    """The prompt: the command (or MCP call), why it needs a human, the answers and the deadline."""
     reasons = "\n".join(f"- {rule.description} [{rule.key}]" for rule in rules)
     lines = [
-        "Approval needed: the agent wants to run this shell command:",
+        f"Approval needed: the agent wants to {wanted(tool)}:",
         shown_command(command),
         "It needs a human because it:",
         reasons,

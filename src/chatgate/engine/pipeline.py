@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from chatgate.agents.base import Agent, ToolRunner
+from chatgate.agents.tools.mcp_hub import McpHub
 from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.media import MediaLimits
@@ -37,6 +38,7 @@ from chatgate.domain.store_roles import (
 )
 from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools, ToolContext
+from chatgate.engine.approvals.mcp_tools import McpTools
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
@@ -88,6 +90,9 @@ class EngineSettings:
     approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
     shell: ShellToolRunner | None = None
     """The shell tool, when tools are enabled: every call goes through the approval gate."""
+    mcp: McpHub | None = None
+    """The MCP servers (``agent.mcp``), started at open and closed at stop; their tools go
+    through the approval gate too."""
     rate_limits: Mapping[str, RateOverride] = field(default_factory=dict)
     """Per platform, the operator's rate limits over the adapter's declared ones."""
     pairing: PairingLimits = PairingLimits()
@@ -189,15 +194,19 @@ class Engine:
         return desk
 
     def _tools_factory(self) -> Callable[[ToolContext], ToolRunner] | None:
-        """Each turn's tools: the shell (behind approvals) and ``delegate``, whichever are on.
-        A task's own child session gets no ``delegate``: a sub-agent does not fan out further."""
-        shell, desk = self.tools, self.tasks
+        """Each turn's tools: the shell and MCP tools (behind approvals) and ``delegate``, whichever
+        are on. A task's own child session gets no ``delegate``: a sub-agent does not fan out further."""
+        hub = self.settings.mcp
+        self.mcp = McpTools(self.approvals, hub) if hub is not None else None
+        shell, mcp, desk = self.tools, self.mcp, self.tasks
         delegate = desk if desk is not None and desk.settings.delegation else None
-        if shell is None and delegate is None:
+        if shell is None and mcp is None and delegate is None:
             return None
 
         def for_turn(ctx: ToolContext) -> ToolRunner:
             runners = [shell.for_turn(ctx)] if shell is not None else []
+            if mcp is not None:
+                runners.append(mcp.for_turn(ctx))
             if delegate is not None and ":task:" not in ctx.session_key:
                 runners.append(delegate.for_turn(ctx))
             return runners[0] if len(runners) == 1 else CombinedTools(runners)
@@ -261,7 +270,15 @@ class Engine:
             jobs = configured(self.settings.schedules.jobs, self.admission.key_for_source, time.time())
             await self.schedules.sync_config(jobs)
         # Before any turn runs: a prompt left open by the old process has no one waiting on it.
-        return await self.approvals.recover()
+        expired = await self.approvals.recover()
+        if self.settings.mcp is not None:
+            await self.settings.mcp.start()  # the tools are listed before the first turn
+        return expired
+
+    async def close_mcp(self) -> None:
+        """Stop the MCP servers (idempotent): at ``stop``, or when a start fails after ``open``."""
+        if self.settings.mcp is not None:
+            await self.settings.mcp.close()
 
     def start(self) -> None:
         self.delivery.start()
@@ -282,6 +299,7 @@ class Engine:
         if self.schedules is not None:
             await self.schedules.stop()
         await self.scheduler.stop()
+        await self.close_mcp()  # no turn calls a tool now; stdio servers are reaped
         await self.approvals.close(close_budget)
         await self.delivery.flush(flush_budget)
         await self.delivery.stop()

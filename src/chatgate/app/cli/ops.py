@@ -65,6 +65,9 @@ def _print_status(info: dict[str, Any]) -> None:
     for name, adapter in info.get("adapters", {}).items():
         state = "connected" if adapter["connected"] else "DISCONNECTED"
         rows.append((f"adapter {name}", f"{state} {adapter.get('detail', '')}".rstrip()))
+    for name, server in info.get("mcp_servers", {}).items():
+        state = "connected" if server["connected"] else "DISCONNECTED"
+        rows.append((f"mcp {name}", f"{state}, {server['tools']} tool(s), {server['restarts']} restart(s)"))
     if "queue_depth" in info:
         oldest = info.get("oldest_queued_seconds")
         suffix = f" (oldest waiting {oldest}s)" if oldest is not None else ""

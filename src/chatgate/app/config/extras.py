@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 OPENAI = Extra("openai", ("openai",))
 POSTGRES = Extra("postgres", ("asyncpg",))
+MCP = Extra("mcp", ("mcp",))
 
 
 def check_extras(config: GatewayConfig) -> str | None:
@@ -31,6 +32,8 @@ def check_extras(config: GatewayConfig) -> str | None:
         return "agent.kind: " + OPENAI.hint("the openai agent")
     if config.media.voice.transcription == "openai" and OPENAI.missing():
         return "media.voice.transcription: " + OPENAI.hint("the openai transcription")
+    if config.agent.mcp.servers and MCP.missing():
+        return "agent.mcp.servers: " + MCP.hint("MCP tools")
     if config.store.backend == "postgres" and POSTGRES.missing():
         return "store.url: " + POSTGRES.hint("the PostgreSQL store")
     return None

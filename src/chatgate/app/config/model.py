@@ -20,6 +20,7 @@ from chatgate.app.config.background import (
     HooksConfig,
     SchedulesConfig,
 )
+from chatgate.app.config.mcp import McpConfig
 from chatgate.app.config.media import MediaConfig
 from chatgate.app.config.pairing import PairingConfig
 from chatgate.app.config.platforms import PlatformSections
@@ -188,6 +189,8 @@ class AgentConfig(_Section):
     """Overrides by ``platform`` or ``platform:chat_id``; the most specific wins."""
     profiles: dict[str, OpenAIConfig] = {}
     """More models by name, beside ``openai`` (the ``default`` profile): ``/model NAME`` switches."""
+    mcp: McpConfig = McpConfig()
+    """MCP servers whose tools the agent is offered, each call behind the approval gate."""
 
     @model_validator(mode="after")
     def _one_persona_source(self) -> AgentConfig:

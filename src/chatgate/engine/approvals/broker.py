@@ -31,7 +31,7 @@ from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected
 from chatgate.domain.prompts import ExpiryReason, prompt_text
-from chatgate.domain.shell.danger import Assessment, assess
+from chatgate.domain.shell.danger import Assessment, DangerRule, assess
 from chatgate.domain.store_roles import Approvals, OutboxNotices
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.approvals.policy import (
@@ -118,10 +118,22 @@ class ApprovalBroker:
         assessment = await asyncio.to_thread(assess, command, str(workdir), settings.rules, settings.allow)
         if not assessment.dangerous:
             return Decision(True)
+        return await self._decide(ctx, call_id, tool, command, assessment)
+
+    async def decide_rule(
+        self, ctx: ToolContext, call_id: str, tool: str, shown: str, rule: DangerRule
+    ) -> Decision:
+        """Ask about a call that is not a shell command (an MCP tool whose policy is ``ask``):
+        ``rule`` says why; an approval remembered for ``rule.key`` covers it."""
+        return await self._decide(ctx, call_id, tool, shown, Assessment((rule,)))
+
+    async def _decide(
+        self, ctx: ToolContext, call_id: str, tool: str, command: str, assessment: Assessment
+    ) -> Decision:
         # A remembered approval covers a rule, never a command that could not be analysed.
         if not assessment.unproven and await self._store.granted(ctx.session_key, assessment.keys):
             log.info(
-                "dangerous command allowed by a remembered approval",
+                "dangerous call allowed by a remembered approval",
                 extra={"session_key": ctx.session_key, "rules": list(assessment.keys), "call_id": call_id},
             )
             return Decision(True)
@@ -189,7 +201,7 @@ class ApprovalBroker:
             target=dict(ctx.target),
             reply_to=ctx.reply_to,
             prompt_text=prompt_text(
-                command, assessment.explained, self.settings.timeout_s, tiers, buttons=buttons
+                command, assessment.explained, self.settings.timeout_s, tiers, buttons=buttons, tool=tool
             ),
             prompt_via="buttons" if buttons else "text",
         )
@@ -213,8 +225,9 @@ class ApprovalBroker:
                 extra={"prompt_id": record.prompt_id, "platform": record.platform},
             )  # fmt: skip
             await self._store.set_prompt_shown(record.prompt_id, "text", None)
+        tiers, timeout_s = record.offered_tiers, self.settings.timeout_s
         text = prompt_text(
-            record.command, assessment.explained, self.settings.timeout_s, record.offered_tiers, buttons=False
+            record.command, assessment.explained, timeout_s, tiers, buttons=False, tool=record.tool
         )
         await self._store.enqueue_outbox([notice_draft(record, f"prompt:{record.prompt_id}", text)])
         self._on_outbox()

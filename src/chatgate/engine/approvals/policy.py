@@ -120,12 +120,12 @@ def reply_text(record: ApprovalRecord | None, won: bool, timeout_s: float) -> st
     if record is None:
         return "That prompt is no longer open — not run."
     said = feedback(record, won, record.prompt_id, timeout_s).text
-    return f"{said}\nCommand: {shown_command(record.command)}"
+    return f"{said}\n{_label(record)}: {shown_command(record.command)}"
 
 
 def end_text(record: ApprovalRecord, timeout_s: float) -> str:
     """The chat notice for a text prompt that ended, or for any prompt a restart expired."""
-    text = f"{recorded_text(record, timeout_s)}\nCommand: {shown_command(record.command)}"
+    text = f"{recorded_text(record, timeout_s)}\n{_label(record)}: {shown_command(record.command)}"
     if record.reason == "restart":
         text += "\nThe interrupted reply starts again and asks again if it still needs to."
     return text
@@ -141,13 +141,22 @@ def not_run_reason(record: ApprovalRecord, timeout_s: float) -> str:
     rules = ", ".join(record.rule_keys)
     if record.state == "denied":
         who = record.answered_by_name or record.answered_by_id or "a person"
-        return f"not run: {who} denied this command in the approval prompt (rules: {rules})."
+        return f"not run: {who} denied this {_noun(record)} in the approval prompt (rules: {rules})."
     if record.state == "expired" and record.reason == "timeout":
         return (
-            f"not run: nobody answered the approval prompt within {timeout_s:g} s, so the command was"
+            f"not run: nobody answered the approval prompt within {timeout_s:g} s, so the {_noun(record)} was"
             f" denied (rules: {rules})."
         )
     return f"not run: the approval prompt ended without an approval ({record.reason or record.state})."
+
+
+def _noun(record: ApprovalRecord) -> str:
+    """What was asked about: a shell command, or a call of another tool (MCP)."""
+    return "command" if record.tool == "shell" else "call"
+
+
+def _label(record: ApprovalRecord) -> str:
+    return _noun(record).capitalize()
 
 
 def prompt_target(record: ApprovalRecord) -> dict[str, str]:

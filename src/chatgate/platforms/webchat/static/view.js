@@ -173,7 +173,7 @@ export class Typing {
   }
 }
 
-const ASKS = /^Approval needed: the agent wants to run this (.+?):$/;
+const ASKS = /^Approval needed: the agent wants to (run|call) this (.+?):$/;
 const WHY = "It needs a human because it:";
 
 /** The gateway's approval text, read at a glance: what will run, why a person must decide (in
@@ -192,7 +192,7 @@ function showPrompt(body, text) {
   const rest = lines.slice(at).join(" ");
   const deadline = /Without an answer within (.+?) it is not run\./.exec(rest);
   const title = document.createElement("h3");
-  title.textContent = "The agent wants to run this " + asks[1] + ":";
+  title.textContent = "The agent wants to " + asks[1] + " this " + asks[2] + ":";
   const command = document.createElement("pre");
   command.textContent = lines.slice(1, why).join("\n");
   const because = document.createElement("p");
