@@ -243,7 +243,12 @@ async def test_a_voice_note_is_transcribed_by_an_openai_compatible_endpoint(
     voice = {
         "transcription": "openai",
         "show_transcript": False,
-        "openai": {"base_url": model.base_url, "model": "whisper-x", "api_key_env": "FAKE_OPENAI_KEY"},
+        "openai": {
+            "base_url": model.base_url,
+            "model": "whisper-x",
+            "api_key_env": "FAKE_OPENAI_KEY",
+            "language": "en",
+        },
     }
     config = telegram_config(
         double,
@@ -257,7 +262,8 @@ async def test_a_voice_note_is_transcribed_by_an_openai_compatible_endpoint(
     await double.wait_for(lambda: len(double.view(chat.id)) == 1, 120, "the answer")
     (answer,) = [m.text for m in double.view(chat.id)]
     (sent,) = model.transcriptions
-    assert sent.fields["model"] == "whisper-x" and sent.content_type == "audio/wav"
+    assert sent.fields["model"] == "whisper-x" and sent.fields["language"] == "en"
+    assert sent.content_type == "audio/wav"
     heard = model.transcribe(sent.data)
     assert heard.startswith("a 16000 Hz 1-channel WAV of ")
     assert "listen" in answer and f"[transcript of the voice note voice.ogg]: {heard}" in answer
@@ -279,3 +285,34 @@ async def test_a_corrupt_voice_note_is_a_note_and_the_caption_is_answered(
     notice, answer = [m.text for m in double.view(chat.id)]
     assert notice.startswith("[voice note voice.ogg could not be transcribed: the audio could not be decoded")
     assert "did you get it?" in answer and notice in answer
+
+
+async def test_a_transcription_service_that_refuses_is_a_note_and_the_caption_is_answered(
+    double: BotApiDouble,
+    gateways: Gateways,
+    model: FakeOpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user = User(510, "Jo")
+    chat = private(user)
+    model.script(Answer(echo_model))
+    monkeypatch.setenv("WRONG_TRANSCRIPTION_KEY", "sk-wrong")
+    voice = {
+        "transcription": "openai",
+        "openai": {"base_url": model.base_url, "api_key_env": "WRONG_TRANSCRIPTION_KEY"},
+    }
+    config = telegram_config(
+        double,
+        tmp_path,
+        telegram={"allow_users": [str(user.id)]},
+        agent=agent_config(model),
+        media={"voice": voice},
+    )
+    await gateways.start(config)
+    await double.push_voice(chat, user, spoken_ogg("hello"), caption="are you there?")
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the note and the answer")
+    notice, answer = [m.text for m in double.view(chat.id)]
+    reason = "the transcription service answered HTTP 401"
+    assert notice == f"[voice note voice.ogg could not be transcribed: {reason}]"
+    assert "are you there?" in answer and notice in answer
