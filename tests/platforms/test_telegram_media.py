@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, priv
 
 from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
 from chatgate.domain.media import human_size
+from support.engine_harness import wait_until
 from support.media_files import pdf, png, spoken_ogg
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
 from support.procs import GatewayProcess
@@ -222,9 +224,13 @@ async def test_a_voice_note_reaches_the_model_as_its_transcript(
     config = telegram_config(
         double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
     )
-    await gateways.start(config)
+    gateway = await gateways.start(config)
     await double.push_voice(chat, user, spoken_ogg(VOICE_PHRASE), duration=6)
     await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the transcript and the answer")
+    voice_threads = [t for t in threading.enumerate() if t.name.startswith("voice")]
+    assert voice_threads  # the voice notes' own thread, made by the first one
+    await gateways.stop(gateway)
+    await wait_until(lambda: not any(t.is_alive() for t in voice_threads), 30, "the voice thread to end")
     notice, answer = [m.text for m in double.view(chat.id)]
     words = {"three", "five", "seven", "nine"}
     assert notice.startswith("Transcript: ") and set(notice.split()) >= words
