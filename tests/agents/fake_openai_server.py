@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import socket
 import threading
 import time
+import wave
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +102,25 @@ class RecordedRequest:
     body: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class RecordedTranscription:
+    """One ``POST /v1/audio/transcriptions``: its form fields and the audio file it carried."""
+
+    headers: dict[str, str]
+    fields: dict[str, str]
+    filename: str
+    content_type: str
+    data: bytes
+
+
+def describe_wav(data: bytes) -> str:
+    """The fake recogniser: what it "hears" is what the file is (a WAV's rate, channels and
+    length), so a test sees the gateway sent the decoded audio; anything else is a 400."""
+    with wave.open(io.BytesIO(data)) as audio:
+        seconds = audio.getnframes() / audio.getframerate()
+        return f"a {audio.getframerate()} Hz {audio.getnchannels()}-channel WAV of {seconds:.1f} s"
+
+
 def split_text(text: str, parts: int) -> list[str]:
     """Split ``text`` into ``parts`` contiguous, non-empty pieces (fewer if it is short)."""
     parts = max(1, min(parts, len(text))) if text else 1
@@ -121,6 +142,9 @@ class FakeOpenAIServer:
     requests: list[RecordedRequest] = field(default_factory=list)
     disconnects: int = 0
     """How many times a client went away while the server was stalled."""
+    transcriptions: list[RecordedTranscription] = field(default_factory=list)
+    transcribe: Callable[[bytes], str] = describe_wav
+    """What ``POST /v1/audio/transcriptions`` answers for an audio file."""
     models: list[str] = field(default_factory=lambda: ["fake-model"])
     """What ``GET /v1/models`` lists (to a client that sends ``API_KEY``; others get 401)."""
 
@@ -198,6 +222,7 @@ class FakeOpenAIServer:
             routes=[
                 Route("/v1/chat/completions", self._chat, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
+                Route("/v1/audio/transcriptions", self._transcription, methods=["POST"]),
             ]
         )
 
@@ -207,6 +232,30 @@ class FakeOpenAIServer:
             return JSONResponse({"error": error}, status_code=401)
         data = [{"id": name, "object": "model", "owned_by": "fake"} for name in self.models]
         return JSONResponse({"object": "list", "data": data})
+
+    async def _transcription(self, request: Request) -> Response:
+        """OpenAI's transcription endpoint: a multipart form with ``file`` and ``model``;
+        answers ``{"text": ...}`` (the default ``response_format``, json)."""
+        if request.headers.get("authorization") != f"Bearer {API_KEY}":
+            error = {"message": "Incorrect API key provided", "type": "invalid_request_error"}
+            return JSONResponse({"error": error}, status_code=401)
+        async with request.form() as form:
+            upload = form.get("file")
+            if upload is None or isinstance(upload, str):
+                error = {"message": "file is required", "type": "invalid_request_error"}
+                return JSONResponse({"error": error}, status_code=400)
+            data = await upload.read()
+            fields = {k: v for k, v in form.items() if isinstance(v, str)}
+            filename, content_type = upload.filename or "", upload.content_type or ""
+        self.transcriptions.append(
+            RecordedTranscription(dict(request.headers), fields, filename, content_type, data)
+        )
+        try:
+            text = self.transcribe(data)
+        except (wave.Error, EOFError) as exc:
+            error = {"message": f"could not decode the audio: {exc}", "type": "invalid_request_error"}
+            return JSONResponse({"error": error}, status_code=400)
+        return JSONResponse({"text": text})
 
     def _next_behaviour(self) -> Behaviour:
         if len(self.behaviours) > 1:

@@ -46,6 +46,11 @@ def check_without(module: str, config: dict, tmp_path: Path) -> subprocess.Compl
             {"agent": {"kind": "openai"}},
             "agent.kind: the openai agent needs `pip install 'chatgate[openai]'`",
         ),
+        (
+            "openai",
+            {"media": {"voice": {"transcription": "openai"}}},
+            "media.voice.transcription: the openai transcription needs `pip install 'chatgate[openai]'`",
+        ),
     ],
 )
 def test_a_feature_without_its_extra_is_a_config_error_naming_the_extra(module, config, expected, tmp_path):

@@ -281,3 +281,10 @@ def test_media_bench_quick_run_takes_an_image_to_the_model_and_many_uploads_at_o
     assert image["bytes"] > 0 and image["ratio"] > 0
     assert image["media_path_s"] > 0 and image["bare_copy_s"] > 0
     assert uploads["users"] == 3 and uploads["seconds"] > 0 and "peak_rss_growth_mb" in uploads
+
+
+def test_voice_bench_quick_run_decodes_and_recognises_a_spoken_note() -> None:
+    result = run_bench("voice.py")
+    assert result["note_seconds"] > 0 and result["recognise_cpu_s"] > 0
+    assert result["words"] == 10 and 0 <= result["words_right"] <= 10
+    assert "rss_growth_mb" in result and "cpu_per_audio_second" in result

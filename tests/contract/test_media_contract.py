@@ -41,6 +41,17 @@ async def test_the_first_recorded_outcome_of_an_attachment_wins(store):
     assert await store.media_record("7:1") == failed
 
 
+@covers(Media.media_record, Media.record_media)
+async def test_a_voice_notes_transcript_or_its_failure_is_kept_with_its_record(store):
+    item = MediaItem("b" * 64, "audio/ogg", 9000, "voice.ogg")
+    heard = MediaRecord("8:0", item, None, "voice.ogg", transcript="one two three")
+    assert await store.record_media(heard, T0) == heard
+    assert await store.media_record("8:0") == heard
+    refused = MediaRecord("8:1", item, None, "voice.ogg", transcript_error="it is longer than 300 s")
+    assert await store.record_media(refused, T0) == refused
+    assert (await store.media_record("8:1")) == refused
+
+
 @covers(Media.put_blob, Media.read_blob)
 async def test_blobs_are_content_addressed_durable_and_stored_once(backend, tmp_path):
     data = bytes(range(256)) * 9000  # a little over 2 MB: more than one chunk on PostgreSQL

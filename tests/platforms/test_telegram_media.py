@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, priv
 
 from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
 from chatgate.domain.media import human_size
-from support.media_files import pdf, png
+from support.engine_harness import wait_until
+from support.media_files import pdf, png, spoken_ogg
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
 from support.procs import GatewayProcess
 
@@ -200,3 +202,123 @@ async def test_a_kill_mid_download_fetches_again_and_answers_once(
     assert os.listdir(tmp_path / "state" / "blobs" / "tmp") == []  # the killed download's part is gone
     answers = [m.text for m in double.view(chat.id) if "received photo.jpg" in m.text]
     assert answers == [f"echo: keep this\nreceived photo.jpg (image/png, {human_size(len(image))})"]
+
+
+VOICE_PHRASE = "one two three four five six seven eight nine ten"
+"""espeak-ng's en-us+f2 voice speaking it: PocketSphinx hears every word (tests/engine/test_voice.py)."""
+
+
+def echo_model(body: dict[str, Any]) -> str:
+    """A fake model that answers with the text of the user's message it read."""
+    content = last_user_content(body)
+    return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+
+
+async def test_a_voice_note_reaches_the_model_as_its_transcript(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """The embedded recogniser: a spoken phrase, sent as a Telegram voice note (OGG/Opus)."""
+    user = User(507, "Gus")
+    chat = private(user)
+    model.script(Answer(echo_model))
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    gateway = await gateways.start(config)
+    await double.push_voice(chat, user, spoken_ogg(VOICE_PHRASE), duration=6)
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the transcript and the answer")
+    voice_threads = [t for t in threading.enumerate() if t.name.startswith("voice")]
+    assert voice_threads  # the voice notes' own thread, made by the first one
+    await gateways.stop(gateway)
+    await wait_until(lambda: not any(t.is_alive() for t in voice_threads), 30, "the voice thread to end")
+    notice, answer = [m.text for m in double.view(chat.id)]
+    words = {"three", "five", "seven", "nine"}
+    assert notice.startswith("Transcript: ") and set(notice.split()) >= words
+    (line,) = [x for x in answer.splitlines() if x.startswith("[transcript of the voice note voice.ogg]: ")]
+    assert set(line.split()) >= words
+    assert model.transcriptions == []  # embedded: the audio went nowhere
+
+
+async def test_a_voice_note_is_transcribed_by_an_openai_compatible_endpoint(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """``media.voice.transcription: openai``: the decoded audio is posted as a 16 kHz WAV."""
+    user = User(508, "Hal")
+    chat = private(user)
+    model.script(Answer(echo_model))
+    voice = {
+        "transcription": "openai",
+        "show_transcript": False,
+        "openai": {
+            "base_url": model.base_url,
+            "model": "whisper-x",
+            "api_key_env": "FAKE_OPENAI_KEY",
+            "language": "en",
+        },
+    }
+    config = telegram_config(
+        double,
+        tmp_path,
+        telegram={"allow_users": [str(user.id)]},
+        agent=agent_config(model),
+        media={"voice": voice},
+    )
+    await gateways.start(config)
+    await double.push_voice(chat, user, spoken_ogg(VOICE_PHRASE), duration=6, caption="listen")
+    await double.wait_for(lambda: len(double.view(chat.id)) == 1, 120, "the answer")
+    (answer,) = [m.text for m in double.view(chat.id)]
+    (sent,) = model.transcriptions
+    assert sent.fields["model"] == "whisper-x" and sent.fields["language"] == "en"
+    assert sent.content_type == "audio/wav"
+    heard = model.transcribe(sent.data)
+    assert heard.startswith("a 16000 Hz 1-channel WAV of ")
+    assert "listen" in answer and f"[transcript of the voice note voice.ogg]: {heard}" in answer
+
+
+async def test_a_corrupt_voice_note_is_a_note_and_the_caption_is_answered(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(509, "Ida")
+    chat = private(user)
+    model.script(Answer(echo_model))
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    corrupt = b"OggS" + bytes(range(256)) * 20
+    await double.push_voice(chat, user, corrupt, caption="did you get it?")
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the note and the answer")
+    notice, answer = [m.text for m in double.view(chat.id)]
+    assert notice.startswith("[voice note voice.ogg could not be transcribed: the audio could not be decoded")
+    assert "did you get it?" in answer and notice in answer
+
+
+async def test_a_transcription_service_that_refuses_is_a_note_and_the_caption_is_answered(
+    double: BotApiDouble,
+    gateways: Gateways,
+    model: FakeOpenAIServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    user = User(510, "Jo")
+    chat = private(user)
+    model.script(Answer(echo_model))
+    monkeypatch.setenv("WRONG_TRANSCRIPTION_KEY", "sk-wrong")
+    voice = {
+        "transcription": "openai",
+        "openai": {"base_url": model.base_url, "api_key_env": "WRONG_TRANSCRIPTION_KEY"},
+    }
+    config = telegram_config(
+        double,
+        tmp_path,
+        telegram={"allow_users": [str(user.id)]},
+        agent=agent_config(model),
+        media={"voice": voice},
+    )
+    await gateways.start(config)
+    await double.push_voice(chat, user, spoken_ogg("hello"), caption="are you there?")
+    await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the note and the answer")
+    notice, answer = [m.text for m in double.view(chat.id)]
+    reason = "the transcription service answered HTTP 401"
+    assert notice == f"[voice note voice.ogg could not be transcribed: {reason}]"
+    assert "are you there?" in answer and notice in answer

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from chatgate.domain.media import human_size
-from support.media_files import png
+from support.media_files import png, spoken_ogg
 from support.web_harness import StartGateway, WebClient, of_type, web_config
 
 Connect = Callable[[int], Awaitable[WebClient]]
@@ -101,3 +101,39 @@ async def test_without_media_there_is_no_upload_route(start_gateway: StartGatewa
             "/api/conversations/c/uploads", headers=_change(gateway.port or 0, ANN), content=b"x"
         )
     assert answer.status_code in (404, 405)
+
+
+async def test_an_uploaded_voice_note_is_transcribed_and_its_transcript_shown(
+    start_gateway: StartGateway, connect_client: Connect
+) -> None:
+    gateway = await start_gateway()
+    port = gateway.port
+    assert port is not None
+    ann = await connect_client(port)
+    await ann.hello("c-ann", "user-ann")
+    voice = spoken_ogg("one two three four five six seven eight nine ten")
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        answer = await http.post(
+            "/api/conversations/c-ann/uploads?name=memo.ogg", headers=_change(port, ANN), content=voice
+        )
+    assert answer.status_code == 200, answer.text
+    upload = answer.json()
+    assert upload["mime"] == "audio/ogg"
+    await ann.send(
+        {
+            "type": "message",
+            "id": "v1",
+            "text": "",
+            "attachments": [{"ref": upload["ref"], "name": "memo.ogg"}],
+        }
+    )
+    frames = await ann.until_final("v1")
+    words = {"three", "five", "seven", "nine"}
+    (notice,) = of_type(frames, "notice")  # shown before the answer, as a reply to the voice note
+    assert notice["in_reply_to"] == "v1" and notice["text"].startswith("Transcript: ")
+    assert set(notice["text"].split()) >= words
+    (final,) = of_type(frames, "final")
+    (line,) = [
+        x for x in final["text"].splitlines() if x.startswith("[transcript of the voice note memo.ogg]: ")
+    ]
+    assert set(line.split()) >= words

@@ -46,3 +46,29 @@ def png_bomb(width: int = 20_000, height: int = 20_000) -> bytes:
     out = io.BytesIO()
     Image.new("1", (width, height), 0).save(out, format="PNG", optimize=True)
     return out.getvalue()
+
+
+def spoken_ogg(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
+    """``phrase`` spoken by espeak-ng (Debian's ``espeak-ng``), encoded to OGG/Opus with PyAV:
+    what Telegram sends as a voice note (mono Opus at 48 kHz in an Ogg container)."""
+    import subprocess
+
+    import av
+
+    wav = subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", phrase], check=True, capture_output=True
+    ).stdout
+    out = io.BytesIO()
+    with av.open(io.BytesIO(wav)) as source, av.open(out, "w", format="ogg") as sink:
+        stream = sink.add_stream("libopus", rate=48000, layout="mono")
+        resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
+        for frame in source.decode(audio=0):
+            for piece in resampler.resample(frame):
+                for packet in stream.encode(piece):
+                    sink.mux(packet)
+        for piece in resampler.resample(None):
+            for packet in stream.encode(piece):
+                sink.mux(packet)
+        for packet in stream.encode(None):
+            sink.mux(packet)
+    return out.getvalue()

@@ -92,7 +92,10 @@ TABLES: tuple[Table, ...] = (
     ),
     Table("chat_labels", ("platform", "scope", "chat_id", "chat_name", "chat_topic", "observed_seq")),
     Table("cursors", ("name", "value", "updated_at")),
-    Table("media", ("key", "sha", "mime", "size", "name", "error", "created_at")),
+    Table(
+        "media",
+        ("key", "sha", "mime", "size", "name", "error", "transcript", "transcript_error", "created_at"),
+    ),
     Table(
         "rejected_inbound", ("id", "transport", "delivery_id", "reason", "excerpt", "received_at"),
         order="id", identity="id",

@@ -14,6 +14,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from chatgate.domain.voice import VoiceSettings
+
 MediaClass = Literal["image", "pdf", "text", "audio", "video", "other"]
 
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
@@ -40,6 +42,8 @@ class MediaLimits:
     timeout_seconds: float = 60.0
     history_files: int = DEFAULT_HISTORY_FILES
     """The history's latest files sent to the model again each turn; older ones are named only."""
+    voice: VoiceSettings = field(default_factory=VoiceSettings)
+    """How audio files (voice notes) are transcribed (``domain/voice.py``)."""
 
     def bytes_for(self, platform: str) -> int:
         """A platform's own limit, never above the overall one."""
@@ -82,6 +86,11 @@ class MediaRecord:
     error: str | None = None
     name: str = ""
     """The attachment's display name (sanitised), also when the fetch failed."""
+    transcript: str | None = None
+    """A voice note's or an audio file's words (``media.voice``), kept so a re-run does not
+    transcribe again."""
+    transcript_error: str | None = None
+    """Why an audio file that was stored could not be transcribed (too long, corrupt...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,9 +44,11 @@ from chatgate.domain.media_ports import media_source
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Media
 from chatgate.domain.turns import QueuedItem
+from chatgate.domain.voice import transcript_line, transcript_notice, untranscribed_note
 from chatgate.engine.media_ingest import check, extract_pdf_text, ingest
 from chatgate.engine.ports import Adapter
 from chatgate.engine.replies import reply_draft
+from chatgate.engine.voice import Transcriber
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -96,17 +98,24 @@ class TurnMedia:
 
     by_message: Mapping[tuple[str, str], tuple[MediaRecord, ...]] = field(default_factory=dict)
     sources: Mapping[tuple[str, str], QueuedItem] = field(default_factory=dict)
+    show_transcripts: bool = False
+    """Quote each voice note's transcript back to its sender (``media.voice.show_transcript``)."""
 
     def items(self, inbound: Inbound) -> tuple[MediaItem, ...]:
         return tuple(r.item for r in self.by_message.get(message_id(inbound), ()) if r.item is not None)
 
     def notes(self, inbound: Inbound) -> tuple[str, ...]:
-        """One line per attachment of the message that did not come through."""
-        return tuple(
-            refused_note(r.name, r.error or "unknown")
-            for r in self.by_message.get(message_id(inbound), ())
-            if r.item is None
-        )
+        """One line per attachment of the message that did not come through, and each voice
+        note's transcript (marked as one) or why it has none."""
+        lines = []
+        for record in self.by_message.get(message_id(inbound), ()):
+            if record.item is None:
+                lines.append(refused_note(record.name, record.error or "unknown"))
+            elif record.transcript is not None:
+                lines.append(transcript_line(record.name or record.item.name, record.transcript))
+            elif record.transcript_error is not None:
+                lines.append(untranscribed_note(record.name or record.item.name, record.transcript_error))
+        return tuple(lines)
 
     def text(self, inbound: Inbound) -> str:
         """The message's text as the model reads it, its files named (``with_attachments``)."""
@@ -120,17 +129,28 @@ class TurnMedia:
         return [r.item for records in self.by_message.values() for r in records if r.item is not None]
 
     def notices(self, session_key: str, route: Mapping[str, str]) -> list[OutboxDraft]:
-        """The lines the user sees for the files that did not come through (committed with the turn)."""
+        """The lines the user sees (committed with the turn, as replies to their message): the
+        files that did not come through, the voice notes that could not be transcribed, and,
+        with ``show_transcripts``, what was heard of each voice note."""
         drafts: list[OutboxDraft] = []
         for ident, records in self.by_message.items():
             inbound = self.sources[ident].inbound
             for record in records:
-                if record.item is None:
-                    text = refused_note(record.name, record.error or "unknown")
+                text = self._notice(record)
+                if text is not None:
                     idem, reply_to = f"media:{record.key}", inbound.message_ref
                     draft = reply_draft(inbound.source, session_key, "notice", text, idem, reply_to, route)
                     drafts.append(draft)
         return drafts
+
+    def _notice(self, record: MediaRecord) -> str | None:
+        if record.item is None:
+            return refused_note(record.name, record.error or "unknown")
+        if record.transcript_error is not None:
+            return untranscribed_note(record.name or record.item.name, record.transcript_error)
+        if record.transcript is not None and self.show_transcripts:
+            return transcript_notice(record.transcript)
+        return None
 
 
 def sweep(scratch: Path, before: float) -> int:
@@ -165,6 +185,11 @@ class MediaFetcher:
         self._clock = clock
         self._born = clock()
         self._swept = False
+        self._voice = Transcriber(limits.voice)
+
+    def close(self) -> None:
+        """Shutdown: the voice notes' thread (``engine/voice.py``)."""
+        self._voice.close()
 
     async def fetch(self, items: Sequence[QueuedItem]) -> TurnMedia:
         """Every attachment of ``items`` with its outcome: recorded before, or fetched now."""
@@ -186,7 +211,7 @@ class MediaFetcher:
                 records.append(record)
             by_message[message_id(queued.inbound)] = tuple(records)
             sources[message_id(queued.inbound)] = queued
-        return TurnMedia(by_message, sources)
+        return TurnMedia(by_message, sources, self.limits.voice.show_transcript)
 
     async def _fetch_one(self, queued: QueuedItem, key: str, attachment: Attachment) -> MediaRecord:
         platform = queued.inbound.source.platform
@@ -212,7 +237,30 @@ class MediaFetcher:
                 error = f"the download failed ({type(exc).__name__})"
         if error is not None:
             log.info("attachment %s not received: %s", key, error, extra={"platform": platform})
-        return await self._store.record_media(MediaRecord(key, item, error, name), self._clock())
+        transcript: str | None = None
+        transcript_error: str | None = None
+        if item is not None and item.kind == "audio" and self._voice.enabled:
+            transcript, transcript_error = await self._transcribe(key, item)
+        record = MediaRecord(key, item, error, name, transcript, transcript_error)
+        return await self._store.record_media(record, self._clock())
+
+    async def _transcribe(self, key: str, item: MediaItem) -> tuple[str | None, str | None]:
+        """The audio's transcript, or why there is none (recorded with the fetch: a re-run of
+        the turn reads it; a process killed meanwhile recorded nothing and transcribes again)."""
+        data = await self._store.read_blob(item.sha)
+        if data is None:
+            return None, "the file is no longer stored"
+        try:
+            words = await self._voice.transcribe(data)
+            return words[: self.limits.inline_chars], None  # a remote server's answer, bounded
+        except MediaRefused as exc:
+            log.info("voice note %s not transcribed: %s", key, exc)
+            return None, str(exc)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # the recogniser's failure is this note's, never the turn's
+            log.warning("transcribing %s failed: %s: %s", key, type(exc).__name__, exc)
+            return None, f"the transcription failed ({type(exc).__name__})"
 
     async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
         """``engine.ports.MediaIntake``: a file a platform received itself (a web chat upload),
@@ -265,6 +313,8 @@ class MediaFetcher:
 
     async def _content(self, item: MediaItem) -> MediaContent:
         kind = item.kind
+        if kind == "audio" and self._voice.enabled:
+            return MediaContent(item, note="the model does not hear audio; its transcript is in the message")
         if kind in ("audio", "video", "other"):
             return MediaContent(item, note=f"{kind} files are not read by the model yet")
         data = await self._store.read_blob(item.sha)

@@ -309,6 +309,8 @@ class Engine:
         await self.delivery.stop()
         await self.stuck.stop()
         await self.typist.aclose()
+        if self.media is not None:
+            self.media.close()
 
 
 def build_engine(

@@ -18,7 +18,7 @@ from chatgate.domain.media import MediaItem, MediaRecord
 CHUNK_BYTES = 1024 * 1024
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
-MEDIA_COLUMNS = "key, sha, mime, size, name, error"
+MEDIA_COLUMNS = "key, sha, mime, size, name, error, transcript, transcript_error"
 
 
 def checked_sha(sha: str) -> str:
@@ -37,14 +37,23 @@ def record_row(record: MediaRecord) -> tuple[Any, ...]:
     """The row's values in ``MEDIA_COLUMNS`` order."""
     item = record.item
     if item is None:
-        return (record.key, None, None, None, record.name, record.error or "not fetched")
-    return (record.key, checked_sha(item.sha), item.mime, item.size, record.name or item.name, None)
+        return (record.key, None, None, None, record.name, record.error or "not fetched", None, None)
+    return (
+        record.key,
+        checked_sha(item.sha),
+        item.mime,
+        item.size,
+        record.name or item.name,
+        None,
+        record.transcript,
+        record.transcript_error,
+    )
 
 
 def record_of(row: Any) -> MediaRecord:
     key, sha, mime, size, name, error = row[0], row[1], row[2], row[3], row[4], row[5]
     item = MediaItem(sha, mime, int(size), name) if sha is not None else None
-    return MediaRecord(key, item, error, name)
+    return MediaRecord(key, item, error, name, transcript=row[6], transcript_error=row[7])
 
 
 def file_chunks(path: str) -> Iterator[bytes]:

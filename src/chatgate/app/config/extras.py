@@ -30,6 +30,8 @@ def check_extras(config: GatewayConfig) -> str | None:
             return f"platforms.{name}.enabled: " + plugin.extra.hint(plugin.title)
     if config.agent.kind == "openai" and OPENAI.missing():
         return "agent.kind: " + OPENAI.hint("the openai agent")
+    if config.media.voice.transcription == "openai" and OPENAI.missing():
+        return "media.voice.transcription: " + OPENAI.hint("the openai transcription")
     if config.agent.mcp.servers and MCP.missing():
         return "agent.mcp.servers: " + MCP.hint("MCP tools")
     if config.store.backend == "postgres" and POSTGRES.missing():

@@ -14,6 +14,48 @@ from chatgate.domain.media import (
     DEFAULT_MAX_PIXELS,
     MediaLimits,
 )
+from chatgate.domain.voice import DEFAULT_MAX_SECONDS, TranscriptionMode, VoiceSettings
+
+
+class VoiceOpenAIConfig(BaseModel):
+    """``media.voice.openai``: an OpenAI-compatible ``/v1/audio/transcriptions`` endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "whisper-1"
+    api_key_env: str = "OPENAI_API_KEY"
+    """The environment variable holding the endpoint's API key (never the key itself)."""
+    language: str | None = None
+    """An ISO-639-1 hint (``en``, ``de``...); unset, the service detects the language."""
+
+
+class VoiceConfig(BaseModel):
+    """Voice notes and audio files: transcribed once, the transcript read by the model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    transcription: TranscriptionMode = "embedded"
+    """``embedded`` (PocketSphinx, English, offline), ``openai`` (the endpoint below) or ``off``."""
+    max_seconds: float = Field(DEFAULT_MAX_SECONDS, gt=0)
+    """The longest voice note transcribed; a longer one is refused with a note."""
+    timeout_seconds: float = Field(300.0, gt=0)
+    """Decoding and transcribing one voice note."""
+    show_transcript: bool = True
+    """Send the user what was heard, as a short reply to their voice note."""
+    openai: VoiceOpenAIConfig = VoiceOpenAIConfig()
+
+    def settings(self) -> VoiceSettings:
+        return VoiceSettings(
+            transcription=self.transcription,
+            max_seconds=self.max_seconds,
+            timeout_seconds=self.timeout_seconds,
+            show_transcript=self.show_transcript,
+            base_url=self.openai.base_url,
+            model=self.openai.model,
+            api_key_env=self.openai.api_key_env,
+            language=self.openai.language,
+        )
 
 
 class MediaConfig(BaseModel):
@@ -35,6 +77,8 @@ class MediaConfig(BaseModel):
     """How long one file's download may take."""
     history_files: int = Field(DEFAULT_HISTORY_FILES, ge=0)
     """The history's latest files the model is sent again each turn; older ones are named only."""
+    voice: VoiceConfig = VoiceConfig()
+    """How voice notes are transcribed (docs/media.md, "Voice notes")."""
 
     def limits(self) -> MediaLimits:
         return MediaLimits(
@@ -44,4 +88,5 @@ class MediaConfig(BaseModel):
             inline_chars=self.inline_chars,
             timeout_seconds=self.timeout_seconds,
             history_files=self.history_files,
+            voice=self.voice.settings(),
         )

@@ -26,7 +26,7 @@ async def media_record(conn: asyncpg.Connection, key: str) -> MediaRecord | None
 
 async def record_media(conn: asyncpg.Connection, record: MediaRecord, now: float) -> MediaRecord:
     await conn.execute(
-        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7)"
+        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)"
         " ON CONFLICT (key) DO NOTHING",
         *record_row(record),
         now,

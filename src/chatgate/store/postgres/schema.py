@@ -351,6 +351,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE transcript ADD COLUMN media_json TEXT;
     """,
+    # 14 -> 15: voice notes (issue 29). An audio file's transcript, or why it has none, kept
+    # with its fetch outcome so a re-run turn does not transcribe again (engine/voice.py).
+    """
+    ALTER TABLE media ADD COLUMN transcript TEXT;
+    ALTER TABLE media ADD COLUMN transcript_error TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

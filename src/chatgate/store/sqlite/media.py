@@ -27,7 +27,7 @@ def media_record(conn: sqlite3.Connection, key: str) -> MediaRecord | None:
 
 def record_media(conn: sqlite3.Connection, record: MediaRecord, now: float) -> MediaRecord:
     conn.execute(
-        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES (?,?,?,?,?,?,?)"
+        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES (?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT (key) DO NOTHING",
         (*record_row(record), now),
     )
