@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import io
 import sqlite3
-import threading
 import wave
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import openai
 import pytest
 
 from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
 from chatgate.domain.media import human_size
+from support.file_server import FileHandler, file_server
 from support.media_files import pdf, png, png_bomb
 
 
@@ -67,46 +66,10 @@ def agent(server: FakeOpenAIServer) -> dict[str, Any]:
     return {"kind": "openai", "openai": openai_section}
 
 
-class _Files(http.server.BaseHTTPRequestHandler):
-    files: ClassVar[dict[str, bytes]] = {}
-    requests: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        self.requests.append(self.path)
-        if self.path == "/moved":
-            self.send_response(302)
-            self.send_header("Location", "/shot.png")
-            self.end_headers()
-            return
-        data = self.files.get(self.path)
-        if data is None:
-            self.send_response(404)
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 @pytest.fixture
-def file_server() -> Iterator[tuple[str, type[_Files]]]:
-    """A plain HTTP file server on 127.0.0.1 (a private address, as far as the gateway knows)."""
-
-    class Handler(_Files):
-        files: ClassVar[dict[str, bytes]] = {}
-        requests: ClassVar[list[str]] = []
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", Handler
-    server.shutdown()
-    server.server_close()
-    thread.join()
+def files() -> Iterator[tuple[str, type[FileHandler]]]:
+    with file_server() as served:
+        yield served
 
 
 def data_url(data: bytes, mime: str = "image/png") -> str:
@@ -152,8 +115,8 @@ async def test_an_image_as_a_data_url_reaches_the_vision_model_as_its_bytes(api,
     assert "what colour is this?" in text and "[attached: image.png (image/png" in text
 
 
-async def test_an_image_url_is_fetched_when_private_addresses_are_allowed(api, model, file_server) -> None:
-    base, handler = file_server
+async def test_an_image_url_is_fetched_when_private_addresses_are_allowed(api, model, files) -> None:
+    base, handler = files
     image = png(40, 40, (1, 2, 3))
     handler.files["/shot.png"] = image
     world = await api(agent=agent(model), api={"allow_private_urls": True})
@@ -175,8 +138,8 @@ async def test_an_image_url_is_fetched_when_private_addresses_are_allowed(api, m
     assert handler.requests == ["/moved", "/shot.png"]
 
 
-async def test_an_image_url_on_a_private_address_is_refused_and_never_fetched(api, file_server) -> None:
-    base, handler = file_server
+async def test_an_image_url_on_a_private_address_is_refused_and_never_fetched(api, files) -> None:
+    base, handler = files
     handler.files["/shot.png"] = png()
     world = await api()
     async with world.client() as client:

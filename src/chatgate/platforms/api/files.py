@@ -7,15 +7,11 @@ engine's ``MediaIntake``: bounded in size and time, checked by content, stored b
 bad file is the client's 400 naming its part (``messages.0.content.1``), the request admits
 nothing, and the admitted message carries ``stored`` attachments the fetch step trusts (the API
 adapter ``takes_uploads``: only this module makes them). Bytes sent inline are already in the
-request body (bounded by ``max_body_bytes``); they are decoded in a thread and handed on in
-slices.
+request body (bounded by ``max_body_bytes``); ``kit.inline`` decodes them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
 import re
 from collections.abc import AsyncIterator, Sequence
 from urllib.parse import unquote, urlsplit
@@ -33,13 +29,12 @@ from chatgate.platforms.api.bodies import (
     InputImagePart,
 )
 from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.kit.inline import NotBase64, data_url, decode_base64, slices
 from chatgate.platforms.kit.url_fetch import fetch_url
 
 PLATFORM = "api"
 STORED = "stored"
 """The attachment kind of a file already in the blob store (``engine.media_fetch.STORED``)."""
-SLICE_BYTES = 256 * 1024
-_DATA_URL = re.compile(r"data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?P<params>(;[^,;]*)*),", re.ASCII)
 _FORMAT = re.compile(r"[A-Za-z0-9]{1,10}")
 
 
@@ -47,32 +42,11 @@ def _bad(param: str, message: str, code: str = "invalid_file") -> ApiError:
     return ApiError(400, code, f"{param}: {message}", param=param)
 
 
-async def _slices(data: bytes) -> AsyncIterator[bytes]:
-    view = memoryview(data)
-    for start in range(0, len(view), SLICE_BYTES):
-        yield bytes(view[start : start + SLICE_BYTES])
-
-
-def _b64decode(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
-
-
 async def _decoded(text: str, param: str) -> bytes:
-    """Base64 (whitespace allowed) to bytes, in a thread: a 20 MB file is 27 MB of text."""
     try:
-        return await asyncio.to_thread(_b64decode, re.sub(r"\s+", "", text))
-    except (binascii.Error, ValueError):
-        raise _bad(param, "the file data is not valid base64") from None
-
-
-def _data_url(url: str) -> tuple[str | None, str] | None:
-    """A ``data:`` URL's type and base64 payload; None when it is no data URL."""
-    match = _DATA_URL.match(url)
-    if match is None:
-        return None
-    if ";base64" not in (match["params"] or "").lower():
-        return match["mime"], ""
-    return match["mime"], url[match.end() :]
+        return await decode_base64(text)
+    except NotBase64 as exc:
+        raise _bad(param, str(exc)) from None
 
 
 def _url_name(url: str, fallback: str) -> str:
@@ -115,7 +89,7 @@ class FileTaker:
             fmt = part.input_audio.format
             if not _FORMAT.fullmatch(fmt):
                 raise _bad(param, "input_audio.format must be a short name such as wav or mp3")
-            return _slices(await _decoded(part.input_audio.data, param)), f"audio.{fmt.lower()}"
+            return slices(await _decoded(part.input_audio.data, param)), f"audio.{fmt.lower()}"
         if isinstance(part, FilePart):
             data, name = part.file.file_data, part.file.filename
             if data is None:
@@ -133,22 +107,22 @@ class FileTaker:
 
     async def _inline(self, data: str, param: str, name: str) -> tuple[AsyncIterator[bytes], str]:
         """``file_data``: base64, or a ``data:`` URL of it (as OpenAI's own examples send)."""
-        parsed = _data_url(data) if data.startswith("data:") else None
+        parsed = data_url(data) if data.startswith("data:") else None
         if parsed is not None:
             if not parsed[1]:
                 raise _bad(param, "a data: URL must be base64 (data:<type>;base64,...)")
             data = parsed[1]
-        return _slices(await _decoded(data, param)), name
+        return slices(await _decoded(data, param)), name
 
     async def _from_url(self, url: str, param: str, fallback: str) -> tuple[AsyncIterator[bytes], str]:
         if url.startswith("data:"):
-            parsed = _data_url(url)
+            parsed = data_url(url)
             if parsed is None or not parsed[1]:
                 raise _bad(param, "a data: URL must be base64 (data:<type>;base64,...)")
             mime, payload = parsed
             subtype = (mime or "").partition("/")[2]
             name = f"{fallback}.{subtype}" if subtype.isalnum() else fallback
-            return _slices(await _decoded(payload, param)), name
+            return slices(await _decoded(payload, param)), name
         if not url.lower().startswith(("http://", "https://")):
             raise _bad(param, "the URL must be a data: URL or an http(s) URL")
         return fetch_url(url, self.allow_private_urls, "the URL's server"), _url_name(url, fallback)
