@@ -296,3 +296,25 @@ async def test_a_bad_part_is_a_400_naming_it_and_admits_nothing(api, part: dict[
         )
         assert good.status_code == 200
     assert _admitted(world) == 1
+
+
+async def test_a_streamed_request_with_an_image_and_its_retry_run_once(api, model) -> None:
+    world = await api(agent=agent(model))
+    image = png(16, 16, (5, 5, 5))
+    content = [
+        {"type": "text", "text": "again?"},
+        {"type": "image_url", "image_url": {"url": data_url(image)}},
+    ]
+    messages = [{"role": "user", "content": content}]
+    headers = {"Idempotency-Key": "img-1"}
+    async with world.client() as client:
+        stream = await client.chat.completions.create(
+            model="chatgate", messages=messages, stream=True, extra_headers=headers
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        again = await client.chat.completions.create(
+            model="chatgate", messages=messages, extra_headers=headers
+        )
+    assert seen(image) in text
+    assert again.choices[0].message.content == text
+    assert _admitted(world) == 1
