@@ -318,3 +318,17 @@ async def test_a_streamed_request_with_an_image_and_its_retry_run_once(api, mode
     assert seen(image) in text
     assert again.choices[0].message.content == text
     assert _admitted(world) == 1
+
+
+async def test_with_media_off_a_file_part_is_a_400_saying_so(api) -> None:
+    world = await api(media={"enabled": False})
+    content = [{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": data_url(png())}}]
+    async with world.http() as http:
+        response = await http.post(
+            "/v1/chat/completions",
+            json={"model": "chatgate", "messages": [{"role": "user", "content": content}]},
+        )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("messages.0.content.1", "files_disabled")
+    assert _admitted(world) == 0
