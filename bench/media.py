@@ -11,6 +11,10 @@ Pillow, the blob store's fsync and rename, the record), then what the model is s
   model's request body; ``bare_copy`` streams the same bytes to a file in the same pieces
   (write, fsync, read back, base64): the floor. ``ratio`` = media path / bare copy, medians
   over ``--runs``.
+- ``api_image``: the same image sent inline to the API (a ``data:`` URL content part, as the
+  ``openai`` client sends it): ``platforms.api.files.FileTaker`` decodes the base64 and takes
+  it in (ingest, checks, blob store), then the model's request is made from the stored blob;
+  against the same bare copy (``ratio``). The HTTP hops are not in it.
 - ``uploads``: ``--users`` files of ``--upload-mb`` MB each arrive at once through
   ``MediaFetcher.take`` (as web chat uploads do), their bytes made piece by piece as they
   are read (the platform holds none); ``peak_rss_growth_mb`` is this process's peak RSS
@@ -126,6 +130,35 @@ async def image_run(data: bytes, root: Path, run: int) -> tuple[float, float]:
     return media_s, bare_s
 
 
+async def api_image_run(data: bytes, root: Path, run: int) -> float:
+    from chatgate.agents.media_parts import user_content
+    from chatgate.domain.media import MediaLimits
+    from chatgate.engine.media_fetch import MediaFetcher, stored_item
+    from chatgate.platforms.api.bodies import ImagePart, ImageUrl
+    from chatgate.platforms.api.files import FileTaker
+    from chatgate.store.sqlite import SqliteStore
+
+    state = root / f"api-{run}"
+    state.mkdir()
+    store = SqliteStore(state / "chatgate.db")
+    await store.open()
+    try:
+        limits = MediaLimits(max_bytes=len(data) * 2, max_pixels=10**9)
+        fetcher = MediaFetcher(store, {}, limits, state / "blobs" / "tmp")
+        url = "data:image/png;base64," + base64.b64encode(data).decode("ascii")  # the client's body
+        part = ImagePart(type="image_url", image_url=ImageUrl(url=url))
+        started = time.perf_counter()
+        (attachment,) = await FileTaker(fetcher, False).take([(1, part)], "messages.0.content")
+        items = [stored_item(attachment, attachment.name or "image.png")]
+        contents = await fetcher.contents(items, [])
+        content = user_content("look", items, contents, vision=True)
+        elapsed = time.perf_counter() - started
+        assert isinstance(content, list) and content[1]["image_url"]["url"].startswith("data:image/png")
+    finally:
+        await store.close()
+    return elapsed
+
+
 async def uploads_run(users: int, size: int, root: Path) -> dict[str, float]:
     from chatgate.domain.media import MediaLimits
     from chatgate.engine.media_fetch import MediaFetcher
@@ -170,12 +203,14 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     data = noise_png(args.image_mb)
     media: list[float] = []
     bare: list[float] = []
+    api: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-media-") as tmp:
         root = Path(tmp)
         for run in range(args.runs):
             m, b = await image_run(data, root, run)
             media.append(m)
             bare.append(b)
+            api.append(await api_image_run(data, root, run))
         uploads = await uploads_run(args.users, int(args.upload_mb * 1e6), root)
     media_s, bare_s = statistics.median(media), statistics.median(bare)
     return {
@@ -185,6 +220,10 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             "bare_copy_s": round(bare_s, 4),
             "ratio": round(media_s / bare_s, 2),
             "runs": args.runs,
+        },
+        "api_image": {
+            "api_path_s": round(statistics.median(api), 4),
+            "ratio": round(statistics.median(api) / bare_s, 2),
         },
         "uploads": uploads,
     }

@@ -23,9 +23,18 @@ from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import ApiKeys, ApprovalReads, Exchanges
-from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Admitted, Intake, Refused, Unavailable
+from chatgate.engine.ports import (
+    WAIT_BRIEFLY,
+    AdapterState,
+    Admitted,
+    Intake,
+    MediaIntake,
+    Refused,
+    Unavailable,
+)
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.errors import ApiError, unauthorized
+from chatgate.platforms.api.files import FileTaker
 from chatgate.platforms.api.waiters import Waiters
 from chatgate.platforms.kit.trust import vouch
 
@@ -53,6 +62,8 @@ class ApiSettings:
     """Key id to its own persona and rule (None: the defaults)."""
     profiles: tuple[str, ...] = ()
     """The model profiles a request's ``model`` may name besides ``model`` (none with one profile)."""
+    allow_private_urls: bool = False
+    """Fetch an ``image_url`` / ``file_url`` on a private or loopback address (``files.py``)."""
 
 
 class ApiStore(ApiKeys, Exchanges, ApprovalReads, Protocol):
@@ -64,12 +75,18 @@ def _store_down(exc: StoreUnavailable) -> ApiError:
 
 
 class ApiAdapter:
+    """``takes_uploads``: its ``stored`` attachments are files it took in itself (``files.py``)."""
+
     platform = PLATFORM
+    takes_uploads = True
     capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000, status_lines=False)
 
-    def __init__(self, store: ApiStore, intake: Intake, settings: ApiSettings) -> None:
+    def __init__(
+        self, store: ApiStore, intake: Intake, settings: ApiSettings, media: MediaIntake | None = None
+    ) -> None:
         self.store = store
         self.settings = settings
+        self.files = FileTaker(media, settings.allow_private_urls)
         self._intake = intake
         self.waiters = Waiters(settings.max_waiting)
         self._intake_open = True

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import TypeAdapter, ValidationError
 
 from chatgate.domain.api_keys import ApiKeyRecord
+from chatgate.domain.inbound import Attachment
 from chatgate.platforms.api.adapter import ApiAdapter
 from chatgate.platforms.api.bodies import (
     ChatCompletionRequest,
@@ -59,7 +60,7 @@ def _text(messages: Sequence[ChatMessage | InputMessage], own_chat: bool, where:
     if last.role != "user":
         raise ApiError(400, "invalid_request", "the last message must be the user's", param=f"{where}.role")
     text = last.text()
-    if not text.strip():
+    if not text.strip() and not last.files():
         raise ApiError(400, "invalid_request", "the last user message is empty", param=f"{where}.content")
     earlier = [m for m in messages[:-1] if m.role in ("user", "assistant") and m.text().strip()]
     if not own_chat or not earlier:
@@ -90,7 +91,15 @@ def _system_text(messages: Sequence[ChatMessage | InputMessage], extra: str | No
     return "\n\n".join(p.strip() for p in parts)
 
 
-def chat_ask(
+async def _files(
+    adapter: ApiAdapter, messages: Sequence[ChatMessage | InputMessage], where: str
+) -> tuple[Attachment, ...]:
+    """The last user message's files, stored (``files.py``); a 400 names a bad part. Files in
+    earlier messages are not taken: a named conversation's history has them already."""
+    return await adapter.files.take(messages[-1].files(), f"{where}.content")
+
+
+async def chat_ask(
     adapter: ApiAdapter,
     key: ApiKeyRecord,
     body: ChatCompletionRequest,
@@ -100,9 +109,11 @@ def chat_ask(
     profile = check_model(adapter, body.model)
     name = _header(headers, CONVERSATION_HEADER, "X-Chatgate-Conversation") or body.user
     delivery_id = delivery_id_for(key.key_id, _header(headers, IDEMPOTENCY_HEADER, "Idempotency-Key"))
-    text = _text(body.messages, name is None, f"messages.{len(body.messages) - 1}")
+    where = f"messages.{len(body.messages) - 1}"
+    text = _text(body.messages, name is None, where)
     chat_id = chat_for(key.key_id, name, delivery_id)
     rule = instructions(adapter, key, _system_text(body.messages))
+    files = await _files(adapter, body.messages, where)
     return Ask(
         key,
         delivery_id,
@@ -114,6 +125,7 @@ def chat_ask(
         request=request,
         instructions=rule,
         profile=profile,
+        attachments=files,
     )
 
 
@@ -151,10 +163,23 @@ async def response_ask(
         named = named or header or body.user
     messages = [InputMessage(role="user", content=body.input)] if isinstance(body.input, str) else body.input
     own_chat = chat_id is None and named is None
-    text = _text(messages, own_chat, f"input.{len(messages) - 1}")
+    where = f"input.{len(messages) - 1}"
+    text = _text(messages, own_chat, where)
     chat_id = chat_id or chat_for(key.key_id, named, delivery_id)
     after = body.previous_response_id
     rule = instructions(adapter, key, _system_text(messages, body.instructions))
+    files = await _files(adapter, messages, where)
     return Ask(
-        key, delivery_id, chat_id, text, "responses", body.model, named, after, request, rule, profile=profile
+        key,
+        delivery_id,
+        chat_id,
+        text,
+        "responses",
+        body.model,
+        named,
+        after,
+        request,
+        rule,
+        profile=profile,
+        attachments=files,
     )

@@ -37,15 +37,90 @@ class TextPart(_Body):
     text: str
 
 
+class ImageUrl(_Body):
+    url: str = Field(min_length=1)
+    detail: str | None = None
+
+
+class ImagePart(_Body):
+    """Chat Completions' image: a ``data:`` URL or an http(s) URL the gateway fetches."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+class FileData(_Body):
+    file_data: str | None = None
+    """Base64 (or a ``data:`` URL of it)."""
+    filename: str | None = Field(None, max_length=1000)
+    file_id: str | None = None
+    """OpenAI's Files API id: the gateway has no Files API, so it is refused by name."""
+
+
+class FilePart(_Body):
+    type: Literal["file"]
+    file: FileData
+
+
+class AudioData(_Body):
+    data: str
+    format: str = Field(min_length=1, max_length=20)
+
+
+class AudioPart(_Body):
+    type: Literal["input_audio"]
+    input_audio: AudioData
+
+
+class InputImagePart(_Body):
+    """The Responses API's image: ``image_url`` as above (``file_id`` is refused)."""
+
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: str | None = None
+
+
+class InputFilePart(_Body):
+    """The Responses API's file: base64 ``file_data`` with ``filename``, or a ``file_url``."""
+
+    type: Literal["input_file"]
+    file_data: str | None = None
+    filename: str | None = Field(None, max_length=1000)
+    file_url: str | None = None
+    file_id: str | None = None
+
+
+FilePartKind = ImagePart | FilePart | AudioPart | InputImagePart | InputFilePart
+"""A content part that carries a file (``files.py`` takes each into the blob store)."""
+ContentPart = Annotated[
+    TextPart | ImagePart | FilePart | AudioPart | InputImagePart | InputFilePart, Field(discriminator="type")
+]
+
+
+def _joined(content: str | list[ContentPart] | None) -> str:
+    if isinstance(content, list):
+        return "".join(part.text for part in content if isinstance(part, TextPart))
+    return content or ""
+
+
+def _file_parts(content: str | list[ContentPart] | None) -> list[tuple[int, FilePartKind]]:
+    if not isinstance(content, list):
+        return []
+    return [(i, part) for i, part in enumerate(content) if not isinstance(part, TextPart)]
+
+
 class ChatMessage(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
 
     def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content or ""
+        return _joined(self.content)
+
+    def files(self) -> list[tuple[int, FilePartKind]]:
+        """The parts that carry a file, with their index in ``content``."""
+        return _file_parts(self.content)
 
 
 class StreamOptions(_Body):
@@ -64,12 +139,14 @@ class ChatCompletionRequest(_Body):
 class InputMessage(_Body):
     type: Literal["message"] = "message"
     role: Literal["system", "developer", "user", "assistant"]
-    content: str | list[TextPart]
+    content: str | list[ContentPart]
 
     def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(part.text for part in self.content)
-        return self.content
+        return _joined(self.content)
+
+    def files(self) -> list[tuple[int, FilePartKind]]:
+        """The parts that carry a file, with their index in ``content``."""
+        return _file_parts(self.content)
 
 
 class ConversationRef(_Body):
@@ -127,6 +204,23 @@ def request_digest(data: Any) -> str:
     return bounded_json.digest(fields)
 
 
+def _most_specific(errors: list[Any]) -> Any:
+    """The error deepest in the body: a content part that is wrong is named by its index
+    (``messages.0.content.1``), not by the string ``content`` could also have been."""
+    return max(errors, key=lambda e: (sum(1 for p in e["loc"] if "[" not in str(p)), len(e["loc"])))
+
+
+def _where(loc: tuple[Any, ...]) -> tuple[str | None, str]:
+    """The parameter an error names, and the path within it. Union branch labels
+    (``list[...]``) are left out; a content part's error names the part (``messages.0.content.1``)
+    and says the field within it, without the part's type tag that pydantic puts in between."""
+    for i, p in enumerate(loc[:-1]):
+        if p == "content" and "[" in str(loc[i + 1]) and i + 2 < len(loc) and isinstance(loc[i + 2], int):
+            param = ".".join(str(x) for x in loc[: i + 1] if "[" not in str(x)) + f".{loc[i + 2]}"
+            return param, ".".join(str(x) for x in loc[i + 4 :])
+    return ".".join(str(p) for p in loc if "[" not in str(p)) or None, ""
+
+
 def parse(model: type[M], data: Any) -> M:
     """``data`` as ``model``; 400 naming the first offending field."""
     if not isinstance(data, dict):
@@ -134,8 +228,9 @@ def parse(model: type[M], data: Any) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or None
-        raise ApiError(400, "invalid_request", f"{where or 'body'}: {first['msg']}", param=where) from exc
+        first = _most_specific(exc.errors(include_url=False))
+        where, inner = _where(tuple(first["loc"]))
+        shown = f"{where or 'body'}: {inner}: " if inner else f"{where or 'body'}: "
+        raise ApiError(400, "invalid_request", shown + first["msg"], param=where) from exc
     except RecursionError as exc:
         raise ApiError(400, "invalid_request", "the body is nested too deeply") from exc

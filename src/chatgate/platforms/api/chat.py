@@ -86,7 +86,7 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ChatCompletionRequest, data)
     check_chat(data)
-    started = await begin(adapter, chat_ask(adapter, key, body, request.headers, request_digest(data)))
+    started = await begin(adapter, await chat_ask(adapter, key, body, request.headers, request_digest(data)))
     handed_off = False
     try:
         updates = follow(adapter, started)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.persona import INSTRUCTIONS_KEY
 from chatgate.domain.profiles import PROFILE_KEY
 from chatgate.domain.source import Source
@@ -70,6 +70,8 @@ class Ask:
     """The persona rule for this request (``asks.instructions``), for the engine."""
     profile: str | None = None
     """The model profile the request's ``model`` named, for this turn (None: the session's)."""
+    attachments: tuple[Attachment, ...] = ()
+    """The request's files, already in the blob store (``files.py``)."""
 
     def inbound(self) -> Inbound:
         meta: dict[str, str | None] = {"endpoint": self.endpoint, "model": self.model}
@@ -94,6 +96,7 @@ class Ask:
             message_ref=self.delivery_id,
             received_at=time.time(),
             payload=payload,
+            attachments=self.attachments,
         )
 
 

@@ -47,8 +47,9 @@ class ApiPlugin(Plugin[ApiSection]):
             client_system=section.client_system,
             keys={key: (p.system_prompt, p.client_system) for key, p in section.keys.items()},
             profiles=ctx.profiles.names if len(ctx.profiles.all) > 1 else (),
+            allow_private_urls=section.allow_private_urls,
         )
-        adapter = ApiAdapter(ctx.store, ctx.intake, settings)
+        adapter = ApiAdapter(ctx.store, ctx.intake, settings, ctx.media)
         return PlatformBuild(adapters=[adapter], routes=api_routes(adapter))
 
     guide = ("chatgate api-key create      a bearer key for the OpenAI-compatible API (docs/api.md)",)

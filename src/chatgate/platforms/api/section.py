@@ -40,5 +40,8 @@ class ApiSection(PlatformSection):
     client_system: ClientSystem = "append"
     """The client's system/developer messages (``instructions`` on responses): ``append`` them
     after the persona, ``replace`` the persona with them, or ``ignore`` them."""
+    allow_private_urls: bool = False
+    """Fetch an ``image_url`` / ``file_url`` whose host is a private, loopback or link-local
+    address. Off: such a URL is a 400 (a client must not make the gateway read its own network)."""
     keys: dict[str, ApiKeyPolicy] = {}
     """Per key id (``chatgate api-key list``): a persona and a rule of its own."""

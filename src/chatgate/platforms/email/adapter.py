@@ -19,8 +19,9 @@ import logging
 import secrets
 import ssl
 import time
+from collections.abc import AsyncIterator
 
-from chatgate.domain.inbound import Inbound
+from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.source import Source
@@ -34,6 +35,7 @@ from chatgate.engine.ports import (
     Unavailable,
     Undecodable,
 )
+from chatgate.platforms.email.attachments import read_part
 from chatgate.platforms.email.compose import Parent
 from chatgate.platforms.email.decode import PLATFORM, TRANSPORT, Where, decode_mail, delivery_id
 from chatgate.platforms.email.imap import ImapConnection, ImapSettings, TlsHolder
@@ -52,6 +54,8 @@ MAX_EMAIL_CHARS = 100_000
 
 
 class EmailAdapter:
+    """A ``MediaSource``: attachments are read again from the mailbox when a turn fetches them."""
+
     platform = PLATFORM
 
     def __init__(
@@ -229,6 +233,12 @@ class EmailAdapter:
 
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
         return await self.outbound.deliver(row)
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """``engine.ports.MediaSource``: an attachment's bytes, read again from the mailbox
+        (``attachments.py``)."""
+        s = self._section
+        return read_part(attachment.ref, self._url, s.mailbox, s.max_message_bytes, self._open)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # mail cannot be edited: no previews (capabilities.drafts and edit are off)

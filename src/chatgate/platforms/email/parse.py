@@ -182,3 +182,27 @@ def parse_mail(raw: bytes, *, max_depth: int = 8, max_attachments: int = 20) -> 
         automatic=automatic_reason(msg, sender, _raw_header(msg, "Return-Path") or None),
         problems=walk.problems,
     )
+
+
+def part_bytes(raw: bytes, section: str) -> bytes | None:
+    """The decoded bytes of the part at ``section`` (numbered as ``_Walk`` numbers attachments:
+    ``2``, ``1.3``; a single-part mail's body is ``1``), or None when the mail has no such part."""
+    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
+    part: Message = msg
+    if not msg.is_multipart():
+        if section != "1":
+            return None
+    else:
+        for step in section.split("."):
+            if not step.isdigit() or not part.is_multipart():
+                return None
+            children = part.get_payload()
+            n = int(step) - 1
+            if not isinstance(children, list) or not 0 <= n < len(children):
+                return None
+            child = children[n]
+            if not isinstance(child, Message):
+                return None
+            part = child
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else None

@@ -70,6 +70,8 @@ class RelaySettings:
     going_idle_timeout: float = 5.0
     token_ttl: int = 300
     command_manifest: tuple[dict[str, Any], ...] = ()
+    allow_private_urls: bool = False
+    """Fetch a ``media_urls`` URL on a private or loopback address (``media.py``)."""
 
 
 @dataclass(frozen=True, slots=True)

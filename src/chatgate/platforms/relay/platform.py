@@ -4,9 +4,10 @@ and ``PromptingPlatform``; the hub (``adapter.py``) owns the connection and the 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+from chatgate.domain.inbound import Attachment
 from chatgate.domain.outbound import (
     REPLY_VIA_KEY,
     Capabilities,
@@ -38,6 +39,7 @@ from chatgate.platforms.relay.frames import (
     TaskChunk,
     TypingAction,
 )
+from chatgate.platforms.relay.media import open_media
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,12 @@ def _metadata(target: Mapping[str, str]) -> dict[str, str]:
 
 
 class RelayPlatform:
-    """One fronted platform as an engine adapter (``EditablePlatform`` over relay ops)."""
+    """One fronted platform as an engine adapter (``EditablePlatform`` over relay ops), and a
+    ``MediaSource``: its events' files are fetched as the contract carries them (``media.py``)."""
+
+    def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """``engine.ports.MediaSource``: a ``media_urls`` entry's bytes (a URL or inline)."""
+        return open_media(attachment.ref, self.platform, self._hub.settings.allow_private_urls)
 
     def __init__(self, hub: RelayHub, platform: str) -> None:
         self._hub = hub

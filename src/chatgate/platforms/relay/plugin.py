@@ -85,6 +85,7 @@ class RelayPlugin(Plugin[RelaySection]):
             reconnect_max=section.reconnect_max_seconds,
             going_idle_timeout=section.going_idle_timeout_seconds,
             token_ttl=section.token_ttl_seconds,
+            allow_private_urls=section.allow_private_urls,
             # The connector keeps Discord's registered slash commands in step with what we answer.
             command_manifest=tuple({"name": c.name, "description": c.summary} for c in CONTROL_COMMANDS),
         )

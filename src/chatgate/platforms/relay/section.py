@@ -32,6 +32,9 @@ class RelaySection(PlatformSection):
     secret_env: EnvName | None = None
     """Name of the environment variable that holds this gateway's relay secret."""
     platforms: list[FrontedPlatform] = [FrontedPlatform(platform="discord")]
+    allow_private_urls: bool = False
+    """Fetch an attachment URL (``media_urls``) whose host is a private, loopback or link-local
+    address. Off: such a file is not fetched and the agent and the user read why."""
     outbound_timeout_seconds: float = Field(20.0, gt=0)
     """An action with no ``outbound_result`` within this long is recorded as ambiguous."""
     handshake_timeout_seconds: float = Field(15.0, gt=0)
