@@ -18,6 +18,7 @@ from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord, hash_token, toke
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.log_budget import LogBudget
+from chatgate.domain.media_ports import MediaIntake
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -28,7 +29,6 @@ from chatgate.engine.ports import (
     AdapterState,
     Admitted,
     Intake,
-    MediaIntake,
     Refused,
     Unavailable,
 )

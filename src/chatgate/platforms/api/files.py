@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.media import MediaRefused, sanitize_name
-from chatgate.engine.ports import MediaIntake
+from chatgate.domain.media_ports import MediaIntake
 from chatgate.platforms.api.bodies import (
     AudioPart,
     FilePart,
