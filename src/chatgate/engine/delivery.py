@@ -37,7 +37,7 @@ from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, editable, file_sender, marked_text
+from chatgate.engine.ports import Adapter, editable, file_sender, marked_text, wants_file_bytes
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -259,7 +259,10 @@ class DeliveryWorker:
             return Rejected(f"the {row.platform} adapter uploads no files")
         if file.size > adapter.capabilities.max_upload_bytes:
             return Rejected(f"{file.name} is larger than {row.platform} takes")
-        data = await self._blobs.read_blob(file.sha) if self._blobs is not None else None
+        if not wants_file_bytes(adapter):
+            data: bytes | None = b""
+        else:
+            data = await self._blobs.read_blob(file.sha) if self._blobs is not None else None
         if data is None:
             return Rejected(f"the file {file.name} is no longer stored")
         caption = marked_text(row, self._duplicate_marker).strip()  # the marker alone, on a bare file

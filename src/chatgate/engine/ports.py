@@ -216,6 +216,12 @@ class FilePlatform(Protocol):
     async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult: ...
 
 
+def wants_file_bytes(adapter: object) -> bool:
+    """False for a platform that serves the file itself from the blob store (the web chat's link):
+    delivery then reads no bytes for it (``uploads_bytes = False`` on the adapter)."""
+    return bool(getattr(adapter, "uploads_bytes", True))
+
+
 def file_sender(adapter: object) -> FilePlatform | None:
     """The adapter as a file platform, or None (a file row then fails with a reason)."""
     caps = getattr(adapter, "capabilities", None)
@@ -378,6 +384,10 @@ class MediaIntake(Protocol):
     streamed, bounded, checked and stored (``MediaRefused`` says why not)."""
 
     async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem: ...
+
+    async def read_blob(self, sha: str) -> bytes | None:
+        """A stored file's bytes (a download the platform serves itself: the web chat's); None if gone."""
+        ...
 
 
 def media_source(adapter: Adapter | None) -> MediaSource | None:
