@@ -283,7 +283,7 @@ class BotApiDouble:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self, port: int = 0) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # uploads: as large as the platform takes
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(

@@ -13,6 +13,7 @@ import pytest
 from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, private, telegram_config
 
 from support.media_files import pdf, png
+from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
 from support.procs import GatewayProcess
 
 MARKER = "(possible repeat) "
@@ -47,6 +48,33 @@ async def test_an_attached_image_is_one_photo_with_its_bytes_and_a_pdf_one_docum
     assert len(texts) == 1 and "attached chart.png" in texts[0], texts  # the reply, then its files
     assert double.view(chat.id)[-2:] == [photo, document]
     assert double.uploads_seen == 2
+
+
+async def test_on_postgresql_the_attached_file_is_rows_and_arrives_whole(
+    pg_schema: str, double: BotApiDouble, gateways: Gateways, tmp_path: Path
+) -> None:
+    """(``pg_schema`` first: it is dropped after the gateway stopped.)"""
+    import hashlib
+
+    user = User(604, "Di")
+    chat = private(user)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    data = os.urandom(2_500_000)  # more than one ~1 MB chunk
+    (workdir / "blob.bin").write_bytes(data)
+    store = {"url": DSN, "postgres": {"schema": pg_schema}}
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, tools=tools(workdir), store=store
+    )
+    await gateways.start(config)
+    await double.push_message(chat, user, "!attach blob.bin")
+    await double.wait_for(lambda: double.files_sent(chat.id), 60, "the file")
+    (sent,) = double.files_sent(chat.id)
+    assert sent.file is not None and sent.file.method == "sendDocument" and sent.file.data == data
+    assert sent.file.mime == "application/octet-stream"
+    sha = hashlib.sha256(data).hexdigest()
+    rows = await sql(f'SELECT data FROM "{pg_schema}".media_chunks WHERE sha = $1 ORDER BY idx', sha)
+    assert len(rows) >= 3 and b"".join(r["data"] for r in rows) == data
 
 
 async def test_a_path_out_of_the_work_directory_is_refused_and_nothing_is_sent(

@@ -96,7 +96,7 @@ class FakeDiscord:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, port: int = 0) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # uploads: as large as the platform takes
         app.router.add_get("/gateway", self.gateway.handle)
         app.router.add_get("/attachments/{name}", self._attachment)
         routes: list[tuple[str, str, Handler]] = [

@@ -73,7 +73,7 @@ class FakeSlack:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # uploads: as large as the platform takes
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/socket", self.socket.handle)
         app.router.add_get("/files-pri/{name}", self._file)

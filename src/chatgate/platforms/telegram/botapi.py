@@ -92,6 +92,8 @@ class BotApi:
             raise MaybeSent(f"{method}: no answer within {request_timeout:.0f}s") from exc
         except aiohttp.ClientError as exc:
             raise MaybeSent(f"{method}: connection failed: {type(exc).__name__}: {exc}") from exc
+        if status == 413:  # the server took none of it: refused for good, not an unknown outcome
+            raise ApiRefused(method, 413, "Request Entity Too Large", {})
         return _result(method, status, answer)
 
     async def download(self, file_path: str) -> AsyncIterator[bytes]:
