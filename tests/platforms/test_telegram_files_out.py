@@ -99,7 +99,7 @@ async def test_a_path_out_of_the_work_directory_is_refused_and_nothing_is_sent(
     # Reading ../secret.txt is asked as `cat -- ../secret.txt` would be; approved, it is still refused.
     await double.wait_for(lambda: any(m.keyboard for m in double.view(chat.id)), 30, "the approval prompt")
     (prompt,) = [m for m in double.view(chat.id) if m.keyboard]
-    assert "cat -- ../secret.txt" in prompt.text
+    assert "wants to send you a file" in prompt.text and "cat -- ../secret.txt" in prompt.text
     assert prompt.keyboard is not None
     await double.push_callback(chat, user, prompt.message_id, prompt.keyboard[0][0]["callback_data"])
     await double.wait_for(lambda: any("4.0 kB" in m.text for m in double.view(chat.id)), 30, "the reply")

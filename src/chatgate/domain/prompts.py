@@ -101,13 +101,23 @@ def shown_command(command: str) -> str:
     return f"{command[:_COMMAND_SHOWN]}\n[… {hidden} more characters not shown; deny if unsure]"
 
 
+_ASKS = {"attach_file": "send you a file; reading it is asked as this shell command would be:"}
+"""What a tool other than the shell asks, when its call is approved as a command (``attach_file``)."""
+
+
 def prompt_text(
-    command: str, rules: Sequence[DangerRule], timeout_s: float, tiers: Sequence[str], *, buttons: bool
+    command: str,
+    rules: Sequence[DangerRule],
+    timeout_s: float,
+    tiers: Sequence[str],
+    *,
+    buttons: bool,
+    tool: str = "shell",
 ) -> str:
     """The prompt: the command, why it needs a human, the answers and the deadline."""
     reasons = "\n".join(f"- {rule.description} [{rule.key}]" for rule in rules)
     lines = [
-        "Approval needed: the agent wants to run this shell command:",
+        "Approval needed: the agent wants to " + _ASKS.get(tool, "run this shell command:"),
         shown_command(command),
         "It needs a human because it:",
         reasons,

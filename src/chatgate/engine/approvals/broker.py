@@ -189,7 +189,7 @@ class ApprovalBroker:
             target=dict(ctx.target),
             reply_to=ctx.reply_to,
             prompt_text=prompt_text(
-                command, assessment.explained, self.settings.timeout_s, tiers, buttons=buttons
+                command, assessment.explained, self.settings.timeout_s, tiers, buttons=buttons, tool=tool
             ),
             prompt_via="buttons" if buttons else "text",
         )
@@ -214,7 +214,12 @@ class ApprovalBroker:
             )  # fmt: skip
             await self._store.set_prompt_shown(record.prompt_id, "text", None)
         text = prompt_text(
-            record.command, assessment.explained, self.settings.timeout_s, record.offered_tiers, buttons=False
+            record.command,
+            assessment.explained,
+            self.settings.timeout_s,
+            record.offered_tiers,
+            buttons=False,
+            tool=record.tool,
         )
         await self._store.enqueue_outbox([notice_draft(record, f"prompt:{record.prompt_id}", text)])
         self._on_outbox()
