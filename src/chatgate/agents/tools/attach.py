@@ -103,10 +103,11 @@ def read_file(workdir: Path, path: str, max_bytes: int, scratch: Path) -> ReadFi
         fd = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise AttachRefused(f"cannot open {path!r}: {exc.strerror}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # a directory, a FIFO, a device: never read
+        os.close(fd)
+        raise AttachRefused(f"{path!r} is not a regular file")
     with os.fdopen(fd, "rb") as source:
-        info = os.fstat(source.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise AttachRefused(f"{path!r} is not a regular file")
         if info.st_size == 0:
             raise AttachRefused(f"{path!r} is empty")
         if info.st_size > max_bytes:
