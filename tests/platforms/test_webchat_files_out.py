@@ -57,5 +57,10 @@ async def test_an_attached_file_is_a_link_only_its_owner_opens(
         plot_sha = plot["file"]["url"].split("/files/")[1].split("?")[0]
         swapped = page_path.rsplit("/", 1)[0] + f"/{plot_sha}?{page_query}"
         assert (await http.get(swapped, headers=ANN)).status_code == 404
+        # The conversation's history (a reload) links the file again, for its owner only.
+        history = (await http.get("/api/conversations/c-ann/messages", headers=ANN)).json()["items"]
+        (again,) = [i for i in history if i.get("file", {}).get("name") == "plot.png"]
+        assert again["id"] == plot["message_id"] and again["text"] == "the plot"
+        assert (await http.get(again["file"]["url"], headers=ANN)).content == image
         as_bob = plot["file"]["url"].replace("/c-ann/", "/c-bob/")
         assert (await http.get(as_bob, headers=BOB)).status_code == 404
