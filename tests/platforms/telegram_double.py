@@ -120,6 +120,18 @@ class Sent:
     deleted: bool = False
     keyboard: list[list[dict[str, Any]]] | None = None
     """The inline keyboard under the message (an edit without one removes it, as on Telegram)."""
+    file: Uploaded | None = None
+    """The photo or document the message carries (sendPhoto, sendDocument); its caption is ``text``."""
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    """A file a sendPhoto or sendDocument carried, as the multipart body named it."""
+
+    method: str
+    name: str
+    mime: str
+    data: bytes
 
 
 @dataclass
@@ -131,7 +143,9 @@ class Flood:
     violations: int = 0
 
 
-CHAT_METHODS = frozenset({"sendMessage", "editMessageText", "deleteMessage", "sendChatAction"})
+CHAT_METHODS = frozenset(
+    {"sendMessage", "editMessageText", "deleteMessage", "sendChatAction", "sendPhoto", "sendDocument"}
+)
 """The calls Telegram's rate limits count (and the gateway's rate budget paces)."""
 
 
@@ -255,6 +269,11 @@ class BotApiDouble:
         self.downloads: list[str] = []
         """Every file download request's path, in order."""
         self.hang_downloads = False
+        self.hang_uploads = 0
+        """The next this-many uploads are kept (the message is posted) and never answered: the
+        client sees its upload hang, as when Telegram posted it and the answer was lost."""
+        self.uploads_seen = 0
+        """Every sendPhoto/sendDocument request received, answered or not."""
         """A download sends half the file, then hangs until its client goes away."""
 
     # ------------------------------------------------------------ lifecycle
@@ -264,7 +283,7 @@ class BotApiDouble:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self, port: int = 0) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # uploads: as large as the platform takes
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(
@@ -629,6 +648,53 @@ class BotApiDouble:
         )
         self.sent.setdefault(chat_id, {})[sent.message_id] = sent
         return self._ok(self._message_result(sent))
+
+    async def _m_sendPhoto(self, params: dict[str, Any]) -> web.Response:
+        return await self._upload("sendPhoto", "photo", params)
+
+    async def _m_sendDocument(self, params: dict[str, Any]) -> web.Response:
+        return await self._upload("sendDocument", "document", params)
+
+    async def _upload(self, method: str, field_name: str, params: dict[str, Any]) -> web.Response:
+        """A multipart upload, as Telegram checks it: the file is a part with a filename, the
+        caption at most 1024 characters; a photo must be an image Telegram can decode."""
+        self.uploads_seen += 1
+        chat_id = int(params["chat_id"])
+        if (flooded := self._flooded(chat_id)) is not None:
+            return flooded
+        part = params.get(field_name)
+        if not isinstance(part, web.FileField):
+            return self._error(400, f"Bad Request: there is no {field_name} in the request")
+        data = part.file.read()
+        caption = str(params.get("caption", ""))
+        if len(caption) > 1024:
+            return self._error(400, "Bad Request: message caption is too long")
+        if method == "sendPhoto" and not data.startswith((b"\x89PNG", b"\xff\xd8\xff", b"RIFF")):
+            return self._error(400, "Bad Request: IMAGE_PROCESS_FAILED")
+        thread = int(params["message_thread_id"]) if "message_thread_id" in params else None
+        sent = Sent(
+            chat_id=chat_id,
+            message_id=self._next_message_id(chat_id),
+            thread_id=thread,
+            text=caption,
+            raw=caption,
+            parse_mode=None,
+            reply_to=json.loads(params["reply_parameters"]).get("message_id")
+            if "reply_parameters" in params
+            else None,
+            at=asyncio.get_running_loop().time(),
+            file=Uploaded(method, part.filename, part.content_type, data),
+        )
+        self.sent.setdefault(chat_id, {})[sent.message_id] = sent
+        if self.hang_uploads > 0:
+            self.hang_uploads -= 1
+            await self._notify()
+            await asyncio.Event().wait()  # posted, never answered (until the client goes away)
+        return self._ok(self._message_result(sent))
+
+    def files_sent(self, chat_id: int) -> list[Sent]:
+        """The chat's messages that carry a file, in order."""
+        return [s for s in self.view(chat_id) if s.file is not None]
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> web.Response:
         chat_id = int(params["chat_id"])

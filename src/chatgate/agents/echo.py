@@ -2,7 +2,8 @@
 
 A turn input starting with ``!sh `` is a tool request instead: every line that starts
 with ``!sh `` becomes one shell call, in order, so tests and demos can drive tool calls
-and approvals without a model. ``!delegate <task>`` is one ``delegate`` call.
+and approvals without a model. ``!delegate <task>`` is one ``delegate`` call, and each
+``!attach <path>`` line (``!attach <path> | <caption>``) one ``attach_file`` call.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from chatgate.agents.base import (
 
 SHELL_PREFIX = "!sh "
 DELEGATE_PREFIX = "!delegate "
+ATTACH_PREFIX = "!attach "
 TOOLS_DISABLED = "tools are not enabled for this agent"
 
 
@@ -70,6 +72,10 @@ class EchoAgent:
             async for event in self._delegate(request, request.model_input.strip()[len(DELEGATE_PREFIX) :]):
                 yield event
             return
+        if request.model_input.strip().startswith(ATTACH_PREFIX):
+            async for event in self._attach(request, request.model_input.strip()):
+                yield event
+            return
         commands = shell_commands(request.model_input)
         if commands is not None:
             async for event in self._run_commands(request, commands):
@@ -111,6 +117,23 @@ class EchoAgent:
         result = await call_tool(request.tools, call)
         yield ToolFinished(result)
         yield Final(result.content)
+
+    async def _attach(self, request: AgentRequest, text: str) -> AsyncIterator[AgentEvent]:
+        """``!attach <path> | <caption>`` lines: one ``attach_file`` call each, answered with the results."""
+        if request.tools is None:
+            yield Final(TOOLS_DISABLED)
+            return
+        results: list[str] = []
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(ATTACH_PREFIX)]
+        for n, line in enumerate(lines):
+            path, _, caption = line[len(ATTACH_PREFIX) :].partition("|")
+            arguments = {"path": path.strip()} | ({"caption": caption.strip()} if caption.strip() else {})
+            call = ToolCall(call_id=f"echo-attach-{n}", name="attach_file", arguments=arguments)
+            yield ToolStarted(call)
+            result = await call_tool(request.tools, call)
+            yield ToolFinished(result)
+            results.append(result.content)
+        yield Final("\n".join(results))
 
     async def aclose(self) -> None:
         return None

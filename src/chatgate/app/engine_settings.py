@@ -19,7 +19,7 @@ from chatgate.domain.shell.allow import load_allow
 from chatgate.domain.shell.danger import load_rules
 from chatgate.engine.approvals import ApprovalSettings
 from chatgate.engine.delivery import DeliverySettings
-from chatgate.engine.pipeline import EngineSettings, MediaSettings
+from chatgate.engine.pipeline import AttachLimits, EngineSettings, MediaSettings
 from chatgate.engine.scheduler import SchedulerSettings
 from chatgate.engine.turn import TurnSettings
 
@@ -79,6 +79,9 @@ def engine_settings(config: GatewayConfig, owner: str, workdir: Path, state_dir:
         tasks=task_settings(config.background, config.delegation),
         media=MediaSettings(config.media.limits(), state_dir / "blobs" / "tmp")
         if config.media.enabled
+        else None,
+        attach=AttachLimits(tools.attach_max_bytes, state_dir / "blobs" / "tmp")
+        if tools.enabled and tools.attach_files
         else None,
     )
 

@@ -26,6 +26,10 @@ class MediaIntake(Protocol):
 
     async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem: ...
 
+    async def read_blob(self, sha: str) -> bytes | None:
+        """A stored file's bytes (a download the platform serves itself: the web chat's); None if gone."""
+        ...
+
 
 def media_source(adapter: object | None) -> MediaSource | None:
     """The adapter as a ``MediaSource``, or None when it cannot fetch files (yet)."""

@@ -38,6 +38,9 @@ class Capabilities:
     """A running tool may show as a status line in the preview's text. False where the drafts
     are a text a client concatenates and compares with the final (the API): tool progress
     reaches it another way (approval events), never inside the reply's text."""
+    max_upload_bytes: int = 0
+    """The largest file the agent may send to this platform (``FilePlatform.send_file``), as the
+    platform documents it; 0: the adapter uploads no files (the chat reads a line saying so)."""
 
 
 @dataclass(frozen=True, slots=True)

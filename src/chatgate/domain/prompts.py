@@ -101,9 +101,16 @@ def shown_command(command: str) -> str:
     return f"{command[:_COMMAND_SHOWN]}\n[… {hidden} more characters not shown; deny if unsure]"
 
 
+_ASKS = {
+    "shell": "run this shell command",
+    "attach_file": "send you a file; reading it is asked as this shell command would be",
+}
+"""What each tool's approval asks for; any other tool is an MCP tool's call (``mcp_tools.py``)."""
+
+
 def wanted(tool: str) -> str:
     """What the agent wants to do, by the approval record's ``tool``."""
-    return "run this shell command" if tool == "shell" else "call this MCP tool"
+    return _ASKS.get(tool, "call this MCP tool")
 
 
 def prompt_text(

@@ -10,8 +10,12 @@ written twice.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from chatgate.domain.outbound import FAILURE_KEY
+from chatgate.domain.outfiles import OutFile
 
 TITLE_CHARS = 80
 MAX_LIST = 100
@@ -47,6 +51,8 @@ class HistoryItem:
     in_reply_to: str | None = None
     outcome: str | None = None
     """A prompt's state (``pending``, ``approved``, ``denied``, ``expired``)."""
+    file: OutFile | None = None
+    """The file a reply row carries (``domain/outfiles.py``): the page links it again."""
 
 
 def title_of(text: str) -> str:
@@ -78,11 +84,13 @@ def message_item(inbound: dict[str, object], at: float) -> HistoryItem | None:
 
 
 def reply_item(
-    row_id: int, kind: str, text: str, in_reply_to: str | None, failure: object, at: float
+    row_id: int, kind: str, text: str, in_reply_to: str | None, target: Mapping[str, Any], at: float
 ) -> HistoryItem:
-    """An outbox row as the page shows it, with the ``o<id>`` its live frame carries."""
+    """An outbox row as the page shows it, with the ``o<id>`` its live frame carries (and its file)."""
+    failure = target.get(FAILURE_KEY)
     shown: HistoryKind = "notice" if kind == "notice" else "failure" if failure else "bot"
-    return HistoryItem(shown, f"o{row_id}", text, at, in_reply_to=in_reply_to)
+    file = OutFile.from_target(target)
+    return HistoryItem(shown, f"o{row_id}", text, at, in_reply_to=in_reply_to, file=file)
 
 
 def newest_first(items: list[HistoryItem], limit: int) -> list[HistoryItem]:

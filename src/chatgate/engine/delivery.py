@@ -24,6 +24,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import (
@@ -36,11 +37,12 @@ from chatgate.domain.outbound import (
     RetryLater,
 )
 from chatgate.domain.outbox import OutboxRow, OutboxSettlement
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.due_rows import DueRows
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, editable
+from chatgate.engine.ports import Adapter, editable, file_sender, marked_text, wants_file_bytes
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -70,6 +72,12 @@ class DeliverySettings:
     """A final that must wait longer than this for its rate slot shows a typing indicator first."""
 
 
+class BlobReader(Protocol):
+    """What delivery reads of the media role: a file row's bytes."""
+
+    async def read_blob(self, sha: str) -> bytes | None: ...
+
+
 class DeliveryWorker:
     """Claims due rows and delivers each in a task of its own.
 
@@ -85,8 +93,13 @@ class DeliveryWorker:
         settings: DeliverySettings = DeliverySettings(),
         budget: RateBudget | None = None,
         typist: TypingIndicators | None = None,
+        blobs: BlobReader | None = None,
+        duplicate_marker: str = "",
     ) -> None:
         self._store = store
+        self._blobs = blobs
+        """Where a file row's bytes are read (the store's media role); None: files are refused."""
+        self._duplicate_marker = duplicate_marker
         self._budget = budget or RateBudget()
         self._typist = typist
         self._typed: OrderedDict[int, None] = OrderedDict()
@@ -241,13 +254,34 @@ class DeliveryWorker:
         waited = await self._pace(row)
         if waited is not None:
             return waited
+        file = OutFile.from_target(row.target, row.text)
         try:
-            result = await asyncio.wait_for(adapter.deliver(row), self.settings.send_timeout)
+            send = self._send_file(adapter, row, file) if file is not None else adapter.deliver(row)
+            # An upload gets a second per MB on top of a send's timeout.
+            timeout = self.settings.send_timeout + (file.size / 1_000_000 if file is not None else 0.0)
+            result = await asyncio.wait_for(send, timeout)
         except TimeoutError:
-            result = Ambiguous(f"no answer within {self.settings.send_timeout:.0f}s")
+            result = Ambiguous(f"no answer within {timeout:.0f}s")
         except Exception as exc:  # an adapter bug or transport error must not stop delivery
             result = RetryLater(f"{type(exc).__name__}: {exc}", 0.0)
         return self._settle(row, result)
+
+    async def _send_file(self, adapter: Adapter, row: OutboxRow, file: OutFile) -> DeliveryResult:
+        """A file row: its blob's bytes to the adapter's upload. A platform that takes no files, or a
+        blob that is gone, fails the row for good (the size limit was checked when it was recorded)."""
+        sender = file_sender(adapter)
+        if sender is None:
+            return Rejected(f"the {row.platform} adapter uploads no files")
+        if file.size > adapter.capabilities.max_upload_bytes:
+            return Rejected(f"{file.name} is larger than {row.platform} takes")
+        if not wants_file_bytes(adapter):
+            data: bytes | None = b""
+        else:
+            data = await self._blobs.read_blob(file.sha) if self._blobs is not None else None
+        if data is None:
+            return Rejected(f"the file {file.name} is no longer stored")
+        caption = marked_text(row, self._duplicate_marker).strip()  # the marker alone, on a bare file
+        return await sender.send_file(row, file, data, caption)
 
     async def _pace(self, row: OutboxRow) -> OutboxSettlement | None:
         """Book the row's slot and wait for it; a settlement when it must wait longer instead.

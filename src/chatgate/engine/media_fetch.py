@@ -262,6 +262,10 @@ class MediaFetcher:
             log.warning("transcribing %s failed: %s: %s", key, type(exc).__name__, exc)
             return None, f"the transcription failed ({type(exc).__name__})"
 
+    async def read_blob(self, sha: str) -> bytes | None:
+        """``MediaIntake.read_blob``: a stored file, for a platform that serves downloads itself."""
+        return await self._store.read_blob(sha)
+
     async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
         """``engine.ports.MediaIntake``: a file a platform received itself (a web chat upload),
         bounded and checked like a fetched one, and stored; ``MediaRefused`` says why not."""

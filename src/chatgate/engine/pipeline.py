@@ -39,6 +39,7 @@ from chatgate.domain.store_roles import (
 from chatgate.engine.admission import Admission
 from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings, ShellTools, ToolContext
 from chatgate.engine.approvals.mcp_tools import McpTools
+from chatgate.engine.approvals.tools import AttachSettings
 from chatgate.engine.authz import Authorizer, PlatformAccess
 from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.intake import EngineIntake
@@ -103,6 +104,15 @@ class EngineSettings:
     """Background tasks (``/bg``) and, with ``delegation``, the agent's ``delegate`` tool."""
     media: MediaSettings | None = None
     """Fetching attachments before a turn (``engine/media_fetch.py``); None leaves them unfetched."""
+    attach: AttachLimits | None = None
+    """The shell tool's companion ``attach_file`` (the agent sends files); None: not offered."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttachLimits:
+    max_bytes: int
+    scratch: Path
+    """Where a file is copied before the blob store takes it in (beside it: a rename)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +135,14 @@ class Engine:
         self.budget = RateBudget()
         self.typist = TypingIndicators(self.budget)
         self.delivery = DeliveryWorker(
-            store, self.adapters, metrics, settings.delivery, self.budget, typist=self.typist
+            store,
+            self.adapters,
+            metrics,
+            settings.delivery,
+            self.budget,
+            typist=self.typist,
+            blobs=store,
+            duplicate_marker=settings.turns.duplicate_marker,
         )
         self.stuck = StuckReplyWatch(store, metrics)
         self.approvals = ApprovalBroker(
@@ -149,7 +166,13 @@ class Engine:
             pairing=settings.pairing,
         )
         self.intake = EngineIntake(self.admission, store, metrics)
-        self.tools = ShellTools(self.approvals, settings.shell) if settings.shell is not None else None
+        attach = (
+            AttachSettings(store, settings.attach.scratch, settings.attach.max_bytes)
+            if settings.attach is not None
+            else None
+        )
+        shell = settings.shell
+        self.tools = ShellTools(self.approvals, shell, attach) if shell is not None else None
         self.tasks = self._build_tasks(settings.tasks)
         self.media = self._media_fetcher(settings.media)
         self.runner = TurnRunner(

@@ -38,6 +38,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.media import MediaItem
 from chatgate.domain.outbound import PREVIEW_KEY, REPLY_VIA_KEY
 from chatgate.domain.outbox import OutboxDraft, OutboxStatus
+from chatgate.domain.outfiles import OutFile, file_drafts
 from chatgate.domain.persona import INSTRUCTIONS_KEY, Personas, system_message, with_instructions
 from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.shown import Shown
@@ -160,7 +161,8 @@ class TurnRunner:
         hold = await self._preview_hold(claim, route, attempts) if not internal else _never_held
         fetched = await self._media.fetch(items) if self._media is not None else TurnMedia()
         outbox: list[OutboxDraft] = fetched.notices(key, route) if not internal else []
-        request, inputs = await self._request(claim, reply_to, route, fetched)
+        attached: list[OutFile] = []  # what the turn's attach_file calls add to its reply
+        request, inputs = await self._request(claim, reply_to, route, fetched, attached)
         consumer = StreamConsumer(
             adapter if not internal else None,
             source,
@@ -182,8 +184,12 @@ class TurnRunner:
             transcript.append(HistoryEntry("assistant", reply.text))
         if internal:  # a delegated child answers its parent's inbox (in the commit), not the chat
             return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), (), reply.outcome)
+        limit = caps.max_upload_bytes if caps else 0
+        ok = reply.outcome == "ok"
+        files = file_drafts(source, key, last.seq, attached, reply_to, limit, route) if ok else []
         if self.settings.silence_marker and reply.text.strip() == self.settings.silence_marker:
             log.info("the agent chose not to reply", extra={"session_key": key, "seqs": seqs})
+            outbox += files
             return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), "silent")
         outbox += final_drafts(
             source,
@@ -200,6 +206,7 @@ class TurnRunner:
             if reply.outcome == "ok"
             else None,
         )
+        outbox += files  # after the text: a file is the reply's attachment
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 
     async def _resume(self, claim: Claim, route: dict[str, str]) -> Callable[[], Awaitable[bool]]:
@@ -257,7 +264,12 @@ class TurnRunner:
             )
 
     async def _request(
-        self, claim: Claim, reply_to: str | None, route: dict[str, str], fetched: TurnMedia
+        self,
+        claim: Claim,
+        reply_to: str | None,
+        route: dict[str, str],
+        fetched: TurnMedia,
+        attached: list[OutFile],
     ) -> tuple[AgentRequest, list[tuple[str, tuple[MediaItem, ...]]]]:
         """What the agent is asked (context, history, messages and files), and the transcript rows."""
         items = claim.items
@@ -290,7 +302,7 @@ class TurnRunner:
             ),
             model_input="\n".join(inputs),
             session_key=claim.session_key,
-            tools=self._tools_for(claim, source, reply_to, route),
+            tools=self._tools_for(claim, source, reply_to, route, attached),
             media=media,
         )
         sent = [(i, fetched.items(m)) for i, m in zip(inputs, messages, strict=True)]
@@ -304,7 +316,12 @@ class TurnRunner:
         return inbound
 
     def _tools_for(
-        self, claim: Claim, source: Source, reply_to: str | None, route: dict[str, str]
+        self,
+        claim: Claim,
+        source: Source,
+        reply_to: str | None,
+        route: dict[str, str],
+        attached: list[OutFile],
     ) -> ToolRunner | None:
         """The turn's tools: prompts go to the chat of the turn's last message, whose sender
         is the requester (who may answer them)."""
@@ -317,6 +334,7 @@ class TurnRunner:
             source=source,
             reply_to=reply_to,
             target={**egress_target(source), **route},
+            files=attached,
         )
         return self._tools(ctx)
 

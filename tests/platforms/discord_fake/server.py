@@ -84,13 +84,19 @@ class FakeDiscord:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.files: dict[str, bytes] = {}
+        self.uploaded: list[tuple[str, str, bytes]] = []
+        """Every file a create-message upload carried (name, content type, bytes), posted or not."""
+        self.nonces: dict[tuple[str, str], Message] = {}
+        """(channel, nonce) -> the message it created: ``enforce_nonce`` answers it again."""
+        self.hang_uploads = 0
+        """The next this-many uploads create their message and then never answer."""
         """Attachments the CDN serves, by name (``attachment``): ``GET /attachments/<name>``."""
         self.downloads: list[str] = []
 
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, port: int = 0) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # uploads: as large as the platform takes
         app.router.add_get("/gateway", self.gateway.handle)
         app.router.add_get("/attachments/{name}", self._attachment)
         routes: list[tuple[str, str, Handler]] = [
@@ -245,6 +251,8 @@ class FakeDiscord:
         async def run(request: web.Request) -> web.StreamResponse:
             raw = await request.read()
             body = json.loads(raw) if raw and request.content_type == "application/json" else None
+            if raw and request.content_type == "multipart/form-data":
+                body = _multipart(request.headers["Content-Type"], raw)
             call = Call(method, request.path_qs, body, 0, time.monotonic())
             self.calls.append(call)
             response = self._refusal(method, route, request, call)
@@ -327,6 +335,21 @@ class FakeDiscord:
             self.fail_sends -= 1
             return reply(500, {"message": "500: Internal Server Error", "code": 0})
         ref = (body.get("message_reference") or {}).get("message_id")
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > 25:
+            return reply(400, {"message": "Invalid Form Body (nonce)", "code": 50035})
+        files = body.get("_files") or []
+        self.uploaded.extend(files)
+        if body.get("enforce_nonce") and (channel.id, str(nonce)) in self.nonces:
+            return reply(200, self.nonces[(channel.id, str(nonce))].wire())  # Discord's dedupe
+        attachments = []
+        for index, (_name, mime, data) in enumerate(files):
+            declared = [a for a in body.get("attachments") or [] if a.get("id") == index]
+            if not declared:
+                return reply(400, {"message": "Invalid Form Body (attachments)", "code": 50035})
+            attachments.append(self.attachment(f"{snowflake()}-{declared[0]['filename']}", data, mime))
+        if not (body.get("content") or "").strip() and not attachments and not body.get("components"):
+            return reply(400, {"message": "Cannot send an empty message", "code": 50006})
         message = Message(
             snowflake(),
             channel,
@@ -334,9 +357,15 @@ class FakeDiscord:
             (body.get("content") or "").strip(),  # Discord trims what it shows
             reference=ref,
             components=body.get("components") or [],
+            attachments=attachments,
         )
         self.messages[channel.id].append(message)
+        if nonce is not None:
+            self.nonces[(channel.id, str(nonce))] = message
         await self.gateway.dispatch("MESSAGE_CREATE", message.wire())
+        if files and self.hang_uploads > 0:
+            self.hang_uploads -= 1
+            await asyncio.Event().wait()  # posted, never answered
         return reply(200, message.wire())
 
     def _find(self, request: web.Request) -> Message | None:
@@ -438,3 +467,25 @@ def _too_many(retry_after: float, scope: str) -> web.Response:
     if scope == "global":
         headers["X-RateLimit-Global"] = "true"
     return reply(429, body, headers)
+
+
+def _multipart(content_type: str, raw: bytes) -> dict[str, Any]:
+    """A create-message multipart body as Discord reads it: ``payload_json`` is the JSON body,
+    each ``files[n]`` part a file (in ``_files``: name, content type, bytes)."""
+    import email
+    import email.policy
+
+    parsed = email.message_from_bytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw, policy=email.policy.HTTP
+    )
+    body: dict[str, Any] = {}
+    files: list[tuple[str, str, bytes]] = []
+    for part in parsed.iter_parts():  # type: ignore[attr-defined]
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        if name == "payload_json":
+            body.update(json.loads(data))
+        elif isinstance(name, str) and name.startswith("files["):
+            files.append((part.get_filename() or "", part.get_content_type(), data))
+    body["_files"] = files
+    return body

@@ -36,6 +36,8 @@ class Posted:
     deleted: bool = False
     streaming: bool = False
     edits: int = 0
+    files: list[dict[str, Any]] = field(default_factory=list)
+    """Files shared with the message (``files.completeUploadExternal``): id, title, bytes."""
 
 
 @dataclass
@@ -62,14 +64,20 @@ class FakeSlack:
     files: dict[str, bytes] = field(default_factory=dict)
     """What ``files.slack.com`` serves here, by name (``file``): only to the bot token."""
     downloads: list[str] = field(default_factory=list)
+    pending_uploads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """files.getUploadURLExternal's file ids, with the bytes once posted to their URL."""
+    uploads_received: int = 0
+    hang_completes: int = 0
+    """The next this-many files.completeUploadExternal share the file, then never answer."""
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # uploads: as large as the platform takes
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/socket", self.socket.handle)
         app.router.add_get("/files-pri/{name}", self._file)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -108,6 +116,24 @@ class FakeSlack:
             return web.Response(status=403)
         data = self.files.get(name)
         return web.Response(body=data) if data is not None else web.Response(status=404)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Step two of the external upload: the bytes, posted to the URL step one answered."""
+        pending = self.pending_uploads.get(request.match_info["file_id"])
+        if pending is None:
+            return web.Response(status=404)
+        form = await request.post()
+        part = form.get("file")
+        data = part.file.read() if isinstance(part, web.FileField) else await request.read()
+        if len(data) != pending["length"]:
+            return web.Response(status=400, text="length mismatch")
+        pending["data"] = data
+        self.uploads_received += 1
+        return web.Response(text="OK - " + str(len(data)))
+
+    def shared_files(self, channel: str) -> list[Posted]:
+        """The channel's messages that share a file, in order."""
+        return [m for m in self.view(channel) if m.files]
 
     async def push_event(self, body: dict[str, Any]) -> Envelope:
         return await self.socket.push("events_api", body)
@@ -163,7 +189,11 @@ class FakeSlack:
         handler = _HANDLERS.get(method)
         if handler is None:
             return self._answer(method, params, {"ok": False, "error": "unknown_method"})
-        return self._answer(method, params, handler(self, params))
+        answer = handler(self, params)
+        if method == "files.completeUploadExternal" and answer.get("ok") and self.hang_completes > 0:
+            self.hang_completes -= 1
+            await asyncio.Event().wait()  # shared, never answered
+        return self._answer(method, params, answer)
 
     def _limited(self, method: str, params: dict[str, Any]) -> float | None:
         queue = self._limits.get(method)
@@ -266,6 +296,38 @@ class FakeSlack:
     def ok(self, p: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True}
 
+    def get_upload_url(self, p: dict[str, Any]) -> dict[str, Any]:
+        if not p.get("filename") or not str(p.get("length", "")).isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{len(self.pending_uploads) + 1:08d}UP"
+        self.pending_uploads[file_id] = {"name": p["filename"], "length": int(p["length"]), "data": None}
+        return {
+            "ok": True,
+            "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}",
+            "file_id": file_id,
+        }
+
+    def complete_upload(self, p: dict[str, Any]) -> dict[str, Any]:
+        files = p.get("files")
+        files = json.loads(files) if isinstance(files, str) else files
+        if not isinstance(files, list) or not files:
+            return {"ok": False, "error": "invalid_arguments"}
+        shared = []
+        for item in files:
+            pending = self.pending_uploads.get(str(item.get("id")))
+            if pending is None or pending["data"] is None:
+                return {"ok": False, "error": "file_not_found"}
+            shared.append(
+                {"id": item["id"], "title": item.get("title") or pending["name"], "data": pending["data"]}
+            )
+        if p.get("channel_id"):
+            posted = self._post(
+                {"channel": p["channel_id"], "thread_ts": p.get("thread_ts")},
+                str(p.get("initial_comment") or ""),
+            )
+            posted.files = shared
+        return {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shared]}
+
 
 async def _params(request: web.Request) -> dict[str, Any]:
     params: dict[str, Any] = dict(request.query)
@@ -285,6 +347,8 @@ _HANDLERS: dict[str, Callable[[FakeSlack, dict[str, Any]], dict[str, Any]]] = {
     "auth.test": FakeSlack.auth_test,
     "apps.connections.open": FakeSlack.connections_open,
     "chat.postMessage": FakeSlack.post_message,
+    "files.getUploadURLExternal": FakeSlack.get_upload_url,
+    "files.completeUploadExternal": FakeSlack.complete_upload,
     "chat.update": FakeSlack.update,
     "chat.delete": FakeSlack.delete,
     "assistant.threads.setStatus": FakeSlack.set_status,

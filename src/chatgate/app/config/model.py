@@ -293,6 +293,12 @@ class ToolsConfig(_Section):
     or not, otherwise gets only PATH, HOME (the work directory), LANG/LC_ALL, TERM=dumb and git's
     settings, so model keys and bot tokens stay out of what it can print (docs/approvals.md)."""
 
+    attach_files: bool = True
+    """With the shell tool on, also offer ``attach_file``: the agent sends a file from the work
+    directory with its reply (asked like ``cat <path>`` would be; docs/media.md)."""
+    attach_max_bytes: int = Field(50_000_000, gt=0)
+    """The largest file ``attach_file`` takes (each platform may take less: docs/media.md)."""
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: list[str]) -> list[str]:

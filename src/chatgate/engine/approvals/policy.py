@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.errors import ChatgateError
 from chatgate.domain.outbox import OutboxDraft
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import (
     OPTION_IDS,
     PromptResolution,
@@ -189,6 +190,8 @@ class ToolContext:
     source: Source
     reply_to: str | None
     target: Mapping[str, str]
+    files: list[OutFile] = field(default_factory=list)
+    """Files the turn's tools attached to its reply (``attach_file``), in order."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
 from chatgate.domain.tasks import cancel_and_wait
@@ -74,6 +75,7 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         # per bot; delivery.rate_limits.discord overrides them.
         chat_min_interval=1.0,
         platform_max_rate=50.0,
+        max_upload_bytes=10 * 1024 * 1024,  # a bot's attachments in a server without boosts
     )
 
     def __init__(
@@ -232,6 +234,13 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         if isinstance(result, Delivered) and row.kind == "final":
             await self._outbound.mark_answered(row.chat_id, row.in_reply_to)
         return result
+
+    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+        """``engine.ports.FilePlatform``: an attachment message, deduplicated by Discord through the
+        row's nonce, so its caption is the row's own text (a resend is never a second message)."""
+        return await self._outbound.send_file(
+            row.chat_id, file, data, row.text, row.in_reply_to, f"cg{row.id}"
+        )
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """``engine.ports.MediaSource``: an attachment's file, from its CDN URL (``rest.py``)."""

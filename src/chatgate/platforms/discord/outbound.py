@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
 from chatgate.platforms.discord.rest import ApiRefused, DiscordRest, RateLimited
 
@@ -94,6 +95,30 @@ class DiscordOutbound:
         if reply_to:
             body["message_reference"] = {"message_id": reply_to, "fail_if_not_exists": False}
         return await self._run("POST", f"/channels/{chat_id}/messages", body, sending=True)
+
+    async def send_file(
+        self, chat_id: str, file: OutFile, data: bytes, caption: str, reply_to: str | None, nonce: str
+    ) -> DeliveryResult:
+        """One message with the file as its attachment. ``nonce`` with ``enforce_nonce`` is Discord's
+        own dedupe: a resend with the same nonce within minutes answers the message already posted
+        instead of posting again, so a retried upload (even after a crash) posts once."""
+        body: dict[str, Any] = {
+            "allowed_mentions": NO_PINGS,
+            "attachments": [{"id": 0, "filename": file.name}],
+            "nonce": nonce,
+            "enforce_nonce": True,
+        }
+        if caption.strip():
+            body["content"] = caption[:2000]
+        if reply_to:
+            body["message_reference"] = {"message_id": reply_to, "fail_if_not_exists": False}
+        try:
+            answer = await self._rest.upload(
+                f"/channels/{chat_id}/messages", body, file.name, file.mime, data
+            )
+        except PlatformCallError as exc:
+            return classify(exc, sending=True)
+        return Delivered(_message_id(answer))
 
     async def send_prompt(self, chat_id: str, prompt: Prompt, target: Mapping[str, str]) -> DeliveryResult:
         body = {"content": prompt.text, "allowed_mentions": NO_PINGS, "components": _buttons(prompt)}

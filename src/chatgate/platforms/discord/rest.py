@@ -116,8 +116,24 @@ class DiscordRest:
             await self._session.close()
             self._session = None
 
+    async def upload(self, path: str, payload: dict[str, Any], name: str, mime: str, data: bytes) -> Any:
+        """POST a message with one file (multipart: ``payload_json`` and ``files[0]``), as Discord
+        takes attachments; its answers and failures mean what ``call``'s do."""
+        import aiohttp
+
+        form = aiohttp.FormData()
+        form.add_field("payload_json", json.dumps(payload), content_type="application/json")
+        form.add_field("files[0]", data, filename=name, content_type=mime)
+        return await self.call("POST", path, form=form)
+
     async def call(
-        self, method: str, path: str, body: Any = None, *, query: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: dict[str, str] | None = None,
+        form: Any = None,
     ) -> Any:
         """The answer's JSON (``None`` for 204), or a ``PlatformCallError`` saying what happened."""
         import aiohttp
@@ -125,9 +141,10 @@ class DiscordRest:
         if self._session is None:
             raise NotSent(f"{method} {path}: the Discord adapter is not started")
         headers = {"Authorization": f"Bot {self._token}", "User-Agent": self._user_agent}
+        sent: dict[str, Any] = {"data": form} if form is not None else {"json": body}
         try:
             async with self._session.request(
-                method, self._base + path, json=body, params=query, headers=headers
+                method, self._base + path, params=query, headers=headers, **sent
             ) as response:
                 text = await response.text()
                 status, answer_headers = response.status, response.headers

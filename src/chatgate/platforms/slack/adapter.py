@@ -23,6 +23,7 @@ from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.tasks import cancel_and_wait
@@ -107,6 +108,7 @@ CAPABILITIES = Capabilities(
     chat_min_interval=1.0,
     platform_max_rate=20.0,
     native_stream=True,
+    max_upload_bytes=1_000_000_000,  # Slack's limit per file (tools.attach_max_bytes bounds it first)
 )
 
 
@@ -302,6 +304,14 @@ class SlackAdapter:
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)
+
+    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+        """``engine.ports.FilePlatform``: Slack's external upload of the file into the reply's place."""
+        target = {k: str(v) for k, v in row.target.items() if isinstance(v, str | int)}
+        api_base = self._settings.section.api_base
+        return await self._out().send_file(
+            row.chat_id, file, data, caption, target, row.in_reply_to, api_base
+        )
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """``engine.ports.MediaSource``: a message's file, with the bot token (``files.py``)."""

@@ -64,3 +64,24 @@ async def download(url: str, token: str, api_base: str) -> AsyncIterator[bytes]:
                 yield chunk
     except (aiohttp.ClientError, TimeoutError, ConnectionError) as exc:
         raise MediaRefused(f"the download from Slack failed ({type(exc).__name__})") from None
+
+
+async def put_upload(url: str, api_base: str, name: str, mime: str, data: bytes, timeout: float) -> None:
+    """The bytes of ``files.getUploadURLExternal``'s ``upload_url`` (step two of Slack's external
+    upload), only to Slack's file host: ``OSError`` or ``ValueError`` when it did not take them."""
+    import aiohttp
+
+    if not may_upload(url, api_base):
+        raise ValueError("the upload URL is not on Slack's servers")
+    form = aiohttp.FormData()
+    form.add_field("file", data, filename=name, content_type=mime)
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+        session.post(url, data=form, allow_redirects=False) as response,
+    ):
+        if response.status != 200:
+            raise ValueError(f"Slack refused the upload (HTTP {response.status})")
+
+
+def may_upload(url: str, api_base: str) -> bool:
+    return may_download(url, api_base)

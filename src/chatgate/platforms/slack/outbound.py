@@ -30,8 +30,10 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, RateScope, Rejected, RetryLater
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
 from chatgate.platforms.slack.decode import chat_type_of
+from chatgate.platforms.slack.files import put_upload
 from chatgate.platforms.slack.mrkdwn import escape, markdown_to_mrkdwn
 
 if TYPE_CHECKING:
@@ -111,6 +113,42 @@ class SlackOutbound:
             return result_of(method, exc, repeatable=repeatable)
         ts = answer.get("ts")
         return Delivered(str(ts) if ts else None)
+
+    async def send_file(
+        self,
+        chat_id: str,
+        file: OutFile,
+        data: bytes,
+        caption: str,
+        target: Mapping[str, str],
+        reply_to: str | None,
+        api_base: str,
+    ) -> DeliveryResult:
+        """Slack's external upload: ``files.getUploadURLExternal``, the bytes to its URL, then
+        ``files.completeUploadExternal`` shares the file in the chat. Only the last step posts
+        anything, so a failure before it is a plain retry; the last one's unknown outcome is
+        ``Ambiguous`` (Slack has no idempotency key: the retry's comment says it may repeat)."""
+        try:
+            got = await asyncio.wait_for(
+                self._client.api_call(
+                    "files.getUploadURLExternal", params={"filename": file.name, "length": len(data)}
+                ),
+                self._timeout,
+            )
+            url, file_id = str(got.get("upload_url") or ""), str(got.get("file_id") or "")
+            await put_upload(url, api_base, file.name, file.mime, data, self._timeout + len(data) / 1_000_000)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+            if isinstance(exc, SlackApiError):
+                return result_of("files.getUploadURLExternal", exc, repeatable=True)
+            return RetryLater(f"the upload to Slack failed: {type(exc).__name__}: {exc}", 2.0)
+        params: dict[str, Any] = {"files": [{"id": file_id, "title": file.name}], "channel_id": chat_id}
+        if caption:
+            params["initial_comment"] = caption
+        thread = self.thread_for(chat_id, target, reply_to)
+        if thread:
+            params["thread_ts"] = thread
+        result = await self.call("files.completeUploadExternal", False, **params)
+        return Delivered(file_id) if isinstance(result, Delivered) else result
 
     def thread_for(self, chat_id: str, target: Mapping[str, str], reply_to: str | None) -> str | None:
         thread = target.get("thread_id")

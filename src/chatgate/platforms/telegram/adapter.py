@@ -26,6 +26,7 @@ from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
 from chatgate.domain.tasks import cancel_and_wait
@@ -47,7 +48,7 @@ from chatgate.platforms.telegram.decode import (
     UnsupportedUpdate,
     decode_update,
 )
-from chatgate.platforms.telegram.errors import bot_id_of
+from chatgate.platforms.telegram.errors import FilePart, bot_id_of
 from chatgate.platforms.telegram.files import open_file
 from chatgate.platforms.telegram.outbound import REQUEST_TIMEOUT, TelegramOutbound
 from chatgate.platforms.telegram.poller import Poller, Raw
@@ -97,6 +98,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         chat_min_interval=1.0,
         platform_max_rate=30.0,
         group_max_per_minute=20,
+        max_upload_bytes=50_000_000,  # the Bot API's limit for a bot's sendDocument
     )
 
     def __init__(
@@ -116,7 +118,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         self._duplicate_marker = duplicate_marker
         self._intake = intake
         self.username: str | None = None
-        self._outbound = TelegramOutbound(self._call, self.redact)
+        self._outbound = TelegramOutbound(self._call, self.redact, self._upload)
         self._connected = False
         self._detail = "not started"
         self._commands_set = False
@@ -143,6 +145,13 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         if self._api is None:
             raise NotSent(f"{method}: the Telegram adapter is not started")
         return await self._api.call(method, request_timeout, **params)
+
+    async def _upload(
+        self, method: str, request_timeout: float, field: str, file: FilePart, /, **params: Any
+    ) -> Any:
+        if self._api is None:
+            raise NotSent(f"{method}: the Telegram adapter is not started")
+        return await self._api.upload(method, request_timeout, field, file, **params)
 
     def redact(self, text: str) -> str:
         """Errors may quote the request URL, which holds the token: never let it out."""
@@ -277,6 +286,11 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
 
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
         return await deliver_final(self, row, self._duplicate_marker)
+
+    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+        """``engine.ports.FilePlatform``: the agent's file as a photo or a document."""
+        target = {k: str(v) for k, v in row.target.items() if isinstance(v, str | int)}
+        return await self._outbound.send_file(row.chat_id, file, data, caption, target, row.in_reply_to)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # Telegram previews are edits of a sent message (capabilities.drafts is False)

@@ -24,7 +24,7 @@ import aiohttp
 
 from chatgate.domain.errors import MaybeSent, NotSent
 from chatgate.domain.media import MediaRefused
-from chatgate.platforms.telegram.errors import ApiRefused, bot_id_of
+from chatgate.platforms.telegram.errors import ApiRefused, FilePart, bot_id_of
 
 DEFAULT_BASE = "https://api.telegram.org"
 DOWNLOAD_READ_TIMEOUT = 60.0
@@ -72,6 +72,29 @@ class BotApi:
         except aiohttp.ClientError as exc:
             raise MaybeSent(f"{method}: connection failed: {type(exc).__name__}: {exc}") from exc
         return _result(method, status, body)
+
+    async def upload(
+        self, method: str, request_timeout: float, field: str, file: FilePart, /, **params: Any
+    ) -> Any:
+        """POST ``method`` as multipart/form-data with ``file`` in ``field`` (sendPhoto, sendDocument).
+        Its failures mean what ``call``'s do: a dropped upload may have reached Telegram."""
+        body = aiohttp.FormData()
+        for key, value in form(params).items():
+            body.add_field(key, value)
+        body.add_field(field, file.data, filename=file.name, content_type=file.mime)
+        timeout = aiohttp.ClientTimeout(total=request_timeout)
+        try:
+            async with self._http.post(self._url + method, data=body, timeout=timeout) as response:
+                status, answer = response.status, await response.read()
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            raise NotSent(f"{method}: could not connect: {type(exc).__name__}: {exc}") from exc
+        except TimeoutError as exc:
+            raise MaybeSent(f"{method}: no answer within {request_timeout:.0f}s") from exc
+        except aiohttp.ClientError as exc:
+            raise MaybeSent(f"{method}: connection failed: {type(exc).__name__}: {exc}") from exc
+        if status == 413:  # the server took none of it: refused for good, not an unknown outcome
+            raise ApiRefused(method, 413, "Request Entity Too Large", {})
+        return _result(method, status, answer)
 
     async def download(self, file_path: str) -> AsyncIterator[bytes]:
         """A file's bytes (``getFile``'s ``file_path``), streamed as they arrive. A failure is a

@@ -19,6 +19,7 @@ token is redacted by the caller).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chatgate.domain.errors import PlatformCallError
@@ -28,6 +29,23 @@ class Call(Protocol):
     """``call(method, request_timeout, **params)`` -> the ``result`` of Telegram's answer."""
 
     async def __call__(self, method: str, request_timeout: float, /, **params: Any) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FilePart:
+    """A file an upload carries: its name and type as Telegram is told them, and its bytes."""
+
+    name: str
+    mime: str
+    data: bytes
+
+
+class Upload(Protocol):
+    """``upload(method, request_timeout, field, file, **params)``: a multipart call (sendPhoto...)."""
+
+    async def __call__(
+        self, method: str, request_timeout: float, field: str, file: FilePart, /, **params: Any
+    ) -> Any: ...
 
 
 class ApiRefused(PlatformCallError):

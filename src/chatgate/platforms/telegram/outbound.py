@@ -28,14 +28,19 @@ from typing import Any
 
 from chatgate.domain.errors import MaybeSent, NotSent, PlatformCallError
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
-from chatgate.platforms.telegram.errors import ApiRefused, Call
+from chatgate.platforms.telegram.errors import ApiRefused, Call, FilePart, Upload
 from chatgate.platforms.telegram.render import markdown_to_html
 
 log = logging.getLogger(__name__)
 REQUEST_TIMEOUT = 20
 PARSE_ERROR = "can't parse entities"
 NOT_MODIFIED = "message is not modified"
+PHOTO_MAX_BYTES = 10_000_000
+"""sendPhoto takes photos up to 10 MB; a larger image goes as a document (up to 50 MB)."""
+CAPTION_MAX = 1024
+PHOTO_TYPES = frozenset({"image/png", "image/jpeg", "image/webp"})
 
 
 def chat_ref(chat_id: str) -> int | str:
@@ -58,8 +63,9 @@ def _int_or_none(value: str | None) -> int | None:
 class TelegramOutbound:
     """sendMessage / editMessageText / sendChatAction / deleteMessage with honest results."""
 
-    def __init__(self, call: Call, redact: Callable[[str], str]) -> None:
+    def __init__(self, call: Call, redact: Callable[[str], str], upload: Upload | None = None) -> None:
         self._call = call
+        self._upload = upload
         self._redact = redact
         self._held: dict[str, float] = {}
         """chat id -> monotonic time before which Telegram told us not to call this chat."""
@@ -197,6 +203,45 @@ class TelegramOutbound:
         if exc.code >= 500:  # its server failed: a send may have been made before it did
             return Ambiguous(reason) if sending else RetryLater(reason, 0.0)
         return Rejected(reason)  # 400 (message to edit not found, chat not found …), 403 blocked, 404
+
+    async def send_file(
+        self, chat_id: str, file: OutFile, data: bytes, caption: str, target: Mapping[str, str],
+        reply_to: str | None,
+    ) -> DeliveryResult:  # fmt: skip
+        """sendPhoto for a photo Telegram can show, else sendDocument. A photo Telegram refuses
+        (its dimensions, its format) was not posted, so it is sent again as a document. Telegram
+        has no idempotency key for a send: an upload without an answer is ``Ambiguous``, and its
+        retry carries the duplicate marker in its caption, as a text reply's does."""
+        if self._upload is None:
+            return Rejected("the Telegram adapter cannot upload files")
+        held = self._hold_left(chat_id)
+        if held > 0:
+            return RetryLater("Telegram flood control (still waiting)", held, scope="chat")
+        reply = _int_or_none(reply_to)
+        params: dict[str, Any] = {
+            "chat_id": chat_ref(chat_id),
+            "caption": caption[:CAPTION_MAX] or None,
+            "message_thread_id": _int_or_none(target.get("thread_id")),
+            "reply_parameters": {"message_id": reply, "allow_sending_without_reply": True} if reply else None,
+        }
+        part = FilePart(file.name, file.mime, data)
+        timeout = REQUEST_TIMEOUT + len(data) / 1_000_000  # a second per MB on top
+        photo = file.mime in PHOTO_TYPES and len(data) <= PHOTO_MAX_BYTES
+        try:
+            try:
+                if photo:
+                    sent = await self._upload("sendPhoto", timeout, "photo", part, **params)
+                else:
+                    sent = await self._upload("sendDocument", timeout, "document", part, **params)
+            except ApiRefused as exc:
+                if not photo or exc.code != 400:
+                    raise
+                log.info("Telegram refused the photo (%s); sending it as a document", exc.description)
+                sent = await self._upload("sendDocument", timeout, "document", part, **params)
+        except PlatformCallError as exc:
+            return self._classify(chat_id, exc, sending=True)
+        message_id = sent.get("message_id") if isinstance(sent, dict) else None
+        return Delivered(str(message_id) if isinstance(message_id, int) else None)
 
     async def send_typing(self, chat_id: str, target: Mapping[str, str]) -> DeliveryResult | None:
         if self._hold_left(chat_id) > 0:

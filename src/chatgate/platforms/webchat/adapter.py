@@ -18,6 +18,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.log_budget import LogBudget
 from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
@@ -47,6 +48,9 @@ class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Proto
     the chats each account owns."""
 
 
+WEB_FILE_MAX_BYTES = 100_000_000
+"""The largest file the agent sends a web chat (as a download link; ``tools.attach_max_bytes``
+bounds it first)."""
 CAPABILITIES = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
 
 
@@ -56,6 +60,8 @@ class WebChatAdapter:
 
     platform = PLATFORM
     takes_uploads = True
+    uploads_bytes = False
+    """The agent's files are served from the blob store by their link (``uploads.py``)."""
 
     def __init__(
         self,
@@ -75,7 +81,12 @@ class WebChatAdapter:
         models: ModelChoice | None = None,
     ) -> None:
         self.uploads = uploads
-        self.capabilities = replace(CAPABILITIES, draft_interval=draft_interval)
+        self.capabilities = replace(
+            CAPABILITIES,
+            draft_interval=draft_interval,
+            # The agent's files are links to the blob store; without media (no store) there are none.
+            max_upload_bytes=WEB_FILE_MAX_BYTES if uploads is not None else 0,
+        )
         self._store = store
         self._hello_timeout = hello_timeout
         self._lines = LogBudget(log)
@@ -125,7 +136,7 @@ class WebChatAdapter:
         conns = self._live(row.chat_id)
         if not conns:
             return Deferred("no web client is connected to this chat")
-        frame = row_frame(row)
+        frame = self._frame(row)
         sent = False
         for conn in conns:
             if conn.syncing:
@@ -134,6 +145,14 @@ class WebChatAdapter:
             else:
                 sent = conn.send(frame) or sent
         return Delivered(row.message_id) if sent else Deferred("web client went away")
+
+    def _frame(self, row: OutboxRow) -> dict[str, Any]:
+        return row_frame(row, self.uploads.file_link if self.uploads is not None else None)
+
+    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+        """``engine.ports.FilePlatform``: the row's frame names the file with its owner-only link
+        (``uploads.py`` serves it from the blob store), so no bytes pass through here."""
+        return await self.deliver(row)
 
     def _broadcast(self, chat_id: str, frame: dict[str, Any]) -> None:
         for conn in self._live(chat_id):
@@ -306,7 +325,7 @@ class WebChatAdapter:
                 self._error(conn, "storage_unavailable", f"could not load unconfirmed replies: {exc}")
                 break
             for row in page:
-                if not await conn.send_paced(row_frame(row)):
+                if not await conn.send_paced(self._frame(row)):
                     return seen
                 seen.add(row.message_id)
             if len(page) < BACKLOG_PAGE:

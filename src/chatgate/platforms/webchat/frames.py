@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
 
 
-def row_frame(row: OutboxRow) -> dict[str, Any]:
+def row_frame(row: OutboxRow, link: Callable[[str, OutFile], str] | None = None) -> dict[str, Any]:
+    """A row as the page reads it; a file row names its file and the owner-only ``link`` to it."""
     kind = "notice" if row.kind == "notice" else "final"
-    frame = {"type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text}
+    frame: dict[str, Any] = {
+        "type": kind, "message_id": row.message_id, "in_reply_to": row.in_reply_to, "text": row.text,
+    }  # fmt: skip
     if kind == "final" and row.target.get(FAILURE_KEY):
         frame["failure"] = str(row.target[FAILURE_KEY])  # the gateway's apology: show it as an error
+    file = OutFile.from_target(row.target)
+    if file is not None and link is not None:
+        url = link(row.chat_id, file)
+        frame["file"] = {"name": file.name, "mime": file.mime, "size": file.size, "url": url}
     return frame
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -13,6 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import WebChats
 from chatgate.domain.web_chats import DELETED_OWNER, MAX_HISTORY_PAGE, MAX_LIST, MAX_QUERY_CHARS, HistoryItem
 from chatgate.platforms.webchat.account_routes import error
@@ -27,8 +29,14 @@ PLATFORM = "web"
 DEFAULT_PAGE = 100
 
 
-def _item(item: HistoryItem) -> dict[str, Any]:
+FileLink = Callable[[str, OutFile], str]
+
+
+def _item(item: HistoryItem, chat_id: str = "", link: FileLink | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": item.kind, "id": item.id, "text": item.text, "at": item.at}
+    if item.file is not None and link is not None:  # the agent's file, linked as its live frame was
+        file = item.file
+        out["file"] = {"name": file.name, "mime": file.mime, "size": file.size, "url": link(chat_id, file)}
     if item.in_reply_to is not None:
         out["in_reply_to"] = item.in_reply_to
     if item.outcome is not None:
@@ -57,7 +65,15 @@ def _before(raw: str | None) -> float | Refusal | None:
 
 
 class HistoryDesk:
-    def __init__(self, store: WebChats, owners: ChatOwners, reads: HeavyReads | None = None) -> None:
+    def __init__(
+        self,
+        store: WebChats,
+        owners: ChatOwners,
+        reads: HeavyReads | None = None,
+        link: FileLink | None = None,
+    ) -> None:
+        self.link = link
+        """Signs the download link of a file the agent sent (``uploads.UploadSigner.file_link``)."""
         self.store = store
         self.owners = owners
         self.reads = reads or HeavyReads()
@@ -137,7 +153,7 @@ class HistoryDesk:
         return JSONResponse(
             {
                 "id": chat_id,
-                "items": [_item(i) for i in page],
+                "items": [_item(i, chat_id, self.link) for i in page],
                 "before": page[0].at if more and page else None,
             }
         )

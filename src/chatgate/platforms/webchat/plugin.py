@@ -110,7 +110,8 @@ class WebChatPlugin(Plugin[WebChatSection]):
             if gate is not None
             else BrowserOwners(ctx.secret(section.access_token_env), lowered, ctx.http_loopback)
         )
-        built.routes.extend(history_routes(HistoryDesk(ctx.store, owners)))
+        link = signer.file_link if signer is not None else None
+        built.routes.extend(history_routes(HistoryDesk(ctx.store, owners, link=link)))
         if ctx.media is not None and signer is not None:
             built.routes.extend(upload_routes(UploadDesk(ctx.store, owners, ctx.media, signer)))
         if gate is not None:

@@ -15,6 +15,7 @@ import hmac
 import logging
 import os
 from collections.abc import Sequence
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,6 +25,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.media import MediaItem, MediaRefused, sanitize_name
 from chatgate.domain.media_ports import MediaIntake
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import WebChats
 from chatgate.domain.web_chats import DELETED_OWNER
 from chatgate.platforms.webchat.account_routes import error
@@ -53,6 +55,17 @@ class UploadSigner:
     def sign(self, chat_id: str, item: MediaItem) -> str:
         body = f"{item.sha}:{item.size}:{item.mime}"
         return f"{body}:{self._mac(chat_id, body)}"
+
+    def file_link(self, chat_id: str, file: OutFile) -> str:
+        """The download link of a file the agent sent to ``chat_id``: its sha, name and type signed
+        for that conversation, so the link opens that file there and nothing else."""
+        query = urlencode({"name": file.name, "mime": file.mime})
+        sig = self._mac(chat_id, f"file:{file.sha}:{query}")
+        return f"/api/conversations/{quote(chat_id, safe='')}/files/{file.sha}?{query}&sig={sig}"
+
+    def check_link(self, chat_id: str, sha: str, name: str, mime: str, sig: str) -> bool:
+        query = urlencode({"name": name, "mime": mime})
+        return hmac.compare_digest(sig, self._mac(chat_id, f"file:{sha}:{query}"))
 
     def attachment(self, chat_id: str, ref: str, name: str) -> Attachment | None:
         """The stored file ``ref`` names, when this gateway signed it for ``chat_id``; else None."""
@@ -101,6 +114,44 @@ class UploadDesk:
         ref = self.signer.sign(chat_id, item)
         return JSONResponse({"ref": ref, "name": item.name, "mime": item.mime, "size": item.size})
 
+    async def download(self, request: Request) -> Response:
+        """A file the agent sent: only for the conversation's owner, with a link signed for it;
+        always a download (``attachment``, ``nosniff``, a sandbox CSP), never rendered inline."""
+        who = await self.owners.reader(request)
+        if isinstance(who, Refusal):
+            return error(who)
+        chat_id, sha = str(request.path_params["chat_id"]), str(request.path_params["sha"])
+        params = request.query_params
+        name, mime, sig = params.get("name", ""), params.get("mime", ""), params.get("sig", "")
+        try:
+            owner = await self.store.chat_owner(PLATFORM, chat_id)
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"could not check the conversation: {exc}"))
+        gone = Refusal(
+            404, "not_found", "no such file in a conversation of yours (the link may have expired)"
+        )
+        if owner is None or owner == DELETED_OWNER or owner != who.user_id:
+            return error(gone)
+        if not self.signer.check_link(chat_id, sha, name, mime, sig):
+            return error(gone)
+        try:
+            data = await self.media.read_blob(sha)
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"the file could not be read: {exc}"))
+        if data is None:
+            return error(Refusal(404, "not_found", "the file is no longer stored"))
+        safe = sanitize_name(name)
+        headers = {
+            "Content-Disposition": f"attachment; filename=\"{safe}\"; filename*=UTF-8''{quote(safe)}",
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "Cache-Control": "private, no-store",
+        }
+        return Response(data, media_type=mime or "application/octet-stream", headers=headers)
+
 
 def upload_routes(desk: UploadDesk) -> list[BaseRoute]:
-    return [Route("/api/conversations/{chat_id}/uploads", desk.upload, methods=["POST"])]
+    return [
+        Route("/api/conversations/{chat_id}/uploads", desk.upload, methods=["POST"]),
+        Route("/api/conversations/{chat_id}/files/{sha}", desk.download, methods=["GET"]),
+    ]

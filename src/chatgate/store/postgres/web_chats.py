@@ -7,7 +7,6 @@ import json
 
 import asyncpg
 
-from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.web_chats import (
     DELETED_OWNER,
     MAX_CONVERSATIONS_PER_USER,
@@ -144,8 +143,8 @@ async def chat_history(
         until,
         limit,
     ):
-        failure = json.loads(row[4]).get(FAILURE_KEY)
-        items.append(reply_item(int(row[0]), str(row[1]), str(row[2]), row[3], failure, float(row[5])))
+        target = json.loads(row[4])
+        items.append(reply_item(int(row[0]), str(row[1]), str(row[2]), row[3], target, float(row[5])))
     for row in await conn.fetch(
         "SELECT prompt_id, prompt_text, state, requested_at FROM approvals"
         " WHERE platform = $1 AND chat_id = $2 AND prompt_via = 'buttons' AND requested_at < $3"

@@ -7,7 +7,6 @@ import json
 import sqlite3
 from typing import Any
 
-from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.web_chats import (
     DELETED_OWNER,
     MAX_CONVERSATIONS_PER_USER,
@@ -124,8 +123,8 @@ def chat_history(
         " WHERE platform = ? AND chat_id = ? AND created_at < ? ORDER BY created_at DESC LIMIT ?",
         (platform, chat_id, until, limit),
     ):
-        failure = json.loads(row[4]).get(FAILURE_KEY)
-        items.append(reply_item(int(row[0]), str(row[1]), str(row[2]), row[3], failure, float(row[5])))
+        target = json.loads(row[4])
+        items.append(reply_item(int(row[0]), str(row[1]), str(row[2]), row[3], target, float(row[5])))
     items.extend(_prompts(conn, platform, chat_id, until, limit))
     return newest_first(items, limit)
 

@@ -7,7 +7,8 @@ import { enableCopy } from "./markdown.js";
 import { ChatState } from "./state.js";
 import { Steps } from "./steps.js";
 import {
-  Drafts, Prompts, Typing, bubble, clearLog, mineEl, nameAgent, refreshBubble, regenerating, setLabel, setOffers, setOnVersion,
+  Drafts, Prompts, Typing, bubble, clearLog, mineEl, nameAgent, refreshBubble, regenerating, setFileOpener, setLabel,
+  setOffers, setOnVersion,
 } from "./view.js";
 
 // Codes after which resending the same message can succeed; any other error is final for it.
@@ -228,6 +229,7 @@ function onReply(frame) {
     const failure = frame.type === "final" && frame.failure;
     const kind = frame.type === "notice" ? "notice" : failure ? "failure" : "bot";
     const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to, at: Date.now() };
+    if (frame.file) entry.file = frame.file; // the agent's file: a link only this conversation's owner opens
     const taken = steps.take(frame.in_reply_to);
     if (taken && kind !== "notice") entry.steps = taken; // kept with the reply in this browser's history
     if (frame.in_reply_to === state.newCommand || notices.has(frame.in_reply_to)) entry.kind = "notice";
@@ -395,6 +397,17 @@ const api = ACCOUNTS
   ? new ConversationApi(() => ({ "X-CSRF-Token": account.me?.csrf || "" }), () => location.assign("/signin"))
   : new ConversationApi(() => (state.token ? { "X-Chatgate-User": state.userId, "X-Chatgate-Token": state.token } : { "X-Chatgate-User": state.userId }));
 const files = new Attachments(() => state.chatId, () => api.headers(), () => ready);
+setFileOpener(async (file) => {
+  // Fetched with the conversation's headers (a plain link could not send them), then saved.
+  const res = await fetch(file.url, { credentials: "same-origin", headers: api.headers() });
+  if (!res.ok) { alert(file.name + ": " + ((await res.json().catch(() => ({}))).message || res.status)); return; }
+  const url = URL.createObjectURL(await res.blob());
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = file.name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+});
 const sidebar = new Sidebar(api, { onPick: (id) => switchTo(id), onDeleted: () => switchTo(null) });
 
 /** The server's history of the current conversation, with what this tab sent and is not yet

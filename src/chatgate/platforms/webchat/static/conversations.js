@@ -109,7 +109,9 @@ function entryOf(item) {
     return entry;
   }
   if (item.kind === "me") return { kind: "me", id: item.id, text: item.text, at };
-  return { kind: item.kind, id: item.id, text: item.text, replyTo: item.in_reply_to, at };
+  const entry = { kind: item.kind, id: item.id, text: item.text, replyTo: item.in_reply_to, at };
+  if (item.file) entry.file = item.file; // the agent's file: its owner-only link, signed again
+  return entry;
 }
 
 /** Ask before something that cannot be undone; resolves true only on the confirming button. */

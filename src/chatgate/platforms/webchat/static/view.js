@@ -17,6 +17,21 @@ function fill(node, kind, text) {
   else node.append(render(text));
 }
 
+/** How a file the agent sent is fetched (with the conversation's headers; set by the app). */
+let openFile = () => {};
+export function setFileOpener(fn) { openFile = fn; }
+
+/** A file the agent sent: a button that downloads it (never shown inline: it could hold script). */
+function fileLink(file) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "file";
+  const kb = file.size >= 1e6 ? (file.size / 1e6).toFixed(1) + " MB" : (file.size / 1e3).toFixed(1) + " kB";
+  button.textContent = "📎 " + file.name + " (" + kb + ")";
+  button.addEventListener("click", () => openFile(file));
+  return button;
+}
+
 /** What a bubble offers: ``{copy, retry, regenerate, edit}`` callbacks for an entry (set by the app). */
 let offers = () => [];
 export function setOffers(fn) { offers = fn; }
@@ -122,6 +137,7 @@ function build(entry, pending = false) {
   fill(body, entry.kind, entry.text);
   if (entry.steps) node.append(stepsElement(entry.steps));
   node.append(body);
+  if (entry.file) node.append(fileLink(entry.file));
   if (LABELS[entry.kind]) {
     const mark = document.createElement("div");
     mark.className = "mark";
