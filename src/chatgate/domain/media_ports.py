@@ -8,6 +8,9 @@ from typing import Protocol, cast
 
 from chatgate.domain.inbound import Attachment
 from chatgate.domain.media import MediaItem
+from chatgate.domain.outbound import DeliveryResult
+from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 
 
 class MediaSource(Protocol):
@@ -36,3 +39,30 @@ def media_source(adapter: object | None) -> MediaSource | None:
     if adapter is None or not callable(getattr(adapter, "open_attachment", None)):
         return None
     return cast(MediaSource, adapter)
+
+
+class FilePlatform(Protocol):
+    """A platform that uploads the files the agent sends (``Capabilities.max_upload_bytes``).
+
+    ``data`` is the blob's bytes; ``caption`` is the row's text, already marked as a possible
+    repeat when an earlier upload's outcome was unknown. Results mean what they mean for a text
+    send: an upload whose request may have reached the platform is ``Ambiguous``.
+    """
+
+    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult: ...
+
+
+def wants_file_bytes(adapter: object) -> bool:
+    """False for a platform that serves the file itself from the blob store (the web chat's link):
+    delivery then reads no bytes for it (``uploads_bytes = False`` on the adapter)."""
+    return bool(getattr(adapter, "uploads_bytes", True))
+
+
+def file_sender(adapter: object) -> FilePlatform | None:
+    """The adapter as a file platform, or None (a file row then fails with a reason)."""
+    caps = getattr(adapter, "capabilities", None)
+    if caps is None or getattr(caps, "max_upload_bytes", 0) <= 0:
+        return None
+    if not callable(getattr(adapter, "send_file", None)):
+        return None
+    return cast(FilePlatform, adapter)

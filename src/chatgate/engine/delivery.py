@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.media_ports import file_sender, wants_file_bytes
 from chatgate.domain.outbound import (
     PREVIEW_KEY,
     Ambiguous,
@@ -42,7 +43,7 @@ from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.due_rows import DueRows
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, editable, file_sender, marked_text, wants_file_bytes
+from chatgate.engine.ports import Adapter, editable, marked_text
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.typing_indicators import TypingIndicators
 

@@ -166,32 +166,37 @@ class Engine:
             pairing=settings.pairing,
         )
         self.intake = EngineIntake(self.admission, store, metrics)
-        attach = (
-            AttachSettings(store, settings.attach.scratch, settings.attach.max_bytes)
-            if settings.attach is not None
-            else None
-        )
-        shell = settings.shell
-        self.tools = ShellTools(self.approvals, shell, attach) if shell is not None else None
+        self.tools = self._shell_tools()
         self.tasks = self._build_tasks(settings.tasks)
         self.media = self._media_fetcher(settings.media)
-        self.runner = TurnRunner(
-            store,
+        self.runner = self._build_runner(agent)
+        self.scheduler = self._build_scheduler()
+        self.schedules = self._build_schedules(settings.schedules)
+        self._add_model_commands(settings.turns)
+
+    def _shell_tools(self) -> ShellTools | None:
+        settings = self.settings
+        if settings.shell is None:
+            return None
+        attach = settings.attach
+        files = AttachSettings(self.store, attach.scratch, attach.max_bytes) if attach is not None else None
+        return ShellTools(self.approvals, settings.shell, files)
+
+    def _build_runner(self, agent: Agent) -> TurnRunner:
+        return TurnRunner(
+            self.store,
             agent,
             self.adapters,
             self.admission.policy_for,
-            settings.turns,
+            self.settings.turns,
             self.budget,
             on_preview=self._count_preview,
             tools=self._tools_factory(),
-            owner=settings.owner,
+            owner=self.settings.owner,
             on_outbox=self.outbox_changed,
             typist=self.typist,
             media=self.media,
         )
-        self.scheduler = self._build_scheduler()
-        self.schedules = self._build_schedules(settings.schedules)
-        self._add_model_commands(settings.turns)
 
     def _build_scheduler(self) -> Scheduler:
         settings = self.settings

@@ -24,7 +24,6 @@ from chatgate.domain.outbound import (
     TaskProgress,
 )
 from chatgate.domain.outbox import OutboxRow
-from chatgate.domain.outfiles import OutFile
 from chatgate.domain.profiles import Profiles
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
@@ -213,33 +212,6 @@ def task_cards(adapter: object) -> TaskCardPlatform | None:
     ):
         return None
     return cast(TaskCardPlatform, adapter)
-
-
-class FilePlatform(Protocol):
-    """A platform that uploads the files the agent sends (``Capabilities.max_upload_bytes``).
-
-    ``data`` is the blob's bytes; ``caption`` is the row's text, already marked as a possible
-    repeat when an earlier upload's outcome was unknown. Results mean what they mean for a text
-    send: an upload whose request may have reached the platform is ``Ambiguous``.
-    """
-
-    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult: ...
-
-
-def wants_file_bytes(adapter: object) -> bool:
-    """False for a platform that serves the file itself from the blob store (the web chat's link):
-    delivery then reads no bytes for it (``uploads_bytes = False`` on the adapter)."""
-    return bool(getattr(adapter, "uploads_bytes", True))
-
-
-def file_sender(adapter: object) -> FilePlatform | None:
-    """The adapter as a file platform, or None (a file row then fails with a reason)."""
-    caps = getattr(adapter, "capabilities", None)
-    if caps is None or getattr(caps, "max_upload_bytes", 0) <= 0:
-        return None
-    if not callable(getattr(adapter, "send_file", None)):
-        return None
-    return cast(FilePlatform, adapter)
 
 
 def marked_text(row: OutboxRow, duplicate_marker: str) -> str:

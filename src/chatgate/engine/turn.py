@@ -10,10 +10,9 @@ a successor can take that message over.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -32,7 +31,6 @@ from chatgate.agents.base import (
 from chatgate.domain.background import as_restored
 from chatgate.domain.context import render_session_context
 from chatgate.domain.edits import fold_edits
-from chatgate.domain.errors import LeaseLost
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.media import MediaItem
@@ -49,10 +47,11 @@ from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
 from chatgate.engine.media_fetch import MediaFetcher, TurnMedia
-from chatgate.engine.ports import Adapter, EditablePlatform
+from chatgate.engine.ports import Adapter
+from chatgate.engine.preview_holds import Hold, PreviewHolds
 from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
 from chatgate.engine.ratelimit import RateBudget
-from chatgate.engine.replies import final_drafts, given_up, reply_draft
+from chatgate.engine.replies import final_drafts, given_up
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
 from chatgate.engine.tool_progress import finished_line, started_line, with_status
 from chatgate.engine.typing_indicators import TypingIndicators
@@ -97,9 +96,6 @@ class TurnStore(Transcript, Labels, TurnJournal, SessionProfiles, Protocol):
     async def outbox_status(self, idem_key: str) -> OutboxStatus | None: ...
 
     async def undelivered_in_chat(self, platform: str, chat_id: str) -> int: ...
-
-
-RESUME_NOTICE = "The gateway restarted while answering this message; answering it again."
 
 
 def is_delegated(inbound: Inbound) -> bool:
@@ -158,26 +154,13 @@ class TurnRunner:
         if max(i.crashes for i in items) >= self.settings.max_attempts:
             return given_up(claim, attempts, caps, route, internal)
 
-        hold = await self._preview_hold(claim, route, attempts) if not internal else _never_held
+        holds = PreviewHolds(self._store, self._adapters, self._owner, self._on_outbox)
+        hold = await holds.hold(claim, route, attempts) if not internal else _never_held
         fetched = await self._media.fetch(items) if self._media is not None else TurnMedia()
         outbox: list[OutboxDraft] = fetched.notices(key, route) if not internal else []
         attached: list[OutFile] = []  # what the turn's attach_file calls add to its reply
         request, inputs = await self._request(claim, reply_to, route, fetched, attached)
-        consumer = StreamConsumer(
-            adapter if not internal else None,
-            source,
-            reply_to,
-            self._budget,
-            draft_interval=self.settings.draft_interval,
-            silence_marker=self.settings.silence_marker,
-            on_update=self._on_preview,
-            previews=not route,
-            typing_every=self.settings.typing_interval,
-            typing_delay=self.settings.typing_delay,
-            on_message=lambda message_id: self._store.record_preview(self._owner, key, message_id),
-            hold=hold,
-            typist=self._typist,
-        )
+        consumer = self._consumer(adapter if not internal else None, claim, reply_to, route, hold)
         reply = await self._reply(request, consumer)
         transcript = [HistoryEntry("user", model_input, media) for model_input, media in inputs]
         if reply.outcome == "ok":  # an apology is for the user, never the model's history
@@ -209,59 +192,26 @@ class TurnRunner:
         outbox += files  # after the text: a file is the reply's attachment
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
 
-    async def _resume(self, claim: Claim, route: dict[str, str]) -> Callable[[], Awaitable[bool]]:
-        """Record the notice of a resumed turn now, before it shows anything; it takes over the
-        preview a dead process left. Returns the hold that keeps previews back until it is shown."""
-        last = claim.items[-1]
-        source = last.inbound.source
-        attempts = max(i.attempts for i in claim.items)
-        idem = f"notice:{last.seq}:{attempts}"
-        notice = reply_draft(
-            source, claim.session_key, "notice", RESUME_NOTICE, idem, last.inbound.message_ref, route
+    def _consumer(
+        self, adapter: Adapter | None, claim: Claim, reply_to: str | None, route: dict[str, str], hold: Hold
+    ) -> StreamConsumer:
+        """What shows the turn as it streams (previews, typing); none for a delegated child."""
+        key = claim.session_key
+        return StreamConsumer(
+            adapter,
+            claim.items[-1].inbound.source,
+            reply_to,
+            self._budget,
+            draft_interval=self.settings.draft_interval,
+            silence_marker=self.settings.silence_marker,
+            on_update=self._on_preview,
+            previews=not route,
+            typing_every=self.settings.typing_interval,
+            typing_delay=self.settings.typing_delay,
+            on_message=lambda message_id: self._store.record_preview(self._owner, key, message_id),
+            hold=hold,
+            typist=self._typist,
         )
-        if claim.stale_preview:
-            notice.target[PREVIEW_KEY] = claim.stale_preview
-        if not await self._store.record_resume(self._owner, claim.session_key, notice):
-            raise LeaseLost(f"lease on {claim.session_key} lost before the turn started")
-        self._on_outbox()
-
-        async def held() -> bool:
-            return await self._store.outbox_status(idem) not in ("sent", "failed", None)
-
-        return held
-
-    async def _preview_hold(
-        self, claim: Claim, route: dict[str, str], attempts: int
-    ) -> Callable[[], Awaitable[bool]]:
-        """What keeps this turn's previews back: a resumed turn's notice, else earlier replies."""
-        if attempts > 1:
-            return await self._resume(claim, route)
-        if claim.stale_preview:
-            await self._delete_stale(claim)
-        source = claim.items[-1].inbound.source
-        return self._behind_earlier_replies(source.platform, source.chat_id or "")
-
-    def _behind_earlier_replies(self, platform: str, chat_id: str) -> Callable[[], Awaitable[bool]]:
-        """Previews wait while the chat still has replies on their way to the platform: a preview
-        goes straight out, and would otherwise land above the earlier turn's final."""
-
-        async def held() -> bool:
-            return await self._store.undelivered_in_chat(platform, chat_id) > 0
-
-        return held
-
-    async def _delete_stale(self, claim: Claim) -> None:
-        """A preview a dead process left for items that are gone (cancelled, reset): remove it."""
-        source = claim.items[-1].inbound.source
-        adapter = self._adapters.get(source.platform)
-        if adapter is None or not adapter.capabilities.edit or claim.stale_preview is None:
-            return
-        platform: EditablePlatform = adapter  # type: ignore[assignment]
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(
-                platform.delete_message(source.chat_id or "", claim.stale_preview, egress_target(source)),
-                10.0,
-            )
 
     async def _request(
         self,

@@ -8,7 +8,6 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Protocol
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -16,7 +15,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.log_budget import LogBudget
-from chatgate.domain.outbound import Capabilities, Deferred, Delivered, DeliveryResult
+from chatgate.domain.outbound import Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt, PromptResolution, prompt_token
@@ -24,6 +23,7 @@ from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Accounts, ApprovalReads, OutboxConfirmations, WebChats
 from chatgate.engine.ports import WAIT_BRIEFLY, AdapterState, Intake, Refused, Unavailable
 from chatgate.platforms.kit.trust import vouch
+from chatgate.platforms.webchat.capabilities import web_capabilities
 from chatgate.platforms.webchat.chat_claims import ChatClaims
 from chatgate.platforms.webchat.connection import DEFAULT_MAX_QUEUED_BYTES, Connection
 from chatgate.platforms.webchat.delivery_ids import web_button_delivery_id, web_delivery_id
@@ -48,20 +48,13 @@ class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Proto
     the chats each account owns."""
 
 
-WEB_FILE_MAX_BYTES = 100_000_000
-"""The largest file the agent sends a web chat (as a download link; ``tools.attach_max_bytes``
-bounds it first)."""
-CAPABILITIES = Capabilities(drafts=True, buttons=True, max_length=1_000_000, confirms_receipt=True)
-
-
 class WebChatAdapter:
     """Also a ``PromptingPlatform``: prompts are frames with buttons, kept open by the store.
     ``takes_uploads``: its ``stored`` attachments are uploads it signed (``uploads.py``)."""
 
     platform = PLATFORM
     takes_uploads = True
-    uploads_bytes = False
-    """The agent's files are served from the blob store by their link (``uploads.py``)."""
+    uploads_bytes = False  # the agent's files are served from the blob store by their link
 
     def __init__(
         self,
@@ -81,12 +74,7 @@ class WebChatAdapter:
         models: ModelChoice | None = None,
     ) -> None:
         self.uploads = uploads
-        self.capabilities = replace(
-            CAPABILITIES,
-            draft_interval=draft_interval,
-            # The agent's files are links to the blob store; without media (no store) there are none.
-            max_upload_bytes=WEB_FILE_MAX_BYTES if uploads is not None else 0,
-        )
+        self.capabilities = web_capabilities(draft_interval, files=uploads is not None)
         self._store = store
         self._hello_timeout = hello_timeout
         self._lines = LogBudget(log)
@@ -103,8 +91,7 @@ class WebChatAdapter:
         self._max_queued_bytes = max_queued_bytes
         self._chats: dict[str, set[Connection]] = {}
         self._intake_open = True
-        self._models = models
-        """The model profiles for the page's picker (None: no picker)."""
+        self._models = models  # the model profiles for the page's picker (None: no picker)
 
     @property
     def auth(self) -> str:
@@ -150,8 +137,7 @@ class WebChatAdapter:
         return row_frame(row, self.uploads.file_link if self.uploads is not None else None)
 
     async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
-        """``engine.ports.FilePlatform``: the row's frame names the file with its owner-only link
-        (``uploads.py`` serves it from the blob store), so no bytes pass through here."""
+        """``FilePlatform``: the frame names the file by its owner-only link (``uploads.py``)."""
         return await self.deliver(row)
 
     def _broadcast(self, chat_id: str, frame: dict[str, Any]) -> None:
