@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
-from support.procs import ChatClient, GatewayProcess, wait_until
+from support.procs import ChatClient, start_fleet, stop_fleet, wait_until
 
 PROCESSES = 2
 CHATS = int(os.environ.get("STORM_CHATS", "16"))
@@ -52,10 +52,7 @@ async def test_a_storm_of_cut_connections_stalls_no_chat_and_tells_no_one_of_a_r
         "agent": {"echo": {"chunk_delay_ms": 5, "chunk_chars": 8}},
         "shutdown": {"drain_seconds": 1},
     }
-    for i in range(PROCESSES):
-        (tmp_path / f"p{i}").mkdir()
-    fleet = [GatewayProcess(tmp_path / f"p{i}", config) for i in range(PROCESSES)]
-    await asyncio.gather(*(g.start() for g in fleet))
+    fleet = await start_fleet(tmp_path, config, PROCESSES)
     pids = [g.proc.pid for g in fleet if g.proc is not None]
     clients = [
         ChatClient(
@@ -87,12 +84,7 @@ async def test_a_storm_of_cut_connections_stalls_no_chat_and_tells_no_one_of_a_r
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for gateway in fleet:
-            if gateway.proc is not None and gateway.proc.returncode is None:
-                try:
-                    await gateway.terminate()
-                except Exception:  # it did not stop in time: it must not outlive the test
-                    await gateway.kill()
+        await stop_fleet(fleet)
 
     print(f"storm: {CUTS} cuts ({cut} connections), all {total} answered {settled:.1f}s after the last")
     assert cut >= CUTS * PROCESSES, "each cut reached every process's connections"

@@ -13,14 +13,13 @@ so its running turn is taken over by B or C.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
-from support.procs import FrameClient, GatewayProcess
+from support.procs import FrameClient, start_fleet, stop_fleet
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 MESSAGES = 5
@@ -37,24 +36,6 @@ def _config(schema: str) -> dict[str, Any]:
         "agent": {"echo": {"chunk_delay_ms": 150, "chunk_chars": 4}},
         "shutdown": {"drain_seconds": 1},
     }
-
-
-async def _fleet(tmp_path: Path, schema: str, size: int) -> list[GatewayProcess]:
-    fleet = []
-    for i in range(size):
-        (tmp_path / f"p{i}").mkdir()
-        fleet.append(GatewayProcess(tmp_path / f"p{i}", _config(schema)))
-    await asyncio.gather(*(g.start() for g in fleet))
-    return fleet
-
-
-async def _stop(fleet: list[GatewayProcess]) -> None:
-    for gateway in fleet:
-        if gateway.proc is not None and gateway.proc.returncode is None:
-            try:
-                await gateway.terminate()
-            except Exception:  # it did not stop in time: it must not outlive the test
-                await gateway.kill()
 
 
 async def _send_on(port: int, chat: str) -> list[str]:
@@ -90,7 +71,7 @@ async def _outbox_of(schema: str, chat: str) -> list[tuple[str, str]]:
 
 
 async def test_replies_follow_a_client_to_another_live_process(tmp_path: Path, pg_schema: str) -> None:
-    fleet = await _fleet(tmp_path, pg_schema, 2)
+    fleet = await start_fleet(tmp_path, _config(pg_schema), 2)
     try:
         ids = await _send_on(fleet[0].port, "moving")
         moved = FrameClient(fleet[1].port, "moving", "u-moving")
@@ -100,13 +81,13 @@ async def test_replies_follow_a_client_to_another_live_process(tmp_path: Path, p
         recorded = await _outbox_of(pg_schema, "moving")
         assert [mid for mid, _ in recorded] == ids, "one final per message"
     finally:
-        await _stop(fleet)
+        await stop_fleet(fleet)
 
 
 async def test_replies_follow_a_client_when_the_process_it_left_is_killed(
     tmp_path: Path, pg_schema: str
 ) -> None:
-    fleet = await _fleet(tmp_path, pg_schema, 3)
+    fleet = await start_fleet(tmp_path, _config(pg_schema), 3)
     try:
         ids = await _send_on(fleet[0].port, "orphaned")
         await fleet[0].kill()  # mid-turn: B or C takes the session over
@@ -117,4 +98,4 @@ async def test_replies_follow_a_client_when_the_process_it_left_is_killed(
         recorded = await _outbox_of(pg_schema, "orphaned")
         assert [mid for mid, _ in recorded] == ids, "one final per message"
     finally:
-        await _stop(fleet)
+        await stop_fleet(fleet)

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from support.pg_cluster import PrivateCluster, private_pg_fixture  # noqa: F401  (the private_pg fixture)
-from support.procs import ChatClient, GatewayProcess, wait_until
+from support.procs import ChatClient, start_fleet, stop_fleet, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 PROCESSES = 2
@@ -47,10 +47,7 @@ async def test_a_fleet_rides_out_its_database_restarting_under_load(
         "agent": {"echo": {"chunk_delay_ms": 5, "chunk_chars": 8}},
         "shutdown": {"drain_seconds": 1},
     }
-    for i in range(PROCESSES):
-        (tmp_path / f"p{i}").mkdir()
-    fleet = [GatewayProcess(tmp_path / f"p{i}", config) for i in range(PROCESSES)]
-    await asyncio.gather(*(g.start() for g in fleet))
+    fleet = await start_fleet(tmp_path, config, PROCESSES)
     pids = [g.proc.pid for g in fleet if g.proc is not None]
     clients = [
         ChatClient(
@@ -88,12 +85,7 @@ async def test_a_fleet_rides_out_its_database_restarting_under_load(
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         running = [g.proc is not None and g.proc.returncode is None for g in fleet]
-        for gateway in fleet:
-            if gateway.proc is not None and gateway.proc.returncode is None:
-                try:
-                    await gateway.terminate()
-                except Exception:  # it did not stop in time: it must not outlive the test
-                    await gateway.kill()
+        await stop_fleet(fleet)
 
     assert all(running), "every process rode the outage out: none exited"
     assert [g.proc.pid for g in fleet if g.proc is not None] == pids, "none was restarted"

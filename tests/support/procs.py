@@ -158,6 +158,28 @@ class GatewayProcess:
         )
 
 
+async def start_fleet(
+    tmp: Path, config: dict[str, Any], size: int, launcher: list[str] | None = None
+) -> list[GatewayProcess]:
+    """``size`` gateway processes on one configuration (a shared store), each in ``tmp/p<i>``."""
+    fleet = []
+    for i in range(size):
+        (tmp / f"p{i}").mkdir()
+        fleet.append(GatewayProcess(tmp / f"p{i}", config))
+    await asyncio.gather(*(g.start(launcher=launcher) for g in fleet))
+    return fleet
+
+
+async def stop_fleet(fleet: list[GatewayProcess]) -> None:
+    """Stop every process still running, whatever failed before: none may outlive the test."""
+    for gateway in fleet:
+        if gateway.proc is not None and gateway.proc.returncode is None:
+            try:
+                await gateway.terminate()
+            except Exception:  # it did not stop in time
+                await gateway.kill()
+
+
 @dataclass
 class ChatClient:
     """A web chat user who keeps resending unacknowledged messages after reconnects."""

@@ -61,17 +61,22 @@ class BotApi:
 
     async def call(self, method: str, request_timeout: float, /, **params: Any) -> Any:
         """POST ``method``; ``request_timeout`` bounds the whole call, a long poll's wait included."""
+        status, body = await self._post(method, request_timeout, form(params))
+        return _result(method, status, body)
+
+    async def _post(self, method: str, request_timeout: float, data: Any) -> tuple[int, bytes]:
+        """The status and body of one POST; a failure says whether Telegram may have it
+        (``MaybeSent``) or surely has not (``NotSent``)."""
         timeout = aiohttp.ClientTimeout(total=request_timeout)
         try:
-            async with self._http.post(self._url + method, data=form(params), timeout=timeout) as response:
-                status, body = response.status, await response.read()
+            async with self._http.post(self._url + method, data=data, timeout=timeout) as response:
+                return response.status, await response.read()
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise NotSent(f"{method}: could not connect: {type(exc).__name__}: {exc}") from exc
         except TimeoutError as exc:
             raise MaybeSent(f"{method}: no answer within {request_timeout:.0f}s") from exc
         except aiohttp.ClientError as exc:
             raise MaybeSent(f"{method}: connection failed: {type(exc).__name__}: {exc}") from exc
-        return _result(method, status, body)
 
     async def upload(
         self, method: str, request_timeout: float, field: str, file: FilePart, /, **params: Any
@@ -82,16 +87,7 @@ class BotApi:
         for key, value in form(params).items():
             body.add_field(key, value)
         body.add_field(field, file.data, filename=file.name, content_type=file.mime)
-        timeout = aiohttp.ClientTimeout(total=request_timeout)
-        try:
-            async with self._http.post(self._url + method, data=body, timeout=timeout) as response:
-                status, answer = response.status, await response.read()
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-            raise NotSent(f"{method}: could not connect: {type(exc).__name__}: {exc}") from exc
-        except TimeoutError as exc:
-            raise MaybeSent(f"{method}: no answer within {request_timeout:.0f}s") from exc
-        except aiohttp.ClientError as exc:
-            raise MaybeSent(f"{method}: connection failed: {type(exc).__name__}: {exc}") from exc
+        status, answer = await self._post(method, request_timeout, body)
         if status == 413:  # the server took none of it: refused for good, not an unknown outcome
             raise ApiRefused(method, 413, "Request Entity Too Large", {})
         return _result(method, status, answer)
