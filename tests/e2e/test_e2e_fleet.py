@@ -27,7 +27,7 @@ import pytest
 
 from support.pg_cluster import PrivateCluster, private_pg_fixture  # noqa: F401  (the private_pg fixture)
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
-from support.procs import ChatClient, GatewayProcess, wait_until
+from support.procs import ChatClient, GatewayProcess, admitted_order, wait_until
 from support.recording_agent import read_journal
 
 PROCESSES = 3
@@ -201,10 +201,8 @@ async def chaos(
             assert set(client.finals[mid]) == {(client.finals[mid][0][0], f"echo: {text}")}, (mid, context)
     # In order: the order the fleet admitted them (a message the outage refused was sent again
     # after later ones got in, and is answered after them, as the client's resend asked).
-    admitted: dict[str, list[str]] = {}
-    for row in await sql(f'SELECT delivery_id FROM "{pg_schema}".inbox ORDER BY seq'):
-        chat, _, mid = str(row["delivery_id"]).partition(":")[2].partition("/")
-        admitted.setdefault(chat, []).append(mid)
+    rows = await sql(f'SELECT delivery_id FROM "{pg_schema}".inbox ORDER BY seq')
+    admitted = admitted_order(r["delivery_id"] for r in rows)
     for client in clients:
         assert client.first_final_order == admitted[client.chat_id], (client.chat_id, context)
         if not client.errors:  # nothing refused: admitted, and so answered, in the order sent

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
-from support.procs import ChatClient, start_fleet, stop_fleet, wait_until
+from support.procs import admitted_order, fleet_clients, start_fleet, stop_fleet, wait_until
 
 PROCESSES = 2
 CHATS = int(os.environ.get("STORM_CHATS", "16"))
@@ -54,15 +54,7 @@ async def test_a_storm_of_cut_connections_stalls_no_chat_and_tells_no_one_of_a_r
     }
     fleet = await start_fleet(tmp_path, config, PROCESSES)
     pids = [g.proc.pid for g in fleet if g.proc is not None]
-    clients = [
-        ChatClient(
-            f"ws://127.0.0.1:{fleet[c % PROCESSES].port}/ws",
-            f"chat{c}",
-            [(f"c{c}m{i}", f"message {i} of chat {c}") for i in range(PER_CHAT)],
-            window=2,
-        )
-        for c in range(CHATS)
-    ]
+    clients = fleet_clients(fleet, CHATS, PER_CHAT)
     stop = asyncio.Event()
     tasks = [asyncio.create_task(client.run(stop)) for client in clients]
     total = CHATS * PER_CHAT
@@ -93,10 +85,8 @@ async def test_a_storm_of_cut_connections_stalls_no_chat_and_tells_no_one_of_a_r
         assert {e["code"] for e in client.errors} <= {"storage_unavailable"}, client.errors
         for mid, text in client.messages:
             assert set(client.finals[mid]) == {(client.finals[mid][0][0], f"echo: {text}")}, (mid, seed)
-    admitted: dict[str, list[str]] = {}
-    for row in await sql(f'SELECT delivery_id FROM "{pg_schema}".inbox ORDER BY seq'):
-        chat, _, mid = str(row["delivery_id"]).partition(":")[2].partition("/")
-        admitted.setdefault(chat, []).append(mid)
+    rows = await sql(f'SELECT delivery_id FROM "{pg_schema}".inbox ORDER BY seq')
+    admitted = admitted_order(r["delivery_id"] for r in rows)
     for client in clients:
         assert client.first_final_order == admitted[client.chat_id], (client.chat_id, seed)
     notices = await sql(f"SELECT in_reply_to, text FROM \"{pg_schema}\".outbox WHERE kind = 'notice'")

@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from support.pg_cluster import PrivateCluster, private_pg_fixture  # noqa: F401  (the private_pg fixture)
-from support.procs import ChatClient, start_fleet, stop_fleet, wait_until
+from support.procs import admitted_order, fleet_clients, start_fleet, stop_fleet, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 PROCESSES = 2
@@ -49,15 +49,7 @@ async def test_a_fleet_rides_out_its_database_restarting_under_load(
     }
     fleet = await start_fleet(tmp_path, config, PROCESSES)
     pids = [g.proc.pid for g in fleet if g.proc is not None]
-    clients = [
-        ChatClient(
-            f"ws://127.0.0.1:{fleet[c % PROCESSES].port}/ws",
-            f"chat{c}",
-            [(f"c{c}m{i}", f"message {i} of chat {c}") for i in range(PER_CHAT)],
-            window=2,
-        )
-        for c in range(CHATS)
-    ]
+    clients = fleet_clients(fleet, CHATS, PER_CHAT)
     stop = asyncio.Event()
     tasks = [asyncio.create_task(client.run(stop)) for client in clients]
     total = CHATS * PER_CHAT
@@ -99,10 +91,7 @@ async def test_a_fleet_rides_out_its_database_restarting_under_load(
             assert set(client.finals[mid]) == {(client.finals[mid][0][0], f"echo: {text}")}, mid
     rows = await _fetch(private_pg.dsn, f'SELECT delivery_id, status FROM "{SCHEMA}".inbox ORDER BY seq')
     assert len(rows) == total and {r["status"] for r in rows} == {"done"}, "each admitted once, all done"
-    admitted: dict[str, list[str]] = {}
-    for row in rows:
-        chat, _, mid = str(row["delivery_id"]).partition(":")[2].partition("/")
-        admitted.setdefault(chat, []).append(mid)
+    admitted = admitted_order(r["delivery_id"] for r in rows)
     for client in clients:
         assert client.acked <= set(admitted[client.chat_id]), "everything acknowledged was kept"
         assert client.first_final_order == admitted[client.chat_id], client.chat_id

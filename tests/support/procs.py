@@ -12,7 +12,7 @@ import socket
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,3 +339,27 @@ class FrameClient:
             for f in self.frames[after:]
             if f["type"] == kind and (prompt_id is None or f.get("prompt_id") == prompt_id)
         ]
+
+
+def fleet_clients(
+    fleet: list[GatewayProcess], chats: int, per_chat: int, window: int = 2
+) -> list[ChatClient]:
+    """One web chat client a chat, spread over the fleet's ports, each with ``per_chat`` messages."""
+    return [
+        ChatClient(
+            f"ws://127.0.0.1:{fleet[c % len(fleet)].port}/ws",
+            f"chat{c}",
+            [(f"c{c}m{i}", f"message {i} of chat {c}") for i in range(per_chat)],
+            window=window,
+        )
+        for c in range(chats)
+    ]
+
+
+def admitted_order(delivery_ids: Iterable[object]) -> dict[str, list[str]]:
+    """Per chat, the message ids in the order the inbox admitted them (web chat delivery ids)."""
+    admitted: dict[str, list[str]] = {}
+    for delivery_id in delivery_ids:
+        chat, _, mid = str(delivery_id).partition(":")[2].partition("/")
+        admitted.setdefault(chat, []).append(mid)
+    return admitted
