@@ -4,8 +4,10 @@ transcript keeps the items a message sent the model."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,77 @@ async def test_history_keeps_the_media_a_message_sent(store):
     seqs = tuple(i.seq for i in claim.items)
     await store.complete_turn("w1", TurnOutcome("k1", claim.session_id, seqs, transcript, (), "ok"), 30.0, 1)
     assert await store.history(claim.session_id, 10) == list(transcript)
+
+
+@covers(Media.media_usage)
+async def test_a_users_usage_is_the_size_of_their_stored_files(store):
+    mine = MediaItem("c" * 64, "image/png", 1000, "a.png")
+    await store.record_media(MediaRecord("9:0", mine, None, "a.png", owner="web:u1"), T0)
+    await store.record_media(MediaRecord("9:1", mine, None, "a.png", owner="web:u1"), T0)  # counted twice
+    await store.record_media(MediaRecord("9:2", None, "too big", "b.png", owner="web:u1"), T0)  # nothing kept
+    await store.record_media(MediaRecord("9:3", mine, None, "a.png", owner="web:u2"), T0)
+    assert await store.media_usage("web:u1") == 2000
+    assert await store.media_usage("web:u2") == 1000
+    assert await store.media_usage("web:nobody") == 0
+    assert (await store.media_record("9:0")).owner == "web:u1"
+
+
+@covers(Media.expire_media, Media.sweep_blobs)
+async def test_retention_removes_old_records_then_the_blobs_no_record_names(store, tmp_path):
+    old_only, shared, orphan = b"only an old record names me", b"an old and a new record name me", b"nobody"
+    shas = {}
+    for data in (old_only, shared, orphan):
+        sha, path = blob_file(tmp_path, data)
+        await store.put_blob(sha, path)
+        shas[data] = sha
+    old = MediaItem(shas[old_only], "text/plain", 27, "a.txt")
+    both = MediaItem(shas[shared], "text/plain", 31, "b.txt")
+    await store.record_media(MediaRecord("1:0", old, None), T0)
+    await store.record_media(MediaRecord("1:1", both, None), T0)
+    await store.record_media(MediaRecord("2:0", both, None), T0 + 100)
+    assert await store.sweep_blobs(time.time() - 3600) == 0  # every blob is younger than that
+    assert await store.expire_media(T0 + 50) == 2
+    assert await store.media_record("1:0") is None and await store.media_record("1:1") is None
+    assert await store.media_record("2:0") is not None
+    assert await store.sweep_blobs(time.time() + 1) == 2  # the old-only blob and the orphan
+    assert await store.read_blob(shas[old_only]) is None
+    orphan_sha = shas[orphan]
+    assert await store.read_blob(orphan_sha) is None
+    assert await store.read_blob(shas[shared]) == shared  # a newer record still names it
+    assert await store.sweep_blobs(time.time() + 1) == 0  # idempotent: a second pass finds nothing
+    assert await store.expire_media(T0 + 50) == 0
+    _, again = blob_file(tmp_path, orphan)
+    await store.put_blob(orphan_sha, again)  # a swept blob can be stored again
+    assert await store.read_blob(orphan_sha) == orphan
+
+
+@covers(Media.put_blob, Media.sweep_blobs)
+async def test_a_blob_stored_again_is_young_again_for_the_sweep(store, tmp_path):
+    data = b"sent long ago, uploaded again today"
+    sha, path = blob_file(tmp_path, data)
+    await store.put_blob(sha, path)
+    await asyncio.sleep(0.05)  # past the file system's timestamp granularity
+    cutoff = time.time()
+    await asyncio.sleep(0.05)
+    _, again = blob_file(tmp_path, data)
+    await store.put_blob(sha, again)  # the upload before its message's record: no record yet
+    assert await store.sweep_blobs(cutoff) == 0
+    assert await store.read_blob(sha) == data
+
+
+@covers(Media.shared_key)
+async def test_a_shared_key_is_made_once_and_read_by_every_store_of_the_backend(backend):
+    first, second = backend.store(), backend.store()
+    await first.open()
+    try:
+        key = await first.shared_key("uploads")
+        assert len(key) == 32
+        assert await first.shared_key("uploads") == key
+        assert await first.shared_key("other") != key
+    finally:
+        await first.close()
+    await second.open()
+    try:
+        assert await second.shared_key("uploads") == key  # a restart, or another process of a fleet
+    finally:
+        await second.close()

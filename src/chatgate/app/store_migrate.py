@@ -94,8 +94,10 @@ TABLES: tuple[Table, ...] = (
     Table("cursors", ("name", "value", "updated_at")),
     Table(
         "media",
-        ("key", "sha", "mime", "size", "name", "error", "transcript", "transcript_error", "created_at"),
+        ("key", "sha", "mime", "size", "name", "error", "transcript", "transcript_error", "owner",
+         "created_at"),
     ),
+    Table("gateway_keys", ("name", "value", "created_at")),
     Table(
         "rejected_inbound", ("id", "transport", "delivery_id", "reason", "excerpt", "received_at"),
         order="id", identity="id",

@@ -91,6 +91,8 @@ class MediaRecord:
     transcribe again."""
     transcript_error: str | None = None
     """Why an audio file that was stored could not be transcribed (too long, corrupt...)."""
+    owner: str | None = None
+    """Whose file it is (``<platform>:<user id>``): a user's quota counts the sizes of their records."""
 
 
 @dataclass(frozen=True, slots=True)

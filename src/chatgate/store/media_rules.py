@@ -16,9 +16,12 @@ from typing import Any
 from chatgate.domain.media import MediaItem, MediaRecord
 
 CHUNK_BYTES = 1024 * 1024
+SWEEP_BATCH = 500
+"""Records or blobs one retention step removes (a pass repeats steps until one removes fewer)."""
+KEY_BYTES = 32
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 
-MEDIA_COLUMNS = "key, sha, mime, size, name, error, transcript, transcript_error"
+MEDIA_COLUMNS = "key, sha, mime, size, name, error, transcript, transcript_error, owner"
 
 
 def checked_sha(sha: str) -> str:
@@ -37,7 +40,8 @@ def record_row(record: MediaRecord) -> tuple[Any, ...]:
     """The row's values in ``MEDIA_COLUMNS`` order."""
     item = record.item
     if item is None:
-        return (record.key, None, None, None, record.name, record.error or "not fetched", None, None)
+        error = record.error or "not fetched"
+        return (record.key, None, None, None, record.name, error, None, None, record.owner)
     return (
         record.key,
         checked_sha(item.sha),
@@ -47,13 +51,14 @@ def record_row(record: MediaRecord) -> tuple[Any, ...]:
         None,
         record.transcript,
         record.transcript_error,
+        record.owner,
     )
 
 
 def record_of(row: Any) -> MediaRecord:
     key, sha, mime, size, name, error = row[0], row[1], row[2], row[3], row[4], row[5]
     item = MediaItem(sha, mime, int(size), name) if sha is not None else None
-    return MediaRecord(key, item, error, name, transcript=row[6], transcript_error=row[7])
+    return MediaRecord(key, item, error, name, transcript=row[6], transcript_error=row[7], owner=row[8])
 
 
 def file_chunks(path: str) -> Iterator[bytes]:
@@ -61,6 +66,22 @@ def file_chunks(path: str) -> Iterator[bytes]:
     with open(path, "rb") as f:
         while piece := f.read(CHUNK_BYTES):
             yield piece
+
+
+def stored_blobs(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every blob file under ``root`` by sha (not ``tmp``, not a ``.partial`` copy)."""
+    if not root.is_dir():
+        return
+    for fan in root.iterdir():
+        if len(fan.name) != 2 or not fan.is_dir():
+            continue
+        for entry in fan.iterdir():
+            if _SHA.match(entry.name):
+                yield entry.name, entry
+
+
+def new_key() -> bytes:
+    return os.urandom(KEY_BYTES)
 
 
 def fsync_dir(path: Path) -> None:

@@ -31,3 +31,22 @@ class Media(Protocol):
     async def read_blob(self, sha: str) -> bytes | None:
         """A blob's bytes; None when there is no such blob."""
         ...
+
+    async def media_usage(self, owner: str) -> int:
+        """The bytes of the files recorded for ``owner`` (``MediaRecord.owner``): a user's quota."""
+        ...
+
+    async def expire_media(self, before: float) -> int:
+        """Delete up to a batch of records made before ``before`` (retention); how many went.
+        Their blobs stay until ``sweep_blobs`` finds them unreferenced."""
+        ...
+
+    async def sweep_blobs(self, before: float) -> int:
+        """Delete up to a batch of blobs stored before ``before`` that no record names; how many.
+        A blob stored again is young again; one a record names is never deleted."""
+        ...
+
+    async def shared_key(self, name: str) -> bytes:
+        """A random secret made once under ``name`` and the same for every process of the store
+        (a web upload's signing key): the first caller makes it, every later one reads it."""
+        ...

@@ -14,7 +14,15 @@ import time
 import asyncpg
 
 from chatgate.domain.media import MediaRecord
-from chatgate.store.media_rules import MEDIA_COLUMNS, checked_sha, file_chunks, record_of, record_row
+from chatgate.store.media_rules import (
+    MEDIA_COLUMNS,
+    SWEEP_BATCH,
+    checked_sha,
+    file_chunks,
+    new_key,
+    record_of,
+    record_row,
+)
 from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.forwards import reads, writes
 
@@ -26,7 +34,7 @@ async def media_record(conn: asyncpg.Connection, key: str) -> MediaRecord | None
 
 async def record_media(conn: asyncpg.Connection, record: MediaRecord, now: float) -> MediaRecord:
     await conn.execute(
-        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)"
+        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)"
         " ON CONFLICT (key) DO NOTHING",
         *record_row(record),
         now,
@@ -37,7 +45,10 @@ async def record_media(conn: asyncpg.Connection, record: MediaRecord, now: float
 
 
 async def write_blob(conn: asyncpg.Connection, sha: str, path: str) -> None:
-    if await conn.fetchval("SELECT 1 FROM media_blobs WHERE sha = $1", sha):
+    # Stored already: touched, young again for the retention sweep (which holds the row while it
+    # deletes: this waits for it, then finds the blob gone and writes it again).
+    touch = "UPDATE media_blobs SET created_at = $2 WHERE sha = $1 RETURNING 1"
+    if await conn.fetchval(touch, sha, time.time()):
         return
     await conn.execute("DELETE FROM media_chunks WHERE sha = $1", sha)  # a retried write starts over
     chunks = file_chunks(path)
@@ -62,12 +73,59 @@ async def read_blob(conn: asyncpg.Connection, sha: str) -> bytes | None:
     return b"".join(r[0] for r in rows)
 
 
+async def media_usage(conn: asyncpg.Connection, owner: str) -> int:
+    found = await conn.fetchval(
+        "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = $1 AND sha IS NOT NULL", owner
+    )
+    return int(found)
+
+
+async def expire_media(conn: asyncpg.Connection, before: float) -> int:
+    status = await conn.execute(
+        "DELETE FROM media WHERE key IN (SELECT key FROM media WHERE created_at < $1 LIMIT $2)",
+        before,
+        SWEEP_BATCH,
+    )
+    return int(status.split()[-1])
+
+
+async def sweep_blobs(conn: asyncpg.Connection, before: float) -> int:
+    """Blobs stored before ``before`` that no record names: their marks, then their chunks, in one
+    transaction (a writer storing the same sha again waits on the mark's row lock)."""
+    gone = await conn.fetch(
+        "DELETE FROM media_blobs WHERE sha IN (SELECT b.sha FROM media_blobs b WHERE b.created_at < $1"
+        " AND NOT EXISTS (SELECT 1 FROM media m WHERE m.sha = b.sha) LIMIT $2 FOR UPDATE SKIP LOCKED)"
+        " AND created_at < $1 RETURNING sha",
+        before,
+        SWEEP_BATCH,
+    )
+    shas = [r[0] for r in gone]
+    if shas:
+        await conn.execute("DELETE FROM media_chunks WHERE sha = ANY($1::text[])", shas)
+    return len(shas)
+
+
+async def shared_key(conn: asyncpg.Connection, name: str) -> bytes:
+    await conn.execute(
+        "INSERT INTO gateway_keys (name, value, created_at) VALUES ($1, $2, $3)"
+        " ON CONFLICT (name) DO NOTHING",
+        name,
+        new_key(),
+        time.time(),
+    )
+    return bytes(await conn.fetchval("SELECT value FROM gateway_keys WHERE name = $1", name))
+
+
 class PgMedia(PgRole):
     """``Media``."""
 
     media_record = reads(media_record)
     record_media = writes(record_media)
     read_blob = reads(read_blob)
+    media_usage = reads(media_usage)
+    expire_media = writes(expire_media)
+    sweep_blobs = writes(sweep_blobs)
+    shared_key = writes(shared_key)
 
     async def put_blob(self, sha: str, path: str) -> None:
         checked_sha(sha)

@@ -12,10 +12,21 @@ import errno
 import os
 import shutil
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 from chatgate.domain.media import MediaRecord
-from chatgate.store.media_rules import MEDIA_COLUMNS, blob_path, fsync_dir, record_of, record_row
+from chatgate.store.media_rules import (
+    MEDIA_COLUMNS,
+    SWEEP_BATCH,
+    blob_path,
+    fsync_dir,
+    new_key,
+    record_of,
+    record_row,
+    stored_blobs,
+)
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
 
@@ -27,7 +38,7 @@ def media_record(conn: sqlite3.Connection, key: str) -> MediaRecord | None:
 
 def record_media(conn: sqlite3.Connection, record: MediaRecord, now: float) -> MediaRecord:
     conn.execute(
-        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES (?,?,?,?,?,?,?,?,?)"
+        f"INSERT INTO media ({MEDIA_COLUMNS}, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
         " ON CONFLICT (key) DO NOTHING",
         (*record_row(record), now),
     )
@@ -36,10 +47,21 @@ def record_media(conn: sqlite3.Connection, record: MediaRecord, now: float) -> M
     return found
 
 
+_BLOBS = threading.Lock()
+"""Taking a blob in and sweeping one out never interleave: a blob stored again is touched (its
+mtime is its age for retention) before the sweep can judge it old and unreferenced."""
+
+
 def move_in(root: Path, sha: str, path: str) -> None:
+    with _BLOBS:
+        _move_in(root, sha, path)
+
+
+def _move_in(root: Path, sha: str, path: str) -> None:
     """Put the file at ``path`` in place as the blob ``sha``: fsync, rename, fsync the directory."""
     dest = blob_path(root, sha)
     if dest.exists():
+        os.utime(dest)  # stored again now: young again for the retention sweep
         os.unlink(path)
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +89,47 @@ def read_file(root: Path, sha: str) -> bytes | None:
         return None
 
 
+def media_usage(conn: sqlite3.Connection, owner: str) -> int:
+    sql = "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = ? AND sha IS NOT NULL"
+    row = conn.execute(sql, (owner,))
+    return int(row.fetchone()[0])
+
+
+def expire_media(conn: sqlite3.Connection, before: float) -> int:
+    found = conn.execute(
+        "DELETE FROM media WHERE key IN (SELECT key FROM media WHERE created_at < ? LIMIT ?)",
+        (before, SWEEP_BATCH),
+    )
+    return found.rowcount
+
+
+def sweep_files(conn: sqlite3.Connection, root: Path, before: float) -> int:
+    """Remove the blob files stored before ``before`` that no record names (at most a batch)."""
+    removed = 0
+    for sha, path in stored_blobs(root):
+        with _BLOBS:
+            try:
+                if path.stat().st_mtime >= before:
+                    continue
+            except FileNotFoundError:
+                continue
+            if conn.execute("SELECT 1 FROM media WHERE sha = ? LIMIT 1", (sha,)).fetchone():
+                continue
+            path.unlink(missing_ok=True)
+        removed += 1
+        if removed >= SWEEP_BATCH:
+            break
+    return removed
+
+
+def shared_key(conn: sqlite3.Connection, name: str) -> bytes:
+    conn.execute(
+        "INSERT INTO gateway_keys (name, value, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+        (name, new_key(), time.time()),
+    )
+    return bytes(conn.execute("SELECT value FROM gateway_keys WHERE name = ?", (name,)).fetchone()[0])
+
+
 class SqliteMedia(SqliteRole):
     """``Media``."""
 
@@ -86,3 +149,15 @@ class SqliteMedia(SqliteRole):
     async def read_blob(self, sha: str) -> bytes | None:
         root = self.blob_root
         return await self._db.read(lambda c: read_file(root, sha))
+
+    media_usage = reads(media_usage)
+
+    async def expire_media(self, before: float) -> int:
+        return await self._db.write(lambda c: expire_media(c, before))
+
+    async def sweep_blobs(self, before: float) -> int:
+        root = self.blob_root
+        return await self._db.read(lambda c: sweep_files(c, root, before))
+
+    async def shared_key(self, name: str) -> bytes:
+        return await self._db.write(lambda c: shared_key(c, name))

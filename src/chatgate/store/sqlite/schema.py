@@ -334,6 +334,19 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE media ADD COLUMN transcript TEXT;
     ALTER TABLE media ADD COLUMN transcript_error TEXT;
     """,
+    # 15 -> 16: retention and quotas (issue 29). Whose file a record is (``<platform>:<user>``),
+    # so a user's stored bytes are counted from the records; records expire by ``created_at``.
+    # ``gateway_keys``: secrets made once and shared by every process (a web upload's signing key).
+    """
+    ALTER TABLE media ADD COLUMN owner TEXT;
+    CREATE INDEX media_owner ON media (owner);
+    CREATE INDEX media_created ON media (created_at);
+    CREATE TABLE gateway_keys (
+        name        TEXT PRIMARY KEY,
+        value       BLOB NOT NULL,
+        created_at  REAL NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
