@@ -24,6 +24,10 @@ DEFAULT_MAX_PIXELS = 40_000_000
 DEFAULT_INLINE_CHARS = 20_000
 """Characters of a text document or a PDF's text the model reads in one message."""
 DEFAULT_HISTORY_FILES = 8
+DEFAULT_RETENTION_DAYS = 90.0
+"""Files are kept a season: long enough for a conversation to come back to them, not forever."""
+DEFAULT_QUOTA_MB = 500.0
+"""Per user, at once: 25 files at the 20 MB limit; a stranger cannot fill the disk alone."""
 NAME_MAX = 120
 
 
@@ -44,6 +48,10 @@ class MediaLimits:
     """The history's latest files sent to the model again each turn; older ones are named only."""
     voice: VoiceSettings = field(default_factory=VoiceSettings)
     """How audio files (voice notes) are transcribed (``domain/voice.py``)."""
+    retention_days: float = 0.0
+    """Records and blobs older than this are removed (``engine/media_retention.py``); 0 keeps them."""
+    quota_bytes_per_user: int = 0
+    """The bytes of files one user may have stored (counted from the records); 0: no quota."""
 
     def bytes_for(self, platform: str) -> int:
         """A platform's own limit, never above the overall one."""

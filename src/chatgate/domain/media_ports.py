@@ -27,7 +27,11 @@ class MediaIntake(Protocol):
     """Where a platform that receives files itself (the web chat's upload) hands one in: it is
     streamed, bounded, checked and stored (``MediaRefused`` says why not)."""
 
-    async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem: ...
+    async def take(
+        self, chunks: AsyncIterator[bytes], platform: str, name: str, owner: str | None = None
+    ) -> MediaItem:
+        """``owner`` (``<platform>:<user id>``): whose quota the file counts against, when known."""
+        ...
 
     async def read_blob(self, sha: str) -> bytes | None:
         """A stored file's bytes (a download the platform serves itself: the web chat's); None if gone."""

@@ -45,7 +45,9 @@ from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Media
 from chatgate.domain.turns import QueuedItem
 from chatgate.domain.voice import transcript_line, transcript_notice, untranscribed_note
-from chatgate.engine.media_ingest import check, extract_pdf_text, ingest
+from chatgate.engine.media_ingest import check, extract_pdf_text
+from chatgate.engine.media_quota import Limit, Quota, owner_of
+from chatgate.engine.media_retention import RetentionSweeper, expired_note
 from chatgate.engine.ports import Adapter
 from chatgate.engine.replies import reply_draft
 from chatgate.engine.voice import Transcriber
@@ -186,6 +188,18 @@ class MediaFetcher:
         self._born = clock()
         self._swept = False
         self._voice = Transcriber(limits.voice)
+        self.quota = Quota(store, limits)
+        days = limits.retention_days
+        self.sweeper = RetentionSweeper(store, days) if days > 0 else None
+
+    def start(self) -> None:
+        """The retention sweep's task, when ``media.retention_days`` is set (``stop`` ends it)."""
+        if self.sweeper is not None:
+            self.sweeper.start()
+
+    async def stop(self) -> None:
+        if self.sweeper is not None:
+            await self.sweeper.stop()
 
     def close(self) -> None:
         """Shutdown: the voice notes' thread (``engine/voice.py``)."""
@@ -217,15 +231,19 @@ class MediaFetcher:
         platform = queued.inbound.source.platform
         name = display_name(attachment)
         source = media_source(self._adapters.get(platform))
+        owner = owner_of(queued.inbound.source)
         item: MediaItem | None = None
         error: str | None = None
         if attachment.kind == STORED and takes_uploads(self._adapters.get(platform)):
             item = stored_item(attachment, name)  # an upload: checked when it came in
+            error = await self.quota.refusal(owner, item.size)
+            item = None if error else item
         elif source is None:
             error = f"files from {platform} cannot be fetched yet"
         else:
             try:
-                item = await self._download(source.open_attachment(attachment), platform, name)
+                limit = await self.quota.limit(owner, self.limits.bytes_for(platform), attachment.size)
+                item = await self._download(source.open_attachment(attachment), name, limit)
             except MediaRefused as exc:
                 error = str(exc)
             except TimeoutError:
@@ -241,7 +259,7 @@ class MediaFetcher:
         transcript_error: str | None = None
         if item is not None and item.kind == "audio" and self._voice.enabled:
             transcript, transcript_error = await self._transcribe(key, item)
-        record = MediaRecord(key, item, error, name, transcript, transcript_error)
+        record = MediaRecord(key, item, error, name, transcript, transcript_error, owner)
         return await self._store.record_media(record, self._clock())
 
     async def _transcribe(self, key: str, item: MediaItem) -> tuple[str | None, str | None]:
@@ -266,20 +284,24 @@ class MediaFetcher:
         """``MediaIntake.read_blob``: a stored file, for a platform that serves downloads itself."""
         return await self._store.read_blob(sha)
 
-    async def take(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
+    async def take(
+        self, chunks: AsyncIterator[bytes], platform: str, name: str, owner: str | None = None
+    ) -> MediaItem:
         """``engine.ports.MediaIntake``: a file a platform received itself (a web chat upload),
-        bounded and checked like a fetched one, and stored; ``MediaRefused`` says why not."""
+        bounded and checked like a fetched one, and stored; ``MediaRefused`` says why not (the
+        ``owner``'s quota among the reasons)."""
         try:
-            return await self._download(chunks, platform, sanitize_name(name))
+            limit = await self.quota.limit(owner, self.limits.bytes_for(platform), None)
+            return await self._download(chunks, sanitize_name(name), limit)
         except TimeoutError:
             raise MediaRefused(
                 f"the upload did not finish within {self.limits.timeout_seconds:.0f} s"
             ) from None
 
-    async def _download(self, chunks: AsyncIterator[bytes], platform: str, name: str) -> MediaItem:
+    async def _download(self, chunks: AsyncIterator[bytes], name: str, limit: Limit) -> MediaItem:
         async with asyncio.timeout(self.limits.timeout_seconds):
             try:
-                ingested = await ingest(chunks, self._scratch, self.limits.bytes_for(platform))
+                ingested = await limit.ingest(chunks, self._scratch)
             finally:
                 closer = getattr(chunks, "aclose", None)  # an async generator's connection, now
                 if closer is not None:
@@ -323,7 +345,8 @@ class MediaFetcher:
             return MediaContent(item, note=f"{kind} files are not read by the model yet")
         data = await self._store.read_blob(item.sha)
         if data is None:
-            return MediaContent(item, note="the file is no longer stored")
+            days = self.limits.retention_days
+            return MediaContent(item, note=expired_note(days) if days else "the file is no longer stored")
         if kind == "image":
             encoded = await asyncio.to_thread(lambda: base64.b64encode(data).decode("ascii"))
             return MediaContent(item, data=data, encoded=encoded)

@@ -29,6 +29,10 @@ FLUSH_BYTES = 256 * 1024
 """Bytes gathered before one write in a thread (a thread hop per 16 kB network chunk costs more)."""
 
 
+class TooLarge(MediaRefused):
+    """A download past its byte limit (``engine/media_quota.py`` names a quota's instead)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Ingested:
     """A downloaded file, complete and fsynced: its temporary path, sha256, size and first bytes."""
@@ -75,7 +79,7 @@ async def ingest(chunks: AsyncIterator[bytes], scratch: Path, limit: int) -> Ing
         async for chunk in chunks:
             size += len(chunk)
             if size > limit:
-                raise MediaRefused(f"it is larger than {human_size(limit)}, the most accepted")
+                raise TooLarge(f"it is larger than {human_size(limit)}, the most accepted")
             if len(head) < HEAD_BYTES:
                 head += chunk[: HEAD_BYTES - len(head)]
             pending += chunk

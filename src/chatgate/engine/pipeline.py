@@ -318,6 +318,8 @@ class Engine:
         self.scheduler.start()
         if self.schedules is not None:
             self.schedules.start()
+        if self.media is not None:
+            self.media.start()  # the retention sweep
 
     async def drain(self, turns_budget: float) -> bool:
         """Shutdown, first half: no answer can arrive now; let running turns finish within the budget."""
@@ -338,6 +340,7 @@ class Engine:
         await self.stuck.stop()
         await self.typist.aclose()
         if self.media is not None:
+            await self.media.stop()
             self.media.close()
 
 

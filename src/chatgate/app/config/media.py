@@ -12,6 +12,8 @@ from chatgate.domain.media import (
     DEFAULT_INLINE_CHARS,
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_PIXELS,
+    DEFAULT_QUOTA_MB,
+    DEFAULT_RETENTION_DAYS,
     MediaLimits,
 )
 from chatgate.domain.voice import DEFAULT_MAX_SECONDS, TranscriptionMode, VoiceSettings
@@ -79,6 +81,11 @@ class MediaConfig(BaseModel):
     """The history's latest files the model is sent again each turn; older ones are named only."""
     voice: VoiceConfig = VoiceConfig()
     """How voice notes are transcribed (docs/media.md, "Voice notes")."""
+    retention_days: float = Field(DEFAULT_RETENTION_DAYS, ge=0)
+    """Files (their records and blobs) older than this many days are removed; 0 keeps them forever."""
+    quota_mb_per_user: float = Field(DEFAULT_QUOTA_MB, ge=0)
+    """The megabytes of files one user may have stored at once (what retention has not removed
+    yet); a file past it is refused with a note. 0: no quota."""
 
     def limits(self) -> MediaLimits:
         return MediaLimits(
@@ -89,4 +96,6 @@ class MediaConfig(BaseModel):
             timeout_seconds=self.timeout_seconds,
             history_files=self.history_files,
             voice=self.voice.settings(),
+            retention_days=self.retention_days,
+            quota_bytes_per_user=int(self.quota_mb_per_user * 1_000_000),
         )

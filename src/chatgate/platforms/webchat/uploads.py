@@ -105,7 +105,7 @@ class UploadDesk:
             return error(Refusal(404, "not_found", "no such conversation of yours (say hello on it first)"))
         name = sanitize_name(request.query_params.get("name"), "upload")
         try:
-            item = await self.media.take(request.stream(), PLATFORM, name)
+            item = await self.media.take(request.stream(), PLATFORM, name, f"{PLATFORM}:{who.user_id}")
         except MediaRefused as exc:
             log.info("web chat upload refused: %s", exc, extra={"chat_id": chat_id, "code": "refused"})
             return error(Refusal(422, "file_refused", f"{name} was not accepted: {exc}"))

@@ -357,17 +357,12 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE media ADD COLUMN transcript TEXT;
     ALTER TABLE media ADD COLUMN transcript_error TEXT;
     """,
-    # 15 -> 16: retention and quotas (issue 29). Whose file a record is (``<platform>:<user>``),
-    # as on SQLite; ``gateway_keys`` is what makes a web upload's ref good on every process of a fleet.
+    # 15 -> 16: retention and quotas (issue 29), as on SQLite (gateway_keys: fleet-wide secrets).
     """
     ALTER TABLE media ADD COLUMN owner TEXT;
     CREATE INDEX media_owner ON media (owner);
     CREATE INDEX media_created ON media (created_at);
-    CREATE TABLE gateway_keys (
-        name        TEXT PRIMARY KEY,
-        value       BYTEA NOT NULL,
-        created_at  DOUBLE PRECISION NOT NULL
-    );
+    CREATE TABLE gateway_keys (name TEXT PRIMARY KEY, value BYTEA NOT NULL, created_at FLOAT8 NOT NULL);
     """,
 )
 
