@@ -37,6 +37,10 @@ class MediaIntake(Protocol):
         """A stored file's bytes (a download the platform serves itself: the web chat's); None if gone."""
         ...
 
+    async def signing_key(self, name: str) -> bytes:
+        """The store's secret ``name``, the same on every process (``Media.shared_key``)."""
+        ...
+
 
 def media_source(adapter: object | None) -> MediaSource | None:
     """The adapter as a ``MediaSource``, or None when it cannot fetch files (yet)."""

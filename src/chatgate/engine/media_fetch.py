@@ -284,6 +284,10 @@ class MediaFetcher:
         """``MediaIntake.read_blob``: a stored file, for a platform that serves downloads itself."""
         return await self._store.read_blob(sha)
 
+    async def signing_key(self, name: str) -> bytes:
+        """``MediaIntake.signing_key``: the store's shared secret (a web upload's signing key)."""
+        return await self._store.shared_key(name)
+
     async def take(
         self, chunks: AsyncIterator[bytes], platform: str, name: str, owner: str | None = None
     ) -> MediaItem:

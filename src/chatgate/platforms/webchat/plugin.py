@@ -82,7 +82,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
         accounts = section.auth_mode() == "accounts"
         lowered = frozenset(o.lower() for o in section.origins())
         gate = SessionGate(ctx.store, lowered, section.secure_cookies) if accounts else None
-        signer = UploadSigner() if ctx.media is not None else None
+        signer = UploadSigner(source=ctx.media) if ctx.media is not None else None
         adapter = WebChatAdapter(
             ctx.store,
             ctx.intake,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 from collections.abc import Sequence
 from urllib.parse import quote, urlencode
 
@@ -40,16 +39,29 @@ STORED = "stored"
 MAX_ATTACHMENTS = 10
 
 
+KEY_NAME = "web-uploads"
+"""The store's shared key (``Media.shared_key``) that signs uploads and file links."""
+
+
 class UploadSigner:
     """Signs what an upload stored, for one conversation; checks a message's refs against it.
 
-    The key is this process's: a ref is good until the gateway restarts (the page uploads
-    again), which is long enough, since a message names its files as soon as they are in."""
+    The key is the store's (``MediaIntake.signing_key``): made once, the same for every process
+    of a fleet and across restarts, so a ref signed by one process is good on any other, and a
+    file link outlives a restart. ``load`` reads it (the adapter's ``start``); until then nothing
+    is signed and no ref is accepted (fail closed). A ``key`` given is used as is (tests)."""
 
-    def __init__(self, key: bytes | None = None) -> None:
-        self._key = key or os.urandom(32)
+    def __init__(self, key: bytes | None = None, source: MediaIntake | None = None) -> None:
+        self._key = key
+        self._source = source
+
+    async def load(self) -> None:
+        if self._key is None and self._source is not None:
+            self._key = await self._source.signing_key(KEY_NAME)
 
     def _mac(self, chat_id: str, body: str) -> str:
+        if self._key is None:
+            raise StoreUnavailable("the upload signing key is not loaded yet")
         return hmac.new(self._key, f"{chat_id}\n{body}".encode(), hashlib.sha256).hexdigest()[:32]
 
     def sign(self, chat_id: str, item: MediaItem) -> str:
@@ -71,7 +83,7 @@ class UploadSigner:
         """The stored file ``ref`` names, when this gateway signed it for ``chat_id``; else None."""
         body, _, mac = ref.rpartition(":")
         parts = body.split(":")
-        if len(parts) != 3 or not hmac.compare_digest(mac, self._mac(chat_id, body)):
+        if self._key is None or len(parts) != 3 or not hmac.compare_digest(mac, self._mac(chat_id, body)):
             return None
         sha, size, mime = parts
         return Attachment(STORED, sha, mime, sanitize_name(name), int(size))
@@ -105,6 +117,7 @@ class UploadDesk:
             return error(Refusal(404, "not_found", "no such conversation of yours (say hello on it first)"))
         name = sanitize_name(request.query_params.get("name"), "upload")
         try:
+            await self.signer.load()
             item = await self.media.take(request.stream(), PLATFORM, name, f"{PLATFORM}:{who.user_id}")
         except MediaRefused as exc:
             log.info("web chat upload refused: %s", exc, extra={"chat_id": chat_id, "code": "refused"})
@@ -132,6 +145,10 @@ class UploadDesk:
         )
         if owner is None or owner == DELETED_OWNER or owner != who.user_id:
             return error(gone)
+        try:
+            await self.signer.load()
+        except StoreUnavailable as exc:
+            return error(Refusal(503, "storage_unavailable", f"could not check the link: {exc}"))
         if not self.signer.check_link(chat_id, sha, name, mime, sig):
             return error(gone)
         try:
