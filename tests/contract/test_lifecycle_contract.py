@@ -147,6 +147,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "record_media": lambda s: s.record_media(MediaRecord("1:0", None, "x", "f"), T0),
     "put_blob": lambda s: s.put_blob("a" * 64, "/nonexistent/upload"),
     "read_blob": lambda s: s.read_blob("a" * 64),
+    "open_blob": lambda s: s.open_blob("a" * 64),
     "media_usage": lambda s: s.media_usage("web:u1"),
     "expire_media": lambda s: s.expire_media(T0),
     "sweep_blobs": lambda s: s.sweep_blobs(T0),

@@ -169,3 +169,18 @@ async def test_a_shared_key_is_made_once_and_read_by_every_store_of_the_backend(
         assert await second.shared_key("uploads") == key  # a restart, or another process of a fleet
     finally:
         await second.close()
+
+
+@covers(Media.open_blob)
+async def test_a_blob_streams_in_pieces_and_a_missing_one_is_none(store, tmp_path):
+    data = bytes(range(256)) * 9000  # 2.3 MB: three pieces of at most 1 MiB
+    sha, path = blob_file(tmp_path, data)
+    assert await store.open_blob(sha) is None
+    await store.put_blob(sha, path)
+    stream = await store.open_blob(sha)
+    assert stream is not None and stream.size == len(data)
+    pieces = [piece async for piece in stream.chunks]
+    assert b"".join(pieces) == data
+    assert len(pieces) == 3 and max(len(p) for p in pieces) <= 1024 * 1024
+    with pytest.raises(ValueError):
+        await store.open_blob("../../etc/passwd")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -101,6 +102,15 @@ class MediaRecord:
     """Why an audio file that was stored could not be transcribed (too long, corrupt...)."""
     owner: str | None = None
     """Whose file it is (``<platform>:<user id>``): a user's quota counts the sizes of their records."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlobStream:
+    """A stored blob read piece by piece (about 1 MB each), never whole in memory: a download
+    served or an upload made from it holds one piece at a time."""
+
+    size: int
+    chunks: AsyncIterator[bytes]
 
 
 @dataclass(frozen=True, slots=True)

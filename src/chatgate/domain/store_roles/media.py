@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from chatgate.domain.media import MediaRecord
+from chatgate.domain.media import BlobStream, MediaRecord
 
 
 class Media(Protocol):
@@ -30,6 +30,11 @@ class Media(Protocol):
 
     async def read_blob(self, sha: str) -> bytes | None:
         """A blob's bytes; None when there is no such blob."""
+        ...
+
+    async def open_blob(self, sha: str) -> BlobStream | None:
+        """A blob as a stream of pieces (its size first); None when there is no such blob. A blob
+        removed while it is read ends the stream with ``StoreUnavailable`` (never short bytes)."""
         ...
 
     async def media_usage(self, owner: str) -> int:

@@ -8,12 +8,15 @@ last, so a reader never sees half of one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
+from collections.abc import AsyncIterator
 
 import asyncpg
 
-from chatgate.domain.media import MediaRecord
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.media import BlobStream, MediaRecord
 from chatgate.store.media_rules import (
     MEDIA_COLUMNS,
     SWEEP_BATCH,
@@ -73,6 +76,15 @@ async def read_blob(conn: asyncpg.Connection, sha: str) -> bytes | None:
     return b"".join(r[0] for r in rows)
 
 
+async def blob_mark(conn: asyncpg.Connection, sha: str) -> asyncpg.Record | None:
+    return await conn.fetchrow("SELECT size, chunks FROM media_blobs WHERE sha = $1", sha)
+
+
+async def blob_piece(conn: asyncpg.Connection, sha: str, idx: int) -> bytes | None:
+    found = await conn.fetchval("SELECT data FROM media_chunks WHERE sha = $1 AND idx = $2", sha, idx)
+    return bytes(found) if found is not None else None
+
+
 async def media_usage(conn: asyncpg.Connection, owner: str) -> int:
     found = await conn.fetchval(
         "SELECT COALESCE(SUM(size), 0) FROM media WHERE owner = $1 AND sha IS NOT NULL", owner
@@ -126,6 +138,21 @@ class PgMedia(PgRole):
     expire_media = writes(expire_media)
     sweep_blobs = writes(sweep_blobs)
     shared_key = writes(shared_key)
+
+    async def open_blob(self, sha: str) -> BlobStream | None:
+        sha = checked_sha(sha)
+        mark = await self._db.read(lambda c: blob_mark(c, sha))
+        if mark is None:
+            return None
+        return BlobStream(int(mark["size"]), self._pieces(sha, int(mark["chunks"])))
+
+    async def _pieces(self, sha: str, chunks: int) -> AsyncIterator[bytes]:
+        """One chunk row per query: a reader holds one piece, and no connection between them."""
+        for idx in range(chunks):
+            piece = await self._db.read(functools.partial(blob_piece, sha=sha, idx=idx))
+            if piece is None:
+                raise StoreUnavailable("the blob was removed while it was read")
+            yield piece
 
     async def put_blob(self, sha: str, path: str) -> None:
         checked_sha(sha)

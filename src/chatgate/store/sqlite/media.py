@@ -8,16 +8,21 @@ every other call.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import BinaryIO
 
-from chatgate.domain.media import MediaRecord
+from chatgate.domain.errors import StoreUnavailable
+from chatgate.domain.media import BlobStream, MediaRecord
 from chatgate.store.media_rules import (
+    CHUNK_BYTES,
     MEDIA_COLUMNS,
     SWEEP_BATCH,
     blob_path,
@@ -130,6 +135,21 @@ def shared_key(conn: sqlite3.Connection, name: str) -> bytes:
     return bytes(conn.execute("SELECT value FROM gateway_keys WHERE name = ?", (name,)).fetchone()[0])
 
 
+async def _file_pieces(f: BinaryIO, size: int) -> AsyncIterator[bytes]:
+    """An open blob file's bytes in pieces, each read in a thread; the file is closed at the end
+    (or when the reader stops early). A file unlinked meanwhile is still read whole (POSIX)."""
+    try:
+        left = size
+        while left > 0:
+            piece = await asyncio.to_thread(f.read, min(CHUNK_BYTES, left))
+            if not piece:
+                raise StoreUnavailable("the blob file was cut short while it was read")
+            left -= len(piece)
+            yield piece
+    finally:
+        await asyncio.to_thread(f.close)
+
+
 class SqliteMedia(SqliteRole):
     """``Media``."""
 
@@ -151,6 +171,15 @@ class SqliteMedia(SqliteRole):
         return await self._db.read(lambda c: read_file(root, sha))
 
     media_usage = reads(media_usage)
+
+    async def open_blob(self, sha: str) -> BlobStream | None:
+        path = blob_path(self.blob_root, sha)
+        try:  # opened on a reader thread: refused loudly once the store is closed
+            f = await self._db.read(lambda c: open(path, "rb"))  # noqa: SIM115  (closed by the stream)
+        except FileNotFoundError:
+            return None
+        size = os.fstat(f.fileno()).st_size
+        return BlobStream(size, _file_pieces(f, size))
 
     async def expire_media(self, before: float) -> int:
         return await self._db.write(lambda c: expire_media(c, before))
