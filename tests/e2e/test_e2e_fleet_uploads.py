@@ -4,7 +4,8 @@ The page uploads its file to process A (a load balancer sent the POST there) and
 message naming the ref on process B: B checks the ref with the fleet's shared key (made once in
 ``gateway_keys``) and reads the blob from ``media_chunks``, so the agent receives the file. Before,
 each process signed with a key of its own and B refused the ref as "not an upload of this
-conversation". A ref signed for another conversation is still refused on B.
+conversation". A ref signed for another conversation is still refused on B, and a file the agent sent on B
+downloads from A (its link signed with the same key, streamed from the chunk rows).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from support.procs import FrameClient, start_fleet, stop_fleet
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
-def _config(schema: str) -> dict[str, Any]:
+def _config(schema: str, workdir: Path) -> dict[str, Any]:
     return {
         "store": {"url": DSN, "postgres": {"schema": schema, "pool_size": 3}},
+        "tools": {"enabled": True, "workdir": str(workdir)},
         "shutdown": {"drain_seconds": 1},
     }
 
@@ -44,7 +46,11 @@ async def _upload(port: int, chat: str, user: str, name: str, data: bytes) -> di
 
 
 async def test_an_upload_to_one_process_is_attached_on_another(tmp_path: Path, pg_schema: str) -> None:
-    fleet = await start_fleet(tmp_path, _config(pg_schema), 2)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    report = bytes(range(256)) * 10_000  # 2.56 MB: three chunk rows, streamed piece by piece
+    (workdir / "report.bin").write_bytes(report)
+    fleet = await start_fleet(tmp_path, _config(pg_schema, workdir), 2)
     try:
         ann_a = FrameClient(fleet[0].port, "c-ann", "user-ann")
         await ann_a.connect()  # the conversation is ann's (claimed on A)
@@ -69,7 +75,16 @@ async def test_an_upload_to_one_process_is_attached_on_another(tmp_path: Path, p
             lambda f: f["type"] == "error" and f.get("id") == "m2", what="m2's error"
         )
         assert "not an upload of this conversation" in refused["message"]
+
+        # A file the agent sent on B: its link is signed with the same key, so A serves it too,
+        # streamed from PostgreSQL's chunk rows.
+        await ann_b.message("m3", "!attach report.bin")
+        sent = await ann_b.wait_for(lambda f: f.get("file", {}).get("name") == "report.bin", what="the file")
         await ann_b.close()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{fleet[0].port}") as http:
+            got = await http.get(sent["file"]["url"], headers={"X-Chatgate-User": "user-ann"})
+        assert got.status_code == 200 and got.content == report
+        assert got.headers["content-length"] == str(len(report))
         (key,) = await sql(f'SELECT count(*) AS n FROM "{pg_schema}".gateway_keys')
         assert key["n"] == 1  # one key, made once, for the whole fleet
     finally:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Attachment
-from chatgate.domain.media import MediaItem
+from chatgate.domain.media import BlobStream, MediaItem
 from chatgate.domain.outbound import DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
@@ -35,6 +35,10 @@ class MediaIntake(Protocol):
 
     async def read_blob(self, sha: str) -> bytes | None:
         """A stored file's bytes (a download the platform serves itself: the web chat's); None if gone."""
+        ...
+
+    async def open_blob(self, sha: str) -> BlobStream | None:
+        """A stored file as a stream of pieces (a download served without holding it whole)."""
         ...
 
     async def signing_key(self, name: str) -> bytes:

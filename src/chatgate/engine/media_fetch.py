@@ -30,6 +30,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.media import (
+    BlobStream,
     MediaContent,
     MediaItem,
     MediaLimits,
@@ -283,6 +284,10 @@ class MediaFetcher:
     async def read_blob(self, sha: str) -> bytes | None:
         """``MediaIntake.read_blob``: a stored file, for a platform that serves downloads itself."""
         return await self._store.read_blob(sha)
+
+    async def open_blob(self, sha: str) -> BlobStream | None:
+        """``MediaIntake.open_blob``: a stored file in pieces, for a download the platform serves."""
+        return await self._store.open_blob(sha)
 
     async def signing_key(self, name: str) -> bytes:
         """``MediaIntake.signing_key``: the store's shared secret (a web upload's signing key)."""

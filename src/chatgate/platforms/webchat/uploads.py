@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from chatgate.domain.errors import StoreUnavailable
@@ -152,10 +152,10 @@ class UploadDesk:
         if not self.signer.check_link(chat_id, sha, name, mime, sig):
             return error(gone)
         try:
-            data = await self.media.read_blob(sha)
+            blob = await self.media.open_blob(sha)
         except StoreUnavailable as exc:
             return error(Refusal(503, "storage_unavailable", f"the file could not be read: {exc}"))
-        if data is None:
+        if blob is None:
             return error(Refusal(404, "not_found", "the file is no longer stored"))
         safe = sanitize_name(name)
         headers = {
@@ -163,8 +163,10 @@ class UploadDesk:
             "X-Content-Type-Options": "nosniff",
             "Content-Security-Policy": "sandbox; default-src 'none'",
             "Cache-Control": "private, no-store",
+            "Content-Length": str(blob.size),
         }
-        return Response(data, media_type=mime or "application/octet-stream", headers=headers)
+        # Streamed piece by piece from the blob store: a 100 MB file never sits whole in memory.
+        return StreamingResponse(blob.chunks, media_type=mime or "application/octet-stream", headers=headers)
 
 
 def upload_routes(desk: UploadDesk) -> list[BaseRoute]:
