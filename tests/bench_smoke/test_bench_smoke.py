@@ -283,6 +283,13 @@ def test_media_bench_quick_run_takes_an_image_to_the_model_and_many_uploads_at_o
     assert uploads["users"] == 3 and uploads["seconds"] > 0 and "peak_rss_growth_mb" in uploads
 
 
+def test_blob_stream_bench_quick_run_reads_a_blob_whole_and_streamed_on_both_backends() -> None:
+    result = run_bench("blob_stream.py")
+    assert result["mb"] == 2.0
+    for key in ("sqlite_whole", "sqlite_stream", "postgres_whole", "postgres_stream"):
+        assert result[key]["seconds"] > 0 and "peak_rss_growth_mb" in result[key]
+
+
 def test_voice_bench_quick_run_decodes_and_recognises_a_spoken_note() -> None:
     result = run_bench("voice.py")
     assert result["note_seconds"] > 0 and result["recognise_cpu_s"] > 0
