@@ -137,3 +137,26 @@ async def test_an_uploaded_voice_note_is_transcribed_and_its_transcript_shown(
         x for x in final["text"].splitlines() if x.startswith("[transcript of the voice note memo.ogg]: ")
     ]
     assert set(line.split()) >= words
+
+
+async def test_an_upload_past_the_users_quota_is_refused_naming_the_limit(
+    start_gateway: StartGateway, connect_client: Connect
+) -> None:
+    gateway = await start_gateway(web_config(media={"quota_mb_per_user": 0.01}))  # 10 kB
+    port = gateway.port
+    assert port is not None
+    ann = await connect_client(port)
+    await ann.hello("c-ann", "user-ann")
+    url = "/api/conversations/c-ann/uploads?name=notes.txt"
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        big = await http.post(url, headers=_change(port, ANN), content=b"x" * 12_000 + b"\n")
+        assert big.status_code == 422
+        assert "your files may take 10.0 kB at most and already take 0 B" in big.json()["message"]
+        assert "media.quota_mb_per_user" in big.json()["message"]
+        good = (await http.post(url, headers=_change(port, ANN), content=b"y" * 6_000 + b"\n")).json()
+        files = [{"ref": good["ref"], "name": "notes.txt"}]
+        await ann.send({"type": "message", "id": "a1", "text": "", "attachments": files})
+        (final,) = of_type(await ann.until_final("a1"), "final")
+        assert final["text"] == "echo: received notes.txt (text/plain, 6.0 kB)"  # now counted: 6 kB
+        more = await http.post(url, headers=_change(port, ANN), content=b"z" * 6_000 + b"\n")
+        assert more.status_code == 422 and "already take 6.0 kB" in more.json()["message"]
