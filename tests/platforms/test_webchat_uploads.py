@@ -160,3 +160,11 @@ async def test_an_upload_past_the_users_quota_is_refused_naming_the_limit(
         assert final["text"] == "echo: received notes.txt (text/plain, 6.0 kB)"  # now counted: 6 kB
         more = await http.post(url, headers=_change(port, ANN), content=b"z" * 6_000 + b"\n")
         assert more.status_code == 422 and "already take 6.0 kB" in more.json()["message"]
+    # The retention sweep (media.retention_days, 90 by default) is the engine's task: running, and
+    # cancelled and awaited by the gateway's stop.
+    fetcher = gateway.engine.media
+    assert fetcher is not None and fetcher.sweeper is not None
+    task = fetcher.sweeper._task
+    assert task is not None and not task.done()
+    await gateway.stop()
+    assert task.done() and fetcher.sweeper._task is None
