@@ -99,8 +99,6 @@ class WebChatAdapter:
         return "accounts" if self.gate is not None else "token" if self._token is not None else "none"
 
     async def start(self) -> None:
-        if self.uploads is not None:
-            await self.uploads.load()  # the fleet's shared key, before any ref is signed or checked
         if self._signed is not None:  # the gateway's HTTP server accepts the sockets (``serve``)
             self._signed.start()
 

@@ -114,6 +114,7 @@ class WebChatPlugin(Plugin[WebChatSection]):
         built.routes.extend(history_routes(HistoryDesk(ctx.store, owners, link=link)))
         if ctx.media is not None and signer is not None:
             built.routes.extend(upload_routes(UploadDesk(ctx.store, owners, ctx.media, signer)))
+            built.preflight.append(signer.preflight)  # the fleet's shared key, before anything is served
         if gate is not None:
             from chatgate.platforms.webchat.account_routes import AccountDesk, account_routes  # accounts
             from chatgate.platforms.webchat.attempts import SignInAttempts

@@ -48,7 +48,7 @@ class UploadSigner:
 
     The key is the store's (``MediaIntake.signing_key``): made once, the same for every process
     of a fleet and across restarts, so a ref signed by one process is good on any other, and a
-    file link outlives a restart. ``load`` reads it (the adapter's ``start``); until then nothing
+    file link outlives a restart. ``load`` reads it (at the gateway's start); until then nothing
     is signed and no ref is accepted (fail closed). A ``key`` given is used as is (tests)."""
 
     def __init__(self, key: bytes | None = None, source: MediaIntake | None = None) -> None:
@@ -58,6 +58,11 @@ class UploadSigner:
     async def load(self) -> None:
         if self._key is None and self._source is not None:
             self._key = await self._source.signing_key(KEY_NAME)
+
+    async def preflight(self) -> str | None:
+        """The gateway's start, after the store opened and before anything is served: the key."""
+        await self.load()
+        return None
 
     def _mac(self, chat_id: str, body: str) -> str:
         if self._key is None:
