@@ -146,6 +146,8 @@ class FakeOpenAIServer:
     transcribe: Callable[[bytes], str] = describe_wav
     """What ``POST /v1/audio/transcriptions`` answers for an audio file."""
     models: list[str] = field(default_factory=lambda: ["fake-model"])
+    refused_params: set[str] = field(default_factory=set)
+    """Request fields this server rejects with a 400 naming them, as strict servers do."""
     """What ``GET /v1/models`` lists (to a client that sends ``API_KEY``; others get 401)."""
 
     port: int = 0
@@ -265,6 +267,14 @@ class FakeOpenAIServer:
     async def _chat(self, request: Request) -> Response:
         body = await request.json()
         self.requests.append(RecordedRequest(dict(request.headers), body))
+        for name in sorted(self.refused_params & set(body)):
+            error = {
+                "message": f"Unrecognized request argument supplied: {name}",
+                "type": "invalid_request_error",
+                "param": name,
+                "code": None,
+            }
+            return JSONResponse({"error": error}, status_code=400)
         behaviour = self._next_behaviour()
         if isinstance(behaviour, Answer):
             behaviour = Reply(behaviour.reply(body), behaviour.chunks)

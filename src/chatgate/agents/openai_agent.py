@@ -23,9 +23,9 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
+from openai import AsyncOpenAI, AsyncStream, BadRequestError, DefaultAioHttpClient
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionMessageFunctionToolCallParam,
@@ -49,12 +49,15 @@ from chatgate.agents.base import (
     call_tool,
 )
 from chatgate.agents.media_parts import user_content
+from chatgate.agents.openai_chunks import PendingCalls, StreamedCall, chunk_text, field_of
 from chatgate.agents.openai_errors import describe, shorten
 from chatgate.domain.usage import Usage
 
 log = logging.getLogger(__name__)
 
 _REDACTED = "[redacted]"
+UsageRequest = Literal["auto", "always", "never"]
+"""Whether a streamed call asks for the model's token counts (``stream_options.include_usage``)."""
 _STEP_SEPARATOR = "\n\n"
 
 
@@ -75,6 +78,7 @@ class OpenAIAgent:
         max_retries: int = 2,
         max_tool_steps: int = 8,
         vision: bool = False,
+        stream_usage: UsageRequest = "auto",
     ) -> None:
         if not api_key:
             # The SDK refuses an empty key; local servers accept any placeholder.
@@ -88,6 +92,9 @@ class OpenAIAgent:
         self._model = model
         self._vision = vision
         """The model reads images (its profile's ``vision``): ``image_url`` parts, else a note."""
+        self._stream_usage = stream_usage
+        self._ask_usage = stream_usage != "never"
+        """Cleared for good (``auto``) when the server refuses ``stream_options``: some do."""
         self._api_key = api_key
         self._temperature = temperature
         self._max_tokens = max_tokens
@@ -145,13 +152,7 @@ class OpenAIAgent:
     ) -> AsyncGenerator[TextDelta, None]:
         """One model call: streams its text and records its tool calls or failure in ``outcome``."""
         try:
-            chunks = await self._client.post(
-                "/chat/completions",
-                body=self._body(messages, specs),
-                cast_to=object,
-                stream=True,
-                stream_cls=AsyncStream[object],
-            )
+            chunks = await self._open_stream(messages, specs)
         except Exception as exc:  # CancelledError is a BaseException and propagates.
             outcome.failure = self._to_agent_error(exc)
             return
@@ -168,8 +169,8 @@ class OpenAIAgent:
                     break
                 if specs:
                     outcome.pending.feed(chunk)
-                outcome.usage = Usage.of(_field(chunk, "usage")) or outcome.usage
-                text = _chunk_text(chunk)
+                outcome.usage = Usage.of(field_of(chunk, "usage")) or outcome.usage
+                text = chunk_text(chunk)
                 if not text:
                     continue
                 if not outcome.text and so_far:
@@ -184,13 +185,43 @@ class OpenAIAgent:
             # the HTTP response must not outlive the turn.
             await chunks.close()
 
+    async def _open_stream(
+        self, messages: list[ChatCompletionMessageParam], specs: list[dict[str, Any]]
+    ) -> AsyncStream[object]:
+        try:
+            return await self._post(messages, specs)
+        except BadRequestError as exc:
+            if not (self._stream_usage == "auto" and self._ask_usage and _names_stream_options(exc)):
+                raise
+        # A server that rejects the parameter (strict proxies, older local servers) would fail
+        # every turn: ask once more without it, and never again on this profile.
+        self._ask_usage = False
+        log.warning(
+            "model endpoint refused stream_options; asking without it from now on (token counts"
+            " will be estimated; set stream_usage: never on this profile to skip the first try)",
+            extra={"model": self._model},
+        )
+        return await self._post(messages, specs)
+
+    async def _post(
+        self, messages: list[ChatCompletionMessageParam], specs: list[dict[str, Any]]
+    ) -> AsyncStream[object]:
+        return await self._client.post(
+            "/chat/completions",
+            body=self._body(messages, specs),
+            cast_to=object,
+            stream=True,
+            stream_cls=AsyncStream[object],
+        )
+
     def _body(
         self, messages: list[ChatCompletionMessageParam], specs: list[dict[str, Any]]
     ) -> dict[str, Any]:
         # Already JSON-shaped: the typed ``create`` would only walk it again to transform nothing.
         body: dict[str, Any] = {"model": self._model, "messages": messages, "stream": True}
-        # The model's own count comes in a last chunk only when asked for (OpenAI's streaming rule).
-        body["stream_options"] = {"include_usage": True}
+        if self._ask_usage:
+            # The model's own count comes in a last chunk only when asked for (OpenAI's streaming rule).
+            body["stream_options"] = {"include_usage": True}
         if self._temperature is not None:
             body["temperature"] = self._temperature
         if self._max_tokens is not None:
@@ -213,6 +244,14 @@ class OpenAIAgent:
         return text.replace(self._api_key, _REDACTED)
 
 
+def _names_stream_options(exc: BadRequestError) -> bool:
+    """Whether a 400 is about ``stream_options`` (its ``param``, or its message names it)."""
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body)
+    param = error.get("param") if isinstance(error, dict) else None
+    return param == "stream_options" or "stream_options" in str(exc.message)
+
+
 def _build_messages(request: AgentRequest, vision: bool = False) -> list[ChatCompletionMessageParam]:
     messages: list[ChatCompletionMessageParam] = [
         ChatCompletionSystemMessageParam(role="system", content=request.system)
@@ -229,74 +268,11 @@ def _build_messages(request: AgentRequest, vision: bool = False) -> list[ChatCom
 
 
 @dataclass
-class _CallDraft:
-    """A tool call as it streams in: arguments arrive as JSON fragments."""
-
-    call_id: str | None = None
-    name: str = ""
-    arguments: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class _StreamedCall:
-    call_id: str
-    name: str
-    arguments: str
-    """The raw JSON text, sent back to the model exactly as it wrote it."""
-
-
-class _PendingCalls:
-    """Assembles streamed ``tool_calls`` deltas by their index."""
-
-    def __init__(self) -> None:
-        self._drafts: dict[int, _CallDraft] = {}
-        self._last: int | None = None
-
-    def feed(self, chunk: object) -> None:
-        # Chunks are the server's JSON, unvalidated: read every field defensively.
-        for choice in _items(_field(chunk, "choices")):
-            for delta in _items(_field(_field(choice, "delta"), "tool_calls")):
-                call_id = _field(delta, "id")
-                draft = self._draft_for(_field(delta, "index"), call_id)
-                if isinstance(call_id, str) and call_id and draft.call_id is None:
-                    draft.call_id = call_id
-                function = _field(delta, "function")
-                name = _field(function, "name")
-                if isinstance(name, str) and name and not draft.name:
-                    draft.name = name
-                fragment = _field(function, "arguments")
-                if isinstance(fragment, str):
-                    draft.arguments += fragment
-
-    def _draft_for(self, index: object, call_id: object) -> _CallDraft:
-        if not isinstance(index, int):
-            index = self._guess_index(call_id)
-        self._last = index
-        return self._drafts.setdefault(index, _CallDraft())
-
-    def _guess_index(self, call_id: object) -> int:
-        # A server that omits the index: a new id starts a new call, anything else continues.
-        last = self._drafts.get(self._last) if self._last is not None else None
-        if self._last is None or last is None:
-            return 0
-        if isinstance(call_id, str) and call_id and call_id != last.call_id:
-            return max(self._drafts) + 1
-        return self._last
-
-    def calls(self, step: int) -> list[_StreamedCall]:
-        """The complete calls in index order; a call without an id gets one, stable within the turn."""
-        return [
-            _StreamedCall(draft.call_id or f"call-{step}-{index}", draft.name, draft.arguments)
-            for index, draft in sorted(self._drafts.items())
-        ]
-
-
-@dataclass
 class _StepOutcome:
     """What one model call produced besides its streamed deltas."""
 
     text: str = ""
-    pending: _PendingCalls = field(default_factory=_PendingCalls)
+    pending: PendingCalls = field(default_factory=PendingCalls)
     failure: AgentFailed | None = None
     usage: Usage | None = None
     """The step's ``usage`` chunk (``stream_options.include_usage``), if the server sent one."""
@@ -317,7 +293,7 @@ class _Tally:
 
 
 async def _run_calls(
-    tools: ToolRunner, calls: list[_StreamedCall], messages: list[ChatCompletionMessageParam]
+    tools: ToolRunner, calls: list[StreamedCall], messages: list[ChatCompletionMessageParam]
 ) -> AsyncGenerator[AgentEvent, None]:
     """Runs the calls in order and appends each result as a ``tool`` message."""
     for call in calls:
@@ -350,7 +326,7 @@ def _decode_arguments(raw: str) -> dict[str, Any]:
     return value
 
 
-def _assistant_message(text: str, calls: list[_StreamedCall]) -> ChatCompletionAssistantMessageParam:
+def _assistant_message(text: str, calls: list[StreamedCall]) -> ChatCompletionAssistantMessageParam:
     return ChatCompletionAssistantMessageParam(
         role="assistant",
         content=text or None,
@@ -363,18 +339,3 @@ def _assistant_message(text: str, calls: list[_StreamedCall]) -> ChatCompletionA
             for call in calls
         ],
     )
-
-
-def _chunk_text(chunk: object) -> str:
-    # Some servers send chunks with no choices (e.g. a trailing usage chunk),
-    # and lax ones omit fields: tolerate both.
-    texts = (_field(_field(c, "delta"), "content") for c in _items(_field(chunk, "choices")))
-    return "".join(t for t in texts if isinstance(t, str))
-
-
-def _field(value: object, name: str) -> object:
-    return value.get(name) if isinstance(value, dict) else None
-
-
-def _items(value: object) -> list[object]:
-    return value if isinstance(value, list) else []

@@ -37,6 +37,7 @@ def build_agent(config: GatewayConfig) -> Agent:
                     max_tokens=oa.max_tokens,
                     timeout_s=oa.timeout_seconds,
                     vision=oa.vision,
+                    stream_usage=oa.stream_usage,
                 )
                 for name, oa in named.items()
             }

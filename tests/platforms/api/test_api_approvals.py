@@ -96,6 +96,9 @@ async def test_a_waiting_prompt_shows_on_the_running_response_and_a_deny_means_n
         running = (await http.get(f"/v1/responses/{response_id}")).json()
         assert running["status"] == "in_progress"
         assert [a["prompt_id"] for a in running["chatgate"]["pending_approvals"]] == [prompt_id]
+        assert [(i["type"], i["status"], i["prompt_id"]) for i in running["output"]] == [
+            ("chatgate_approval_request", "in_progress", prompt_id)
+        ]
         # Another key cannot see or answer it; a second answer after the first changes nothing.
         _, other = await world.new_key()
         async with world.http(token=other) as stranger:
@@ -144,6 +147,9 @@ async def test_a_non_streaming_request_that_needs_approval_answers_at_once_with_
             )
         assert waiting.status == "in_progress" and target.exists()
         pending = (waiting.model_extra or {})["chatgate"]["pending_approvals"]
+        assert [(i.type, i.id) for i in waiting.output] == [
+            ("chatgate_approval_request", f"apr_{pending[0]['prompt_id']}")
+        ]
         error = chat.value.body
         assert isinstance(error, dict) and error["code"] == "approval_required"
         assert error["status"] == "requires_approval" and error["approval"]["prompt_id"] in chat.value.message
@@ -158,3 +164,37 @@ async def test_a_non_streaming_request_that_needs_approval_answers_at_once_with_
 
         await poll_until(finished, "both denied turns to finish")
     assert target.exists() and (target / "keep.txt").read_text() == "keep me"
+
+
+async def test_on_responses_an_approval_is_a_typed_output_item_and_never_text(api):
+    """Issue 28: the unmodified client streams /v1/responses; the approval arrives as an output
+    item of its own type (added while it waits, done with its outcome), the completed response
+    lists it after the message, and the streamed text is exactly the stored answer."""
+    world = await api(**TOOLS)
+    target = victim(world)
+    added: list[Any] = []
+    done: list[Any] = []
+    deltas: list[str] = []
+    async with world.client() as client, world.http() as http:
+        stream = await client.responses.create(model="chatgate", input="!sh rm -rf x", stream=True)
+        async for ev in stream:
+            if ev.type == "response.output_item.added" and ev.output_index > 0:
+                added.append(ev.item)
+                answer = await http.post(ev.item.answer_url, json={"option": "once"})
+                assert answer.status_code == 200, answer.text
+            elif ev.type == "response.output_item.done" and ev.output_index > 0:
+                done.append(ev.item)
+            elif ev.type == "response.output_text.delta":
+                deltas.append(ev.delta)
+            elif ev.type == "response.completed":
+                final = ev.response
+        stored = await client.responses.retrieve(final.id)
+    assert [(i.type, i.status) for i in added] == [("chatgate_approval_request", "in_progress")]
+    assert [(i.type, i.status, i.outcome) for i in done] == [
+        ("chatgate_approval_request", "completed", "approved")
+    ]
+    assert added[0].id == done[0].id == f"apr_{added[0].prompt_id}"
+    assert [item.type for item in final.output] == ["message", "chatgate_approval_request"]
+    assert not target.exists()  # approved once: it ran
+    assert "".join(deltas) == final.output_text == stored.output_text and deltas
+    assert "rm -rf" not in final.output_text and "⚙" not in final.output_text

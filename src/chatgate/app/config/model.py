@@ -164,6 +164,8 @@ class OpenAIConfig(_Section):
     """Tokens the model reads and writes per call: the history is trimmed to fit (unset: never)."""
     vision: bool = False
     """The model reads images."""
+    stream_usage: Literal["auto", "always", "never"] = "auto"
+    """Ask for the model's token counts (``stream_options``); ``auto`` stops asking if refused."""
 
     @model_validator(mode="after")
     def _answer_fits(self) -> OpenAIConfig:

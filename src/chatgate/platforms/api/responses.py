@@ -14,6 +14,7 @@ from chatgate.domain.api_keys import ApiExchange
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
+from chatgate.platforms.api.approval_items import ApprovalItems, approval_item
 from chatgate.platforms.api.asks import response_ask
 from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json, request_digest
 from chatgate.platforms.api.chat import SSE_HEADERS, closed_error, failure_error
@@ -45,12 +46,13 @@ def _object(
     text: str | None = None,
     extra: dict[str, Any] | None = None,
     done: Done | None = None,
+    items: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     ask = started.ask
     usage = None
     if done is not None and done.state == "completed":
         usage = response_usage(usage_of(done.exchange, ask.text, done.text))
-    return shapes.response(
+    body = shapes.response(
         ask.delivery_id,
         started.created,
         ask.model,
@@ -61,6 +63,8 @@ def _object(
         extra=extra,
         usage=usage,
     )
+    body["output"].extend(items or ())
+    return body
 
 
 async def create(adapter: ApiAdapter, request: Request) -> Response:
@@ -84,8 +88,10 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
                 if isinstance(update, Event) and update.body.get("type") == "approval_required":
                     # Not streaming, a client cannot answer while it waits: it gets the approval now,
                     # answers it (POST /v1/approvals/{id}) and fetches the response when it is done.
-                    extra = {"pending_approvals": [update.body["approval"]]}
-                    return JSONResponse(_object(started, "in_progress", extra=extra))
+                    approval = update.body["approval"]
+                    extra = {"pending_approvals": [approval]}
+                    items = [approval_item(approval)]
+                    return JSONResponse(_object(started, "in_progress", extra=extra, items=items))
                 if isinstance(update, Done) and update.state == "failed":
                     raise failure_error(update)  # 502/503/504, as OpenAI reports an upstream failure
                 if isinstance(update, Done):
@@ -121,7 +127,9 @@ def _opening(started: Started, event: _Events, item_id: str) -> Iterator[str]:
     yield event("response.content_part.added", item_id=item_id, output_index=0, content_index=0, part=part)
 
 
-def _closing(started: Started, event: _Events, item_id: str, done: Done) -> Iterator[str]:
+def _closing(
+    started: Started, event: _Events, item_id: str, done: Done, approvals: ApprovalItems
+) -> Iterator[str]:
     where = {"item_id": item_id, "output_index": 0, "content_index": 0}
     part = {"type": "output_text", "text": done.text, "annotations": [], "logprobs": []}
     yield event("response.output_text.done", **where, text=done.text, logprobs=[])
@@ -130,12 +138,25 @@ def _closing(started: Started, event: _Events, item_id: str, done: Done) -> Iter
     yield event("response.output_item.done", output_index=0, item=item)
     yield event(
         _ENDED.get(done.state, "response.completed"),
-        response=_object(started, done.state, done.text, done=done),
+        response=_object(started, done.state, done.text, done=done, items=approvals.output()),
     )
+
+
+def _approval_events(event: _Events, body: dict[str, Any], approvals: ApprovalItems) -> Iterator[str]:
+    """An approval as a typed output item: added when asked, done when answered."""
+    yield event(f"chatgate.{body['type']}", **{k: v for k, v in body.items() if k != "type"})
+    if body["type"] == "approval_required":
+        index, item = approvals.added(body["approval"])
+        yield event("response.output_item.added", output_index=index, item=item)
+    elif body["type"] == "approval_resolved":
+        answered = approvals.answered(str(body["prompt_id"]), str(body["outcome"]))
+        if answered is not None:
+            yield event("response.output_item.done", output_index=answered[0], item=answered[1])
 
 
 async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
     event, item_id = _Events(), f"msg_{started.ask.delivery_id}"
+    approvals = ApprovalItems()
     where = {"item_id": item_id, "output_index": 0, "content_index": 0}
     try:
         for line in _opening(started, event, item_id):
@@ -148,16 +169,15 @@ async def _stream(adapter: ApiAdapter, started: Started) -> AsyncIterator[str]:
                 )
                 shown = update.text
             elif isinstance(update, Event):
-                yield event(
-                    f"chatgate.{update.body['type']}", **{k: v for k, v in update.body.items() if k != "type"}
-                )
+                for line in _approval_events(event, update.body, approvals):
+                    yield line
             elif isinstance(update, Keepalive):
                 yield shapes.KEEPALIVE
             elif isinstance(update, Done):
                 rest = update.text[len(shown) :] if update.text.startswith(shown) else update.text
                 if rest:
                     yield event("response.output_text.delta", **where, delta=rest, logprobs=[])
-                for line in _closing(started, event, item_id, update):
+                for line in _closing(started, event, item_id, update, approvals):
                     yield line
             elif isinstance(update, Closed):
                 error = closed_error(update)
@@ -183,7 +203,8 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
         raise ApiError(404, "not_found", f"no response {ident[:60]!r} was made with this API key")
     meta = meta_of(exchange)
     state = exchange.state
-    extra = {"pending_approvals": await _pending(adapter, exchange)} if state == "in_progress" else None
+    pending = await _pending(adapter, exchange) if state == "in_progress" else []
+    extra = {"pending_approvals": pending} if state == "in_progress" else None
     answer = exchange.answer or ""
     usage = response_usage(usage_of(exchange, "", answer)) if state == "completed" else None
     previous, conversation = meta.get("previous_response_id"), meta.get("conversation")
@@ -198,4 +219,5 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
         extra=extra,
         usage=usage,
     )
+    body["output"].extend(approval_item(approval) for approval in pending)
     return JSONResponse(body)
