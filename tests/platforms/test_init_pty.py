@@ -18,6 +18,8 @@ import pytest
 from discord_fake.harness import ANN, build_world, fake, wait_for
 from discord_fake.server import FakeDiscord
 from discord_fake.state import TOKEN as DISCORD_TOKEN
+from slack_fake import FakeSlack, message_event
+from slack_fake.payloads import APP_TOKEN, BOT_TOKEN
 
 from chatgate.app.config.envfile import read_env_file
 from chatgate.domain.pairing import CODE_ALPHABET
@@ -31,7 +33,9 @@ Step = tuple[str, str | None]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_", "DISCORD_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_", "DISCORD_", "SLACK_"))
+    }
     env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), TERM="dumb")
     return env
 
@@ -59,29 +63,43 @@ def init_dialogue(tmp_path: Path, flags: Sequence[str], steps: Sequence[Step]) -
     return "".join(transcript)
 
 
+async def run_written(tmp_path: Path) -> GatewayProcess:
+    """``chatgate run`` on the files init wrote, untouched (the test's lock dir by variable)."""
+    gateway = GatewayProcess(tmp_path / "run", {})
+    gateway.config_path = tmp_path / "chatgate.yaml"
+    locks = f"CHATGATE_LOCKS__CREDENTIAL_DIR={tmp_path / 'locks'}"
+    await gateway.start(launcher=["env", locks, sys.executable, "-m", "chatgate.app.cli"])
+    return gateway
+
+
+def secrets_written(tmp_path: Path) -> dict[str, str]:
+    return read_env_file(tmp_path / "run" / "state" / "chatgate.env")
+
+
+def paste(env: str, what: str) -> str:
+    return rf"Paste {what} \(hidden; saved as {env} in .*Enter to skip: "
+
+
 async def test_discord_init_asks_again_for_a_refused_token_then_run_answers(
     fake: FakeDiscord, tmp_path: Path
 ) -> None:
     world = build_world(fake)
-    paste = r"Paste the bot token \(hidden; saved as DISCORD_BOT_TOKEN in .*Enter to skip: "
+    token = paste("DISCORD_BOT_TOKEN", "the bot token")
     steps: list[Step] = [
         (r"holding the bot token \[DISCORD_BOT_TOKEN\]: ", ""),
-        (paste, "not-the-token"),
+        (token, "not-the-token"),
         (r"Discord check failed: .*401.*Paste it again \(or Enter to skip\)\.", None),
-        (paste, DISCORD_TOKEN),
+        (token, DISCORD_TOKEN),
         (r"Discord: ", None),
     ]
     flags = ["--platform", "discord", "--discord-api-base", fake.base + "/api/v10"]
     transcript = await asyncio.to_thread(init_dialogue, tmp_path, flags, steps)
     assert DISCORD_TOKEN not in transcript and "not-the-token" not in transcript
-    assert read_env_file(tmp_path / "run" / "state" / "chatgate.env") == {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}
+    assert secrets_written(tmp_path) == {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}
     written = (tmp_path / "chatgate.yaml").read_text()
     assert DISCORD_TOKEN not in written and "token_env: DISCORD_BOT_TOKEN" in written
 
-    gateway = GatewayProcess(tmp_path / "run", {})
-    gateway.config_path = tmp_path / "chatgate.yaml"
-    locks = f"CHATGATE_LOCKS__CREDENTIAL_DIR={tmp_path / 'locks'}"
-    await gateway.start(launcher=["env", locks, sys.executable, "-m", "chatgate.app.cli"])
+    gateway = await run_written(tmp_path)
     try:
         await wait_for(lambda: fake.gateway.identifies >= 1, 60, "the gateway's IDENTIFY")
         await fake.post(world.dm, ANN, "hi bot")
@@ -92,5 +110,33 @@ async def test_discord_init_asks_again_for_a_refused_token_then_run_answers(
             return [text for text in said if text != "hi bot" and code.search(text)]
 
         await wait_for(replies, 60, "the pairing reply on Discord")
+    finally:
+        await gateway.kill()
+
+
+async def test_slack_init_asks_again_for_a_refused_token_then_run_answers(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
+    bot = paste("SLACK_BOT_TOKEN", r"the bot token \(xoxb-\)")
+    steps: list[Step] = [
+        (bot, "xoxb-not-the-token"),
+        (r"Slack check failed: .*Paste it again \(or Enter to skip\)\.", None),
+        (bot, BOT_TOKEN),
+        (r"Slack: ", None),
+        (paste("SLACK_APP_TOKEN", r"the app-level token.*"), APP_TOKEN),
+    ]
+    flags = ["--platform", "slack", "--slack-mode", "socket", "--slack-bot-token-env", "SLACK_BOT_TOKEN",
+             "--slack-app-token-env", "SLACK_APP_TOKEN", "--slack-api-base", fake_slack.api_base]  # fmt: skip
+    transcript = await asyncio.to_thread(init_dialogue, tmp_path, flags, steps)
+    assert BOT_TOKEN not in transcript and "xoxb-not-the-token" not in transcript
+    assert secrets_written(tmp_path) == {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
+    gateway = await run_written(tmp_path)
+    try:
+        await fake_slack.socket.connected.wait()
+        await fake_slack.push_event(message_event("D9", "U9", "hi bot"))
+        code = re.compile(rf"\b[{CODE_ALPHABET}]{{8}}\b")
+        await fake_slack.wait_for(
+            lambda: any(code.search(m.text) for m in fake_slack.view("D9")), 60, "the code"
+        )
     finally:
         await gateway.kill()
