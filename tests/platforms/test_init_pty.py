@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pexpect
 import pytest
+import yaml
 from discord_fake.harness import ANN, build_world, fake, wait_for
 from discord_fake.server import FakeDiscord
 from discord_fake.state import TOKEN as DISCORD_TOKEN
+from mail_servers import PASSWORD, MailServers, email_section, mail
 from slack_fake import FakeSlack, message_event
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN
 
@@ -40,7 +42,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def init_dialogue(tmp_path: Path, flags: Sequence[str], steps: Sequence[Step]) -> str:
+def init_dialogue(tmp_path: Path, flags: Sequence[str], steps: Sequence[Step], let_in: str = "") -> str:
     """Run ``chatgate init --write <tmp>/chatgate.yaml --state-dir <tmp>/run/state --agent echo`` in a
     pty, answering ``steps`` in order, then the access questions and the write; the transcript."""
     target, state = tmp_path / "chatgate.yaml", tmp_path / "run" / "state"
@@ -48,7 +50,7 @@ def init_dialogue(tmp_path: Path, flags: Sequence[str], steps: Sequence[Step]) -
             "--no-service", *flags]  # fmt: skip
     child = pexpect.spawn(sys.executable, argv, env=_env(tmp_path), encoding="utf-8", timeout=TIMEOUT)
     transcript: list[str] = []
-    common: list[Step] = [(r"\[pairing\]: ", ""), (r"User ids .*: ", ""), (r"\(y/n\) \[y\]: ", "y")]
+    common: list[Step] = [(r"\[pairing\]: ", ""), (r"User ids .*: ", let_in), (r"\(y/n\) \[y\]: ", "y")]
     try:
         for shown, typed in [*steps, *common]:
             child.expect(shown)
@@ -138,5 +140,40 @@ async def test_slack_init_asks_again_for_a_refused_token_then_run_answers(
         await fake_slack.wait_for(
             lambda: any(code.search(m.text) for m in fake_slack.view("D9")), 60, "the code"
         )
+    finally:
+        await gateway.kill()
+
+
+async def test_email_init_asks_again_for_a_refused_password_then_run_answers(
+    mail_servers: MailServers, tmp_path: Path
+) -> None:
+    bot, ann = mail_servers.add_user("initbot"), mail_servers.add_user("initann")
+    # The test servers' ports and plain connections are no questions of init: a first file holds
+    # them, and init keeps the keys it does not ask about.
+    local = email_section(mail_servers, bot, [], password_env="EMAIL_PASSWORD")
+    (tmp_path / "chatgate.yaml").write_text(yaml.safe_dump({"platforms": {"email": local}}))
+    password = paste("EMAIL_PASSWORD", "the mailbox password")
+    steps: list[Step] = [
+        (r"The mailbox's address \[.*\]: ", ""),
+        (r"IMAP server \[127\.0\.0\.1\]: ", ""),
+        (r"SMTP server \[127\.0\.0\.1\]: ", ""),
+        (r"holding the password \[EMAIL_PASSWORD\]: ", ""),
+        (password, "not-the-password"),
+        (r"Email check failed: .*refused the login.*Paste it again \(or Enter to skip\)\.", None),
+        (password, PASSWORD),
+        (r"Email: .* logs in", None),
+    ]
+    transcript = await asyncio.to_thread(init_dialogue, tmp_path, ["--platform", "email"], steps, ann)
+    assert PASSWORD not in transcript and "not-the-password" not in transcript
+    assert secrets_written(tmp_path) == {"EMAIL_PASSWORD": PASSWORD}
+    gateway = await run_written(tmp_path)
+    try:
+        mail_servers.send(mail(ann, bot, "a question", "hello bot", "q1@init.test"))
+        deadline = asyncio.get_running_loop().time() + 60
+        while not await mail_servers.aread(ann):
+            assert asyncio.get_running_loop().time() < deadline, "no answer by email"
+            await asyncio.sleep(0.2)
+        (answer,) = await mail_servers.aread(ann)
+        assert "echo: hello bot" in answer.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     finally:
         await gateway.kill()
