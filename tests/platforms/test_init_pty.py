@@ -1,19 +1,15 @@
-"""``chatgate init`` through a real pseudo-terminal for the native platforms beyond Telegram
-(``test_secrets_file.py`` has Telegram's): a refused credential is asked for again with the
-reason, nothing typed before is lost, the files are written, and ``chatgate run`` on them answers
-on that platform. One shared dialogue helper; each platform adds only its own answers.
+"""``chatgate init`` through a real pseudo-terminal for Discord, Slack and email (Telegram's is in
+``test_secrets_file.py``, Matrix's in ``matrix/test_matrix_init.py``): a refused credential is
+asked for again with the reason, nothing typed before is lost, the files are written, and
+``chatgate run`` on them answers on that platform. The dialogue is ``support/init_pty.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-import pexpect
 import pytest
 import yaml
 from discord_fake.harness import ANN, build_world, fake, wait_for
@@ -23,63 +19,11 @@ from mail_servers import PASSWORD, MailServers, email_section, mail
 from slack_fake import FakeSlack, message_event
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN
 
-from chatgate.app.config.envfile import read_env_file
 from chatgate.domain.pairing import CODE_ALPHABET
-from support.procs import GatewayProcess
+from support.init_pty import Step, init_dialogue, paste, run_written, secrets_written
 
 __all__ = ["fake"]
 pytestmark = pytest.mark.slow
-TIMEOUT = 60
-Step = tuple[str, str | None]
-"""What the terminal shows (a regex), then the line typed (None: nothing, just wait for it)."""
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_", "DISCORD_", "SLACK_"))
-    }
-    env.update(HOME=str(tmp_path / "home"), XDG_CONFIG_HOME=str(tmp_path / "xdg"), TERM="dumb")
-    return env
-
-
-def init_dialogue(tmp_path: Path, flags: Sequence[str], steps: Sequence[Step], let_in: str = "") -> str:
-    """Run ``chatgate init --write <tmp>/chatgate.yaml --state-dir <tmp>/run/state --agent echo`` in a
-    pty, answering ``steps`` in order, then the access questions and the write; the transcript."""
-    target, state = tmp_path / "chatgate.yaml", tmp_path / "run" / "state"
-    argv = ["-m", "chatgate", "init", "--write", str(target), "--state-dir", str(state), "--agent", "echo",
-            "--no-service", *flags]  # fmt: skip
-    child = pexpect.spawn(sys.executable, argv, env=_env(tmp_path), encoding="utf-8", timeout=TIMEOUT)
-    transcript: list[str] = []
-    common: list[Step] = [(r"\[pairing\]: ", ""), (r"User ids .*: ", let_in), (r"\(y/n\) \[y\]: ", "y")]
-    try:
-        for shown, typed in [*steps, *common]:
-            child.expect(shown)
-            transcript.append(str(child.before) + str(child.after))
-            if typed is not None:
-                child.sendline(typed)
-        child.expect(pexpect.EOF)
-        transcript.append(str(child.before))
-    finally:
-        child.close()
-    assert child.exitstatus == 0, "".join(transcript)
-    return "".join(transcript)
-
-
-async def run_written(tmp_path: Path) -> GatewayProcess:
-    """``chatgate run`` on the files init wrote, untouched (the test's lock dir by variable)."""
-    gateway = GatewayProcess(tmp_path / "run", {})
-    gateway.config_path = tmp_path / "chatgate.yaml"
-    locks = f"CHATGATE_LOCKS__CREDENTIAL_DIR={tmp_path / 'locks'}"
-    await gateway.start(launcher=["env", locks, sys.executable, "-m", "chatgate.app.cli"])
-    return gateway
-
-
-def secrets_written(tmp_path: Path) -> dict[str, str]:
-    return read_env_file(tmp_path / "run" / "state" / "chatgate.env")
-
-
-def paste(env: str, what: str) -> str:
-    return rf"Paste {what} \(hidden; saved as {env} in .*Enter to skip: "
 
 
 async def test_discord_init_asks_again_for_a_refused_token_then_run_answers(
