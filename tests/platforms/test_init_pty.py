@@ -1,7 +1,8 @@
-"""``chatgate init`` through a real pseudo-terminal for Discord, Slack and email (Telegram's is in
-``test_secrets_file.py``, Matrix's in ``matrix/test_matrix_init.py``): a refused credential is
-asked for again with the reason, nothing typed before is lost, the files are written, and
-``chatgate run`` on them answers on that platform. The dialogue is ``support/init_pty.py``.
+"""``chatgate init`` through a real pseudo-terminal for Discord, Slack, email and the relay
+(Telegram's is in ``test_secrets_file.py``, Matrix's in ``matrix/test_matrix_init.py``): a refused
+credential is asked for again with the reason, nothing typed before is lost, the files are
+written, and ``chatgate run`` on them answers on that platform. The dialogue is
+``support/init_pty.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from slack_fake import FakeSlack, message_event
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN
 
 from chatgate.domain.pairing import CODE_ALPHABET
+from relaysim import RelaySimulator
 from support.init_pty import Step, init_dialogue, paste, run_written, secrets_written
 
 __all__ = ["fake"]
@@ -121,3 +123,38 @@ async def test_email_init_asks_again_for_a_refused_password_then_run_answers(
         assert "echo: hello bot" in answer.get_body(("plain",)).get_content()  # type: ignore[union-attr]
     finally:
         await gateway.kill()
+
+
+async def test_relay_init_asks_again_for_a_refused_secret_then_run_answers(tmp_path: Path) -> None:
+    sim = RelaySimulator(tmp_path / "relay.db", {"gw-init": ["the-relay-secret"]}, [{"platform": "discord"}])
+    await sim.start()
+    try:
+        secret = paste("CHATGATE_RELAY_SECRET", "the relay secret")
+        steps: list[Step] = [
+            (r"Connector URL .*: ", sim.relay_url),
+            (r"Gateway id the connector enrolled: ", "gw-init"),
+            (r"holding the relay secret \[CHATGATE_RELAY_SECRET\]: ", ""),
+            (r"Platforms the connector fronts .*\[discord\]: ", ""),
+            (r"discord bot id .*: ", "bot1"),
+            (secret, "not-the-secret"),
+            (r"Relay check failed: .*refused.*Paste it again \(or Enter to skip\)\.", None),
+            (secret, "the-relay-secret"),
+            (r"Relay: ", None),
+        ]
+        transcript = await asyncio.to_thread(init_dialogue, tmp_path, ["--platform", "relay"], steps, "u1")
+        assert "the-relay-secret" not in transcript and "not-the-secret" not in transcript
+        assert secrets_written(tmp_path) == {"CHATGATE_RELAY_SECRET": "the-relay-secret"}
+        gateway = await run_written(tmp_path)
+        try:
+            await sim.wait_connected("gw-init", 60)
+            source = {"platform": "discord", "chat_id": "dm1", "chat_type": "dm", "user_id": "u1"}
+            await sim.inject_inbound("gw-init", {"text": "hello relay", "message_id": "m1", "source": source})
+
+            def answered() -> bool:
+                return any(o.action.get("content") == "echo: hello relay" for o in sim.ops("gw-init"))
+
+            await wait_for(answered, 60, "the answer through the relay")
+        finally:
+            await gateway.kill()
+    finally:
+        await sim.stop()
