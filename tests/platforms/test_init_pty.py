@@ -43,6 +43,7 @@ async def test_discord_init_asks_again_for_a_refused_token_then_run_answers(
     flags = ["--platform", "discord", "--discord-api-base", fake.base + "/api/v10"]
     transcript = await asyncio.to_thread(init_dialogue, tmp_path, flags, steps)
     assert DISCORD_TOKEN not in transcript and "not-the-token" not in transcript
+    assert "Connector URL" not in transcript and "loopback is open" not in transcript  # item 1, item 8
     assert secrets_written(tmp_path) == {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}
     written = (tmp_path / "chatgate.yaml").read_text()
     assert DISCORD_TOKEN not in written and "token_env: DISCORD_BOT_TOKEN" in written
