@@ -91,3 +91,41 @@ def test_a_key_the_endpoint_refuses_stops_a_scripted_init_and_is_never_shown(
     assert "refused the credential (HTTP 401)" in done.stdout + done.stderr
     assert wrong not in done.stdout + done.stderr
     assert not target.exists()
+
+
+def test_typos_and_a_failed_check_are_asked_again_and_nothing_typed_is_lost(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    """Issue 31, item 3: a URL without http://, an endpoint that does not answer (then 'n' to keep
+    it anyway: corrected, not the end), a misspelt platform named with its nearest one."""
+    server.models = ["fake-large"]
+    target = tmp_path / "chatgate.yaml"
+    child = pexpect.spawn(
+        sys.executable, ["-m", "chatgate", "init", "--write", str(target), "--no-service"],
+        env=_env(tmp_path, API_KEY), encoding="utf-8", timeout=60,
+    )  # fmt: skip
+    steps = [
+        (r"\[echo\]: ", "openai"),
+        (r"Base URL of the endpoint \[https://api\.openai\.com/v1\]: ", "127.0.0.1:9/v1"),
+        (r"'127\.0\.0\.1:9/v1' is not an http:// or https:// URL.*\n.*Base URL of the endpoint .*: ",
+         "http://127.0.0.1:9/v1"),
+        (r"holding the API key \[OPENAI_API_KEY\]: ", KEY_ENV),
+        (r"The endpoint check failed: .*Keep these settings anyway\? \(y/n\) \[n\]: ", "n"),
+        (r"Then correct them.*Base URL of the endpoint \[http://127\.0\.0\.1:9/v1\]: ", server.base_url),
+        (rf"holding the API key \[{KEY_ENV}\]: ", ""),
+        (r"The endpoint answers; models: fake-large.*Model \[fake-large\]: ", ""),
+        (r"Platforms, comma-separated .*\[web\]: ", "web, discrod"),
+        (r"'discrod'.*did you mean 'discord'.*\n.*Platforms, comma-separated .*\[web\]: ", "web"),
+        (r"\(y/n\) \[y\]: ", "y"),
+    ]  # fmt: skip
+    try:
+        for shown, typed in steps:
+            child.expect(shown)
+            child.sendline(typed)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    agent = yaml.safe_load(target.read_text())["agent"]
+    assert agent["kind"] == "openai" and agent["openai"]["base_url"] == server.base_url
+    assert agent["openai"]["api_key_env"] == KEY_ENV and agent["openai"]["model"] == "fake-large"

@@ -79,7 +79,7 @@ async def test_sigkill_after_commit_before_ack_is_replayed_acked_and_answered_on
             "channel_id": "c1",
             "channel": {"id": "c1", "type": 1},
             "user": {"id": "u1", "username": "ann"},
-            "data": {"type": 1, "name": "ask", "options": [{"name": "q", "type": 3, "value": "x"}]},
+            "data": {"type": 1, "name": "ask", "options": [{"name": "prompt", "type": 3, "value": "x"}]},
         }
         text_buffer = await sim.inject_inbound(GW, event)
         forward_buffer = await sim.inject_passthrough(GW, json.dumps(body).encode())
@@ -101,7 +101,7 @@ async def test_sigkill_after_commit_before_ack_is_replayed_acked_and_answered_on
         await _wait(
             lambda: (
                 any(o.action.get("content") == "echo: hello" for o in sim.ops(GW))
-                and any(o.action.get("content") == "echo: /ask q:x" for o in sim.ops(GW))
+                and any(o.action.get("content") == "echo: x" for o in sim.ops(GW))
             ),
             60,
             "both answers",
@@ -109,7 +109,7 @@ async def test_sigkill_after_commit_before_ack_is_replayed_acked_and_answered_on
         await gateway.terminate()
         contents = [o.action.get("content") for o in sim.ops(GW) if o.op in ("send", "edit", "follow_up")]
         assert contents.count("echo: hello") == 1, contents
-        assert contents.count("echo: /ask q:x") == 1, contents
+        assert contents.count("echo: x") == 1, contents
         assert not [c for c in contents if isinstance(c, str) and "possible repeat" in c], contents
         # The resumed turn's reply carries the egress discriminators from the stored source.
         final = next(o for o in sim.ops(GW) if o.action.get("content") == "echo: hello")

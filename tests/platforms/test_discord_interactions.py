@@ -25,6 +25,7 @@ from discord_fake.harness import (
 from discord_fake.server import FakeDiscord
 
 from chatgate.domain.commands import CONTROL_COMMANDS
+from chatgate.platforms.discord.commands import desired_commands
 
 __all__ = ["fake", "run", "world"]
 DEFERRED = {"type": 5}
@@ -36,8 +37,17 @@ async def test_slash_commands_are_registered_from_the_control_table_and_not_agai
     config = discord_config(fake, world, tmp_path)
     gateway = await run(config)
     await connected(fake)
-    names = {c["name"] for c in fake.commands[GUILD_ID] if c["type"] == 1}
-    assert names == {c.name for c in CONTROL_COMMANDS}
+    (put,) = fake.of("PUT", f"/guilds/{GUILD_ID}/commands")
+    registered = {c["name"]: c for c in put.body if c["type"] == 1}
+    assert set(registered) == {"ask", *(c.name for c in CONTROL_COMMANDS)}
+    assert [(o["name"], o["type"], o["required"]) for o in registered["ask"]["options"]] == [
+        ("prompt", 3, True)
+    ]
+    assert [o["name"] for o in registered["remind"]["options"]] == ["when", "prompt"]
+    assert [o["name"] for o in registered["every"]["options"]] == ["schedule", "prompt"]
+    assert [o["name"] for o in registered["bg"]["options"]] == ["prompt"]
+    assert [o["name"] for o in registered["cancel"]["options"]] == ["id"]
+    assert put.body == desired_commands() and "options" not in registered["stop"]
     await gateway.stop()
     await run(config)
     await wait_for(lambda: len(fake.of("GET", f"/guilds/{GUILD_ID}/commands")) == 2, 30, "the second look")
@@ -50,13 +60,20 @@ async def test_a_slash_command_is_deferred_and_answered_by_follow_up(
 ) -> None:
     await run(discord_config(fake, world, tmp_path))
     await connected(fake)
-    sent = await fake.interact(interaction_body(world.general, ANN, 2, slash("ask", q="why?"), nick="Annie"))
+    sent = await fake.interact(
+        interaction_body(world.general, ANN, 2, slash("ask", prompt="why?"), nick="Annie")
+    )
     await wait_for(lambda: fake.of("POST", "/webhooks/"), 30, "the follow-up")
     assert fake.interaction_responses[sent["id"]] == [DEFERRED]
     (follow_up,) = fake.of("POST", "/webhooks/")
-    assert follow_up.body["content"] == echo_of("/ask q:why?") and follow_up.status == 200
+    assert follow_up.body["content"] == echo_of("why?") and follow_up.status == 200
     (row,) = inbox(tmp_path)
-    assert row["kind"] == "command" and row["action_id"] == sent["id"] and row["transport"] == "discord"
+    assert (
+        row["text"] == "why?"
+        and row["kind"] == "text"
+        and row["action_id"] == sent["id"]
+        and row["transport"] == "discord"
+    )
     assert row["session_key"] == f"agent:main:discord:group:{world.general.id}:{ANN.id}"
 
 
@@ -66,11 +83,11 @@ async def test_an_expired_token_falls_back_to_a_channel_message(
     config = discord_config(fake, world, tmp_path, agent={"echo": {"chunk_delay_ms": 300}})
     await run(config)
     await connected(fake)
-    sent = await fake.interact(interaction_body(world.free, ANN, 2, slash("ask", q="slow")))
+    sent = await fake.interact(interaction_body(world.free, ANN, 2, slash("ask", prompt="slow")))
     await wait_for(lambda: sent["id"] in fake.interaction_responses, 30, "the deferral")
     fake.expire(sent["token"])  # the 15 minutes are over before the answer is ready
     await wait_for(lambda: fake.view(world.free.id), 60, "the answer in the channel")
-    assert [m.content for m in fake.view(world.free.id)] == [echo_of("/ask q:slow")]
+    assert [m.content for m in fake.view(world.free.id)] == [echo_of("slow")]
     assert [c.status for c in fake.of("POST", "/webhooks/")] == [401]
 
 
@@ -172,6 +189,37 @@ async def test_an_unsupported_interaction_is_told_and_recorded(
     assert inbox(tmp_path) == []
 
 
+async def test_a_bad_option_value_gets_an_ephemeral_error_and_nothing_is_stored(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path
+) -> None:
+    await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    first = await fake.interact(
+        interaction_body(world.free, ANN, 2, slash("remind", when="soonish", prompt="tea"))
+    )
+    await wait_for(lambda: first["id"] in fake.interaction_responses, 30, "the first answer")
+    (answer,) = fake.interaction_responses[first["id"]]
+    assert answer["type"] == 4 and answer["data"]["flags"] == 64
+    assert "/remind when: 'soonish' is not a duration" in answer["data"]["content"]
+    # Back to back, the second may be deferred while the first is admitted: then it is told by
+    # an ephemeral follow-up (Discord refuses a second callback), never twice, never silently.
+    bad = [slash("ask", prompt="   "), slash("cancel", id="a b")]
+    sent = [await fake.interact(interaction_body(world.free, ANN, 2, data)) for data in bad]
+
+    def told(interaction: dict[str, Any]) -> list[str]:
+        answers = fake.interaction_responses.get(interaction["id"], [])
+        said = [a["data"]["content"] for a in answers if a["type"] == 4 and a["data"]["flags"] == 64]
+        followed = [c.body for c in fake.of("POST", f"/{interaction['token']}")]
+        said += [b["content"] for b in followed if b.get("flags") == 64]
+        return said
+
+    await wait_for(lambda: all(told(i) for i in sent), 30, "both answers")
+    assert [len(told(i)) for i in sent] == [1, 1]
+    assert "/ask prompt: say what to ask" in told(sent[0])[0]
+    assert "/cancel id: 'a b' must be one word" in told(sent[1])[0]
+    assert inbox(tmp_path) == []
+
+
 async def test_an_approval_prompt_has_hp1_buttons_and_a_press_resolves_it_by_edit(
     fake: FakeDiscord, world: World, run: Any, tmp_path: Path
 ) -> None:
@@ -218,7 +266,7 @@ async def test_an_interaction_behind_a_long_catch_up_is_deferred_at_once_and_ans
     fake.history_delay = 5.0  # reading the channel back takes longer than Discord's 3 seconds
     await run(config)
     await wait_for(lambda: fake.of("GET", "/messages?after="), 60, "the catch-up read")
-    sent = await fake.interact(interaction_body(world.free, ANN, 2, slash("ask", q="now")))
+    sent = await fake.interact(interaction_body(world.free, ANN, 2, slash("ask", prompt="now")))
     await wait_for(lambda: sent["id"] in fake.interaction_responses, 30, "the deferral")
     assert fake.of("GET", "/messages?after=")[0].status == 0  # still reading: deferred ahead of its turn
     await wait_for(lambda: fake.of("POST", "/webhooks/"), 60, "the follow-up")
@@ -227,9 +275,9 @@ async def test_an_interaction_behind_a_long_catch_up_is_deferred_at_once_and_ans
     assert [m.content for m in fake.view(world.free.id)] == [
         echo_of("before"),
         echo_of("while down"),
-        echo_of("/ask q:now"),
+        echo_of("now"),
     ]
     (follow_up,) = fake.of("POST", "/webhooks/")
-    assert follow_up.body["content"] == echo_of("/ask q:now")
+    assert follow_up.body["content"] == echo_of("now")
     rows = inbox(tmp_path)
-    assert [r["text"] for r in rows] == ["before", "while down", "/ask q:now"]  # its place kept
+    assert [r["text"] for r in rows] == ["before", "while down", "now"]  # its place kept

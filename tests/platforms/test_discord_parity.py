@@ -66,7 +66,7 @@ def _interactions(fake: FakeDiscord, channel: Channel) -> list[dict[str, Any]]:
         "components": [{"type": 1, "components": [{"type": 4, "custom_id": "f", "value": "v"}]}],
     }
     bodies = [
-        interaction_body(channel, ANN, 2, slash("ask", q="x"), nick=nick),
+        interaction_body(channel, ANN, 2, slash("ask", prompt="x"), nick=nick),
         interaction_body(channel, ANN, 3, press("more"), nick=nick, **on_message),
         interaction_body(channel, ANN, 3, select, nick=nick, **on_message),
         interaction_body(channel, ANN, 5, modal, nick=nick),

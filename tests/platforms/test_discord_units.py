@@ -144,10 +144,15 @@ def test_any_message_shape_decodes_or_is_refused_without_raising(
 
 def test_registration_is_skipped_when_the_commands_are_unchanged() -> None:
     wanted = desired_commands()
-    assert {c["name"] for c in wanted if c["type"] == 1} == {c.name for c in CONTROL_COMMANDS}
+    assert {c["name"] for c in wanted if c["type"] == 1} == {"ask", *(c.name for c in CONTROL_COMMANDS)}
     stored = [
         {**c, "id": str(i), "application_id": "a", "version": "1"} for i, c in enumerate(reversed(wanted))
     ]
     assert unchanged(stored, wanted)
     assert not unchanged(stored[1:], wanted)
     assert not unchanged([{**stored[-1], "description": "changed"}, *stored[:-1]], wanted)  # a slash command
+    remind = next(i for i, c in enumerate(stored) if c["name"] == "remind")
+    optional = [{**o, "required": False} for o in stored[remind]["options"]]
+    assert not unchanged(
+        [*stored[:remind], {**stored[remind], "options": optional}, *stored[remind + 1 :]], wanted
+    )

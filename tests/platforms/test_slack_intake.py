@@ -196,6 +196,25 @@ async def test_the_gateway_slash_command_is_a_control_command(
     assert refused.ack_payload is not None and "not allowed" in refused.ack_payload["text"]
 
 
+async def test_ask_is_a_prompt_for_the_agent_and_an_empty_one_is_told_why(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
+) -> None:
+    gateway = await gateways.start(slack_config(fake_slack, tmp_path))
+    await fake_slack.socket.connected.wait()
+    await fake_slack.push_slash(slash_command("D2", "U1", "/ask", "what is 2+2?"))
+    await fake_slack.push_slash(slash_command("D2", "U1", "/chatgate", "ask and then?"))
+    want = [echo_of("what is 2+2?"), echo_of("and then?")]
+    await fake_slack.wait_for(lambda: _texts(fake_slack, "D2") == want, what="both answers")
+    empty = await fake_slack.push_slash(slash_command("D2", "U1", "/ask", "   "))
+    await fake_slack.wait_for(lambda: empty.acked_at is not None, what="the empty prompt's ack")
+    assert empty.ack_payload is not None and empty.ack_payload["response_type"] == "ephemeral"
+    assert "/ask needs a prompt" in empty.ack_payload["text"]
+    texts = [
+        json.loads(t) for (t,) in rows(gateway.state_dir / "chatgate.db", "SELECT inbound_json FROM inbox")
+    ]
+    assert [(t["text"], t["kind"]) for t in texts] == [("what is 2+2?", "text"), ("and then?", "text")]
+
+
 async def test_after_slack_drops_the_socket_the_adapter_reconnects_and_unacked_envelopes_are_answered_once(
     fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
 ) -> None:

@@ -436,9 +436,24 @@ class FakeDiscord:
 
     async def _put_commands(self, request: web.Request, body: Any) -> web.Response:
         scope = request.match_info.get("gid", "global")
-        stored = [{**c, "id": snowflake(), "application_id": APP_ID, "version": "1"} for c in body]
+        stored = [_as_discord_stores(c) for c in body]
         self.commands[scope] = stored
         return reply(200, stored)
+
+
+def _as_discord_stores(command: dict[str, Any]) -> dict[str, Any]:
+    """A registered command as Discord answers it: its own fields added, ``required: false`` dropped."""
+    options = [
+        {k: v for k, v in o.items() if not (k == "required" and v is False)}
+        | {"name_localizations": None, "description_localizations": None}
+        for o in command.get("options") or ()
+    ]
+    extra = {"id": snowflake(), "application_id": APP_ID, "version": "1", "nsfw": False,
+             "default_member_permissions": None, "contexts": None, "name_localizations": None}  # fmt: skip
+    stored = {**command, **extra}
+    if options:
+        stored["options"] = options
+    return stored
 
 
 def _channel_of(call: Call) -> str | None:

@@ -1,9 +1,12 @@
 """``chatgate init`` offers Matrix: the homeserver and the token's variable, checked live with
-``whoami`` against a real Synapse; a refused token writes nothing and is never shown."""
+``whoami`` against a real Synapse; a refused token writes nothing and is never shown (``--yes``),
+or, pasted in a terminal, is asked for again; ``chatgate run`` on the written files answers."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from chatgate.domain.pairing import CODE_ALPHABET
+from matrix.client import shown_by
+from matrix.harness import People, joined, wait_for
 from matrix.homeserver import Synapse
+from support.init_pty import Step, init_dialogue, paste, run_written, secrets_written
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 60
@@ -51,3 +58,39 @@ def test_init_checks_the_token_with_whoami_and_writes_the_section(synapse: Synap
     assert bad.returncode == 1 and "did not pass its check" in bad.stderr
     assert "syt_not_a_real_token" not in bad.stdout + bad.stderr
     assert target.read_text() == before
+
+
+@pytest.mark.timeout(180)
+async def test_init_through_a_terminal_asks_again_for_a_refused_token_then_run_answers(
+    people: People, tmp_path: Path
+) -> None:
+    bot, kim = people.account("initbot"), people.person("initkim")
+    token = paste("MATRIX_ACCESS_TOKEN", "the access token")
+    steps: list[Step] = [
+        (token, "syt_not_a_real_token"),
+        (r"Matrix check failed: .*Paste it again \(or Enter to skip\)\.", None),
+        (token, bot.token),
+        (r"Matrix: the token belongs to", None),
+    ]
+    flags = ["--platform", "matrix", "--matrix-homeserver", people.server.base,
+             "--matrix-token-env", "MATRIX_ACCESS_TOKEN"]  # fmt: skip
+    transcript = await asyncio.to_thread(init_dialogue, tmp_path, flags, steps)
+    assert bot.token not in transcript and "syt_not_a_real_token" not in transcript
+    assert secrets_written(tmp_path) == {"MATRIX_ACCESS_TOKEN": bot.token}
+    assert (
+        yaml.safe_load((tmp_path / "chatgate.yaml").read_text())["platforms"]["matrix"]["user_id"]
+        == bot.user_id
+    )
+    gateway = await run_written(tmp_path)
+    try:
+        room = await kim.create_room(invite=[bot.user_id], direct=True)
+        await joined(kim, room, bot.user_id)  # pairing is on: the invite is taken
+        await kim.say(room, "hello?")
+
+        async def texts() -> list[str]:
+            return [s.text for s in shown_by(await kim.events(room), bot.user_id)]
+
+        [reply] = await wait_for(texts, 60, "the pairing reply")
+        assert re.search(rf"\b[{CODE_ALPHABET}]{{8}}\b", reply), reply
+    finally:
+        await gateway.kill()

@@ -89,6 +89,10 @@ def slash(name: str, options: list[dict[str, Any]] | None = None, **data: Any) -
     return body
 
 
+def strings(options: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"name": k, "type": 3, "value": v} for k, v in options.items()]
+
+
 # -- application commands ------------------------------------------------------------------
 
 
@@ -177,6 +181,48 @@ def test_a_subcommand_without_a_group_and_a_channel_option_and_an_attachment() -
         "text/plain",
         12,
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "text", "parsed"),
+    [
+        ("remind", {"when": "10m", "prompt": " stretch "}, "/remind 10m stretch", ("remind", "10m stretch")),
+        ("every", {"schedule": "0 9 * * 1-5", "prompt": "standup"}, "/every 0 9 * * 1-5 standup", None),
+        ("bg", {"prompt": "sum it up"}, "/bg sum it up", ("bg", "sum it up")),
+        ("cancel", {"id": "ab12"}, "/cancel ab12", ("cancel", "ab12")),
+        ("schedules", {"action": "pause", "id": "cd34"}, "/schedules pause cd34", None),
+        ("model", {}, "/model", ("model", "")),
+        ("ask", {"prompt": "hello there"}, "hello there", None),
+    ],
+)
+def test_our_commands_options_become_the_text_admission_parses(
+    name: str, options: dict[str, str], text: str, parsed: tuple[str, str] | None
+) -> None:
+    inbound = decoded(interaction(2, slash(name, strings(options))))
+    assert inbound.text == text and inbound.payload["options"] == options
+    assert inbound.kind == ("text" if name == "ask" else "command")
+    command = parse_command(inbound.text)
+    if parsed is not None:
+        assert command is not None and (command.name, command.args) == parsed
+    assert (command is None) == (name == "ask")
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "reason"),
+    [
+        ("remind", {"when": "later", "prompt": "x"}, "/remind when: 'later' is not a duration"),
+        ("remind", {"when": "10m"}, "/remind needs prompt"),
+        ("every", {"schedule": "9 * *", "prompt": "x"}, "/every schedule:"),
+        ("approve", {"scope": "forever"}, "/approve scope: 'forever' is not one of once, session, always"),
+        ("ask", {"q": "hi"}, "/ask has no option 'q'"),
+        ("ask", {"prompt": "x" * 4001}, "/ask prompt: 4001 characters; the limit is 4000"),
+    ],
+)
+def test_a_bad_option_of_our_commands_is_refused_with_its_reason(
+    name: str, options: dict[str, str], reason: str
+) -> None:
+    result = rejected(raw(interaction(2, slash(name, strings(options)))))
+    assert reason in result.reason and result.action_id == INTERACTION
 
 
 @pytest.mark.parametrize("name", ["stop", "new", "status"])

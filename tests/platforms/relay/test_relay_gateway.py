@@ -112,7 +112,7 @@ async def test_an_intake_cancelled_before_commit_is_replayed_and_admitted_once(
         buffer_id = await world.sim.inject_inbound(GW, text_event("stalled", "m4"))
     else:
         body = interaction(
-            "7001", {"type": 1, "name": "ask", "options": [{"name": "q", "type": 3, "value": "x"}]}
+            "7001", {"type": 1, "name": "ask", "options": [{"name": "prompt", "type": 3, "value": "x"}]}
         )
         buffer_id = await world.sim.inject_passthrough(GW, body)
     await asyncio.wait_for(entered.wait(), 10)

@@ -81,7 +81,7 @@ def interaction(chat: Chat, iid: str, kind: int, data: dict[str, Any], **extra: 
 
 def slash(chat: Chat, iid: str) -> bytes:
     return interaction(
-        chat, iid, 2, {"type": 1, "name": "ask", "options": [{"name": "q", "type": 3, "value": "x"}]}
+        chat, iid, 2, {"type": 1, "name": "ask", "options": [{"name": "prompt", "type": 3, "value": "x"}]}
     )
 
 

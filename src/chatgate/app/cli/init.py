@@ -41,6 +41,16 @@ def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
     )
     if a.agent != "openai":
         return
+    while not _endpoint_answers(p, a, args):
+        p.say("  Then correct them (your answers are the defaults; Enter keeps one):")
+        p.pasted.pop(a.openai_key_env, None)
+    a.openai_model = p.pick(args.openai_model, "Model", a.openai_model)
+
+
+def _endpoint_answers(p: Prompter, a: Answers, args: argparse.Namespace) -> bool:
+    """Ask the endpoint and its key and check them; False: the check failed and the person chose
+    to correct them (asked again, nothing else lost). A scripted run, or one with nothing left
+    to change (the URL given by flag, the key not pasted), stops with the reason."""
     a.openai_base_url = p.until_valid(
         args.openai_base_url, "Base URL of the endpoint", a.openai_base_url, _http_url
     )
@@ -48,19 +58,23 @@ def ask_agent(p: Prompter, a: Answers, args: argparse.Namespace) -> None:
         args.openai_key_env, "Environment variable holding the API key", a.openai_key_env
     )
     key = p.secret(a.openai_key_env, "the API key")
-    if key:
-        try:
-            models = openai_models(a.openai_base_url, key)
-        except CheckFailed as exc:
-            p.say(f"  The endpoint check failed: {exc}")
-            if not p.interactive or not p.confirm("Keep these settings anyway?", False):
-                raise Aborted(f"the agent endpoint did not pass its check: {exc}") from None
-        else:
-            shown = ", ".join(models[:20]) + (f" (and {len(models) - 20} more)" if len(models) > 20 else "")
-            p.say(f"  The endpoint answers; models: {shown or '(none listed)'}")
-            if models and a.openai_model not in models and args.openai_model is None:
-                a.openai_model = models[0]
-    a.openai_model = p.pick(args.openai_model, "Model", a.openai_model)
+    if not key:
+        return True
+    try:
+        models = openai_models(a.openai_base_url, key)
+    except CheckFailed as exc:
+        p.say(f"  The endpoint check failed: {exc}")
+        if p.interactive and p.confirm("Keep these settings anyway?", False):
+            return True
+        fixed = args.openai_base_url is not None and a.openai_key_env not in p.pasted
+        if not p.interactive or fixed:
+            raise Aborted(f"the agent endpoint did not pass its check: {exc}") from None
+        return False
+    shown = ", ".join(models[:20]) + (f" (and {len(models) - 20} more)" if len(models) > 20 else "")
+    p.say(f"  The endpoint answers; models: {shown or '(none listed)'}")
+    if models and a.openai_model not in models and args.openai_model is None:
+        a.openai_model = models[0]
+    return True
 
 
 def ask_platforms(p: Prompter, a: Answers, args: argparse.Namespace, existing: dict[str, Any]) -> None:

@@ -243,9 +243,11 @@ class DiscordLane:
                                 platform=PLATFORM)  # fmt: skip
             await self._intake.submit(event, patience=INTERACTION_PATIENCE)
             if iid and token and data.get("type") in (2, 3, 5):
-                await self._outbound.respond(
-                    iid, token, ephemeral(f"Sorry, I cannot take this: {decoded.reason}")
-                )
+                told = f"Sorry, I cannot take this: {decoded.reason}"
+                if await _deferred(early):  # answered "thinking…" already: a second answer is refused
+                    await self._outbound.follow_up(token, ephemeral(told)["data"]["content"], ephemeral=True)
+                else:
+                    await self._outbound.respond(iid, token, ephemeral(told))
             return
         user = decoded.source.user_id or ""
         roles = [str(r) for r in (data.get("member") or {}).get("roles") or []]

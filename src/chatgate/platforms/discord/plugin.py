@@ -72,10 +72,8 @@ class DiscordPlugin(Plugin[DiscordSection]):
         if api_base != DEFAULT_API_BASE or "api_base" in current:
             values["api_base"] = api_base
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.secret(env, "the bot token")
-        if not token:
-            return answers
-        if p.checked("Discord", lambda: _who_is(api_base, token)) is not None:
+        token, found = p.checked_secret(env, "the bot token", "Discord", lambda t: _who_is(api_base, t))
+        if token is not None and found is not None:
             answers.notes.extend(_invite(api_base, token))
         return answers
 

@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from chatgate.domain.command_options import ASK, command_text
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
 from chatgate.domain.prompts import parse_prompt_token
 from chatgate.platforms.discord_wire.json_reads import (
@@ -139,11 +140,24 @@ def _chat_input(data: dict[str, Any], name: str, resolved: dict[str, Any], base:
             names[key] = {"kind": kind, "id": str(value), "name": resolved_name(resolved, kind, str(value))}
             if kind == "attachment":
                 attachments.append(attachment_of(resolved, str(value)))
-    words = ["/" + name, *path, *(f"{key}:{_render(value)}" for key, value in values.items())]
     payload = {**base, "path": path, "options": values}
     if names:
         payload["resolved"] = names
-    return _Decoded("command", " ".join(words), payload, attachments=attachments)
+    return _Decoded(*_command_words(name, path, values), payload, attachments=attachments)
+
+
+def _command_words(name: str, path: list[str], values: dict[str, Any]) -> tuple[InboundKind, str]:
+    """Our own commands read as admission parses them (``/ask prompt:hi`` is the message ``hi``);
+    any other command keeps its options as ``key:value`` words for the agent."""
+    try:
+        text = None if path else command_text(name, values)
+    except ValueError as exc:
+        fail(str(exc))
+    if text is not None:
+        return ("text" if name == ASK else "command"), text
+    return "command", " ".join(
+        ["/" + name, *path, *(f"{key}:{_render(value)}" for key, value in values.items())]
+    )
 
 
 def _user_menu(name: str, target_id: str, resolved: dict[str, Any], base: dict[str, Any]) -> _Decoded:

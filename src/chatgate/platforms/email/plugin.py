@@ -101,11 +101,10 @@ class EmailPlugin(Plugin[EmailSection]):
         if args.email_allow_from:
             values["allow_from"] = split_list(args.email_allow_from)
         answers = InitAnswers(section=values, secrets=[env])
-        password = p.secret(env, "the mailbox password")
-        if not password:
-            return answers
         section = EmailSection.model_validate({"enabled": True, **values})
-        p.checked("Email", lambda: check_mailbox(section, password))
+        p.checked_secret(
+            env, "the mailbox password", "Email", lambda password: check_mailbox(section, password)
+        )
         return answers
 
 

@@ -8,6 +8,7 @@ loop); a secret is sent only to the service it is for and never appears in a mes
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,6 +150,27 @@ class Prompter:
             return None
         self.pasted[env] = value
         return value
+
+    def checked_secret(
+        self, env: str, what: str, label: str, check: Callable[[str], str]
+    ) -> tuple[str | None, str | None]:
+        """A secret and what its live check found. A pasted secret that fails its check is asked
+        for again with the reason (Enter skips), so nothing typed before is lost; one from the
+        environment or the secrets file goes through ``checked`` (keep it anyway, or stop)."""
+        while True:
+            value = self.secret(env, what)
+            if value is None:
+                return None, None
+            if env not in self.pasted or not self.interactive:
+                return value, self.checked(label, functools.partial(check, value))
+            try:
+                found = check(value)
+            except CheckFailed as exc:
+                del self.pasted[env]
+                self.say(f"  {label} check failed: {exc}. Paste it again (or Enter to skip).")
+                continue
+            self.say(f"  {label}: {found}")
+            return value, found
 
     def checked(self, what: str, check: Callable[[], str]) -> str | None:
         """Run a live check and say what it found (returned); on a failure say why and ask whether

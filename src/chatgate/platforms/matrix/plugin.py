@@ -93,10 +93,7 @@ class MatrixPlugin(Plugin[MatrixSection]):
         if user:
             values["user_id"] = user
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.secret(env, "the access token")
-        if not token:
-            return answers
-        found = p.checked("Matrix", lambda: _who_am_i(homeserver, token))
+        _, found = p.checked_secret(env, "the access token", "Matrix", lambda t: _who_am_i(homeserver, t))
         if found is not None and not user:
             values["user_id"] = found.split()[-1]
         return answers

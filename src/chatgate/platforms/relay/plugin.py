@@ -148,8 +148,11 @@ class RelayPlugin(Plugin[RelaySection]):
                 bot_flag, f"  {name} bot id (as the connector knows it)", default, _required
             )
             entries.append({**known.get(name, {}), "platform": name, "bot_id": bot_id})
-        p.secret(secret, "the relay secret")  # saved with the config
         values = {"url": url, "gateway_id": gateway_id, "secret_env": secret, "platforms": entries}
+        from chatgate.platforms.relay.probe import hello  # websockets: only when checked
+
+        section = RelaySection.model_validate({"enabled": True, **values})
+        p.checked_secret(secret, "the relay secret", "Relay", lambda value: hello(section, value))
         return InitAnswers(section=values, secrets=[secret])
 
     def init_access(self, values: dict[str, Any], pairing: bool, allow_users: list[str]) -> None:

@@ -31,6 +31,8 @@ from chatgate.platforms.slack.files import attachments_of
 
 PLATFORM = "slack"
 TRANSPORT = "slack"
+ASK_COMMAND = "/ask"
+"""A prompt for the agent, as its own slash command or `/chatgate ask <prompt>`."""
 TEXT_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
 """Message subtypes a person wrote; every other subtype is a notice (join, topic, ...)."""
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
@@ -193,13 +195,18 @@ def strip_mention(text: str, bot_user_id: str) -> str:
 def decode_command(payload: dict[str, Any], gateway_command: str = "/chatgate") -> Decoded:
     """A slash command. The gateway's own (``/chatgate stop``) reaches admission as ``/stop``
     (Slack reserves ``/status`` and others, so the controls share one command); any other
-    command the app registers reaches the agent as its text (``/deploy now``)."""
+    command the app registers reaches the agent as its text (``/deploy now``). ``/ask <prompt>``
+    (its own command, or ``/chatgate ask <prompt>``) is the prompt alone, a message to the agent."""
     trigger = str_or_none(payload.get("trigger_id"))
     command, channel = str_or_none(payload.get("command")), str_or_none(payload.get("channel_id"))
     if trigger is None or command is None or channel is None:
         return undecodable("slash command without trigger_id, command or channel", trigger, payload)
     args = text_of(payload.get("text"))
     text = "/" + (args.strip() or "help") if command == gateway_command else f"{command} {args}".strip()
+    head, _, prompt = text.partition(" ")
+    asks = head.lower() == ASK_COMMAND
+    if asks and not prompt.strip():
+        return undecodable(f"{command} needs a prompt: {command} <what to ask the agent>", trigger, payload)
     source = Source(
         platform=PLATFORM,
         chat_id=channel,
@@ -212,8 +219,8 @@ def decode_command(payload: dict[str, Any], gateway_command: str = "/chatgate") 
         transport=TRANSPORT,
         delivery_id=f"ix:{trigger}",
         source=source,
-        text=text,
-        kind="command",
+        text=prompt.strip() if asks else text,
+        kind="text" if asks else "command",
         action_id=trigger,
         received_at=time.time(),
         payload={"command": command, "text": args},

@@ -100,11 +100,8 @@ class SlackPlugin(Plugin[SlackSection]):
         secrets = [v for k, v in values.items() if k.endswith("_env")]
         answers = InitAnswers(section=values, secrets=secrets)
         other = values.get("app_token_env") or values["signing_secret_env"]
-        token = p.secret(bot, "the bot token (xoxb-)")
+        p.checked_secret(bot, "the bot token (xoxb-)", "Slack", lambda token: _auth_test(api_base, token))
         p.secret(other, APP_TOKEN if mode == "socket" else SIGNING_SECRET)  # saved with the config
-        if not token:
-            return answers
-        p.checked("Slack", lambda: _auth_test(api_base, token))
         return answers
 
 

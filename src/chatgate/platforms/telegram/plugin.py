@@ -59,10 +59,7 @@ class TelegramPlugin(Plugin[TelegramSection]):
         if api_base != DEFAULT_API_BASE or "api_base" in current:
             values["api_base"] = api_base
         answers = InitAnswers(section=values, secrets=[env])
-        token = p.secret(env, TOKEN_FROM)
-        if not token:
-            return answers
-        p.checked("Telegram", lambda: _who_is(api_base, token))
+        p.checked_secret(env, TOKEN_FROM, "Telegram", lambda token: _who_is(api_base, token))
         return answers
 
 
