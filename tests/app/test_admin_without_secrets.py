@@ -1,8 +1,7 @@
 """Issue 31, item 4: the admin commands work in a fresh terminal without the runtime secrets
 (the model key, a platform token): they read the config and the store, never call out.
-``config check`` is left out on purpose: it answers whether ``run`` has what it needs, so a
-secret set nowhere (not in the environment, not in the secrets file) is its 78
-(tests/platforms/test_secrets_file.py::test_every_command_reads_the_file_of_its_state_dir)."""
+``config check`` checks the file and only warns of a secret set nowhere (``--strict`` makes that
+its 78, as for ``run``): test_secrets_file.py::test_every_command_reads_the_file_of_its_state_dir."""
 
 from __future__ import annotations
 

@@ -343,6 +343,9 @@ def _add_tool_parsers(
     check = config_sub.add_parser("check", help="validate a config file without starting")
     check.add_argument("file", nargs="?", help="the YAML file (default: --config, else the defaults)")
     check.add_argument("--config", help=argparse.SUPPRESS)
+    check.add_argument(
+        "--strict", action="store_true", help="a secret that is not set is an error (exit 78), as for run"
+    )
     check.set_defaults(func=ops_cli.cmd_config_check)
     doctor_cli.add_parser(sub, common)
     pairing_cli.add_parser(sub, common, cmd_pairing)

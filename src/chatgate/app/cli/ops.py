@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from chatgate.app.config import GatewayConfig, load_config
+from chatgate.app.config.secrets import missing_secrets
 from chatgate.app.locks import is_held, read_record, runtime_lock
 from chatgate.app.replace import stop_gateway
 
@@ -143,9 +145,20 @@ def cmd_stop(args: argparse.Namespace, state_dir: Path) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
+    """Checks the file; a secret not set yet is a warning (``--strict``: an error, as ``run`` has it),
+    so the check works in a terminal without the gateway's secrets."""
     path = Path(args.file) if args.file else (Path(args.config) if args.config else None)
-    config: GatewayConfig = load_config(path)  # raises ConfigError, reported by main()
+    # raises ConfigError, reported by main() (exit 78)
+    config: GatewayConfig = load_config(path, need_secrets=args.strict)
     where = path or "built-in defaults"
     http = f"{config.http.host}:{config.http.port}"
     print(f"{where}: OK (agent {config.agent.kind}, store {config.store.backend}, http {http})")
+    for need in missing_secrets(config, os.environ):
+        variable = need.env or "(no variable named)"
+        print(
+            f"warning: {need.key}: {variable} ({need.what}) is not set here; `chatgate run` refuses to"
+            " start until it is in its environment or the state directory's chatgate.env"
+            " (`chatgate init` writes it)",
+            file=sys.stderr,
+        )
     return 0
