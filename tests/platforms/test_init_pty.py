@@ -1,5 +1,5 @@
-"""``chatgate init`` through a real pseudo-terminal for Discord, Slack, email and the relay
-(Telegram's is in ``test_secrets_file.py``, Matrix's in ``matrix/test_matrix_init.py``): a refused
+"""``chatgate init`` through a real pseudo-terminal for Telegram, Discord, Slack, email and the
+relay (Matrix's is in ``matrix/test_matrix_init.py``): a refused
 credential is asked for again with the reason, nothing typed before is lost, the files are
 written, and ``chatgate run`` on them answers on that platform. The dialogue is
 ``support/init_pty.py``.
@@ -19,6 +19,8 @@ from discord_fake.state import TOKEN as DISCORD_TOKEN
 from mail_servers import PASSWORD, MailServers, email_section, mail
 from slack_fake import FakeSlack, message_event
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN
+from telegram_double import BOT_USERNAME, BotApiDouble, User, private
+from telegram_double import TOKEN as TELEGRAM_TOKEN
 
 from chatgate.domain.pairing import CODE_ALPHABET
 from relaysim import RelaySimulator
@@ -26,6 +28,32 @@ from support.init_pty import Step, init_dialogue, paste, run_written, secrets_wr
 
 __all__ = ["fake"]
 pytestmark = pytest.mark.slow
+
+
+async def test_telegram_init_asks_again_for_a_refused_token_then_run_answers(
+    double: BotApiDouble, tmp_path: Path
+) -> None:
+    token = paste("TELEGRAM_BOT_TOKEN", "the token from @BotFather")
+    steps: list[Step] = [
+        (r"holding the bot token \[TELEGRAM_BOT_TOKEN\]: ", ""),
+        (token, "123:not-the-token"),
+        (r"Telegram check failed: .*Paste it again \(or Enter to skip\)\.", None),
+        (token, TELEGRAM_TOKEN),
+        (rf"the token belongs to @{BOT_USERNAME}", None),
+    ]
+    flags = ["--platform", "telegram", "--telegram-api-base", double.base]
+    transcript = await asyncio.to_thread(init_dialogue, tmp_path, flags, steps)
+    assert TELEGRAM_TOKEN not in transcript and "not-the-token" not in transcript
+    assert secrets_written(tmp_path) == {"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN}
+    assert TELEGRAM_TOKEN not in (tmp_path / "chatgate.yaml").read_text()
+    gateway = await run_written(tmp_path)
+    try:
+        kim = User(8080, "Kim")
+        await double.push_message(private(kim), kim, "hi bot")
+        await double.wait_for(lambda: bool(double.view(kim.id)), what="the pairing reply on Telegram")
+        assert re.search(rf"\b[{CODE_ALPHABET}]{{8}}\b", double.view(kim.id)[0].text)
+    finally:
+        await gateway.kill()
 
 
 async def test_discord_init_asks_again_for_a_refused_token_then_run_answers(
