@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+from support.browser import chromium_server
+
+__all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browser's fixtures
+
 # The suite spends most of its time waiting on gateway subprocesses, sockets and real
 # services rather than computing: with one worker per core a 2-core machine ran at about
 # half its CPU. Two workers per core fill the waits; every test is written to hold under
