@@ -6,6 +6,10 @@ import os
 
 import pytest
 
+from support.browser import chromium_server
+
+__all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browser's fixtures
+
 # The suite spends most of its time waiting on gateway subprocesses, sockets and real
 # services rather than computing: with one worker per core a 2-core machine ran at about
 # half its CPU. Two workers per core fill the waits; every test is written to hold under
@@ -16,3 +20,28 @@ WORKERS_PER_CORE = 2
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """What ``-n auto`` means for this suite."""
     return WORKERS_PER_CORE * (os.cpu_count() or 1)
+
+
+def _groups(item: pytest.Item) -> str:
+    names = {
+        str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+        for m in item.iter_markers("xdist_group")
+    }
+    return "_".join(sorted(names))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep ``--dist loadgroup`` grouping on pytest 9.2: xdist 3.8 marks a test's group by
+    appending ``@group`` to its legacy ``_nodeid``, which pytest 9.2's structured node ids no
+    longer read (pytest-dev/pytest-xdist#1386), so every ``xdist_group`` was silently ignored and
+    the benchmarks, the chaos tests and the PostgreSQL backend tests ran side by side. A no-op
+    where xdist's own suffix took effect."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist workers only
+        return
+    for item in items:
+        groups = _groups(item)
+        if groups and not item.nodeid.endswith(f"@{groups}"):
+            from _pytest.nodeid import NodeId  # pytest >= 9.2 (older pytest took xdist's suffix)
+
+            item._id = NodeId.parse(f"{item.nodeid}@{groups}")

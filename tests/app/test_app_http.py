@@ -113,7 +113,9 @@ async def test_readyz_turns_503_as_soon_as_shutdown_starts_while_turns_drain(
     gw = Gateway(config, tmp_path)
     await gw.start()
     base = f"http://127.0.0.1:{gw.port}"
-    async with websockets.connect(f"ws://127.0.0.1:{gw.port}/ws") as ws:
+    # close_timeout: the stopped in-process server leaves the socket open, so the client's close
+    # would wait its default 10 s for a TCP close that only comes with the process's exit
+    async with websockets.connect(f"ws://127.0.0.1:{gw.port}/ws", close_timeout=1) as ws:
         await ws.send(json.dumps({"type": "hello", "chat_id": "c1", "user_id": "u1"}))
         await ws.send(json.dumps({"type": "message", "id": "m1", "text": "a slow one"}))
         while json.loads(await ws.recv())["type"] != "ack":

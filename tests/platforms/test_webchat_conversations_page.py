@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,12 @@ __all__ = ["browser"]
 
 
 async def _downloaded(download: Any) -> str:
-    return await asyncio.to_thread(Path(await download.path()).read_text, "utf-8")
+    """The downloaded file's text (``save_as``: the worker's Chromium is connected to, not launched,
+    so the download has no local ``path``)."""
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / download.suggested_filename
+        await download.save_as(target)
+        return await asyncio.to_thread(target.read_text, "utf-8")
 
 
 async def test_new_keeps_the_old_conversation_in_the_list_and_picking_it_brings_it_back(

@@ -8,8 +8,12 @@ fixture fails the test at teardown if there was one: the page must work offline.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import AsyncIterator
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +51,7 @@ new MutationObserver(() => {
 
 @dataclass
 class BrowserSession:
-    """A persistent Chromium context, its first page, and what the page asked for."""
+    """A Chromium browser context, its first page, and what the page asked for."""
 
     context: Any
     page: Any
@@ -78,31 +82,81 @@ def _record_failure(session: BrowserSession, response: Any) -> None:
         session.failed.append(f"{response.status} {response.url}")
 
 
-@pytest.fixture
-async def browser(tmp_path: Path) -> AsyncIterator[BrowserSession]:
+SERVER_START_TIMEOUT = 60.0
+
+
+@pytest.fixture(scope="session")
+def chromium_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Chromium per test worker, launched by Playwright's own ``launch-server`` (the same
+    launch, flags and rendering as ``launch``): its WebSocket endpoint. Each test still gets a
+    fresh browser context of its own (cookies, storage, cache, routes), and the browser is not
+    launched again for every test."""
     _chromium_or_skip()
+    config = tmp_path_factory.mktemp("chromium") / "launch.json"
+    config.write_text(json.dumps({"executablePath": str(CHROMIUM), "headless": True, "args": CHROMIUM_ARGS}))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "playwright",
+            "launch-server",
+            "--browser",
+            "chromium",
+            "--config",
+            str(config),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first: list[str] = []
+    reader = threading.Thread(target=lambda: first.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(SERVER_START_TIMEOUT)
+    try:
+        endpoint = first[0].strip() if first else ""
+        assert endpoint.startswith("ws://"), (
+            f"playwright launch-server printed {first!r} (exit {proc.poll()})"
+        )
+        yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+async def browser(chromium_server: str) -> AsyncIterator[BrowserSession]:
     from playwright.async_api import async_playwright, expect
 
     expect.set_options(timeout=TIMEOUT_MS)
     async with async_playwright() as pw:
-        context = await pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 800},
-        )
-        context.set_default_timeout(TIMEOUT_MS)
-        page = context.pages[0] if context.pages else await context.new_page()
-        session = BrowserSession(context, page)
-        await context.route("**/*", lambda route: _only_local(session, route))
-        page.on("response", lambda r: _record_failure(session, r))
-        await page.add_init_script(RECORD_PAGE)
+        shared = await pw.chromium.connect(chromium_server)
         try:
-            yield session
+            session = await new_session(shared)
+            try:
+                yield session
+            finally:
+                await session.context.close()
         finally:
-            await context.close()
+            await shared.close()  # a connected browser: only disconnects, the worker's Chromium stays
         assert not session.foreign, f"the page asked for other hosts: {session.foreign}"
+
+
+async def new_session(shared: Any) -> BrowserSession:
+    """A fresh context (its own cookies and storage, like a new profile) on the worker's
+    Chromium, with the offline guard and the draft recorder, and its first page."""
+    context = await shared.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = await context.new_page()
+    session = BrowserSession(context, page)
+    await context.route("**/*", lambda route: _only_local(session, route))
+    page.on("response", lambda r: _record_failure(session, r))
+    await page.add_init_script(RECORD_PAGE)
+    return session
 
 
 @pytest.fixture

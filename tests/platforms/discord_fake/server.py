@@ -90,6 +90,9 @@ class FakeDiscord:
         """(channel, nonce) -> the message it created: ``enforce_nonce`` answers it again."""
         self.hang_uploads = 0
         """The next this-many uploads create their message and then never answer."""
+        self._stopping = asyncio.Event()
+        """Set by ``stop``: a hung upload's handler returns then (its client is gone by now), so the
+        server's cleanup does not wait out aiohttp's 60-second shutdown timeout."""
         """Attachments the CDN serves, by name (``attachment``): ``GET /attachments/<name>``."""
         self.downloads: list[str] = []
 
@@ -143,6 +146,7 @@ class FakeDiscord:
         return web.Response(body=data) if data is not None else web.Response(status=404)
 
     async def stop(self) -> None:
+        self._stopping.set()
         await self.gateway.close()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -365,7 +369,7 @@ class FakeDiscord:
         await self.gateway.dispatch("MESSAGE_CREATE", message.wire())
         if files and self.hang_uploads > 0:
             self.hang_uploads -= 1
-            await asyncio.Event().wait()  # posted, never answered
+            await self._stopping.wait()  # posted, never answered (until the server stops)
         return reply(200, message.wire())
 
     def _find(self, request: web.Request) -> Message | None:

@@ -69,6 +69,9 @@ class FakeSlack:
     uploads_received: int = 0
     hang_completes: int = 0
     """The next this-many files.completeUploadExternal share the file, then never answer."""
+    _stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by ``stop``: a hung call's handler returns then (its client is gone by now), so the
+    server's cleanup does not wait out aiohttp's 60-second shutdown timeout."""
 
     # ------------------------------------------------------------ lifecycle
 
@@ -86,6 +89,7 @@ class FakeSlack:
         self.socket.start()
 
     async def stop(self) -> None:
+        self._stopping.set()
         await self.socket.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -192,7 +196,7 @@ class FakeSlack:
         answer = handler(self, params)
         if method == "files.completeUploadExternal" and answer.get("ok") and self.hang_completes > 0:
             self.hang_completes -= 1
-            await asyncio.Event().wait()  # shared, never answered
+            await self._stopping.wait()  # shared, never answered (until the server stops)
         return self._answer(method, params, answer)
 
     def _limited(self, method: str, params: dict[str, Any]) -> float | None:
