@@ -1,5 +1,6 @@
 """What the agent did, readable: an approval card in plain words (what will run, why, by when;
-no rule key, no slash syntax), and the reply's tool calls as collapsible steps kept with it.
+no rule key, no slash syntax), and the reply's tool calls as collapsible steps kept with it, in
+the gateway's history too (another device, or this browser's history gone).
 Real Chromium, real gateway, the real shell tool behind the approval broker."""
 
 from __future__ import annotations
@@ -51,3 +52,13 @@ async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_
     await expect(page.locator("#status")).to_have_text("connected")
     await expect(page.locator(".msg.bot details.steps summary")).to_have_text("1 step")
     await expect(page.locator(".msg.prompt pre")).to_have_text("rm -rf ./x")
+
+    # another device: this browser's history gone, the conversation read back from the gateway
+    await page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('chatgate.history.'))"
+                        ".forEach((k) => localStorage.removeItem(k))")  # fmt: skip
+    await page.reload()
+    await expect(page.locator("#status")).to_have_text("connected")
+    steps = page.locator(".msg.bot details.steps")
+    await expect(steps.locator("summary")).to_have_text("1 step")
+    await steps.locator("summary").click()
+    await expect(steps.locator("li")).to_have_text(["shell rm -rf ./x — done"])
