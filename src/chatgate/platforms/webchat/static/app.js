@@ -491,8 +491,9 @@ async function startSignedIn() {
 async function boot() {
   wireControls();
   if (ACCOUNTS && !(await startSignedIn())) return;
-  // this browser's copy gone (cleared, or too old): the gateway's history of the conversation
-  if (!ACCOUNTS && state.history.length === 0 && !(await loadServerHistory())) state.fresh();
+  // this browser's copy of a conversation it had is gone (cleared): the gateway's history of it
+  const had = localStorage.getItem(state.shownKey) !== null;
+  if (!ACCOUNTS && had && state.history.length === 0 && !(await loadServerHistory())) state.fresh();
   sidebar.show();
   sidebar.mark(state.chatId);
   renderHistory();
