@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from support.axe import axe_violations
 from support.browser import BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
@@ -53,7 +54,8 @@ async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_
     await expect(page.locator(".msg.bot details.steps summary")).to_have_text("1 step")
     await expect(page.locator(".msg.prompt pre")).to_have_text("rm -rf ./x")
 
-    # another device: this browser's history gone, the conversation read back from the gateway
+    # another device (a phone): this browser's history gone, the conversation read from the gateway
+    await page.set_viewport_size({"width": 390, "height": 844})
     await page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('chatgate.history.'))"
                         ".forEach((k) => localStorage.removeItem(k))")  # fmt: skip
     await page.reload()
@@ -62,3 +64,4 @@ async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_
     await expect(steps.locator("summary")).to_have_text("1 step")
     await steps.locator("summary").click()
     await expect(steps.locator("li")).to_have_text(["shell rm -rf ./x — done"])
+    assert await axe_violations(page) == []
