@@ -299,3 +299,26 @@ async def test_token_colours_keep_a_readable_contrast_in_both_themes(
     assert {name.removeprefix("tok-") for name in ratios} == TOKEN_CLASSES
     low = {name: ratio for name, ratio in ratios.items() if ratio < 4.5}  # WCAG AA for normal text
     assert not low, f"{theme}: token colours below 4.5:1 against the code background: {low}"
+
+
+SUPERSEDED = """async (code) => {
+  const md = await import('/static/markdown.js');
+  const slot = document.createElement('div');
+  const renders = [];
+  for (let n = 0; n < 40; n++) {  // a draft growing: the same element rendered again and again
+    const out = md.render('```python\\n' + code + '\\n# ' + n + '\\n```', slot);
+    renders.push(out.querySelector('code'));
+    slot.replaceChildren(out);
+  }
+  await md.settled();
+  return renders.map((node) => node.querySelectorAll('span').length > 0);
+}"""
+
+
+async def test_a_draft_rendered_again_drops_the_highlighting_its_earlier_renderings_still_wait_for(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    page = await _page(start_gateway, browser)
+    highlighted: list[bool] = await page.evaluate(SUPERSEDED, "def f(x):\n    return x  # c\n" * 200)
+    assert highlighted[-1] is True  # what is on screen is highlighted
+    assert sum(highlighted[:-1]) <= 1  # of the earlier ones, at most the one the worker had already

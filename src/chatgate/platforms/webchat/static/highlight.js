@@ -14,11 +14,11 @@ const CLASSES = new Set([
   "keyword", "string", "comment", "number", "literal", "builtin", "title", "property", "variable", "meta",
   "inserted", "deleted",
 ]);
-const jobs = new Map(); // id -> resolve, until the worker answers
-const inflight = new Set(); // the promises of those jobs (``settled`` waits for them)
+const queue = []; // jobs not yet posted: {slot, lang, code, resolve}; one is with the worker at a time
+const inflight = new Set(); // the promises of every job not answered yet (``settled`` waits for them)
+let current = null; // the job the worker has
 let worker = null;
 let broken = false;
-let nextId = 0;
 
 function start() {
   try {
@@ -28,27 +28,42 @@ function start() {
     return;
   }
   worker.onmessage = (ev) => {
-    const done = jobs.get(ev.data.id);
-    jobs.delete(ev.data.id);
-    done?.(Array.isArray(ev.data.tokens) ? ev.data.tokens : null);
+    const job = current;
+    current = null;
+    job?.resolve(Array.isArray(ev.data.tokens) ? ev.data.tokens : null);
+    next();
   };
   worker.onerror = () => { // the worker did not load or died: every waiting block stays plain
     broken = true;
-    for (const done of jobs.values()) done(null);
-    jobs.clear();
+    for (const job of [current, ...queue.splice(0)]) job?.resolve(null);
+    current = null;
   };
 }
 
+function next() {
+  if (current || broken || !queue.length) return;
+  current = queue.shift();
+  worker.postMessage({ lang: current.lang, code: current.code });
+}
+
 /** The worker's tokens for ``code``, or null. */
-function tokensOf(lang, code) {
+function tokensOf(lang, code, slot) {
   if (!worker && !broken) start();
   if (broken) return Promise.resolve(null);
-  const id = ++nextId;
-  const job = new Promise((resolve) => jobs.set(id, resolve));
-  worker.postMessage({ id, lang, code });
+  const job = new Promise((resolve) => queue.push({ slot, lang, code, resolve }));
   inflight.add(job);
   job.then(() => inflight.delete(job));
+  next();
   return job;
+}
+
+/** A draft rendered again: the blocks of its earlier rendering not yet sent to the worker are
+ * dropped (they stay plain, off screen), so a streaming reply never piles up work. */
+export function supersede(slot) {
+  if (!slot) return;
+  for (let i = queue.length - 1; i >= 0; i--) {
+    if (queue[i].slot === slot) queue.splice(i, 1)[0].resolve(null);
+  }
 }
 
 /** Span and text nodes for ``tokens`` if they spell ``code`` exactly, else null. */
@@ -65,7 +80,7 @@ function nodesOf(tokens, code) {
 
 /** Nodes for a code block, spending from ``budget.left`` (characters per message): the code as
  * text now, its first part replaced by highlighted nodes when the worker answers. */
-export function highlight(lang, code, budget = { left: HIGHLIGHT_LIMIT }) {
+export function highlight(lang, code, budget = { left: HIGHLIGHT_LIMIT }, slot = null) {
   if (!lang || budget.left <= 0) return [document.createTextNode(code)];
   let cut = Math.min(code.length, budget.left);
   if (cut < code.length) { // end the highlighted part at a line's end when there is one
@@ -75,7 +90,7 @@ export function highlight(lang, code, budget = { left: HIGHLIGHT_LIMIT }) {
   budget.left -= cut;
   const part = code.slice(0, cut);
   const plain = document.createTextNode(part);
-  tokensOf(lang, part).then((tokens) => {
+  tokensOf(lang, part, slot).then((tokens) => {
     const nodes = nodesOf(tokens, part);
     if (nodes && plain.parentNode) plain.replaceWith(...nodes);
   });

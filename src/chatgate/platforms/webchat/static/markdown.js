@@ -10,7 +10,7 @@
 // drop the rest of the message), so hostile nesting neither exhausts the stack nor loses text.
 
 import "./vendor/markdown-it/markdown-it.min.js"; // a UMD build: it sets globalThis.markdownit
-import { HIGHLIGHT_LIMIT, highlight, settled as highlighted } from "./highlight.js";
+import { HIGHLIGHT_LIMIT, highlight, settled as highlighted, supersede } from "./highlight.js";
 import { mathElement, mathPlugin, settled as typesetDone, typeset } from "./math.js";
 
 /** Settles when the math rendered so far is typeset and its code highlighted (tests wait on it). */
@@ -55,7 +55,7 @@ function codeBlock(lang, code, ctx) {
   copy.setAttribute("aria-label", "Copy code");
   const pre = el("pre");
   const text = el("code");
-  text.append(...highlight(lang, code.replace(/\n$/, ""), ctx.budget));
+  text.append(...highlight(lang, code.replace(/\n$/, ""), ctx.budget, ctx.slot));
   if (lang) text.dataset.lang = lang;
   pre.append(text);
   bar.append(label, copy);
@@ -182,10 +182,12 @@ function capNesting(text) {
 }
 
 /** Markdown text as a DocumentFragment of safe nodes; its math is typeset when KaTeX is loaded
- * and its code highlighted when the worker answers (``settled`` says when). */
-export function render(text) {
+ * and its code highlighted when the worker answers (``settled`` says when). ``slot`` (the element
+ * it is shown in) drops what an earlier rendering there still waits for. */
+export function render(text, slot = null) {
+  supersede(slot);
   const out = document.createDocumentFragment();
-  const ctx = { depth: 0, budget: { left: HIGHLIGHT_LIMIT }, math: [] };
+  const ctx = { depth: 0, budget: { left: HIGHLIGHT_LIMIT }, math: [], slot };
   build(md.parse(capNesting(String(text)), {}), out, ctx);
   typeset(ctx.math);
   return out;
