@@ -44,6 +44,9 @@ def test_a_damaged_or_hostile_record_reads_as_no_steps_or_bounded_ones() -> None
 
 def test_a_turn_with_many_calls_keeps_the_first_ones() -> None:
     steps = ToolSteps()
+    steps.started(ToolCall("long", "n" * 5000, {}))  # a model's tool name is bounded too
+    assert len(steps.steps[0].name) == 200
+    steps = ToolSteps()
     for n in range(MAX_STEPS + 5):
         steps.started(ToolCall(str(n), "shell", {"command": f"echo {n}"}))
         steps.finished(ToolResult(str(n), "ok"))

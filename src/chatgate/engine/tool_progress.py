@@ -8,7 +8,7 @@ one edited message elsewhere. It is never a new message, and the final replaces 
 from __future__ import annotations
 
 from chatgate.agents.base import ToolCall, ToolResult
-from chatgate.domain.tool_steps import MAX_STEPS, ToolStep, dumps
+from chatgate.domain.tool_steps import MAX_FIELD, MAX_STEPS, ToolStep, dumps
 
 SUMMARY_CHARS = 60
 
@@ -42,7 +42,7 @@ class ToolSteps:
 
     def started(self, call: ToolCall) -> None:
         if len(self.steps) < MAX_STEPS:
-            step = ToolStep(call.name, _summary(call))
+            step = ToolStep(call.name[:MAX_FIELD], _summary(call))  # the name is the model's
             self.steps.append(step)
             self._open[call.call_id] = step
 
