@@ -7,7 +7,12 @@ common build in ``static/vendor/highlight/``) and, with ``--hljs DIR`` (an unpac
 minified ES core plus the same eight languages, on the same inputs: a typical reply's code,
 1 MB of Python, and inputs built to make regexes scan far and fail. highlight.js gets no
 character limit here (it has none); ours is measured both through ``render`` (with its limit)
-and without it. Prints one JSON object; progress goes to stderr.
+and without it (since highlighting moved to a Web Worker, "ours" times only the page's call,
+which posts the code to the worker). ``main_thread`` renders hostile replies through
+``markdown.js`` as the page does and records the main thread's long tasks (over 50 ms,
+PerformanceObserver) until the code is highlighted; with ``--before DIR`` (an older
+``static/`` directory, e.g. main's) the same is measured for it in the same run, side by side.
+Prints one JSON object; progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -57,19 +62,22 @@ class _Files(http.server.SimpleHTTPRequestHandler):
         ".js": "text/javascript",
     }
     hljs: ClassVar[Path | None] = None
+    before: ClassVar[Path | None] = None
 
     def translate_path(self, path: str) -> str:
         path = path.split("?")[0]
         if path.startswith("/hljs/") and self.hljs:
             return str(self.hljs / path.removeprefix("/hljs/"))
+        if path.startswith("/before/") and self.before:
+            return str(self.before / path.removeprefix("/before/"))
         return str(STATIC / path.removeprefix("/static/"))
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
 
 
-def _serve(hljs: Path | None) -> tuple[http.server.ThreadingHTTPServer, str]:
-    _Files.hljs = hljs
+def _serve(hljs: Path | None, before: Path | None = None) -> tuple[http.server.ThreadingHTTPServer, str]:
+    _Files.hljs, _Files.before = hljs, before
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
@@ -107,6 +115,49 @@ HLJS_RUN = """([lang, code]) => {
   window.hljs.highlight(code, {language: lang === 'js' ? 'javascript' : lang, ignoreIllegals: true});
   return performance.now() - t;
 }"""
+
+
+LONG_TASKS = """async ([root, lang, code]) => {
+  const md = await import(root + '/markdown.js');
+  const seen = [];
+  const watch = new PerformanceObserver((l) => { for (const e of l.getEntries()) seen.push(e.duration); });
+  watch.observe({ type: 'longtask' });
+  const box = document.createElement('div');
+  document.body.append(box);
+  const t = performance.now();
+  box.append(md.render('````' + lang + '\\n' + code + '\\n````'));
+  const render = performance.now() - t;
+  await md.settled();
+  const highlighted = performance.now() - t;
+  await new Promise((r) => setTimeout(r, 100));  // the observer reports a task after it ended
+  watch.disconnect();
+  box.remove();
+  return [render, highlighted, seen];
+}"""
+
+
+async def _main_thread(page: Any, base: str, root: str, size: int) -> dict[str, Any]:
+    """The main thread's long tasks while the page renders hostile replies (as long as its limit)."""
+    await page.goto(f"{base}{root}/index.html", wait_until="domcontentloaded")
+    renders, highlighted, tasks = [], [], []
+    for lang in ("python", "js", "bash", "yaml", "sql"):
+        for name, code in pathological(size).items():
+            print(f"main thread {root}: {lang} / {name}", file=sys.stderr)
+            render, done, seen = await asyncio.wait_for(
+                page.evaluate(LONG_TASKS, [root, lang, code]), TIMEOUT_S
+            )
+            renders.append(render)
+            highlighted.append(done)
+            tasks += seen
+    return {
+        "inputs": len(renders),
+        "input_chars": size,
+        "render_ms_max": round(max(renders), 1),
+        "until_highlighted_ms_max": round(max(highlighted), 1),
+        "long_tasks": len(tasks),
+        "long_task_ms_max": round(max(tasks, default=0.0), 1),
+        "long_task_ms_total": round(sum(tasks), 1),
+    }
 
 
 async def _timed(page: Any, script: str, arg: Any) -> float | None:
@@ -161,6 +212,7 @@ async def _measure(page: Any, base: str, which: str, reps: int, size: int) -> di
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hljs", type=Path, help="an unpacked @highlightjs/cdn-assets package, to compare")
+    parser.add_argument("--before", type=Path, help="an older static/ directory, measured beside this one")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--size", type=int, default=300_000, help="characters of each pathological input")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3 reps, 20 kB inputs")
@@ -168,7 +220,7 @@ async def main() -> int:
     reps, size = (3, 20_000) if opts.quick else (opts.reps, opts.size)
     from playwright.async_api import async_playwright
 
-    server, base = _serve(opts.hljs)
+    server, base = _serve(opts.hljs, opts.before)
     result: dict[str, Any] = {"load_before": os.getloadavg()[0]}
     result["ours"] = {"size": _sizes([STATIC / "highlight.js", STATIC / "vendor/highlight/highlight.min.js"])}
     if opts.hljs:
@@ -182,6 +234,11 @@ async def main() -> int:
             context = await browser.new_context()
             page = await context.new_page()
             result[which].update(await _measure(page, base, which, reps, size))
+        page = await (await browser.new_context()).new_page()
+        limit = 20_000  # static/highlight.js HIGHLIGHT_LIMIT: what one reply can make the page highlight
+        result["main_thread"] = {"now": await _main_thread(page, base, "/static", limit)}
+        if opts.before:
+            result["main_thread"]["before"] = await _main_thread(page, base, "/before", limit)
         await browser.close()
     server.shutdown()
     result["load_after"] = os.getloadavg()[0]

@@ -3,6 +3,8 @@ that reaches every session, chat ownership, and a chat's history from what the p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from chatgate.domain.accounts import (
     Account,
     SignInToken,
@@ -14,7 +16,8 @@ from chatgate.domain.accounts import (
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Accounts, Inbox, Leases, WebChats
-from chatgate.domain.web_chats import DELETED_OWNER, NO_ROOM
+from chatgate.domain.tool_steps import STEPS_KEY, ToolStep, dumps
+from chatgate.domain.web_chats import DELETED_OWNER, NO_ROOM, REGENERATES_KEY
 from contract.kit import T0, approval, covers, req
 from support.store_values import outcome
 
@@ -189,10 +192,30 @@ async def test_search_finds_words_and_word_starts_in_messages_and_replies_of_the
     assert await store.list_chats("web", "ann", '" OR * NEAR(', 10) == [], "no syntax gets through"
 
 
-async def _answered(store, chat_id: str, delivery_id: str, text: str, reply: str, **target: object) -> None:
-    await store.admit(
-        req(delivery_id, f"k-{chat_id}", text, transport="web", platform="web", chat_id=chat_id)
-    )
+@covers(WebChats.chat_history)
+async def test_a_chats_history_carries_a_replys_tool_steps_and_what_regenerate_asked_again(store):
+    steps = [ToolStep("shell", "rm -rf ./x", "done"), ToolStep("shell", "sleep 99")]
+    await _answered(store, "c1", "m1", "clean up", "removed", **{STEPS_KEY: dumps(steps)})
+    await _answered(store, "c1", "m2", "clean up", "removed again", payload={REGENERATES_KEY: "m1"})
+    await _answered(store, "c1", "m3", "clean up", "typed twice")
+    asked, answer, again, second, typed, third = await store.chat_history("web", "c1", None, 10)
+    assert answer.steps == tuple(steps) and second.steps == () and third.steps == ()
+    assert (asked.regenerates, again.regenerates, typed.regenerates) == (None, "m1", None)
+
+
+async def _answered(
+    store,
+    chat_id: str,
+    delivery_id: str,
+    text: str,
+    reply: str,
+    payload: dict | None = None,
+    **target: object,
+) -> None:
+    admit = req(delivery_id, f"k-{chat_id}", text, transport="web", platform="web", chat_id=chat_id)
+    if payload:
+        admit = replace(admit, inbound=replace(admit.inbound, payload=payload))
+    await store.admit(admit)
     (claim,) = await store.claim_sessions("w1", 10, 30.0, 1)
     final = OutboxDraft(
         f"final:{claim.items[0].seq}",

@@ -215,6 +215,17 @@ def test_decode_keeps_a_valid_message_frame_exactly(msg_id: str, text: str, as_b
     assert frame == Message(type="message", id=msg_id, text=text)
 
 
+def test_a_regenerate_names_the_message_it_asks_again_and_a_bad_name_is_refused() -> None:
+    frame = decode(json.dumps({"type": "message", "id": "m2", "text": "q", "regenerates": "m1"}))
+    assert isinstance(frame, Message) and frame.payload() == {"regenerates": "m1"}
+    plain = decode(json.dumps({"type": "message", "id": "m3", "text": "q"}))
+    assert isinstance(plain, Message) and plain.payload() == {}
+    for bad in ("", "   ", "x" * 201, 7, ["m1"]):
+        with pytest.raises(FrameError) as info:
+            decode(json.dumps({"type": "message", "id": "m4", "text": "q", "regenerates": bad}))
+        assert (info.value.code, info.value.frame_id) == ("invalid_frame", "m4"), bad
+
+
 def test_decode_rejects_deeply_nested_json_with_frame_error() -> None:
     with pytest.raises(FrameError) as info:
         decode("[" * 100_000)

@@ -1,4 +1,5 @@
-"""Syntax highlighting of code blocks (static/highlight.js), loaded as a module in a real Chromium.
+"""Syntax highlighting of code blocks (static/highlight.js, its worker highlight-worker.js), loaded
+as a module in a real Chromium; each check waits for the worker's answers (``md.settled()``).
 
 Code from a model is untrusted: its tokens must become text nodes inside plain class spans, the
 code's text must survive exactly (the copy button copies it), the work must stay bounded on
@@ -26,9 +27,13 @@ TOKEN_CLASSES = {
 
 CODE_TOKENS = """async (cases) => {
   const md = await import('/static/markdown.js');
-  return cases.map(([lang, code]) => {
+  const boxes = cases.map(([lang, code]) => {
     const box = document.createElement('div');
     box.append(md.render('```' + lang + '\\n' + code + '\\n```'));
+    return box;
+  });
+  await md.settled();
+  return boxes.map((box) => {
     const spans = [...box.querySelectorAll('code span')];
     return spans.map((s) => s.className.replace('tok-', '') + '|' + s.textContent);
   });
@@ -110,9 +115,14 @@ async def test_each_language_classes_its_tokens(start_gateway: StartGateway, bro
 CHECK_TOKENS = """async ([langs, codes]) => {
   const md = await import('/static/markdown.js');
   const problems = [];
+  const blocks = [];
   for (const lang of langs) for (const code of codes) {
     const box = document.createElement('div');
     box.append(md.render('````' + lang + '\\n' + code + '\\n````'));
+    blocks.push([lang, code, box]);
+  }
+  await md.settled();
+  for (const [lang, code, box] of blocks) {
     const node = box.querySelector('code');
     if (node.textContent !== code) problems.push(['changed text', lang, code]);
     for (const el of node.querySelectorAll('*')) {
@@ -160,6 +170,7 @@ LIMITED = """async ([lang, code, twice]) => {
   const fence = '```' + lang + '\\n' + code + '\\n```\\n';
   const box = document.createElement('div');
   box.append(md.render(twice ? fence + fence : fence));
+  await md.settled();
   return {
     limit: hl.HIGHLIGHT_LIMIT,
     blocks: [...box.querySelectorAll('code')].map((node) => {
@@ -205,9 +216,14 @@ async def test_the_highlight_limit_is_shared_by_the_code_blocks_of_one_message(
 RENDER_ALL = """async ([langs, inputs]) => {
   const md = await import('/static/markdown.js');
   const lossy = [];
+  const blocks = [];
   for (const lang of langs) for (const [name, code] of Object.entries(inputs)) {
     const box = document.createElement('div');
     box.append(md.render('`'.repeat(4) + lang + '\\n' + code + '\\n' + '`'.repeat(4)));
+    blocks.push([lang, name, code, box]);
+  }
+  await md.settled();
+  for (const [lang, name, code, box] of blocks) {
     if (box.querySelector('code').textContent !== code) lossy.push([lang, name]);
   }
   return lossy;
@@ -252,6 +268,7 @@ CONTRAST = """async (theme) => {
   document.getElementById('log').append(msg);
   msg.append(md.render('```diff\\n@@ x\\n+a\\n-b\\n```\\n```yaml\\nk: &a yes # c\\n```\\n'
     + '```python\\n@d\\ndef f(): return print("s", 1, None)\\n```\\n```bash\\necho ${HOME}\\n```'));
+  await md.settled();
   const rgb = (css) => css.match(/[\\d.]+/g).slice(0, 3).map(Number);
   const linear = (v) => (v /= 255, v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4);
   const lum = (css) => {
@@ -282,3 +299,26 @@ async def test_token_colours_keep_a_readable_contrast_in_both_themes(
     assert {name.removeprefix("tok-") for name in ratios} == TOKEN_CLASSES
     low = {name: ratio for name, ratio in ratios.items() if ratio < 4.5}  # WCAG AA for normal text
     assert not low, f"{theme}: token colours below 4.5:1 against the code background: {low}"
+
+
+SUPERSEDED = """async (code) => {
+  const md = await import('/static/markdown.js');
+  const slot = document.createElement('div');
+  const renders = [];
+  for (let n = 0; n < 40; n++) {  // a draft growing: the same element rendered again and again
+    const out = md.render('```python\\n' + code + '\\n# ' + n + '\\n```', slot);
+    renders.push(out.querySelector('code'));
+    slot.replaceChildren(out);
+  }
+  await md.settled();
+  return renders.map((node) => node.querySelectorAll('span').length > 0);
+}"""
+
+
+async def test_a_draft_rendered_again_drops_the_highlighting_its_earlier_renderings_still_wait_for(
+    start_gateway: StartGateway, browser: BrowserSession
+) -> None:
+    page = await _page(start_gateway, browser)
+    highlighted: list[bool] = await page.evaluate(SUPERSEDED, "def f(x):\n    return x  # c\n" * 200)
+    assert highlighted[-1] is True  # what is on screen is highlighted
+    assert sum(highlighted[:-1]) <= 1  # of the earlier ones, at most the one the worker had already

@@ -18,11 +18,14 @@ __all__ = ["browser"]
 
 RENDER = """async (cases) => {
   const md = await import('/static/markdown.js');
-  return cases.map((text) => {
+  const hl = await import('/static/highlight.js');
+  const boxes = cases.map((text) => {
     const box = document.createElement('div');
     box.append(md.render(text));
-    return box.innerHTML;
+    return [box, box.innerHTML];  // as built: math is typeset later (test_webchat_math.py)
   });
+  await hl.settled();  // code is highlighted by a worker: read after its answers
+  return boxes.map(([box, built]) => (box.querySelector('code') ? box.innerHTML : built));
 }"""
 
 LINK = 'rel="noopener noreferrer" target="_blank"'

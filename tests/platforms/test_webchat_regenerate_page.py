@@ -1,7 +1,8 @@
 """Regenerate keeps the old answer (issue 34): the question is asked again, the new answer takes
 the reply's place and ``< 1/2 >`` switches between the two, by keyboard too; no second question
 appears; the versions stay after a reload (this browser's history) and when the conversation is
-read back from the gateway, which keeps both. Real Chromium, a real gateway, a scripted model."""
+read back from the gateway, which records which message Regenerate sent (so the same question
+typed twice stays two exchanges there). Real Chromium, a real gateway, a scripted model."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ async def test_regenerate_keeps_both_answers_switchable(
 
     monkeypatch.setenv("FAKE_KEY", API_KEY)
     with running() as model:
-        model.script(Reply("first answer"), Reply("second **answer**", chunks=3))
+        model.script(Reply("first answer"), Reply("second **answer**", chunks=3), Reply("typed again"))
         endpoint = {"base_url": model.base_url, "api_key_env": "FAKE_KEY", "model": "m"}
         gateway = await start_gateway(web_config(agent={"kind": "openai", "openai": endpoint}))
         page = browser.page
@@ -79,6 +80,18 @@ async def test_regenerate_keeps_both_answers_switchable(
         await expect(page.locator(".msg.me")).to_have_text(["question"])
         await expect(reply.locator(".versions .count")).to_have_text("2/2")
         assert await _versions(page) == ("second answer", "2/2")
+
+        # the same question typed again right after is a new exchange, not a regenerate
+        await send(page, "question")
+        await expect(page.locator(".msg.bot:not(.draft)").last).to_have_text("typed again")
+        await page.evaluate("(id) => localStorage.removeItem('chatgate.history.' + id)", chat_id)
+        await page.reload()  # read back from the gateway again
+        await expect(page.locator("#status")).to_have_text("connected")
+        await expect(page.locator(".msg.me")).to_have_text(["question", "question"])
+        answers = page.locator(".msg.bot:not(.draft)")
+        await expect(answers.locator(".body")).to_have_text(["second answer", "typed again"])
+        await expect(answers.first.locator(".versions .count")).to_have_text("2/2")
+        await expect(answers.last.locator(".versions")).to_have_count(0)
 
 
 async def test_stop_while_regenerating_leaves_the_answer_as_it_was(

@@ -111,6 +111,7 @@ async def _conversation(page: Any, port: int | None) -> None:
     await expect(page.locator(".msg.prompt button", has_text="Deny")).to_be_visible()
     await expect(page.locator(".msg.draft")).to_have_text(re.compile(r"shell: rm -rf ./build"))
     await expect(page.locator("#typing")).to_be_hidden()
+    await page.evaluate("import('/static/markdown.js').then((md) => md.settled())")  # code highlighted
     await page.evaluate("document.activeElement.blur()")
 
 

@@ -1,5 +1,6 @@
 """What the agent did, readable: an approval card in plain words (what will run, why, by when;
-no rule key, no slash syntax), and the reply's tool calls as collapsible steps kept with it.
+no rule key, no slash syntax), and the reply's tool calls as collapsible steps kept with it, in
+the gateway's history too (another device, or this browser's history gone).
 Real Chromium, real gateway, the real shell tool behind the approval broker."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from support.axe import axe_violations
 from support.browser import BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
@@ -51,3 +53,15 @@ async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_
     await expect(page.locator("#status")).to_have_text("connected")
     await expect(page.locator(".msg.bot details.steps summary")).to_have_text("1 step")
     await expect(page.locator(".msg.prompt pre")).to_have_text("rm -rf ./x")
+
+    # another device (a phone): this browser's history gone, the conversation read from the gateway
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await page.evaluate("Object.keys(localStorage).filter((k) => k.startsWith('chatgate.history.'))"
+                        ".forEach((k) => localStorage.removeItem(k))")  # fmt: skip
+    await page.reload()
+    await expect(page.locator("#status")).to_have_text("connected")
+    steps = page.locator(".msg.bot details.steps")
+    await expect(steps.locator("summary")).to_have_text("1 step")
+    await steps.locator("summary").click()
+    await expect(steps.locator("li")).to_have_text(["shell rm -rf ./x — done"])
+    assert await axe_violations(page) == []

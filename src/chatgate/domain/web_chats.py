@@ -16,11 +16,15 @@ from typing import Any, Literal
 
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outfiles import OutFile
+from chatgate.domain.tool_steps import ToolStep, steps_of
 
 TITLE_CHARS = 80
 MAX_LIST = 100
 MAX_HISTORY_PAGE = 200
 MAX_QUERY_CHARS = 200
+REGENERATES_KEY = "regenerates"
+"""Inbound payload key of a message Regenerate sent: the id of the message it asks again, so
+history folds exactly the regenerated answers (never a question typed twice)."""
 DELETED_OWNER = "!deleted"
 """The owner of a deleted chat: nobody's, so no list shows it and no hello reopens it."""
 NO_ROOM = "!full"
@@ -53,6 +57,10 @@ class HistoryItem:
     """A prompt's state (``pending``, ``approved``, ``denied``, ``expired``)."""
     file: OutFile | None = None
     """The file a reply row carries (``domain/outfiles.py``): the page links it again."""
+    steps: tuple[ToolStep, ...] = ()
+    """A final's tool steps (``domain/tool_steps.py``): what the agent did on the way."""
+    regenerates: str | None = None
+    """A user's message sent by Regenerate: the id of the message whose answer it asks again."""
 
 
 def title_of(text: str) -> str:
@@ -80,7 +88,10 @@ def message_item(inbound: dict[str, object], at: float) -> HistoryItem | None:
     if inbound.get("kind", "text") != "text" or not isinstance(inbound.get("text"), str):
         return None
     ident = inbound.get("message_ref")
-    return HistoryItem("me", str(ident or ""), str(inbound["text"]), at)
+    payload = inbound.get("payload")
+    again = payload.get(REGENERATES_KEY) if isinstance(payload, dict) else None
+    regenerates = again if isinstance(again, str) and again else None
+    return HistoryItem("me", str(ident or ""), str(inbound["text"]), at, regenerates=regenerates)
 
 
 def reply_item(
@@ -90,7 +101,8 @@ def reply_item(
     failure = target.get(FAILURE_KEY)
     shown: HistoryKind = "notice" if kind == "notice" else "failure" if failure else "bot"
     file = OutFile.from_target(target)
-    return HistoryItem(shown, f"o{row_id}", text, at, in_reply_to=in_reply_to, file=file)
+    steps = steps_of(target)
+    return HistoryItem(shown, f"o{row_id}", text, at, in_reply_to=in_reply_to, file=file, steps=steps)
 
 
 def newest_first(items: list[HistoryItem], limit: int) -> list[HistoryItem]:

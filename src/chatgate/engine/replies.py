@@ -16,6 +16,7 @@ from chatgate.domain.outbound import FAILURE_KEY, PREVIEW_KEY, Capabilities
 from chatgate.domain.outbox import OutboxDraft, OutboxKind
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.splitting import measure, split_text
+from chatgate.domain.tool_steps import STEPS_KEY
 from chatgate.domain.turns import Claim, TurnOutcome
 from chatgate.domain.usage import USAGE_KEY, Usage
 
@@ -61,6 +62,7 @@ def final_drafts(
     route: Mapping[str, str] | None = None,
     failure: str | None = None,
     usage: Usage | None = None,
+    steps: str | None = None,
 ) -> list[OutboxDraft]:
     """The final as one row per part, in order; the first part takes over the streamed preview.
 
@@ -80,6 +82,8 @@ def final_drafts(
             draft.target[FAILURE_KEY] = failure
         if index == 0 and usage is not None:
             draft.target[USAGE_KEY] = usage.dumps()  # the API reads it back with the answer
+        if index == 0 and steps is not None:
+            draft.target[STEPS_KEY] = steps  # the web chat's history shows them with the reply
         drafts.append(draft)
     return drafts
 

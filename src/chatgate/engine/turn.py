@@ -53,7 +53,7 @@ from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.replies import final_drafts, given_up
 from chatgate.engine.streaming import STOPPED_SUFFIX, StreamConsumer, close_preview
-from chatgate.engine.tool_progress import finished_line, started_line, with_status
+from chatgate.engine.tool_progress import ToolSteps, finished_line, started_line, with_status
 from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ class _Reply:
     outcome: str
     preview_message_id: str | None = None
     usage: Usage | None = None
+    steps: str | None = None
 
 
 class TurnStore(Transcript, Labels, TurnJournal, SessionProfiles, Protocol):
@@ -188,6 +189,7 @@ class TurnRunner:
             usage=(reply.usage or estimate_usage(request.texts(), reply.text))
             if reply.outcome == "ok"
             else None,
+            steps=reply.steps,
         )
         outbox += files  # after the text: a file is the reply's attachment
         return TurnOutcome(key, claim.session_id, seqs, tuple(transcript), tuple(outbox), reply.outcome)
@@ -303,9 +305,10 @@ class TurnRunner:
                 )
 
     async def _reply(self, request: AgentRequest, consumer: StreamConsumer) -> _Reply:
+        steps = ToolSteps()  # what the agent did, kept with the reply (even a timed-out one)
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
-                text, outcome, usage = await self._stream(request, consumer)
+                text, outcome, usage = await self._stream(request, consumer, steps)
         except TimeoutError:
             error_id = new_error_id()
             text = turn_timeout_apology(self.settings.timeout_seconds, error_id)
@@ -319,9 +322,11 @@ class TurnRunner:
             raise
         finally:
             await asyncio.shield(consumer.close())
-        return _Reply(text, outcome, consumer.state.message_id, usage)
+        return _Reply(text, outcome, consumer.state.message_id, usage, steps.dumps())
 
-    async def _stream(self, request: AgentRequest, consumer: StreamConsumer) -> tuple[str, str, Usage | None]:
+    async def _stream(
+        self, request: AgentRequest, consumer: StreamConsumer, steps: ToolSteps
+    ) -> tuple[str, str, Usage | None]:
         await consumer.begin()
         so_far = ""
         calls: dict[str, ToolCall] = {}
@@ -343,11 +348,13 @@ class TurnRunner:
                 return apology(event.kind, error_id), OUTCOMES[event.kind], None
             elif isinstance(event, ToolStarted):  # a prompt (if any) is the approval broker's
                 await consumer.tasks.started(event.call)
+                steps.started(event.call)
                 if self.settings.tool_progress and consumer.status_lines:
                     calls[event.call.call_id] = event.call
                     await consumer.update(with_status(so_far, started_line(event.call)), force=True)
             elif isinstance(event, ToolFinished):  # the result itself is in the final
                 await consumer.tasks.finished(event.result)
+                steps.finished(event.result)
                 if self.settings.tool_progress and consumer.status_lines:
                     status = finished_line(calls.pop(event.result.call_id, None), event.result)
                     await consumer.update(with_status(so_far, status), force=True)

@@ -43,9 +43,8 @@ BACKLOG_PAGE = 200
 
 
 class WebChatStore(OutboxConfirmations, ApprovalReads, Accounts, WebChats, Protocol):
-    """What the web chat reads and writes itself: a chat's unconfirmed rows and open prompts
-    (re-sent on every hello), and the client's confirmations; with accounts, sessions and
-    the chats each account owns."""
+    """What the web chat reads and writes itself: a chat's unconfirmed rows and open prompts (re-sent
+    on every hello), the client's confirmations; with accounts, sessions and the chats each owns."""
 
 
 class WebChatAdapter:
@@ -343,6 +342,7 @@ class WebChatAdapter:
             message_ref=msg.id,
             received_at=time.time(),
             attachments=files,
+            payload=msg.payload(),  # Regenerate's "asks again", recorded with the message
         )
         answer = await self._intake.submit(inbound, patience=WAIT_BRIEFLY)
         if isinstance(answer, Refused):

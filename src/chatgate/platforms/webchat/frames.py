@@ -9,6 +9,7 @@ from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
+from chatgate.domain.tool_steps import as_json, steps_of
 
 
 def row_frame(row: OutboxRow, link: Callable[[str, OutFile], str] | None = None) -> dict[str, Any]:
@@ -19,6 +20,9 @@ def row_frame(row: OutboxRow, link: Callable[[str, OutFile], str] | None = None)
     }  # fmt: skip
     if kind == "final" and row.target.get(FAILURE_KEY):
         frame["failure"] = str(row.target[FAILURE_KEY])  # the gateway's apology: show it as an error
+    steps = steps_of(row.target)
+    if kind == "final" and steps:
+        frame["steps"] = as_json(steps)  # what the agent did, as the history shows it again
     file = OutFile.from_target(row.target)
     if file is not None and link is not None:
         url = link(row.chat_id, file)

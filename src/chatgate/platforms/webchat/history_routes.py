@@ -16,6 +16,7 @@ from starlette.routing import BaseRoute, Route
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import WebChats
+from chatgate.domain.tool_steps import as_json as steps_json
 from chatgate.domain.web_chats import DELETED_OWNER, MAX_HISTORY_PAGE, MAX_LIST, MAX_QUERY_CHARS, HistoryItem
 from chatgate.platforms.webchat.account_routes import error
 from chatgate.platforms.webchat.bodies import BodyError, Rename, read_body
@@ -41,6 +42,10 @@ def _item(item: HistoryItem, chat_id: str = "", link: FileLink | None = None) ->
         out["in_reply_to"] = item.in_reply_to
     if item.outcome is not None:
         out["outcome"] = item.outcome
+    if item.steps:
+        out["steps"] = steps_json(item.steps)
+    if item.regenerates is not None:
+        out["regenerates"] = item.regenerates
     return out
 
 

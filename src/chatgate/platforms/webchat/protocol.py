@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, ValidationError
 
 from chatgate.domain.errors import ChatgateError
+from chatgate.domain.web_chats import REGENERATES_KEY
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
 
@@ -44,6 +45,13 @@ class Message(_Frame):
     id: Id
     text: str
     attachments: Annotated[tuple[Upload, ...], Field(max_length=10)] = ()
+    regenerates: Id | None = None
+    """Sent by Regenerate: the id of the message whose answer this asks again (recorded, so the
+    history folds the new answer into the old one's versions by fact, not by guess)."""
+
+    def payload(self) -> dict[str, Any]:
+        """What the inbox records with the message beyond its text (``domain/web_chats.py``)."""
+        return {REGENERATES_KEY: self.regenerates} if self.regenerates else {}
 
 
 class Received(_Frame):

@@ -76,9 +76,9 @@ function tap(promptId, optionId) {
 }
 
 /** Put a message on screen (unless hidden) and send it; it is resent until acknowledged. */
-function submit(text, { hidden = false, attachments = [] } = {}) {
+function submit(text, { hidden = false, attachments = [], regenerates = null } = {}) {
   const id = crypto.randomUUID();
-  const value = attachments.length ? { text, attachments } : text;
+  const value = attachments.length || regenerates ? { text, attachments, ...(regenerates ? { regenerates } : {}) } : text;
   state.unacked.set(id, value);
   const shown = [text, ...attachments.map((a) => "📎 " + a.name)].filter(Boolean).join("\n");
   if (hidden) state.save();
@@ -122,7 +122,7 @@ setOffers((entry) => {
  * (written into its bubble as it streams), and ``< 1/2 >`` switches between them. */
 function regenerate(entry, asked) {
   if ([...regens.values()].includes(entry)) return; // one at a time per answer
-  regens.set(submit(asked.text, { hidden: true }), entry);
+  regens.set(submit(asked.text, { hidden: true, regenerates: asked.id }), entry); // recorded: history folds it by fact
   regenerating(entry, "");
   refreshStop();
 }
@@ -133,7 +133,8 @@ function onVersion(frame) {
   regens.delete(frame.in_reply_to);
   state.shown.add(frame.message_id);
   if (frame.type === "final" && !frame.failure) {
-    addVersion(entry, { id: frame.message_id, text: frame.text, at: Date.now(), steps: steps.take(frame.in_reply_to) });
+    const taken = steps.take(frame.in_reply_to);
+    addVersion(entry, { id: frame.message_id, text: frame.text, at: Date.now(), steps: frame.steps || taken });
     state.save();
   } else { // a failure or a notice: said below, the answer shows as it was
     bubble({ kind: frame.failure ? "failure" : "notice", id: frame.message_id, text: frame.text, replyTo: entry.replyTo, at: Date.now() });
@@ -230,8 +231,9 @@ function onReply(frame) {
     const kind = frame.type === "notice" ? "notice" : failure ? "failure" : "bot";
     const entry = { kind, id: frame.message_id, text: frame.text, replyTo: frame.in_reply_to, at: Date.now() };
     if (frame.file) entry.file = frame.file; // the agent's file: a link only this conversation's owner opens
-    const taken = steps.take(frame.in_reply_to);
-    if (taken && kind !== "notice") entry.steps = taken; // kept with the reply in this browser's history
+    const live = steps.take(frame.in_reply_to);
+    const taken = frame.steps || live; // the gateway's record, as its history shows it again
+    if (taken && kind !== "notice") entry.steps = taken;
     if (frame.in_reply_to === state.newCommand || notices.has(frame.in_reply_to)) entry.kind = "notice";
     state.add(entry);
     bubble(entry);
@@ -489,6 +491,9 @@ async function startSignedIn() {
 async function boot() {
   wireControls();
   if (ACCOUNTS && !(await startSignedIn())) return;
+  // this browser's copy of a conversation it had is gone (cleared): the gateway's history of it
+  const had = localStorage.getItem(state.shownKey) !== null;
+  if (!ACCOUNTS && had && state.history.length === 0 && !(await loadServerHistory())) state.fresh();
   sidebar.show();
   sidebar.mark(state.chatId);
   renderHistory();

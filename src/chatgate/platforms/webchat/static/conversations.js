@@ -74,27 +74,22 @@ export function addVersion(answer, reply) {
 }
 
 /** The gateway's history with regenerated answers folded: Regenerate sends the question again
- * (hidden), so a message with the same text as the one before it, coming right after that
- * one's answer, is left out, and its answer becomes another version of that answer. (A question
- * typed twice in a row reads as asking again too.) */
+ * (hidden) naming the message it asks again (``regenerates``, recorded by the gateway), so that
+ * message is left out and its answer becomes another version of the first answer. Only what
+ * Regenerate sent folds: a question typed twice stays two exchanges. */
 export function foldAnswers(entries) {
   const out = [];
+  const firstAnswer = new Map(); // id of a question -> its first answer (which holds the versions)
   const versionOf = new Map(); // id of a message left out -> the answer it adds a version to
-  let question = null;
-  let answer = null;
   for (const entry of entries) {
-    if (entry.kind === "me") {
-      if (question && answer && entry.text === question.text && out[out.length - 1] === answer) {
-        versionOf.set(entry.id, answer);
-        continue;
-      }
-      question = entry;
-      answer = null;
+    if (entry.kind === "me" && entry.regenerates) {
+      const answer = firstAnswer.get(entry.regenerates);
+      if (answer) { versionOf.set(entry.id, answer); continue; }
     } else if (entry.kind === "bot" && versionOf.has(entry.replyTo)) {
       addVersion(versionOf.get(entry.replyTo), entry);
       continue;
-    } else if (entry.kind === "bot" && question && entry.replyTo === question.id && !answer) {
-      answer = entry;
+    } else if (entry.kind === "bot" && entry.replyTo && !firstAnswer.has(entry.replyTo)) {
+      firstAnswer.set(entry.replyTo, entry);
     }
     out.push(entry);
   }
@@ -108,8 +103,9 @@ function entryOf(item) {
     if (item.outcome && item.outcome !== "pending") { entry.outcome = item.outcome; entry.outcomeText = OUTCOMES[item.outcome] || item.outcome; }
     return entry;
   }
-  if (item.kind === "me") return { kind: "me", id: item.id, text: item.text, at };
+  if (item.kind === "me") return { kind: "me", id: item.id, text: item.text, at, ...(item.regenerates ? { regenerates: item.regenerates } : {}) };
   const entry = { kind: item.kind, id: item.id, text: item.text, replyTo: item.in_reply_to, at };
+  if (item.steps?.length && item.kind === "bot") entry.steps = item.steps; // what the agent did, as the gateway recorded it
   if (item.file) entry.file = item.file; // the agent's file: its owner-only link, signed again
   return entry;
 }

@@ -4,16 +4,19 @@
 // markdown-it renders to an HTML string; this module does not use that string. It walks the
 // tokens and creates only the elements below, with only the attributes they need: a link only
 // for http:, https: and mailto: URLs, a table cell's alignment through the CSSOM. Code fences
-// are highlighted by highlight.js (./highlight.js), math by KaTeX (./math.js, loaded lazily).
+// are highlighted by highlight.js in a worker (./highlight.js), math by KaTeX (./math.js, loaded lazily).
 // Lists and quotes nest at most MAX_DEPTH deep in the page (deeper ones flatten); before parsing,
 // markers and indentation deep enough to reach markdown-it's nesting limit are capped (it would
 // drop the rest of the message), so hostile nesting neither exhausts the stack nor loses text.
 
 import "./vendor/markdown-it/markdown-it.min.js"; // a UMD build: it sets globalThis.markdownit
-import { HIGHLIGHT_LIMIT, highlight } from "./highlight.js";
-import { mathElement, mathPlugin, settled, typeset } from "./math.js";
+import { HIGHLIGHT_LIMIT, highlight, settled as highlighted, supersede } from "./highlight.js";
+import { mathElement, mathPlugin, settled as typesetDone, typeset } from "./math.js";
 
-export { settled };
+/** Settles when the math rendered so far is typeset and its code highlighted (tests wait on it). */
+export function settled() {
+  return Promise.all([typesetDone(), highlighted()]).then(() => undefined);
+}
 
 const SAFE_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
 const MAX_DEPTH = 8;
@@ -52,7 +55,7 @@ function codeBlock(lang, code, ctx) {
   copy.setAttribute("aria-label", "Copy code");
   const pre = el("pre");
   const text = el("code");
-  text.append(...highlight(lang, code.replace(/\n$/, ""), ctx.budget));
+  text.append(...highlight(lang, code.replace(/\n$/, ""), ctx.budget, ctx.slot));
   if (lang) text.dataset.lang = lang;
   pre.append(text);
   bar.append(label, copy);
@@ -179,10 +182,12 @@ function capNesting(text) {
 }
 
 /** Markdown text as a DocumentFragment of safe nodes; its math is typeset when KaTeX is loaded
- * (``settled`` says when). */
-export function render(text) {
+ * and its code highlighted when the worker answers (``settled`` says when). ``slot`` (the element
+ * it is shown in) drops what an earlier rendering there still waits for. */
+export function render(text, slot = null) {
+  supersede(slot);
   const out = document.createDocumentFragment();
-  const ctx = { depth: 0, budget: { left: HIGHLIGHT_LIMIT }, math: [] };
+  const ctx = { depth: 0, budget: { left: HIGHLIGHT_LIMIT }, math: [], slot };
   build(md.parse(capNesting(String(text)), {}), out, ctx);
   typeset(ctx.math);
   return out;

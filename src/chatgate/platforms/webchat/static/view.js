@@ -14,7 +14,7 @@ function scrollDown() {
 function fill(node, kind, text) {
   node.textContent = "";
   if (kind === "me" || kind === "notice" || kind === "error") node.textContent = text;
-  else node.append(render(text));
+  else node.append(render(text, node)); // the node: a draft rendered again drops its stale work
 }
 
 /** How a file the agent sent is fetched (with the conversation's headers; set by the app). */
