@@ -306,6 +306,13 @@ class BotApiDouble:
         async with self._changed:
             self._changed.notify_all()
 
+    async def pairing_code_for_a_stranger(self) -> str:
+        """A stranger writes to the bot; its answer (the pairing code, 8 letters) once it comes."""
+        kim = User(8080, "Kim")
+        await self.push_message(private(kim), kim, "hi bot")
+        await self.wait_for(lambda: bool(self.view(kim.id)), what="the pairing reply on Telegram")
+        return self.view(kim.id)[0].text
+
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
         """Wait until ``predicate()`` holds (checked on every change the double sees)."""
         async with asyncio.timeout(timeout):
