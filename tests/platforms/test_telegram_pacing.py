@@ -167,7 +167,9 @@ async def test_a_platform_wide_limit_of_5_per_second_costs_no_message_and_no_att
     assert sum(1 for c in refused if c.at < first + 1.0) <= 30 - 5
     later = [c for c in calls if c.at >= first + 1.0]
     share = sum(1 for c in later if c.status == 429) / len(later)
-    assert share < 0.3, f"{share:.0%} of later calls got 429: the platform-wide retry_after did not pause the bot"
+    assert share < 0.3, (
+        f"{share:.0%} of later calls got 429: the platform's retry_after did not pause the bot"
+    )
 
 
 @pytest.mark.parametrize("inline", [None, 0.5], ids=["default", "put_back_beyond_half_a_second"])
