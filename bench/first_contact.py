@@ -238,7 +238,10 @@ async def main() -> int:
     parser.add_argument("--channels", type=int, default=40, help="saturation's channels (two messages each)")
     parser.add_argument("--rate", type=float, default=10.0, help="saturation's gateway rate (calls/s)")
     parser.add_argument("--platforms", default="slack,discord")
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (5 of each)")
     args = parser.parse_args()
+    if args.quick:
+        args.conversations, args.channels = 5, 5
     for name, value in {**SLACK_ENV, DISCORD_TOKEN_ENV: DISCORD_TOKEN}.items():
         os.environ[name] = value
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
