@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import logging
 import os
@@ -44,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "platforms"))  # the Bot API double lives with the tests
 
+import pacing_log  # noqa: E402
 from telegram_double import (  # noqa: E402
     TOKEN,
     TOKEN_ENV,
@@ -64,19 +64,22 @@ GAP = 0.1
 
 
 def idle_gaps(calls: list[Any], recorded: dict[int, list[float]]) -> dict[str, Any]:
-    """Gaps over ``GAP`` between consecutive calls while a reply was due: recorded (its turn
-    committed; ``recorded``: per chat, in the double's clock, in order), its chat's previous
-    message over a second before, and it not yet sent."""
-    due: list[tuple[float, float]] = []
+    """Gaps over ``GAP`` between consecutive calls while a reply was due (recorded: its turn
+    committed, ``recorded`` per chat in the double's clock; its chat's previous message over a
+    second before; not yet sent) and the budget's window had room (a full window is the limit
+    working, not idleness: ``tests/platforms/pacing_log.py``)."""
+    replies: dict[str, list[float]] = {}
+    starts: list[float] = []
     for chat_id, ready in recorded.items():
         sends = sorted(
             c.at for c in calls if c.chat_id == chat_id and c.method == "sendMessage" and c.status == 200
         )
-        for i, at in enumerate(sends[: len(ready)]):
-            due.append((max(ready[i], sends[i - 1] + 1.0 if i else ready[i]), at))
-    times = sorted(c.at for c in calls)
+        replies[str(chat_id)] = sends[: len(ready)]
+        starts.append(min(ready))
+    start = min(starts, default=0.0)
     gaps = [
-        b - a for a, b in itertools.pairwise(times) if b - a > GAP and any(d <= a and b <= s for d, s in due)
+        length
+        for _, length in pacing_log.idle_gaps([c.at for c in calls], replies, start, 1.0, GAP, int(BUDGET))
     ]
     return {"count": len(gaps), "longest_ms": round(max(gaps, default=0.0) * 1000, 1)}
 

@@ -147,6 +147,16 @@ def test_pacing_bench_quick_run_answers_every_message_and_reports_the_call_log_f
     assert result["limit_5"]["share_429"] > 0, "the double's limit never bit"
 
 
+def test_first_contact_bench_quick_run_answers_every_conversation_on_slack_and_discord() -> None:
+    result = run_bench("first_contact.py")
+    for platform in ("slack", "discord"):
+        for subject in ("bare", "gateway"):
+            assert result[platform][subject]["answered"] == 5, result[platform]
+        saturation = result[platform]["saturation"]
+        assert saturation["answered"] == 5 and saturation["busiest_second"] <= saturation["rate"], saturation
+    assert result["discord"]["saturation"]["violations"] == 0
+
+
 async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
     config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
     gateway = Gateway(config, tmp_path / "state")

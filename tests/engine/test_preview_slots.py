@@ -61,10 +61,10 @@ def _consumer(platform: Recorder, budget: RateBudget) -> StreamConsumer:
 
 async def test_a_preview_behind_another_call_waits_for_its_slot_and_shows_the_newest_text() -> None:
     budget = RateBudget()
-    budget.configure(PLATFORM, PlatformLimits(max_rate=20.0))  # 50 ms between any two calls
-    platform = Recorder(edit_interval=1.0)
+    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))  # one call a window
+    platform = Recorder(edit_interval=2.0)
     consumer = _consumer(platform, budget)
-    budget.take(PLATFORM, "someone else")  # the next slot is taken, ~50 ms away
+    budget.take(PLATFORM, "someone else")  # this window is taken: the next slot is ~1 s away
     await consumer.update("one", force=True)
     await consumer.update("one two", force=True)
     await consumer.update("one two three")
@@ -77,14 +77,14 @@ async def test_a_preview_behind_another_call_waits_for_its_slot_and_shows_the_ne
 
 async def test_the_final_overtakes_a_preview_still_waiting_and_gets_its_slot_back() -> None:
     budget = RateBudget()
-    budget.configure(PLATFORM, PlatformLimits(chat_min_interval=1.0, max_rate=1.0))
+    budget.configure(PLATFORM, PlatformLimits(chat_min_interval=3.0, max_rate=1.0))
     platform = Recorder(edit_interval=5.0)
     consumer = _consumer(platform, budget)
     budget.take(PLATFORM, "someone else")  # the next platform slot is a second away
     at = time.monotonic()
     free = budget.delay(PLATFORM, "c1", now=at)
     await consumer.update("a reply", force=True)  # booked: within one interval (5 s)
-    assert abs(budget.delay(PLATFORM, "c1", now=at) - (free + 1.0)) < 1e-9  # its interval after the preview
+    assert abs(budget.delay(PLATFORM, "c1", now=at) - (free + 3.0)) < 1e-9  # its interval after the preview
     await consumer.close()  # the turn ended first: the final wins
     assert platform.history == [], "a preview went after its turn ended"
     assert budget.delay(PLATFORM, "c1", now=at) == free, "the final would wait behind a ghost preview"

@@ -11,6 +11,8 @@ import bisect
 import itertools
 from collections.abc import Mapping, Sequence
 
+from chatgate.engine.ratelimit import platform_window
+
 
 def busiest(times: Sequence[float], width: float) -> int:
     """The most calls in any half-open window ``[t, t + width)`` (a sliding window over ``times``)."""
@@ -24,17 +26,23 @@ def idle_gaps(
     start: float,
     chat_interval: float,
     longest: float,
+    rate: int,
 ) -> list[tuple[float, float]]:
-    """Gaps longer than ``longest`` between consecutive calls while some reply was due: its chat's
-    previous reply ``chat_interval`` or more before (or, for a chat's first, ``start``), and it not
-    yet sent. Returns (at, length) of each, ``at`` from ``start``."""
+    """Gaps longer than ``longest`` between consecutive calls while some reply was due and the
+    platform had room: its chat's previous reply ``chat_interval`` or more before (or, for a
+    chat's first, ``start``), it not yet sent, and fewer than ``rate`` calls in the trailing
+    window (``ratelimit.platform_window``: a full window is the platform's limit, not idleness).
+    Returns (at, length) of each, ``at`` from ``start``, counted from when the window had room."""
     due = [
         (start if i == 0 else sends[i - 1] + chat_interval, at)
         for sends in replies.values()
         for i, at in enumerate(sorted(sends))
     ]
-    return [
-        (round(a - start, 3), round(b - a, 3))
-        for a, b in itertools.pairwise(sorted(times))
-        if b - a > longest and any(d <= a and b <= s for d, s in due)
-    ]
+    ordered = sorted(times)
+    window = platform_window(float(rate))[1]
+    gaps = []
+    for k, (a, b) in enumerate(itertools.pairwise(ordered)):
+        room = max(a, ordered[k - rate + 1] + window) if k >= rate - 1 else a
+        if b - room > longest and any(d <= room and b <= s for d, s in due):
+            gaps.append((round(room - start, 3), round(b - room, 3)))
+    return gaps

@@ -5,7 +5,8 @@ timer around our code. The double stamps a call when its handler runs, the gatew
 it sends, and both share one event loop: a stall of that loop delays the double's stamps
 (calls sent before it are all stamped after it), so a window check allows the worst stall
 the gateway's own loop-lag monitor measured, and at least ``JITTER``. A burst, the defect
-these tests pin, is dozens of calls within a millisecond: far outside it.
+these tests pin, is more calls than the rate within a second: far outside it. A burst up to
+the rate is allowed (issue 33): it is what a bare bot does, and the platform's window counts it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pacing_log import idle_gaps
 from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of, private, telegram_config
 
+from chatgate.engine.ratelimit import WINDOW_GUARD
 from support.procs import wait_until
 
 JITTER = 0.1
@@ -62,8 +65,8 @@ async def test_sends_never_exceed_the_configured_rate_in_any_second_and_saturati
     times = [c.at for c in calls]
     slack = _slack(gateway)
     assert busiest(times, 1.0 - slack) <= RATE, f"{busiest(times, 1.0)} calls within one second"
-    # Calls in flight when the loop stalls are stamped together after it: one or two, not dozens.
-    assert busiest(times, 0.01) <= 3, f"{busiest(times, 0.01)} calls within 10 ms (a burst)"
+    # Forty replies due at once: the rate's worth goes at once, as a bare bot's would (issue 33).
+    assert busiest(times[:RATE], 0.1) == RATE, f"the first {RATE} calls did not go together: {times[:RATE]}"
     for user in users:  # one chat: one message a second (Telegram's default, kept)
         sends = sorted(c.at for c in calls if c.chat_id == user.id and c.method == "sendMessage")
         assert all(b - a >= 1.0 - slack for a, b in itertools.pairwise(sends)), (user.id, sends)
@@ -77,32 +80,37 @@ async def test_sends_never_exceed_the_configured_rate_in_any_second_and_saturati
         assert shown == [echo_of(f"m0-{user.id}"), echo_of(f"m1-{user.id}")]
 
 
-async def test_typing_is_sent_on_every_turn_whose_reply_waits_under_load_within_the_budget(
+async def test_typing_never_takes_a_waiting_replys_room_and_shows_where_the_platform_has_room(
     double: BotApiDouble, gateways: Gateways, tmp_path: Path
 ) -> None:
-    # "Typing on every turn that shows nothing within a second": 30 replies due at once at 10/s
-    # wait up to 3 s for their slots, so most chats would see nothing for over a second.
+    """Thirty replies due at once at 10/s wait up to two windows for their slots. An indicator
+    for them could only go in the windows the replies fill, pushing ten replies a window later
+    (issue 33: at saturation, typing took half the budget); so none is sent, and every reply goes
+    in the first window with room. A reply held by its own chat's limit (a group's minute) while
+    the platform has room shows typing meanwhile."""
     users = _dms(30, base=8000)
-    gateway = await gateways.start(_config(double, tmp_path, users, per_second=RATE))
-    pushed: dict[int, float] = {}
+    group = Chat(-1005550000001, "supergroup", title="Held")
+    member = _dms(1, base=8100)[0]
+    config = _config(double, tmp_path, [*users, member], per_second=RATE, group_per_minute=1)
+    gateway = await gateways.start(config)
     for user in users:
         await double.push_message(private(user), user, f"t-{user.id}")
-        pushed[user.id] = asyncio.get_running_loop().time()
     await double.wait_for(lambda: _replied(double) >= 30, timeout=60, what="30 replies")
-
     calls = double.chat_calls()
-    waited = 0
-    for user in users:
-        mine = [c for c in calls if c.chat_id == user.id]
-        kinds = [c.method for c in mine]
-        reply_at = mine[kinds.index("sendMessage")].at
-        if "sendChatAction" in kinds:
-            assert kinds.index("sendChatAction") < kinds.index("sendMessage"), f"typed late: {kinds}"
-        if reply_at - pushed[user.id] > 1.0:
-            waited += 1
-            assert "sendChatAction" in kinds, f"chat {user.id} saw nothing for over a second: {kinds}"
-    assert waited >= 10, f"only {waited} replies waited over a second: the load did not test typing"
-    assert busiest([c.at for c in calls], 1.0 - _slack(gateway)) <= RATE
+    assert [c for c in calls if c.method == "sendChatAction"] == []
+    sends = sorted(c.at for c in calls if c.method == "sendMessage")
+    slack = _slack(gateway)
+    assert sends[-1] - sends[0] <= 2 * (1.0 + WINDOW_GUARD) + slack, "a reply missed its window"
+    assert busiest([c.at for c in calls], 1.0 - slack) <= RATE
+
+    await double.push_message(group, member, "g0")
+    await double.wait_for(lambda: len(double.view(group.id)) >= 1, timeout=30, what="the first group reply")
+    await double.push_message(group, member, "g1")  # waits for the group's minute; the platform is idle
+    await wait_until(
+        lambda: any(c.method == "sendChatAction" for c in double.chat_calls() if c.chat_id == group.id),
+        10,
+        "typing while the group's second reply waits its minute",
+    )
 
 
 async def test_a_group_gets_at_most_its_messages_per_minute_while_other_chats_flow(
@@ -152,8 +160,16 @@ async def test_a_platform_wide_limit_of_5_per_second_costs_no_message_and_no_att
 
     await wait_until(lambda: {status for status, _ in rows()} == {"sent"}, 10, "every row settled as sent")
     assert max(attempts for _, attempts in rows()) == 1, "waiting for a rate limit spent an attempt"
-    share = len(refused) / len(double.chat_calls())
-    assert share < 0.3, f"{share:.0%} of calls got 429: the platform-wide retry_after did not pause the bot"
+    # The first burst meets the stricter limit once: at most the rate's excess over it is refused.
+    # From then on the bot is paused by the platform-wide retry_after and spaces its calls.
+    calls = double.chat_calls()
+    first = min(c.at for c in calls)
+    assert sum(1 for c in refused if c.at < first + 1.0) <= 30 - 5
+    later = [c for c in calls if c.at >= first + 1.0]
+    share = sum(1 for c in later if c.status == 429) / len(later)
+    assert share < 0.3, (
+        f"{share:.0%} of later calls got 429: the platform's retry_after did not pause the bot"
+    )
 
 
 @pytest.mark.parametrize("inline", [None, 0.5], ids=["default", "put_back_beyond_half_a_second"])
@@ -165,8 +181,8 @@ async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
     budget). Now a row books its slot and waits in its task, or (beyond the horizon, forced here
     to 0.5 s) goes back with a timer that reclaims it while the slots ahead are still taken.
     From the double's log: between two consecutive calls while some reply was due (its chat's
-    one-a-second interval over, not yet sent), no gap longer than one platform spacing plus the
-    worst loop stall; and no second, no chat over its limit."""
+    one-a-second interval over, not yet sent) and the platform's window had room, no gap longer
+    than one platform spacing plus the worst loop stall; and no second, no chat over its limit."""
     users = _dms(30, base=9700)
     gateway = await gateways.start(_config(double, tmp_path, users, per_second=RATE))
     if inline is not None:
@@ -181,17 +197,13 @@ async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
     slack = _slack(gateway)
     times = sorted(c.at for c in calls)
     assert busiest(times, 1.0 - slack) <= RATE, f"{busiest(times, 1.0)} calls within one second"
-    due: list[tuple[float, float]] = []  # (due from, sent at) per reply
+    replies: dict[str, list[float]] = {}
     for user in users:
         sends = sorted(c.at for c in calls if c.chat_id == user.id and c.method == "sendMessage")
         assert len(sends) == 2 and sends[1] - sends[0] >= 1.0 - slack, (user.id, sends)
-        due += [(start, sends[0]), (sends[0] + 1.0, sends[1])]
-    idle = [
-        (round(a - start, 3), round(b - a, 3))
-        for a, b in itertools.pairwise(times)
-        if b - a > 1.0 / RATE + slack and any(d <= a and b <= s for d, s in due)
-    ]
-    assert idle == [], f"idle gaps (at, length) with a reply due: {idle}"
+        replies[str(user.id)] = sends
+    idle = idle_gaps(times, replies, start, 1.0, 1.0 / RATE + slack, RATE)
+    assert idle == [], f"idle gaps (at, length) with a reply due and room in the window: {idle}"
 
 
 async def test_a_chat_that_just_got_a_reply_gets_no_typing_for_the_next_one_waiting_its_second(

@@ -327,7 +327,10 @@ class DeliveryWorker:
         if platform is None or not adapter.capabilities.typing:
             return
         target = {k: str(v) for k, v in row.target.items()}
-        self._typist.announce(platform, row.platform, row.chat_id, target, patience=ahead)
+        # Only an indicator that shows at least ``typing_after`` before the reply is worth a call:
+        # one that would go with it (the window is full until then) only spends the reply's room.
+        patience = ahead - self.settings.typing_after
+        self._typist.announce(platform, row.platform, row.chat_id, target, patience=patience)
 
     def horizon(self, platform: str) -> float:
         """How far ahead a row may book its slot and wait in its task: ``max_inline_wait``, and

@@ -1,0 +1,269 @@
+#!/usr/bin/env python
+"""First replies to many new conversations at once on Slack and Discord, and saturation.
+
+Issue 33's goals for the two platforms, against the project's fakes of their APIs (the
+unmodified ``slack_sdk``/``slack_bolt`` and ``discord.py`` talk to them; both fakes stamp
+each call with ``time.monotonic()`` when its handler runs):
+
+- ``first_contact``: ``--conversations`` new channels write one message each at once; the
+  time from each push to its reply's arrival (p50, p95), for a real in-process gateway (echo
+  agent, SQLite) and for a bare bot on the same library (a Bolt ``AsyncApp`` in Socket Mode
+  that ``say``s the echo; a ``discord.Client`` whose ``on_message`` sends it), each against a
+  fresh fake. Discord's fake enforces its documented 5 messages per 5 s per channel.
+- ``saturation``: the gateway's rate set to ``--rate`` calls a second, ``--channels``
+  channels writing twice at once; replies a second from the first reply to the last, and that
+  over the rate (``budget_share``), and the most calls in any 1-s window at the fake.
+
+Prints one JSON object; progress goes to stderr. Exits 1 unless every message was answered
+exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+# bench/discord.py would shadow the discord.py library: this script does not import from bench/.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
+sys.path.insert(0, str(ROOT / "tests" / "platforms"))  # the fakes live with the tests
+
+import aiohttp  # noqa: E402
+from discord_fake.harness import ANN, GUILD_ID, build_world, discord_config  # noqa: E402
+from discord_fake.server import FakeDiscord  # noqa: E402
+from discord_fake.state import TOKEN as DISCORD_TOKEN  # noqa: E402
+from discord_fake.state import TOKEN_ENV as DISCORD_TOKEN_ENV  # noqa: E402
+from pacing_log import busiest  # noqa: E402
+from slack_fake import FakeSlack, message_event  # noqa: E402
+from slack_fake.gateway import ENV as SLACK_ENV  # noqa: E402
+from slack_fake.gateway import slack_config  # noqa: E402
+from slack_fake.payloads import APP_TOKEN, BOT_TOKEN  # noqa: E402
+
+Stop = Callable[[], Awaitable[None]]
+
+
+def _figures(pushed: dict[str, float], replies: dict[str, float]) -> dict[str, Any]:
+    latencies = sorted((replies[c] - pushed[c]) * 1000 for c in pushed if c in replies)
+    return {
+        "answered": len(latencies),
+        "p50_ms": round(statistics.median(latencies), 1),
+        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 1),
+    }
+
+
+# ---------------------------------------------------------------- Slack
+
+
+async def _slack_gateway(fake: FakeSlack, tmp: Path, rate: float | None) -> Stop:
+    from chatgate.app.gateway import Gateway
+
+    overrides: dict[str, Any] = {"delivery": {"rate_limits": {"slack": {"per_second": rate}}}} if rate else {}
+    gateway: Any = Gateway(slack_config(fake, tmp, **overrides), tmp / "state")
+    await gateway.start()
+    return gateway.stop  # type: ignore[no-any-return]
+
+
+async def _slack_bare(fake: FakeSlack, tmp: Path, rate: float | None) -> Stop:
+    from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+    from slack_bolt.async_app import AsyncApp
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    app = AsyncApp(client=AsyncWebClient(token=BOT_TOKEN, base_url=fake.api_base))
+
+    @app.event("message")
+    async def echo(event: dict[str, Any], say: Any) -> None:
+        await say(f"echo: {event['text']}")
+
+    handler = AsyncSocketModeHandler(app, APP_TOKEN, web_client=AsyncWebClient(base_url=fake.api_base))
+    await handler.connect_async()
+    return handler.close_async  # type: ignore[no-any-return]
+
+
+async def slack_run(subject: str, channels: int, rounds: int, rate: float | None) -> dict[str, Any]:
+    fake = FakeSlack()
+    await fake.start()
+    ids = [f"D{500 + n}" for n in range(channels)]
+    start = _slack_gateway if subject == "gateway" else _slack_bare
+    with tempfile.TemporaryDirectory(prefix="chatgate-contact-") as tmp:
+        stop = await start(fake, Path(tmp), rate)
+        try:
+            await fake.socket.connected.wait()
+            await asyncio.sleep(0.5)  # settled: both are connected and idle
+            pushed: dict[str, float] = {}
+            for round_ in range(rounds):
+                for channel in ids:
+                    await fake.push_event(message_event(channel, "U1", f"r{round_} {channel}"))
+                    pushed.setdefault(channel, time.monotonic())
+
+            def posts() -> list[Any]:
+                return [c for c in fake.calls if c.method == "chat.postMessage" and c.status == 200]
+
+            await fake.wait_for(lambda: len(posts()) >= channels * rounds, timeout=120, what="every reply")
+            await asyncio.sleep(0.3)
+        finally:
+            await stop()
+            await fake.stop()
+    sent = posts()
+    first: dict[str, float] = {}
+    for call in sent:
+        first.setdefault(str(call.params.get("channel")), call.at)
+    calls = [c.at for c in fake.calls if c.method.startswith(("chat.", "assistant."))]
+    return {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate)}
+
+
+# ---------------------------------------------------------------- Discord
+
+
+async def _discord_gateway(fake: FakeDiscord, tmp: Path, channels: list[str], rate: float | None) -> Stop:
+    from chatgate.app.config import GatewayConfig
+    from chatgate.app.gateway import Gateway
+
+    extra: dict[str, Any] = {"delivery": {"rate_limits": {"discord": {"per_second": rate}}}} if rate else {}
+    world = build_world(fake)
+    config = discord_config(fake, world, tmp, discord={"free_response_channels": channels}, **extra)
+    gateway = Gateway(GatewayConfig(**config), tmp / "state")
+    await gateway.start()
+    return gateway.stop
+
+
+async def _discord_bare(fake: FakeDiscord, tmp: Path, channels: list[str], rate: float | None) -> Stop:
+    import discord
+    from chatgate.platforms.discord.endpoint import point_gateway, point_rest
+
+    build_world(fake)
+    api = fake.base + "/api/v10"
+    point_rest(api)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(api + "/gateway/bot", headers={"Authorization": f"Bot {DISCORD_TOKEN}"}) as answer,
+    ):
+        point_gateway((await answer.json())["url"])
+    intents = discord.Intents.default()
+    intents.message_content = True
+    client = discord.Client(intents=intents)
+
+    @client.event
+    async def on_message(message: discord.Message) -> None:
+        if not message.author.bot:
+            await message.channel.send(f"echo: {message.content}")
+
+    task = asyncio.create_task(client.start(DISCORD_TOKEN))
+
+    async def stop() -> None:
+        await client.close()
+        await asyncio.gather(task, return_exceptions=True)
+
+    return stop
+
+
+async def discord_run(subject: str, channels: int, rounds: int, rate: float | None) -> dict[str, Any]:
+    fake = FakeDiscord()
+    await fake.start()
+    ids = [f"17100000000000{n:05d}" for n in range(channels)]
+    start = _discord_gateway if subject == "gateway" else _discord_bare
+    with tempfile.TemporaryDirectory(prefix="chatgate-contact-") as tmp:
+        stop = await start(fake, Path(tmp), ids, rate)
+        try:
+            await _until(lambda: fake.gateway.current is not None and fake.gateway.current.socket is not None)
+            guild = fake.guilds[GUILD_ID]
+            made = [fake.channel(guild, cid, name=f"c{n}", topic=None) for n, cid in enumerate(ids)]
+            fake.channel_budget = (5, 5.0)  # Discord's documented 5 messages per 5 s per channel
+            await asyncio.sleep(2.5)  # discord.py's guild_ready_timeout for the bare client
+            pushed: dict[str, float] = {}
+            for round_ in range(rounds):
+                for channel in made:
+                    await fake.post(channel, ANN, f"r{round_} {channel.id}")
+                    pushed.setdefault(channel.id, time.monotonic())
+
+            def sends() -> list[Any]:
+                return [
+                    c
+                    for c in fake.calls
+                    if c.method == "POST" and c.path.endswith("/messages") and c.status < 400
+                ]
+
+            def answered() -> int:
+                return len([c for c in sends() if _channel(c.path) in pushed])
+
+            await _until(lambda: answered() >= channels * rounds, 120)
+            await asyncio.sleep(0.3)
+        finally:
+            await stop()
+            await fake.stop()
+    sent = [c for c in sends() if _channel(c.path) in pushed]
+    first: dict[str, float] = {}
+    for call in sent:
+        first.setdefault(_channel(call.path), call.at)
+    calls = [c.at for c in fake.calls if "/channels/" in c.path and c.method in ("POST", "PATCH", "DELETE")]
+    figures = {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate)}
+    return {**figures, "violations": len(fake.violations)}
+
+
+def _channel(path: str) -> str:
+    return path.split("/channels/")[1].split("/")[0]
+
+
+async def _until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the fake never saw what the bench waits for")
+        await asyncio.sleep(0.02)
+
+
+def _saturation(replies: list[float], calls: list[float], rate: float | None) -> dict[str, Any]:
+    span = replies[-1] - replies[0] if len(replies) > 1 else 0.0
+    per_s = (len(replies) - 1) / span if span else None
+    return {
+        "replies_per_s": round(per_s, 2) if per_s else None,
+        "budget_share": round(per_s / rate, 3) if per_s and rate else None,
+        "busiest_second": busiest(calls, 1.0),
+    }
+
+
+async def main() -> int:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
+    parser.add_argument("--conversations", type=int, default=50)
+    parser.add_argument("--channels", type=int, default=40, help="saturation's channels (two messages each)")
+    parser.add_argument("--rate", type=float, default=10.0, help="saturation's gateway rate (calls/s)")
+    parser.add_argument("--platforms", default="slack,discord")
+    parser.add_argument("--quick", action="store_true", help="a small smoke run (5 of each)")
+    args = parser.parse_args()
+    if args.quick:
+        args.conversations, args.channels = 5, 5
+    for name, value in {**SLACK_ENV, DISCORD_TOKEN_ENV: DISCORD_TOKEN}.items():
+        os.environ[name] = value
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    runs = {"slack": slack_run, "discord": discord_run}
+    out: dict[str, Any] = {"load_before": os.getloadavg()}
+    ok = True
+    for platform in args.platforms.split(","):
+        run = runs[platform]
+        result: dict[str, Any] = {}
+        for subject in ("bare", "gateway"):
+            print(f"{platform}: first contact ({subject})", file=sys.stderr)
+            result[subject] = await run(subject, args.conversations, 1, None)
+            ok = ok and result[subject]["answered"] == args.conversations
+        result["p50_ratio"] = round(result["gateway"]["p50_ms"] / max(0.1, result["bare"]["p50_ms"]), 2)
+        print(f"{platform}: saturation", file=sys.stderr)
+        result["saturation"] = await run("gateway", args.channels, 2, args.rate)
+        result["saturation"]["rate"] = args.rate
+        out[platform] = result
+    out["load_after"] = os.getloadavg()
+    print(json.dumps(out))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
