@@ -14,15 +14,13 @@ import pytest
 
 from chatgate.store.sqlite import SqliteStore
 from support.accounts_harness import accounts_config, seed
-from support.browser import send
+from support.browser import SIZES, send
 from support.browser_contexts import OpenBrowser, browsers
 from support.screenshots import check_screenshot
 from support.web_harness import StartGateway
 
 pytestmark = pytest.mark.browser
 __all__ = ["browsers"]
-
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
 
 @pytest.mark.parametrize("size", list(SIZES))

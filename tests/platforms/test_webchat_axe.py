@@ -11,14 +11,13 @@ import pytest
 from chatgate.store.sqlite import SqliteStore
 from support.accounts_harness import accounts_config, seed
 from support.axe import axe_violations
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.browser_contexts import OpenBrowser, browsers
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser", "browsers"]
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 REPLY = "## Plan\n- one\n- two\n\n| a | b |\n|---|--:|\n| 1 | 2 |\n\n```python\nprint('hi')\n```\n[docs](https://example.com)"
 
 

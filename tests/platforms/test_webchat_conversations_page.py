@@ -1,6 +1,7 @@
 """The conversation list on the page without sign-in (the default, loopback): New keeps the old
 conversation in the list; pick, search, rename, export and delete (after a confirmation),
-in a real Chromium against a real gateway, with the keyboard where a person would use it."""
+in a real Chromium against a real gateway, with the keyboard where a person would use it, on a
+desktop (the list beside the chat) and a phone (the list behind the Chats button)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from support.browser import BrowserSession, browser, open_chat, send
+from support.axe import axe_violations
+from support.browser import SIZES, BrowserSession, at_size, browser, open_chat, send, show_list
 from support.web_harness import StartGateway
 
 pytestmark = pytest.mark.browser
@@ -29,14 +31,15 @@ async def _downloaded(download: Any) -> str:
         return await asyncio.to_thread(target.read_text, "utf-8")
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_new_keeps_the_old_conversation_in_the_list_and_picking_it_brings_it_back(
-    start_gateway: StartGateway, browser: BrowserSession
+    start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway()
-    page = await open_chat(browser.page, gateway.port)
-    await expect(page.locator("#sidebar")).to_be_visible()
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
+    await show_list(page)
     welcome = page.locator("#welcome")
     await expect(welcome.locator("h2")).to_have_text("Hello! What shall we work on?")
     await expect(page.locator("#list-status")).to_have_text("Your conversations will be listed here.")
@@ -54,6 +57,7 @@ async def test_new_keeps_the_old_conversation_in_the_list_and_picking_it_brings_
     await expect(links).to_have_text(["second conversation", "first conversation"])
     await expect(links.first).to_have_attribute("aria-current", "page")
 
+    await show_list(page)
     await links.nth(1).click()
     await expect(page.locator(".msg.me")).to_have_text(["first conversation"])
     await expect(page.locator(".msg.bot")).to_have_text(["echo: first conversation"])
@@ -63,14 +67,16 @@ async def test_new_keeps_the_old_conversation_in_the_list_and_picking_it_brings_
     await expect(page.locator(".msg.me")).to_have_text(["first conversation"])
     await expect(links).to_have_text(["second conversation", "first conversation"])
 
+    await show_list(page)
     await page.fill("#search", "SECOND")
     await expect(links).to_have_text(["second conversation"])
     await page.fill("#search", "nothing like it")
     await expect(page.locator("#list-status")).to_have_text("No conversation matches.")
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_a_message_not_yet_delivered_is_still_delivered_after_new(
-    start_gateway: StartGateway, browser: BrowserSession
+    start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
@@ -88,7 +94,7 @@ async def test_a_message_not_yet_delivered_is_still_delivered_after_new(
         server.on_message(lambda message: ws.send(message))
 
     await browser.page.route_web_socket(re.compile(r".*/ws$"), relay)
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await send(page, "hello")
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_count(1)
     held["on"] = True
@@ -98,17 +104,19 @@ async def test_a_message_not_yet_delivered_is_still_delivered_after_new(
     await page.click("#new")  # its conversation is left behind; a socket of its own delivers it
     links = page.locator("#conversations a")
     await expect(links).to_have_count(1)
+    await show_list(page)
     await links.first.click()
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: hello", "echo: typed before new"])
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_rename_export_and_delete_from_the_list_with_the_keyboard(
-    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession
+    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway()
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await send(page, "keep this one")
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_count(1)
     await page.click("#new")
@@ -118,6 +126,7 @@ async def test_rename_export_and_delete_from_the_list_with_the_keyboard(
     await expect(links).to_have_text(["delete this one", "keep this one"])
 
     keep = page.locator('#conversations li:has(a:text("keep this one"))')
+    await show_list(page)
     await keep.locator("summary").focus()
     await page.keyboard.press("Enter")
     await keep.get_by_role("button", name="Rename").click()
@@ -157,6 +166,8 @@ async def test_rename_export_and_delete_from_the_list_with_the_keyboard(
     await expect(page.locator(".msg.me, .msg.bot")).to_have_count(0)  # it was open: a new one is
     await page.reload()
     await expect(links).to_have_text(["Kept"])
+    await show_list(page)
+    assert await axe_violations(page) == []
     await page.screenshot(path=str(tmp_path / "list.png"))
 
 
@@ -173,13 +184,14 @@ async def _tab_to(page: Any, selector: str, text: str | None = None, limit: int 
     raise AssertionError(f"Tab never reached {selector} {text or ''}")
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_keyboard_only_send_new_and_back_through_the_list(
-    start_gateway: StartGateway, browser: BrowserSession
+    start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway()
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await _tab_to(page, "#text")
     await page.keyboard.type("by keyboard")
     await page.keyboard.press("Enter")
@@ -191,6 +203,10 @@ async def test_keyboard_only_send_new_and_back_through_the_list(
     await page.keyboard.press("Enter")
     await expect(page.locator(".msg.bot:not(.draft)")).to_have_text(["echo: second"])
     await expect(page.locator("#conversations a")).to_have_count(2)
+    if size == "phone":  # the list is behind the Chats button
+        await _tab_to(page, "#chats-toggle")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#search")).to_be_focused()
     await _tab_to(page, "#conversations a", "by keyboard")
     await page.keyboard.press("Enter")
     await expect(page.locator(".msg.me")).to_have_text(["by keyboard"])

@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 from agents.fake_openai_server import API_KEY, Reply, running
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.screenshots import check_screenshot
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 FIRST = """By Pythagoras, $a^2 + b^2 = c^2$, so
 
 $$

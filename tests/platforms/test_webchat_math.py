@@ -8,13 +8,12 @@ from __future__ import annotations
 import pytest
 
 from support.axe import axe_violations
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 MATH = (
     "Euler: $e^{i\\pi} + 1 = 0$, costs $5 and $10.\n\n"
     "$$\n\\int_0^1 x\\,dx = \\frac{1}{2}\n$$\n\n"

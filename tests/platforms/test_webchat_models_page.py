@@ -9,7 +9,7 @@ import pytest
 
 from agents.fake_openai_server import API_KEY, FakeOpenAIServer, Reply, running
 from support.axe import axe_violations
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
@@ -19,9 +19,6 @@ __all__ = ["browser"]
 def _models_asked(model: FakeOpenAIServer, text: str) -> list[str]:
     """The model each upstream request ending with the message ``text`` asked for."""
     return [r.body["model"] for r in model.requests if r.body["messages"][-1]["content"] == text]
-
-
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
 
 @pytest.mark.parametrize("size", sorted(SIZES))

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, at_size, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
@@ -163,8 +163,9 @@ async def test_a_failed_turn_is_shown_as_an_error_alert(
     await expect(page.locator("#typing")).to_be_hidden()
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_approval_card_has_large_buttons_and_keeps_its_outcome_after_reload(
-    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession
+    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
@@ -174,7 +175,7 @@ async def test_approval_card_has_large_buttons_and_keeps_its_outcome_after_reloa
         agent={"echo": {"chunk_delay_ms": 0}}, tools={"enabled": True, "workdir": str(workdir)}
     )
     gateway = await start_gateway(config)
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await send(page, "!sh rm -rf ./x")
     card = page.locator(".msg.prompt")
     approve = card.locator("button", has_text="Approve once")

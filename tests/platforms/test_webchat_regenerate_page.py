@@ -12,13 +12,11 @@ import pytest
 
 from agents.fake_openai_server import API_KEY, Hang, Reply, running
 from support.axe import axe_violations
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
-
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
 
 async def _versions(page: Any) -> tuple[str, str]:

@@ -20,14 +20,13 @@ import pytest
 from chatgate.agents.base import AgentEvent, AgentFailed, AgentRequest, Final
 from chatgate.agents.echo import EchoAgent
 from chatgate.app.gateway import Gateway
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.screenshots import UPDATING, check_screenshot
 from support.web_harness import STOP_TIMEOUT, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 
 CHECKLIST = """## Release checklist
 Before tagging, run the **full** suite and read the *changelog* (see `docs/`).

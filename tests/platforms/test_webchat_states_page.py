@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from support.browser import BrowserSession, browser, open_chat, send
+from support.axe import axe_violations
+from support.browser import SIZES, BrowserSession, at_size, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
@@ -38,15 +39,16 @@ class Switch:
         server.on_message(lambda message: ws.send(message))
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_a_message_not_delivered_yet_has_no_typing_dots_and_stop_is_there_only_while_answering(
-    start_gateway: StartGateway, browser: BrowserSession
+    start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway(web_config(agent={"echo": {"chunk_delay_ms": 150}}))
     switch = Switch()
     await browser.page.route_web_socket(re.compile(r".*/ws$"), switch.handle)
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await expect(page.locator("#stop")).to_be_hidden()  # idle: nothing to stop
 
     switch.held = True
@@ -71,14 +73,15 @@ async def test_a_message_not_delivered_yet_has_no_typing_dots_and_stop_is_there_
     )  # no "Dropped 0" bubble
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_a_failed_reply_offers_retry_which_sends_the_message_again(
-    start_gateway: StartGateway, browser: BrowserSession
+    start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
     config = web_config(agent={"echo": {"chunk_delay_ms": 2000}, "turn_timeout_seconds": 0.5})
     gateway = await start_gateway(config)
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await send(page, "too slow")
     failure = page.locator(".msg.failure")
     await expect(failure).to_have_count(1)
@@ -89,13 +92,14 @@ async def test_a_failed_reply_offers_retry_which_sends_the_message_again(
     await expect(failure).to_have_count(2)
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_copy_a_whole_reply_regenerate_it_edit_a_message_and_see_when_on_hover(
-    start_gateway: StartGateway, browser: BrowserSession
+    start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway()
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await browser.context.grant_permissions(["clipboard-read", "clipboard-write"])
     await send(page, "**bold** and `code`")
     reply = page.locator(".msg.bot:not(.draft)")
@@ -121,6 +125,7 @@ async def test_copy_a_whole_reply_regenerate_it_edit_a_message_and_see_when_on_h
     await page.keyboard.type(" again")
     await page.keyboard.press("Enter")
     await expect(reply.last).to_have_text("echo: bold and code again")
+    assert await axe_violations(page) == []  # versions, bubble tools and an edited message
 
     for bubble in await page.locator(".msg.me, .msg.bot").all():
         assert re.search(r"\d{4}|\d:\d\d", await bubble.get_attribute("title") or ""), "no time on hover"

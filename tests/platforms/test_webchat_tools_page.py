@@ -10,15 +10,16 @@ from pathlib import Path
 import pytest
 
 from support.axe import axe_violations
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, at_size, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_step(
-    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession
+    tmp_path: Path, start_gateway: StartGateway, browser: BrowserSession, size: str
 ) -> None:
     from playwright.async_api import expect
 
@@ -28,7 +29,7 @@ async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_
         agent={"echo": {"chunk_delay_ms": 0}}, tools={"enabled": True, "workdir": str(workdir)}
     )
     gateway = await start_gateway(config)
-    page = await open_chat(browser.page, gateway.port)
+    page = await open_chat(await at_size(browser.page, size), gateway.port)
     await send(page, "!sh rm -rf ./x")
     card = page.locator(".msg.prompt")
     await expect(card.locator("h3")).to_have_text("The agent wants to run this shell command:")
@@ -48,6 +49,7 @@ async def test_the_approval_card_reads_at_a_glance_and_the_tool_call_stays_as_a_
     await expect(steps.locator("li")).to_be_hidden()  # collapsed
     await steps.locator("summary").click()
     await expect(steps.locator("li")).to_have_text(["shell rm -rf ./x — done"])
+    assert await axe_violations(page) == []  # the answered card and the open steps
 
     await page.reload()  # kept in the history
     await expect(page.locator("#status")).to_have_text("connected")

@@ -10,7 +10,7 @@ import pytest
 
 from chatgate.domain.media import human_size
 from support.axe import axe_violations
-from support.browser import browser, browser_page
+from support.browser import SIZES, at_size, browser, browser_page
 from support.browser import open_chat as _open_chat
 from support.media_files import png
 from support.web_harness import StartGateway
@@ -19,13 +19,14 @@ pytestmark = pytest.mark.browser
 __all__ = ["browser", "browser_page"]
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_a_picked_file_is_uploaded_shown_and_sent_with_the_message(
-    start_gateway: StartGateway, browser_page: Any
+    start_gateway: StartGateway, browser_page: Any, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway()
-    page = await _open_chat(browser_page, gateway.port)
+    page = await _open_chat(await at_size(browser_page, size), gateway.port)
     image = png(40, 30)
     await page.set_input_files(
         "#file", files=[{"name": "chart.png", "mimeType": "image/png", "buffer": image}]
@@ -40,13 +41,14 @@ async def test_a_picked_file_is_uploaded_shown_and_sent_with_the_message(
     await expect(page.locator(".file-chip")).to_have_count(0)
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_a_dropped_and_a_pasted_file_are_uploaded(
-    start_gateway: StartGateway, browser_page: Any
+    start_gateway: StartGateway, browser_page: Any, size: str
 ) -> None:
     from playwright.async_api import expect
 
     gateway = await start_gateway()
-    page = await _open_chat(browser_page, gateway.port)
+    page = await _open_chat(await at_size(browser_page, size), gateway.port)
     await page.evaluate(
         """() => {
         const drop = new DataTransfer();

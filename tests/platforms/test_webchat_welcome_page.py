@@ -6,13 +6,12 @@ from __future__ import annotations
 import pytest
 
 from support.axe import axe_violations
-from support.browser import BrowserSession, browser, open_chat, send
+from support.browser import SIZES, BrowserSession, browser, open_chat, send
 from support.web_harness import StartGateway, web_config
 
 pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
-SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 NAME = 'Ada <img src=x onerror="window.__pwned=1"> & "Co"'
 
 

@@ -32,6 +32,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 TIMEOUT_MS = 20_000
+SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+"""The two sizes every screen of the page is tried at (issue 34)."""
 
 # Records every text a draft bubble showed, and whether the typing indicator was ever shown,
 # so a state that lives briefly is still observed.
@@ -177,3 +179,18 @@ async def send(page: Any, text: str) -> None:
     """Type ``text`` into the composer and press Enter (newlines become Shift+Enter)."""
     await page.fill("#text", text)
     await page.press("#text", "Enter")
+
+
+async def at_size(page: Any, size: str) -> Any:
+    """The page at one of ``SIZES``."""
+    await page.set_viewport_size(SIZES[size])
+    return page
+
+
+async def show_list(page: Any) -> None:
+    """Make the conversation list visible: beside the chat on a desktop, behind the Chats button
+    on a phone (which closes it again when a conversation is picked)."""
+    toggle = page.locator("#chats-toggle")
+    if await toggle.is_visible() and await toggle.get_attribute("aria-expanded") != "true":
+        await toggle.click()
+    await page.locator("#sidebar").wait_for(state="visible")

@@ -141,7 +141,9 @@ export class Sidebar {
     this.search.addEventListener("input", () => this.refresh());
     this.toggle.addEventListener("click", () => this.setOpen(!document.body.classList.contains("sidebar-open")));
     document.addEventListener("keydown", (ev) => {
-      if (ev.key === "Escape" && document.body.classList.contains("sidebar-open")) { this.setOpen(false); this.toggle.focus(); }
+      // Escape closes what is on top: a dialog over the list closes alone, the list stays open.
+      if (ev.key !== "Escape" || document.querySelector("dialog[open]")) return;
+      if (document.body.classList.contains("sidebar-open")) { this.setOpen(false); this.toggle.focus(); }
     });
   }
 
