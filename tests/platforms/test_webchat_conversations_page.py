@@ -212,3 +212,6 @@ async def test_keyboard_only_send_new_and_back_through_the_list(
     await expect(page.locator(".msg.me")).to_have_text(["by keyboard"])
     await _tab_to(page, ".msg.bot .tool.copy-reply")  # the bubble's tools are reachable too
     await expect(page.locator(".msg.bot .tool.copy-reply")).to_be_visible()
+    await _tab_to(page, ".msg.bot .tool.regenerate")
+    await page.keyboard.press("Enter")  # a second answer, by keyboard
+    await expect(page.locator(".msg.bot .versions .count")).to_have_text("2/2")
