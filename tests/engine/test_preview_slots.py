@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult
 from chatgate.domain.source import Source
 from chatgate.engine.ratelimit import PlatformLimits, RateBudget
-from chatgate.engine.streaming import StreamConsumer
+from chatgate.engine.streaming import TYPING_PATIENCE, StreamConsumer
 from support.engine_harness import wait_until
 
 PLATFORM = "paced"
@@ -25,8 +25,8 @@ class Recorder:
 
     platform = PLATFORM
 
-    def __init__(self, edit_interval: float) -> None:
-        self.capabilities = Capabilities(edit=True, drafts=False, edit_interval=edit_interval)
+    def __init__(self, edit_interval: float, typing: bool = False) -> None:
+        self.capabilities = Capabilities(edit=True, drafts=False, edit_interval=edit_interval, typing=typing)
         self.history: list[tuple[str, str]] = []
         self._ids = itertools.count(1)
 
@@ -116,3 +116,38 @@ async def test_a_first_preview_books_as_far_ahead_as_typing_and_later_ones_one_i
     assert budget.delay(PLATFORM, "c2", now=at) == before, "an edit booked further than an interval"
     await consumer.close()
     assert platform.history == [("send", "one" + PREVIEW_CURSOR)]
+
+
+async def test_a_turns_typing_indicator_takes_only_a_near_slot_leaving_the_later_ones_to_previews() -> None:
+    """A hundred turns at once on a 20/s platform booked their indicators up to 4 s ahead, so the
+    budget was full of typing until the finals and no reply showed a preview (issue 33, item 3).
+    An indicator now books only a slot within ``TYPING_PATIENCE``."""
+    budget = RateBudget()
+    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))  # one call a window
+    busy = StreamConsumer(
+        Recorder(edit_interval=1.0, typing=True),  # type: ignore[arg-type]
+        Source(platform=PLATFORM, chat_id="c3", chat_type="dm"),
+        None,
+        budget,
+        typing_delay=0.0,
+    )
+    budget.take(PLATFORM, "someone else")  # the next slot is a window away: further than the patience
+    at = time.monotonic()
+    before = budget.delay(PLATFORM, "c4", now=at)
+    assert before > TYPING_PATIENCE
+    await busy.begin()
+    assert budget.delay(PLATFORM, "c4", now=at) == before, "an indicator booked a slot a window ahead"
+    await busy.close()
+
+    idle = RateBudget()
+    idle.configure(PLATFORM, PlatformLimits(max_rate=1.0))
+    free = StreamConsumer(
+        Recorder(edit_interval=1.0, typing=True),  # type: ignore[arg-type]
+        Source(platform=PLATFORM, chat_id="c3", chat_type="dm"),
+        None,
+        idle,
+        typing_delay=0.0,
+    )
+    await free.begin()  # the slot is free now: the indicator takes it
+    assert idle.delay(PLATFORM, "c4") > 0.5, "no indicator was booked on an idle platform"
+    await free.close()

@@ -44,6 +44,9 @@ from chatgate.engine.typing_indicators import TypingIndicators
 
 log = logging.getLogger(__name__)
 TYPING_EVERY = 4.0
+TYPING_PATIENCE = 0.25
+"""How far ahead a turn's typing indicator may book its slot; a later one is skipped (the
+next interval asks again), leaving the slots to previews, which show more."""
 TYPING_DELAY = 0.5
 """A turn that shows something (or ends with its reply free to go) sooner sends no typing indicator."""
 STOPPED_SUFFIX = " …(stopped)"
@@ -259,12 +262,14 @@ class StreamConsumer:
             return
         # The indicator takes a booked platform slot (it waits its turn instead of being skipped
         # when the platform is busy) and may go out after this turn ended: the reply waits too.
+        # Only a near slot: with many turns at once, indicators booked seconds ahead filled the
+        # budget until the finals, and no reply showed a preview (issue 33, item 3).
         if self._typist.announce(
             self._editable,
             self._platform,
             self._chat,
             egress_target(self._source),
-            patience=self._typing_every,
+            patience=min(self._typing_every, TYPING_PATIENCE),
             wanted=lambda: self.state.message_id is None,
         ):
             self._last_typing = now
