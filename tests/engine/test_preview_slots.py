@@ -118,19 +118,24 @@ async def test_a_first_preview_books_as_far_ahead_as_typing_and_later_ones_one_i
     assert platform.history == [("send", "one" + PREVIEW_CURSOR)]
 
 
-async def test_a_turns_typing_indicator_takes_only_a_near_slot_leaving_the_later_ones_to_previews() -> None:
-    """A hundred turns at once on a 20/s platform booked their indicators up to 4 s ahead, so the
-    budget was full of typing until the finals and no reply showed a preview (issue 33, item 3).
-    An indicator now books only a slot within ``TYPING_PATIENCE``."""
-    budget = RateBudget()
-    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))  # one call a window
-    busy = StreamConsumer(
+def _typing_consumer(budget: RateBudget) -> StreamConsumer:
+    """A turn on a platform that shows typing, asking for an indicator as soon as it begins."""
+    return StreamConsumer(
         Recorder(edit_interval=1.0, typing=True),  # type: ignore[arg-type]
         Source(platform=PLATFORM, chat_id="c3", chat_type="dm"),
         None,
         budget,
         typing_delay=0.0,
     )
+
+
+async def test_a_turns_typing_indicator_takes_only_a_near_slot_leaving_the_later_ones_to_previews() -> None:
+    """A hundred turns at once on a 20/s platform booked their indicators up to 4 s ahead, so the
+    budget was full of typing until the finals and no reply showed a preview (issue 33, item 3).
+    An indicator now books only a slot within ``TYPING_PATIENCE``."""
+    budget = RateBudget()
+    budget.configure(PLATFORM, PlatformLimits(max_rate=1.0))  # one call a window
+    busy = _typing_consumer(budget)
     budget.take(PLATFORM, "someone else")  # the next slot is a window away: further than the patience
     at = time.monotonic()
     before = budget.delay(PLATFORM, "c4", now=at)
@@ -141,13 +146,7 @@ async def test_a_turns_typing_indicator_takes_only_a_near_slot_leaving_the_later
 
     idle = RateBudget()
     idle.configure(PLATFORM, PlatformLimits(max_rate=1.0))
-    free = StreamConsumer(
-        Recorder(edit_interval=1.0, typing=True),  # type: ignore[arg-type]
-        Source(platform=PLATFORM, chat_id="c3", chat_type="dm"),
-        None,
-        idle,
-        typing_delay=0.0,
-    )
+    free = _typing_consumer(idle)
     await free.begin()  # the slot is free now: the indicator takes it
     assert idle.delay(PLATFORM, "c4") > 0.5, "no indicator was booked on an idle platform"
     await free.close()
