@@ -157,7 +157,8 @@ class TurnRunner:
 
         holds = PreviewHolds(self._store, self._adapters, self._owner, self._on_outbox)
         hold = await holds.hold(claim, route, attempts) if not internal else _never_held
-        fetched = await self._media.fetch(items) if self._media is not None else TurnMedia()
+        media_fetcher = self._media if any(q.inbound.attachments for q in items) else None  # plain text: none
+        fetched = await media_fetcher.fetch(items) if media_fetcher is not None else TurnMedia()
         outbox: list[OutboxDraft] = fetched.notices(key, route) if not internal else []
         attached: list[OutFile] = []  # what the turn's attach_file calls add to its reply
         request, inputs = await self._request(claim, reply_to, route, fetched, attached)
@@ -232,7 +233,8 @@ class TurnRunner:
         profile = await chosen_profile(self._store, self.settings.profiles, claim)
         history = await self._store.history(claim.session_id, self.settings.history_limit)
         inputs = fetched.inputs(messages, shared)
-        media = await self._media.contents(fetched.all_items(), history) if self._media is not None else {}
+        any_media = fetched.all_items() or any(entry.media for entry in history)
+        media = await self._media.contents(fetched.all_items(), history) if self._media and any_media else {}
         request = AgentRequest(
             system=system_message(
                 with_instructions(
