@@ -8,8 +8,10 @@ fixture fails the test at teardown if there was one: the page must work offline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -94,7 +96,17 @@ def chromium_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     fresh browser context of its own (cookies, storage, cache, routes), and the browser is not
     launched again for every test."""
     _chromium_or_skip()
-    config = tmp_path_factory.mktemp("chromium") / "launch.json"
+    proc, endpoint = launch_server(tmp_path_factory.mktemp("chromium"))
+    try:
+        yield endpoint
+    finally:
+        stop_group(proc)
+
+
+def launch_server(folder: Path) -> tuple[subprocess.Popen[str], str]:
+    """Playwright's ``launch-server`` for the system Chromium, in a process group of its own; its
+    WebSocket endpoint (what it prints first)."""
+    config = folder / "launch.json"
     config.write_text(json.dumps({"executablePath": str(CHROMIUM), "headless": True, "args": CHROMIUM_ARGS}))
     proc = subprocess.Popen(
         [
@@ -109,25 +121,34 @@ def chromium_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ],
         stdout=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group: the node driver and Chromium go with it
     )
     assert proc.stdout is not None
     first: list[str] = []
     reader = threading.Thread(target=lambda: first.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
     reader.start()
     reader.join(SERVER_START_TIMEOUT)
-    try:
-        endpoint = first[0].strip() if first else ""
-        assert endpoint.startswith("ws://"), (
-            f"playwright launch-server printed {first!r} (exit {proc.poll()})"
-        )
-        yield endpoint
-    finally:
-        proc.terminate()
+    endpoint = first[0].strip() if first else ""
+    if not endpoint.startswith("ws://"):
+        stop_group(proc)
+        raise AssertionError(f"playwright launch-server printed {first!r} (exit {proc.poll()})")
+    return proc, endpoint
+
+
+def stop_group(proc: subprocess.Popen[str]) -> None:
+    """End the launch server's whole process group. ``python -m playwright`` runs the node driver
+    as a child, which runs Chromium: terminating the Python process alone left both running, and
+    a day of test runs left dozens of Chromiums on the machine."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
         try:
-            proc.wait(10)
+            proc.wait(wait)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # children that outlived their parent
+        return
 
 
 @pytest.fixture
