@@ -21,7 +21,8 @@ __all__ = ["browser"]
 FOCUS_PROBLEM = """() => {
   const e = document.activeElement;
   if (!e || e === document.body) return 'outside';  // past the page's last element: the browser's own
-  const name = e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "' + (e.textContent || '').trim().slice(0, 30) + '"';
+  const text = (e.textContent || '').trim().slice(0, 30);
+  const name = e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "' + text + '"';
   if (!e.matches(':focus-visible')) return name + ' is focused but not :focus-visible';
   const s = getComputedStyle(e);
   const ring = (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0) || s.boxShadow !== 'none';
@@ -31,7 +32,7 @@ FOCUS_PROBLEM = """() => {
   for (let n = e; n; n = n.parentElement) {
     const c = getComputedStyle(n);
     if (c.visibility === 'hidden' || c.display === 'none' || parseFloat(c.opacity) === 0)
-      return name + ' is inside an invisible ' + n.tagName.toLowerCase() + (n.className ? '.' + n.className : '');
+      return name + ' is inside an invisible ' + n.tagName.toLowerCase() + '.' + n.className;
   }
   return '';
 }"""
