@@ -12,7 +12,7 @@ import pytest
 
 from chatgate.store.sqlite import SqliteStore
 from support.accounts_harness import User, accounts_config, seed
-from support.browser import send
+from support.browser import SIZES, at_size, send
 from support.browser_contexts import OpenBrowser, browsers
 from support.web_harness import StartGateway
 
@@ -171,15 +171,16 @@ async def test_phone_width_folds_the_conversation_list_behind_a_button(
     await page.screenshot(path=str(tmp_path / "accounts-phone.png"))
 
 
+@pytest.mark.parametrize("size", sorted(SIZES))
 async def test_an_admin_adds_a_user_by_keyboard_sees_the_token_once_and_the_user_signs_in_with_it(
-    tmp_path: Path, start_gateway: StartGateway, browsers: OpenBrowser
+    tmp_path: Path, start_gateway: StartGateway, browsers: OpenBrowser, size: str
 ) -> None:
     from playwright.async_api import expect
 
     db = tmp_path / "accounts.db"
     users = await seed(db, ("root", "admin"))
     gateway = await start_gateway(accounts_config(session_check_seconds=3600), store=SqliteStore(db))
-    root = await sign_in_page((await browsers()).page, gateway.port, users["root"])
+    root = await sign_in_page(await at_size((await browsers()).page, size), gateway.port, users["root"])
     await root.click("#admin-open")
     await expect(root.locator("#new-user")).to_be_focused()
     await root.keyboard.type("Bea")
@@ -197,7 +198,7 @@ async def test_an_admin_adds_a_user_by_keyboard_sees_the_token_once_and_the_user
     await root.click("#admin-open")
     await expect(root.locator("#new-token")).to_be_hidden()
 
-    bea = (await browsers()).page
+    bea = await at_size((await browsers()).page, size)
     await bea.goto(f"http://127.0.0.1:{gateway.port}/")
     await bea.fill("#signin-token", token.strip())
     await bea.press("#signin-token", "Enter")
