@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from chatgate.domain.history import HistoryEntry
-from chatgate.domain.media import MediaItem, MediaRecord
+from chatgate.domain.media import BlobGone, FileBody, MediaItem, MediaRecord
 from chatgate.domain.store_roles import Media, Transcript
 from chatgate.domain.turns import TurnOutcome
 from contract.kit import T0, covers, req
@@ -184,3 +184,33 @@ async def test_a_blob_streams_in_pieces_and_a_missing_one_is_none(store, tmp_pat
     assert len(pieces) == 3 and max(len(p) for p in pieces) <= 1024 * 1024
     with pytest.raises(ValueError):
         await store.open_blob("../../etc/passwd")
+
+
+@covers(Media.open_blob)
+async def test_an_upload_body_reads_the_blob_afresh_each_time_and_says_when_it_is_gone(store, tmp_path):
+    data = bytes(range(256)) * 6000  # 1.5 MB: two pieces
+    sha, path = blob_file(tmp_path, data)
+    await store.put_blob(sha, path)
+    first = await store.open_blob(sha)
+    assert first is not None
+    body = FileBody(first, lambda: store.open_blob(sha))
+    assert body.size == len(data)
+    assert b"".join([piece async for piece in body.pieces()]) == data
+    assert await body.read() == data  # an upload sent again in the same attempt reads it again
+    assert await store.sweep_blobs(time.time() + 1) == 1  # no record names it
+    with pytest.raises(BlobGone):
+        await body.read()
+    await body.close()
+
+
+@covers(Media.open_blob)
+async def test_an_upload_body_no_upload_read_is_released_on_close(store, tmp_path):
+    sha, path = blob_file(tmp_path, b"never sent")
+    await store.put_blob(sha, path)
+    first = await store.open_blob(sha)
+    assert first is not None
+    body = FileBody(first, lambda: store.open_blob(sha))
+    await body.close()
+    with pytest.raises(StopAsyncIteration):
+        await anext(first.chunks)  # closed: its file or its query is let go
+    assert await body.read() == b"never sent"  # a later upload opens the blob again

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -110,7 +111,45 @@ class BlobStream:
     served or an upload made from it holds one piece at a time."""
 
     size: int
-    chunks: AsyncIterator[bytes]
+    chunks: AsyncGenerator[bytes, None]
+
+
+class BlobGone(Exception):
+    """A stored file was removed (retention, a sweep) between delivery finding it and reading it."""
+
+
+class FileBody:
+    """A stored file an upload sends, read from the blob store piece by piece as the request is
+    written: an upload holds one piece (about 1 MB) at a time, never the whole file.
+
+    Each ``pieces()`` call reads the blob afresh, so an upload that must be sent again in the same
+    attempt (Telegram's photo refused and sent as a document) reads it again. The first stream is
+    the one delivery opened to find the blob; ``close()`` releases it if no upload read it.
+    """
+
+    def __init__(self, first: BlobStream, reopen: Callable[[], Awaitable[BlobStream | None]]) -> None:
+        self.size = first.size
+        self._first: BlobStream | None = first
+        self._reopen = reopen
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        stream, self._first = self._first, None
+        if stream is None:
+            stream = await self._reopen()
+            if stream is None:
+                raise BlobGone("the file was removed from the store while it was sent")
+        async with aclosing(stream.chunks) as chunks:
+            async for piece in chunks:
+                yield piece
+
+    async def read(self) -> bytes:
+        """The whole file, for a request that must hold it whole (a MIME message)."""
+        return b"".join([piece async for piece in self.pieces()])
+
+    async def close(self) -> None:
+        stream, self._first = self._first, None
+        if stream is not None:
+            await stream.chunks.aclose()
 
 
 @dataclass(frozen=True, slots=True)

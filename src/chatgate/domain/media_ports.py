@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Protocol, cast
 
 from chatgate.domain.inbound import Attachment
-from chatgate.domain.media import BlobStream, MediaItem
+from chatgate.domain.media import BlobStream, FileBody, MediaItem
 from chatgate.domain.outbound import DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
@@ -56,18 +56,15 @@ def media_source(adapter: object | None) -> MediaSource | None:
 class FilePlatform(Protocol):
     """A platform that uploads the files the agent sends (``Capabilities.max_upload_bytes``).
 
-    ``data`` is the blob's bytes; ``caption`` is the row's text, already marked as a possible
-    repeat when an earlier upload's outcome was unknown. Results mean what they mean for a text
-    send: an upload whose request may have reached the platform is ``Ambiguous``.
+    ``body`` streams the blob as the request is written (``FileBody.pieces``; never whole in
+    memory); ``caption`` is the row's text, already marked as a possible repeat when an earlier
+    upload's outcome was unknown. Results mean what they mean for a text send: an upload whose
+    request may have reached the platform is ``Ambiguous``.
     """
 
-    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult: ...
-
-
-def wants_file_bytes(adapter: object) -> bool:
-    """False for a platform that serves the file itself from the blob store (the web chat's link):
-    delivery then reads no bytes for it (``uploads_bytes = False`` on the adapter)."""
-    return bool(getattr(adapter, "uploads_bytes", True))
+    async def send_file(
+        self, row: OutboxRow, file: OutFile, body: FileBody, caption: str
+    ) -> DeliveryResult: ...
 
 
 def file_sender(adapter: object) -> FilePlatform | None:

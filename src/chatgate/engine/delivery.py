@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.media_ports import file_sender, wants_file_bytes
+from chatgate.domain.media import BlobGone, BlobStream, FileBody
+from chatgate.domain.media_ports import file_sender
 from chatgate.domain.outbound import (
     PREVIEW_KEY,
     Ambiguous,
@@ -74,9 +75,9 @@ class DeliverySettings:
 
 
 class BlobReader(Protocol):
-    """What delivery reads of the media role: a file row's bytes."""
+    """What delivery reads of the media role: a file row's blob, as a stream."""
 
-    async def read_blob(self, sha: str) -> bytes | None: ...
+    async def open_blob(self, sha: str) -> BlobStream | None: ...
 
 
 class DeliveryWorker:
@@ -268,21 +269,26 @@ class DeliveryWorker:
         return self._settle(row, result)
 
     async def _send_file(self, adapter: Adapter, row: OutboxRow, file: OutFile) -> DeliveryResult:
-        """A file row: its blob's bytes to the adapter's upload. A platform that takes no files, or a
-        blob that is gone, fails the row for good (the size limit was checked when it was recorded)."""
+        """A file row: its blob, streamed, to the adapter's upload. A platform that takes no files,
+        or a blob that is gone, fails the row for good (the size limit was checked when it was
+        recorded)."""
         sender = file_sender(adapter)
         if sender is None:
             return Rejected(f"the {row.platform} adapter uploads no files")
         if file.size > adapter.capabilities.max_upload_bytes:
             return Rejected(f"{file.name} is larger than {row.platform} takes")
-        if not wants_file_bytes(adapter):
-            data: bytes | None = b""
-        else:
-            data = await self._blobs.read_blob(file.sha) if self._blobs is not None else None
-        if data is None:
+        blobs = self._blobs
+        first = await blobs.open_blob(file.sha) if blobs is not None else None
+        if blobs is None or first is None:
             return Rejected(f"the file {file.name} is no longer stored")
+        body = FileBody(first, lambda: blobs.open_blob(file.sha))
         caption = marked_text(row, self._duplicate_marker).strip()  # the marker alone, on a bare file
-        return await sender.send_file(row, file, data, caption)
+        try:
+            return await sender.send_file(row, file, body, caption)
+        except BlobGone:
+            return Rejected(f"the file {file.name} is no longer stored")
+        finally:
+            await body.close()
 
     async def _pace(self, row: OutboxRow) -> OutboxSettlement | None:
         """Book the row's slot and wait for it; a settlement when it must wait longer instead.

@@ -18,6 +18,7 @@ from typing import Any
 
 from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Attachment
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import REPLY_VIA_KEY, Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
@@ -235,11 +236,11 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
             await self._outbound.mark_answered(row.chat_id, row.in_reply_to)
         return result
 
-    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
         """``engine.ports.FilePlatform``: an attachment message, deduplicated by Discord through the
         row's nonce, so its caption is the row's own text (a resend is never a second message)."""
         return await self._outbound.send_file(
-            row.chat_id, file, data, row.text, row.in_reply_to, f"cg{row.id}"
+            row.chat_id, file, body, row.text, row.in_reply_to, f"cg{row.id}"
         )
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:

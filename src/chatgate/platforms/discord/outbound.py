@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from chatgate.domain.errors import NotSent, PlatformCallError
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
@@ -97,24 +98,24 @@ class DiscordOutbound:
         return await self._run("POST", f"/channels/{chat_id}/messages", body, sending=True)
 
     async def send_file(
-        self, chat_id: str, file: OutFile, data: bytes, caption: str, reply_to: str | None, nonce: str
+        self, chat_id: str, file: OutFile, body: FileBody, caption: str, reply_to: str | None, nonce: str
     ) -> DeliveryResult:
         """One message with the file as its attachment. ``nonce`` with ``enforce_nonce`` is Discord's
         own dedupe: a resend with the same nonce within minutes answers the message already posted
         instead of posting again, so a retried upload (even after a crash) posts once."""
-        body: dict[str, Any] = {
+        payload: dict[str, Any] = {
             "allowed_mentions": NO_PINGS,
             "attachments": [{"id": 0, "filename": file.name}],
             "nonce": nonce,
             "enforce_nonce": True,
         }
         if caption.strip():
-            body["content"] = caption[:2000]
+            payload["content"] = caption[:2000]
         if reply_to:
-            body["message_reference"] = {"message_id": reply_to, "fail_if_not_exists": False}
+            payload["message_reference"] = {"message_id": reply_to, "fail_if_not_exists": False}
         try:
             answer = await self._rest.upload(
-                f"/channels/{chat_id}/messages", body, file.name, file.mime, data
+                f"/channels/{chat_id}/messages", payload, file.name, file.mime, body
             )
         except PlatformCallError as exc:
             return classify(exc, sending=True)

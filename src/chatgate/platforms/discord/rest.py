@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from chatgate.domain.errors import MaybeSent, NotSent, PlatformCallError
-from chatgate.domain.media import MediaRefused
+from chatgate.domain.media import FileBody, MediaRefused
 
 if TYPE_CHECKING:
     import aiohttp
@@ -116,14 +116,16 @@ class DiscordRest:
             await self._session.close()
             self._session = None
 
-    async def upload(self, path: str, payload: dict[str, Any], name: str, mime: str, data: bytes) -> Any:
+    async def upload(self, path: str, payload: dict[str, Any], name: str, mime: str, body: FileBody) -> Any:
         """POST a message with one file (multipart: ``payload_json`` and ``files[0]``), as Discord
         takes attachments; its answers and failures mean what ``call``'s do."""
         import aiohttp
 
+        from chatgate.platforms.kit.upload import FilePayload
+
         form = aiohttp.FormData()
         form.add_field("payload_json", json.dumps(payload), content_type="application/json")
-        form.add_field("files[0]", data, filename=name, content_type=mime)
+        form.add_field("files[0]", FilePayload(body, mime), filename=name)  # streamed from the store
         return await self.call("POST", path, form=form)
 
     async def call(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.log_budget import LogBudget
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
@@ -305,12 +306,12 @@ class SlackAdapter:
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # previews are edits of a sent message (capabilities.drafts is False)
 
-    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
         """``engine.ports.FilePlatform``: Slack's external upload of the file into the reply's place."""
         target = {k: str(v) for k, v in row.target.items() if isinstance(v, str | int)}
         api_base = self._settings.section.api_base
         return await self._out().send_file(
-            row.chat_id, file, data, caption, target, row.in_reply_to, api_base
+            row.chat_id, file, body, caption, target, row.in_reply_to, api_base
         )
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:

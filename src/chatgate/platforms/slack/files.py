@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chatgate.domain.inbound import Attachment
-from chatgate.domain.media import MediaRefused
+from chatgate.domain.media import FileBody, MediaRefused
 
 FILE_HOSTS = frozenset({"files.slack.com"})
 CONNECT_TIMEOUT = 15.0
@@ -66,15 +66,17 @@ async def download(url: str, token: str, api_base: str) -> AsyncIterator[bytes]:
         raise MediaRefused(f"the download from Slack failed ({type(exc).__name__})") from None
 
 
-async def put_upload(url: str, api_base: str, name: str, mime: str, data: bytes, timeout: float) -> None:
+async def put_upload(url: str, api_base: str, name: str, mime: str, body: FileBody, timeout: float) -> None:
     """The bytes of ``files.getUploadURLExternal``'s ``upload_url`` (step two of Slack's external
     upload), only to Slack's file host: ``OSError`` or ``ValueError`` when it did not take them."""
     import aiohttp
 
+    from chatgate.platforms.kit.upload import FilePayload
+
     if not may_upload(url, api_base):
         raise ValueError("the upload URL is not on Slack's servers")
     form = aiohttp.FormData()
-    form.add_field("file", data, filename=name, content_type=mime)
+    form.add_field("file", FilePayload(body, mime), filename=name)  # streamed from the store
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
         session.post(url, data=form, allow_redirects=False) as response,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, RateScope, Rejected, RetryLater
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
@@ -118,7 +119,7 @@ class SlackOutbound:
         self,
         chat_id: str,
         file: OutFile,
-        data: bytes,
+        body: FileBody,
         caption: str,
         target: Mapping[str, str],
         reply_to: str | None,
@@ -131,12 +132,12 @@ class SlackOutbound:
         try:
             got = await asyncio.wait_for(
                 self._client.api_call(
-                    "files.getUploadURLExternal", params={"filename": file.name, "length": len(data)}
+                    "files.getUploadURLExternal", params={"filename": file.name, "length": body.size}
                 ),
                 self._timeout,
             )
             url, file_id = str(got.get("upload_url") or ""), str(got.get("file_id") or "")
-            await put_upload(url, api_base, file.name, file.mime, data, self._timeout + len(data) / 1_000_000)
+            await put_upload(url, api_base, file.name, file.mime, body, self._timeout + body.size / 1_000_000)
         except (SlackApiError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
             if isinstance(exc, SlackApiError):
                 return result_of("files.getUploadURLExternal", exc, repeatable=True)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.inbound import Attachment, Inbound
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
@@ -287,10 +288,10 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
         return await deliver_final(self, row, self._duplicate_marker)
 
-    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
         """``engine.ports.FilePlatform``: the agent's file as a photo or a document."""
         target = {k: str(v) for k, v in row.target.items() if isinstance(v, str | int)}
-        return await self._outbound.send_file(row.chat_id, file, data, caption, target, row.in_reply_to)
+        return await self._outbound.send_file(row.chat_id, file, body, caption, target, row.in_reply_to)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:
         return None  # Telegram previews are edits of a sent message (capabilities.drafts is False)

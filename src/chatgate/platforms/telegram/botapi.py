@@ -24,6 +24,7 @@ import aiohttp
 
 from chatgate.domain.errors import MaybeSent, NotSent
 from chatgate.domain.media import MediaRefused
+from chatgate.platforms.kit.upload import FilePayload
 from chatgate.platforms.telegram.errors import ApiRefused, FilePart, bot_id_of
 
 DEFAULT_BASE = "https://api.telegram.org"
@@ -86,7 +87,7 @@ class BotApi:
         body = aiohttp.FormData()
         for key, value in form(params).items():
             body.add_field(key, value)
-        body.add_field(field, file.data, filename=file.name, content_type=file.mime)
+        body.add_field(field, FilePayload(file.body, file.mime), filename=file.name)  # streamed
         status, answer = await self._post(method, request_timeout, body)
         if status == 413:  # the server took none of it: refused for good, not an unknown outcome
             raise ApiRefused(method, 413, "Request Entity Too Large", {})

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from chatgate.domain.errors import PlatformCallError
+from chatgate.domain.media import FileBody
 
 
 class Call(Protocol):
@@ -33,11 +34,11 @@ class Call(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class FilePart:
-    """A file an upload carries: its name and type as Telegram is told them, and its bytes."""
+    """A file an upload carries: its name and type as Telegram is told them, and its stored body."""
 
     name: str
     mime: str
-    data: bytes
+    body: FileBody
 
 
 class Upload(Protocol):

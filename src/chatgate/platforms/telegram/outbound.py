@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from chatgate.domain.errors import MaybeSent, NotSent, PlatformCallError
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
@@ -205,7 +206,7 @@ class TelegramOutbound:
         return Rejected(reason)  # 400 (message to edit not found, chat not found …), 403 blocked, 404
 
     async def send_file(
-        self, chat_id: str, file: OutFile, data: bytes, caption: str, target: Mapping[str, str],
+        self, chat_id: str, file: OutFile, body: FileBody, caption: str, target: Mapping[str, str],
         reply_to: str | None,
     ) -> DeliveryResult:  # fmt: skip
         """sendPhoto for a photo Telegram can show, else sendDocument. A photo Telegram refuses
@@ -224,9 +225,9 @@ class TelegramOutbound:
             "message_thread_id": _int_or_none(target.get("thread_id")),
             "reply_parameters": {"message_id": reply, "allow_sending_without_reply": True} if reply else None,
         }
-        part = FilePart(file.name, file.mime, data)
-        timeout = REQUEST_TIMEOUT + len(data) / 1_000_000  # a second per MB on top
-        photo = file.mime in PHOTO_TYPES and len(data) <= PHOTO_MAX_BYTES
+        part = FilePart(file.name, file.mime, body)
+        timeout = REQUEST_TIMEOUT + body.size / 1_000_000  # a second per MB on top
+        photo = file.mime in PHOTO_TYPES and body.size <= PHOTO_MAX_BYTES
         try:
             try:
                 if photo:

@@ -15,6 +15,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.log_budget import LogBudget
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Deferred, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
@@ -53,7 +54,6 @@ class WebChatAdapter:
 
     platform = PLATFORM
     takes_uploads = True
-    uploads_bytes = False  # the agent's files are served from the blob store by their link
 
     def __init__(
         self,
@@ -135,7 +135,7 @@ class WebChatAdapter:
     def _frame(self, row: OutboxRow) -> dict[str, Any]:
         return row_frame(row, self.uploads.file_link if self.uploads is not None else None)
 
-    async def send_file(self, row: OutboxRow, file: OutFile, data: bytes, caption: str) -> DeliveryResult:
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
         """``FilePlatform``: the frame names the file by its owner-only link (``uploads.py``)."""
         return await self.deliver(row)
 

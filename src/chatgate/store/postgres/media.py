@@ -11,7 +11,7 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import asyncpg
 
@@ -146,7 +146,7 @@ class PgMedia(PgRole):
             return None
         return BlobStream(int(mark["size"]), self._pieces(sha, int(mark["chunks"])))
 
-    async def _pieces(self, sha: str, chunks: int) -> AsyncIterator[bytes]:
+    async def _pieces(self, sha: str, chunks: int) -> AsyncGenerator[bytes, None]:
         """One chunk row per query: a reader holds one piece, and no connection between them."""
         for idx in range(chunks):
             piece = await self._db.read(functools.partial(blob_piece, sha=sha, idx=idx))

@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -135,7 +135,7 @@ def shared_key(conn: sqlite3.Connection, name: str) -> bytes:
     return bytes(conn.execute("SELECT value FROM gateway_keys WHERE name = ?", (name,)).fetchone()[0])
 
 
-async def _file_pieces(f: BinaryIO, size: int) -> AsyncIterator[bytes]:
+async def _file_pieces(f: BinaryIO, size: int) -> AsyncGenerator[bytes, None]:
     """An open blob file's bytes in pieces, each read in a thread; the file is closed at the end
     (or when the reader stops early). A file unlinked meanwhile is still read whole (POSIX)."""
     try:
