@@ -22,8 +22,10 @@ import time
 from collections.abc import AsyncIterator
 
 from chatgate.domain.inbound import Attachment, Inbound
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Capabilities, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
 from chatgate.engine.ports import (
@@ -119,6 +121,7 @@ class EmailAdapter:
             max_length=MAX_EMAIL_CHARS,
             markdown="plain",
             platform_max_rate=self._section.sends_per_minute / 60.0,
+            max_upload_bytes=self._section.max_file_bytes,
         )
 
     async def _open(self) -> ImapConnection:
@@ -233,6 +236,11 @@ class EmailAdapter:
 
     async def deliver(self, row: OutboxRow) -> DeliveryResult:
         return await self.outbound.deliver(row)
+
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
+        """``FilePlatform``: a reply mail with the file attached, sent once like any reply (its
+        Message-ID is the row's, found in the mailbox before a resend)."""
+        return await self.outbound.deliver(row, (file, body))
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """``engine.ports.MediaSource``: an attachment's bytes, read again from the mailbox

@@ -2,6 +2,7 @@
 
 ``CG_TEST_EMAIL_CRASH_AT=<point>:<path>`` in the gateway's environment arms the point
 (``after_smtp``: the server accepted the reply, the ledger does not know yet;
+``after_smtp_file``: the same for a mail carrying a file the agent sent;
 ``after_append``: the Sent copy is made too). When the process reaches it and ``<path>``
 exists, it removes the file (so the restarted gateway does not crash again) and kills itself
 with SIGKILL: nothing runs after it, exactly as when the machine dies. Without the variable

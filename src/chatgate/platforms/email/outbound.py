@@ -24,10 +24,13 @@ import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
+from email.message import EmailMessage
 from email.parser import BytesParser
 
+from chatgate.domain.media import BlobGone, FileBody
 from chatgate.domain.outbound import Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.engine.ports import marked_text
 from chatgate.platforms.email import smtp
 from chatgate.platforms.email.compose import Parent, compose
@@ -40,6 +43,21 @@ log = logging.getLogger(__name__)
 MAX_PARENTS = 4096
 """Parents remembered from intake (a miss reads the mailbox, so this is only a shortcut)."""
 MAX_GUARDED_THREADS = 10_000
+
+Attached = tuple[OutFile, FileBody]
+"""A file row's file, sent as the reply mail's attachment."""
+
+
+async def _attach(message: EmailMessage, file: OutFile, body: FileBody) -> bool:
+    """The file as the mail's attachment (read whole: a mail is sent whole, and the section's
+    ``max_file_bytes`` bounds it); False when its blob is gone."""
+    try:
+        data = await body.read()
+    except BlobGone:
+        return False
+    maintype, _, subtype = file.mime.partition("/")
+    message.add_attachment(data, maintype=maintype, subtype=subtype or "octet-stream", filename=file.name)
+    return True
 
 
 class LoopGuard:
@@ -146,7 +164,8 @@ class MailOutbound:
         self.remember(parent)
         return parent
 
-    async def deliver(self, row: OutboxRow) -> DeliveryResult:
+    async def deliver(self, row: OutboxRow, attached: Attached | None = None) -> DeliveryResult:
+        """The row as a reply mail (``attached``: a file row's file, attached to it)."""
         s = self._section
         to = str(row.target.get("user_id") or "")
         if "@" not in to:
@@ -174,16 +193,27 @@ class MailOutbound:
             display_name=s.display_name,
             to=to,
             message_id=message_id,
-            text=text,
+            text=text if text.strip() or attached is None else attached[0].name,
             in_reply_to=row.in_reply_to,
             parent=parent,
         )
+        if attached is not None:
+            file, body = attached
+            try:
+                data = await body.read()  # a mail is sent whole; max_file_bytes bounds it
+            except BlobGone:
+                return Rejected(f"the file {file.name} is no longer stored")
+            maintype, _, subtype = file.mime.partition("/")
+            message.add_attachment(
+                data, maintype=maintype, subtype=subtype or "octet-stream", filename=file.name
+            )
         recipients = [to, s.address] if s.sent_copy == "bcc" and to != s.address else [to]
         result = await smtp.send(self._smtp, message, s.address, recipients)
         if not isinstance(result, Delivered):
             return result
         self.guard.record(row.chat_id)
-        crash_point("after_smtp")  # tests: a SIGKILL between the server's acceptance and the ledger
+        # tests: a SIGKILL between the server's acceptance and the ledger (of a reply, or of a file)
+        crash_point("after_smtp" if attached is None else "after_smtp_file")
         if s.sent_copy == "append":
             await self._append(message.as_bytes(policy=email.policy.SMTP), row.idem_key)
         return result

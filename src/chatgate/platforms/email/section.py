@@ -67,6 +67,9 @@ class EmailSection(PlatformSection):
     max_message_bytes: int = Field(2_000_000, ge=10_000, le=50_000_000)
     """Larger mail is not downloaded: it is recorded as refused, and its sender is not answered."""
     max_attachments: int = Field(20, ge=0, le=1000)
+    max_file_bytes: int = Field(10_000_000, ge=0, le=35_000_000)
+    """The largest file the agent may send as an attachment (0: none). Base64 makes the mail a
+    third larger, and providers refuse mail over 25 MB (Gmail) or less, so 10 MB stays safe."""
     max_mime_depth: int = Field(8, ge=1, le=50)
 
     message_id_domain: str = ""
