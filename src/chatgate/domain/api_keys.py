@@ -15,6 +15,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.usage import Usage
 
 KEY_PREFIX = "cg-"
@@ -78,6 +79,9 @@ class ApiExchange:
     """The final's text (parts joined), or None while there is none."""
     usage: Usage | None = None
     """The final's token usage as the turn recorded it (None: a command's reply, an older row)."""
+    files: tuple[OutFile, ...] = ()
+    """The files the turn attached (``file:<seq>:<n>`` rows), in order: the API serves each by a
+    link only the request's key may fetch."""
 
     @property
     def state(self) -> ExchangeStatus:

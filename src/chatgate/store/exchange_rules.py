@@ -1,7 +1,7 @@
 """How an API exchange is read back, once for both backends: the admitted request's inbox row,
 and its answer: the turn's final (its parts ``final:<seq>``, ``final:<seq>:<i>`` joined in
-order), else a control command's reply (``cmd:<transport>:<delivery id>``). Nothing of its
-own is stored."""
+order), else a control command's reply (``cmd:<transport>:<delivery id>``), and the files the
+turn attached (``file:<seq>:<n>``). Nothing of its own is stored."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 from abc import ABC, abstractmethod
 
 from chatgate.domain.api_keys import ApiExchange
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.usage import USAGE_KEY, Usage
 from chatgate.store.rows import Row
 
@@ -45,6 +46,9 @@ async def api_exchange(sql: ExchangeStatements, transport: str, delivery_id: str
         else await sql.outbox_text(f"cmd:{transport}:{delivery_id}")
     )
     usage = Usage.loads(json.loads(parts[0][1]).get(USAGE_KEY)) if parts else None
+    files = [
+        OutFile.from_target(json.loads(target), text) for text, target in await sql.final_parts(f"file:{seq}")
+    ]
     return ApiExchange(
         seq=seq,
         session_key=str(row[1]),
@@ -54,4 +58,5 @@ async def api_exchange(sql: ExchangeStatements, transport: str, delivery_id: str
         admitted_at=float(row[5]),
         answer=answer,
         usage=usage,
+        files=tuple(f for f in files if f is not None),  # a refusal row names no file
     )

@@ -18,9 +18,11 @@ from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord, hash_token, toke
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.log_budget import LogBudget
+from chatgate.domain.media import FileBody
 from chatgate.domain.media_ports import MediaIntake
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import ApiKeys, ApprovalReads, Exchanges
@@ -45,6 +47,8 @@ log = logging.getLogger(__name__)
 PLATFORM = "api"
 ENV_KEY = ApiKeyRecord("env", "key_env", 0.0)
 """The one key of ``key_storage: env``."""
+FILE_MAX_BYTES = 100 * 1024 * 1024
+"""The largest file the agent may send an API client (served from the blob store by its link)."""
 _REFUSED_STATUS = {"unauthorized": 403, "pairing_required": 403, "not_allowed": 403}
 
 
@@ -79,7 +83,9 @@ class ApiAdapter:
 
     platform = PLATFORM
     takes_uploads = True
-    capabilities = Capabilities(drafts=True, buttons=True, max_length=1_000_000, status_lines=False)
+    capabilities = Capabilities(
+        drafts=True, buttons=True, max_length=1_000_000, status_lines=False, max_upload_bytes=FILE_MAX_BYTES
+    )
 
     def __init__(
         self, store: ApiStore, intake: Intake, settings: ApiSettings, media: MediaIntake | None = None
@@ -123,6 +129,11 @@ class ApiAdapter:
         the client fetches it later)."""
         if row.kind in ("final", "command"):
             self.waiters.answer(row.chat_id, row.in_reply_to, row.text)
+        return Delivered(row.message_id)
+
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
+        """``FilePlatform``: nothing to push. The answer names the file by a link the request's key
+        fetches from the blob store (``outfiles.py``); the row only records it went out."""
         return Delivered(row.message_id)
 
     async def draft(self, source: Source, in_reply_to: str | None, text: str) -> None:

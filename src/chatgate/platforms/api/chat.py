@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from chatgate.domain.api_keys import FAILURE_STATUS
+from chatgate.domain.api_keys import FAILURE_STATUS, ApiExchange
 from chatgate.platforms.api import shapes
 from chatgate.platforms.api.adapter import ApiAdapter
 from chatgate.platforms.api.asks import chat_ask
 from chatgate.platforms.api.bodies import ChatCompletionRequest, parse, read_json, request_digest
 from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.api.file_links import file_objects, with_links
 from chatgate.platforms.api.lane import (
     Closed,
     Done,
@@ -81,12 +83,23 @@ def failed(update: Update) -> ApiError | None:
     return None
 
 
+def _with_files(
+    body: dict[str, Any], exchange: ApiExchange | None, delivery_id: str, base: str
+) -> dict[str, Any]:
+    """The completion with the files the turn sent, typed (their links end its text already)."""
+    files = file_objects(exchange, delivery_id, base)
+    if files:
+        body["chatgate_files"] = files
+    return body
+
+
 async def create(adapter: ApiAdapter, request: Request) -> Response:
     key = await adapter.authenticate(request)
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ChatCompletionRequest, data)
     check_chat(data)
-    started = await begin(adapter, await chat_ask(adapter, key, body, request.headers, request_digest(data)))
+    ask = await chat_ask(adapter, key, body, request.headers, request_digest(data))
+    started = await begin(adapter, ask, str(request.base_url))
     handed_off = False
     try:
         updates = follow(adapter, started)
@@ -119,8 +132,11 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
                 if isinstance(update, Done):
                     ident, model = f"chatcmpl-{started.ask.delivery_id}", started.ask.model
                     usage = chat_usage(usage_of(update.exchange, started.ask.text, update.text))
+                    answer = shapes.completion(
+                        ident, started.created, model, update.text, FINISH_REASON, usage
+                    )
                     return JSONResponse(
-                        shapes.completion(ident, started.created, model, update.text, FINISH_REASON, usage)
+                        _with_files(answer, update.exchange, started.ask.delivery_id, started.base)
                     )
                 update = await anext(updates, None)
     finally:
@@ -175,16 +191,16 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
     exchange = await owned_exchange(adapter, key, ident)
     if exchange is None:
         raise ApiError(404, "not_found", f"no chat completion {ident[:60]!r} was made with this API key")
-    delivery_id = delivery_id_of(ident) or ""
+    delivery_id, base = delivery_id_of(ident) or "", str(request.base_url)
     if exchange.state == "in_progress":
         raise ApiError(
             409, "in_progress", f"still running; GET /v1/responses/resp_{delivery_id} shows its progress"
         )
-    done = Done(exchange, exchange.answer or "")
+    done = Done(exchange, with_links(exchange.answer or "", exchange, delivery_id, base))
     if done.state == "failed":
         raise failure_error(done)
     model = str(meta_of(exchange).get("model") or adapter.settings.model)
     created = int(exchange.admitted_at)
     usage = chat_usage(usage_of(exchange, "", done.text))
     body = shapes.completion(f"chatcmpl-{delivery_id}", created, model, done.text, FINISH_REASON, usage)
-    return JSONResponse(body)
+    return JSONResponse(_with_files(body, exchange, delivery_id, base))

@@ -24,6 +24,7 @@ from chatgate.domain.profiles import PROFILE_KEY
 from chatgate.domain.source import Source
 from chatgate.platforms.api.adapter import PLATFORM, ApiAdapter
 from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.api.file_links import with_links
 from chatgate.platforms.api.waiters import Waiter
 
 Endpoint = Literal["chat", "responses"]
@@ -153,9 +154,15 @@ class Started:
     waiter: Waiter
     existing: ApiExchange | None
     created: int = field(default_factory=lambda: int(time.time()))
+    base: str = ""
+    """The API's own URL as the client reached it: where the answer's file links point."""
+
+    def done(self, exchange: ApiExchange | None, text: str) -> Done:
+        """The answer, with a link to each file the turn sent (``file_links.py``)."""
+        return Done(exchange, with_links(text, exchange, self.ask.delivery_id, self.base))
 
 
-async def begin(adapter: ApiAdapter, ask: Ask) -> Started:
+async def begin(adapter: ApiAdapter, ask: Ask, base: str = "") -> Started:
     """Wait for the answer from before admission (so it cannot slip by), then admit."""
     waiter = adapter.waiters.open(ask.chat_id, ask.delivery_id)
     try:
@@ -174,7 +181,7 @@ async def begin(adapter: ApiAdapter, ask: Ask) -> Started:
         adapter.waiters.close(waiter)
         raise
     created = int(existing.admitted_at) if existing is not None else int(time.time())
-    return Started(ask, waiter, existing, created)
+    return Started(ask, waiter, existing, created, base)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +231,7 @@ async def follow(adapter: ApiAdapter, started: Started) -> AsyncGenerator[Update
     """Drafts, approval events and keep-alives until the answer (``Done``) or ``Closed``."""
     existing, waiter = started.existing, started.waiter
     if existing is not None and existing.state != "in_progress":
-        yield Done(existing, existing.answer or "")
+        yield started.done(existing, existing.answer or "")
         return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + adapter.settings.wait_seconds
@@ -234,7 +241,7 @@ async def follow(adapter: ApiAdapter, started: Started) -> AsyncGenerator[Update
             yield Event(waiter.events.popleft())
         if waiter.answered is not None:
             found = await _settled(adapter, waiter.ref)
-            yield Done(found, found.answer if found and found.answer is not None else waiter.answered)
+            yield started.done(found, found.answer if found and found.answer is not None else waiter.answered)
             return
         if waiter.closed is not None:
             yield Closed("shutting_down", waiter.closed)
@@ -249,7 +256,7 @@ async def follow(adapter: ApiAdapter, started: Started) -> AsyncGenerator[Update
         if not await waiter.changed(min(POLL_SECONDS, left)):
             found = await _settled(adapter, waiter.ref)
             if found is not None:
-                yield Done(found, found.answer or "")
+                yield started.done(found, found.answer or "")
                 return
             yield Keepalive()
 

@@ -30,6 +30,21 @@ _STR, _INT = {"type": "string"}, {"type": "integer"}
 _NULLABLE_STR = {"type": ["string", "null"]}
 _SSE_EVENT = _obj({"data": _STR}, event=_STR)
 """One server-sent event: ``data`` is a JSON object (or ``[DONE]``), ``event`` its name when named."""
+_FILES = {
+    "type": "array",
+    "description": "The files the agent sent with the answer (file_links.py); each link is in its text too",
+    "items": _obj(
+        {
+            "id": _STR,
+            "object": {"const": "file"},
+            "filename": _STR,
+            "bytes": _INT,
+            "mime_type": _STR,
+            "url": _STR,
+        },
+        caption=_STR,
+    ),
+}
 
 RESPONSE_SCHEMAS: dict[str, Any] = {
     "Error": _obj(
@@ -56,7 +71,8 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
                     {"index": _INT, "message": _obj({"role": _STR, "content": _STR}), "finish_reason": _STR}
                 ),
             },
-        }
+        },
+        chatgate_files=_FILES,
     ),
     "Response": _obj(
         {
@@ -69,6 +85,7 @@ RESPONSE_SCHEMAS: dict[str, Any] = {
             "previous_response_id": _NULLABLE_STR,
         },
         chatgate=_obj({}, pending_approvals={"type": "array"}),
+        chatgate_files=_FILES,
     ),
     "ApprovalResult": _obj({"prompt_id": _STR, "recorded": {"type": "boolean"}}, outcome=_STR, text=_STR),
 }
@@ -153,6 +170,18 @@ def _get(summary: str, schema: str, *codes: str, path_id: str | None = None) -> 
     return operation
 
 
+def _download() -> dict[str, Any]:
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    return {
+        "summary": "A file the agent sent with an answer of this key (a download, never rendered)",
+        "parameters": _path_id("file_id"),
+        "responses": {
+            "200": {"description": "The file", "content": {"*/*": binary}},
+            **_errors("401", "404", "503"),
+        },
+    }
+
+
 _ANSWER_CODES = ("400", "401", "403", "404", "409", "429", "503", "504")
 
 
@@ -188,6 +217,7 @@ def _paths() -> dict[str, Any]:
             )
         },
         "/v1/approvals/{prompt_id}": {"post": approval},
+        "/v1/files/{file_id}/content": {"get": _download()},
     }
 
 

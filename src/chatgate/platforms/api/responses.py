@@ -19,6 +19,7 @@ from chatgate.platforms.api.asks import response_ask
 from chatgate.platforms.api.bodies import ResponseRequest, parse, read_json, request_digest
 from chatgate.platforms.api.chat import SSE_HEADERS, closed_error, failure_error
 from chatgate.platforms.api.errors import ApiError
+from chatgate.platforms.api.file_links import file_objects, with_links
 from chatgate.platforms.api.lane import (
     Closed,
     Done,
@@ -64,6 +65,9 @@ def _object(
         usage=usage,
     )
     body["output"].extend(items or ())
+    files = file_objects(done.exchange if done is not None else None, ask.delivery_id, started.base)
+    if files:
+        body["chatgate_files"] = files
     return body
 
 
@@ -72,9 +76,8 @@ async def create(adapter: ApiAdapter, request: Request) -> Response:
     data = await read_json(request, adapter.settings.max_body_bytes)
     body = parse(ResponseRequest, data)
     check_responses(data)
-    started = await begin(
-        adapter, await response_ask(adapter, key, body, request.headers, request_digest(data))
-    )
+    ask = await response_ask(adapter, key, body, request.headers, request_digest(data))
+    started = await begin(adapter, ask, str(request.base_url))
     if body.stream:
         return StreamingResponse(
             _stream(adapter, started),
@@ -205,11 +208,12 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
     state = exchange.state
     pending = await _pending(adapter, exchange) if state == "in_progress" else []
     extra = {"pending_approvals": pending} if state == "in_progress" else None
-    answer = exchange.answer or ""
+    delivery_id, base = delivery_id_of(ident) or "", str(request.base_url)
+    answer = with_links(exchange.answer or "", exchange, delivery_id, base)
     usage = response_usage(usage_of(exchange, "", answer)) if state == "completed" else None
     previous, conversation = meta.get("previous_response_id"), meta.get("conversation")
     body = shapes.response(
-        delivery_id_of(ident) or "",
+        delivery_id,
         int(exchange.admitted_at),
         str(meta.get("model") or adapter.settings.model),
         state,
@@ -220,4 +224,7 @@ async def retrieve(adapter: ApiAdapter, request: Request) -> Response:
         usage=usage,
     )
     body["output"].extend(approval_item(approval) for approval in pending)
+    files = file_objects(exchange, delivery_id, base)
+    if files:
+        body["chatgate_files"] = files
     return JSONResponse(body)

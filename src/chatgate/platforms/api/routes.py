@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 
-from chatgate.platforms.api import approvals, chat, responses, shapes
+from chatgate.platforms.api import approvals, chat, outfiles, responses, shapes
 from chatgate.platforms.api.adapter import ApiAdapter
 from chatgate.platforms.api.errors import ApiError
 from chatgate.platforms.api.openapi import openapi_document
@@ -59,6 +59,7 @@ def api_routes(adapter: ApiAdapter) -> list[BaseRoute]:
         route("/v1/responses", responses.create, "POST"),
         route("/v1/responses/{response_id}", responses.retrieve, "GET"),
         route("/v1/approvals/{prompt_id}", approvals.answer, "POST"),
+        route("/v1/files/{file_id}/content", outfiles.content, "GET"),
     ]
     return [*served, Route("/v1/{rest:path}", _unrouted(served, adapter), methods=list(_ANY_METHOD))]
 

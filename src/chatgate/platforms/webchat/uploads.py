@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from chatgate.domain.errors import StoreUnavailable
@@ -27,6 +27,7 @@ from chatgate.domain.media_ports import MediaIntake
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import WebChats
 from chatgate.domain.web_chats import DELETED_OWNER
+from chatgate.platforms.kit.downloads import download_response
 from chatgate.platforms.webchat.account_routes import error
 from chatgate.platforms.webchat.owners import ChatOwners
 from chatgate.platforms.webchat.protocol import Upload
@@ -162,16 +163,7 @@ class UploadDesk:
             return error(Refusal(503, "storage_unavailable", f"the file could not be read: {exc}"))
         if blob is None:
             return error(Refusal(404, "not_found", "the file is no longer stored"))
-        safe = sanitize_name(name)
-        headers = {
-            "Content-Disposition": f"attachment; filename=\"{safe}\"; filename*=UTF-8''{quote(safe)}",
-            "X-Content-Type-Options": "nosniff",
-            "Content-Security-Policy": "sandbox; default-src 'none'",
-            "Cache-Control": "private, no-store",
-            "Content-Length": str(blob.size),
-        }
-        # Streamed piece by piece from the blob store: a 100 MB file never sits whole in memory.
-        return StreamingResponse(blob.chunks, media_type=mime or "application/octet-stream", headers=headers)
+        return download_response(blob, name, mime)
 
 
 def upload_routes(desk: UploadDesk) -> list[BaseRoute]:
