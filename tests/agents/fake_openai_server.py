@@ -40,6 +40,8 @@ class Reply:
     usage: tuple[int, int] | None = None
     """``(prompt, completion)`` tokens, sent as a last ``usage`` chunk to a client that asks with
     ``stream_options.include_usage`` (as OpenAI does); None sends none, as many servers do."""
+    images: tuple[str, ...] = ()
+    """Image URLs streamed after the text as ``delta.images`` (OpenRouter's image models' shape)."""
 
 
 @dataclass(frozen=True)
@@ -331,7 +333,7 @@ class FakeOpenAIServer:
                 yield frame
             return
         pieces = split_text(reply.text, reply.chunks)
-        for event in _events(model, created, pieces, reply.hang_after_chunks, usage):
+        for event in _events(model, created, pieces, reply.hang_after_chunks, usage, reply.images):
             if event is None:
                 assert self._release is not None
                 try:
@@ -374,7 +376,12 @@ def _usage_frame(model: str, created: int, usage: tuple[int, int]) -> bytes:
 
 
 def _events(
-    model: str, created: int, pieces: list[str], hang_after: int | None, usage: tuple[int, int] | None = None
+    model: str,
+    created: int,
+    pieces: list[str],
+    hang_after: int | None,
+    usage: tuple[int, int] | None = None,
+    images: tuple[str, ...] = (),
 ) -> Iterator[bytes | None]:
     """SSE frames of a chat completion stream; ``None`` marks where to stall."""
 
@@ -390,6 +397,8 @@ def _events(
     if hang_after is not None and hang_after >= len(pieces):
         yield None
         return
+    if images:
+        yield frame({"images": [{"type": "image_url", "image_url": {"url": url}} for url in images]}, None)
     yield frame({}, "stop")
     if usage is not None:
         yield _usage_frame(model, created, usage)

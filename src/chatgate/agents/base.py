@@ -132,6 +132,14 @@ class Final:
 
 
 @dataclass(frozen=True, slots=True)
+class ImageMade:
+    """An image the model returned with its answer (decoded, not yet checked): the engine checks and
+    stores it like an uploaded file and sends it after the reply, as ``attach_file`` would."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class AgentFailed:
     """The turn's last event when the agent could not answer (the model endpoint failed...).
 
@@ -144,7 +152,7 @@ class AgentFailed:
     kind: FailureKind = "failed"
 
 
-AgentEvent = TextDelta | ToolStarted | ToolFinished | Final | AgentFailed
+AgentEvent = TextDelta | ToolStarted | ToolFinished | ImageMade | Final | AgentFailed
 
 
 class Agent(Protocol):

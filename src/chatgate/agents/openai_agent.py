@@ -49,6 +49,7 @@ from chatgate.agents.base import (
     call_tool,
 )
 from chatgate.agents.media_parts import user_content
+from chatgate.agents.model_images import chunk_images, decoded
 from chatgate.agents.openai_chunks import PendingCalls, StreamedCall, chunk_text, field_of
 from chatgate.agents.openai_errors import describe, shorten
 from chatgate.domain.usage import Usage
@@ -79,6 +80,7 @@ class OpenAIAgent:
         max_tool_steps: int = 8,
         vision: bool = False,
         stream_usage: UsageRequest = "auto",
+        image_output: bool = False,
     ) -> None:
         if not api_key:
             # The SDK refuses an empty key; local servers accept any placeholder.
@@ -92,6 +94,8 @@ class OpenAIAgent:
         self._model = model
         self._vision = vision
         """The model reads images (its profile's ``vision``): ``image_url`` parts, else a note."""
+        self._image_output = image_output
+        """Ask for images too (``modalities``); images a server returns are taken either way."""
         self._stream_usage = stream_usage
         self._ask_usage = stream_usage != "never"
         """Cleared for good (``auto``) when the server refuses ``stream_options``: some do."""
@@ -124,6 +128,8 @@ class OpenAIAgent:
             if outcome.failure is not None:
                 yield outcome.failure
                 return
+            for image in decoded(outcome.images):
+                yield image
             usage.add(outcome.usage)
             calls = outcome.pending.calls(step)
             if tools is None or not calls:
@@ -170,6 +176,7 @@ class OpenAIAgent:
                 if specs:
                     outcome.pending.feed(chunk)
                 outcome.usage = Usage.of(field_of(chunk, "usage")) or outcome.usage
+                outcome.images += chunk_images(chunk)
                 text = chunk_text(chunk)
                 if not text:
                     continue
@@ -228,6 +235,8 @@ class OpenAIAgent:
             body["max_tokens"] = self._max_tokens
         if specs:
             body["tools"] = specs
+        if self._image_output:
+            body["modalities"] = ["image", "text"]
         return body
 
     async def aclose(self) -> None:
@@ -276,6 +285,8 @@ class _StepOutcome:
     failure: AgentFailed | None = None
     usage: Usage | None = None
     """The step's ``usage`` chunk (``stream_options.include_usage``), if the server sent one."""
+    images: list[str] = field(default_factory=list)
+    """The image URLs the step's chunks carried (``model_images.py``)."""
 
 
 class _Tally:

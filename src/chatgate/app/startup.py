@@ -38,6 +38,7 @@ def build_agent(config: GatewayConfig) -> Agent:
                     timeout_s=oa.timeout_seconds,
                     vision=oa.vision,
                     stream_usage=oa.stream_usage,
+                    image_output=oa.image_output,
                 )
                 for name, oa in named.items()
             }

@@ -24,11 +24,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from chatgate.domain.errors import StoreUnavailable
-from chatgate.domain.media import BlobGone, BlobStream, FileBody
-from chatgate.domain.media_ports import file_sender
 from chatgate.domain.outbound import (
     PREVIEW_KEY,
     Ambiguous,
@@ -43,8 +40,9 @@ from chatgate.domain.outfiles import OutFile
 from chatgate.domain.store_roles import OutboxClaims
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.due_rows import DueRows
+from chatgate.engine.file_sends import BlobReader, send_file
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.ports import Adapter, editable, marked_text
+from chatgate.engine.ports import Adapter, editable
 from chatgate.engine.ratelimit import RateBudget
 from chatgate.engine.typing_indicators import TypingIndicators
 
@@ -72,12 +70,6 @@ class DeliverySettings:
     """Only a fallback: rows this worker put back wake it by a timer at their due time."""
     typing_after: float = 0.5
     """A final that must wait longer than this for its rate slot shows a typing indicator first."""
-
-
-class BlobReader(Protocol):
-    """What delivery reads of the media role: a file row's blob, as a stream."""
-
-    async def open_blob(self, sha: str) -> BlobStream | None: ...
 
 
 class DeliveryWorker:
@@ -258,7 +250,8 @@ class DeliveryWorker:
             return waited
         file = OutFile.from_target(row.target, row.text)
         try:
-            send = self._send_file(adapter, row, file) if file is not None else adapter.deliver(row)
+            blobs, marker = self._blobs, self._duplicate_marker
+            send = send_file(adapter, row, file, blobs, marker) if file is not None else adapter.deliver(row)
             # An upload gets a second per MB on top of a send's timeout.
             timeout = self.settings.send_timeout + (file.size / 1_000_000 if file is not None else 0.0)
             result = await asyncio.wait_for(send, timeout)
@@ -267,28 +260,6 @@ class DeliveryWorker:
         except Exception as exc:  # an adapter bug or transport error must not stop delivery
             result = RetryLater(f"{type(exc).__name__}: {exc}", 0.0)
         return self._settle(row, result)
-
-    async def _send_file(self, adapter: Adapter, row: OutboxRow, file: OutFile) -> DeliveryResult:
-        """A file row: its blob, streamed, to the adapter's upload. A platform that takes no files,
-        or a blob that is gone, fails the row for good (the size limit was checked when it was
-        recorded)."""
-        sender = file_sender(adapter)
-        if sender is None:
-            return Rejected(f"the {row.platform} adapter uploads no files")
-        if file.size > adapter.capabilities.max_upload_bytes:
-            return Rejected(f"{file.name} is larger than {row.platform} takes")
-        blobs = self._blobs
-        first = await blobs.open_blob(file.sha) if blobs is not None else None
-        if blobs is None or first is None:
-            return Rejected(f"the file {file.name} is no longer stored")
-        body = FileBody(first, lambda: blobs.open_blob(file.sha))
-        caption = marked_text(row, self._duplicate_marker).strip()  # the marker alone, on a bare file
-        try:
-            return await sender.send_file(row, file, body, caption)
-        except BlobGone:
-            return Rejected(f"the file {file.name} is no longer stored")
-        finally:
-            await body.close()
 
     async def _pace(self, row: OutboxRow) -> OutboxSettlement | None:
         """Book the row's slot and wait for it; a settlement when it must wait longer instead.

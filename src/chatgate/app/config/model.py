@@ -164,6 +164,9 @@ class OpenAIConfig(_Section):
     """Tokens the model reads and writes per call: the history is trimmed to fit (unset: never)."""
     vision: bool = False
     """The model reads images."""
+    image_output: bool = False
+    """Ask the model for images too (``modalities: [image, text]``, as OpenRouter's image models
+    take); the images a model returns are sent to the chat like attached files either way."""
     stream_usage: Literal["auto", "always", "never"] = "auto"
     """Ask for the model's token counts (``stream_options``); ``auto`` stops asking if refused."""
 

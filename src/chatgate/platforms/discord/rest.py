@@ -121,7 +121,7 @@ class DiscordRest:
         takes attachments; its answers and failures mean what ``call``'s do."""
         import aiohttp
 
-        from chatgate.platforms.kit.upload import FilePayload
+        from chatgate.platforms.kit.upload import FilePayload  # imports aiohttp: at the first upload
 
         form = aiohttp.FormData()
         form.add_field("payload_json", json.dumps(payload), content_type="application/json")

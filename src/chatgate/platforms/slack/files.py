@@ -71,7 +71,7 @@ async def put_upload(url: str, api_base: str, name: str, mime: str, body: FileBo
     upload), only to Slack's file host: ``OSError`` or ``ValueError`` when it did not take them."""
     import aiohttp
 
-    from chatgate.platforms.kit.upload import FilePayload
+    from chatgate.platforms.kit.upload import FilePayload  # imports aiohttp: at the first upload
 
     if not may_upload(url, api_base):
         raise ValueError("the upload URL is not on Slack's servers")
