@@ -91,6 +91,10 @@ async def test_sigkill_mid_run_loses_no_update_and_answers_none_twice(
         killed.set()
         await gateway.start()
         total = per_conv * len(convs)
+        # Every message is pushed before the answers are counted: ``answered`` asks only about the
+        # ones pushed so far, so a restart faster than the feeder's 40 ms a message would end the
+        # wait half way through (seen on a quiet machine: 22 of 60 pushed).
+        await asyncio.wait_for(asyncio.shield(feeder), 60)
 
         def answered() -> bool:
             return all(
