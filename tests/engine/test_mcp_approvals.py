@@ -8,13 +8,16 @@ Whether a call ran is read from the probe's own call log, not from what the gate
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +26,7 @@ from chatgate.agents.openai_agent import OpenAIAgent
 from chatgate.agents.tools.mcp_hub import McpHub
 from chatgate.agents.tools.mcp_settings import McpServerSettings, Policy
 from support.approval_harness import ApprovalHarness, MakeApprovals, make_approvals
+from support.media_files import png
 
 __all__ = ["make_approvals"]
 
@@ -68,8 +72,8 @@ class Setup:
             base_url=server.base_url, model="m", api_key=API_KEY, timeout_s=10.0, max_retries=0
         )
 
-    async def start(self, hub: McpHub) -> ApprovalHarness:
-        return await self.make(agent=self.agent, mcp=hub)
+    async def start(self, hub: McpHub, **options: Any) -> ApprovalHarness:
+        return await self.make(agent=self.agent, mcp=hub, **options)
 
 
 @pytest.fixture
@@ -232,3 +236,27 @@ async def test_the_registry_git_server_tiers_from_its_annotations(setup: Setup, 
         subprocess.run, [*git, "diff", "--cached", "--name-only"], capture_output=True, text=True, check=True
     )
     assert staged.stdout == ""
+
+
+async def test_a_tools_image_is_stored_and_sent_after_the_reply_and_a_fake_one_is_refused(
+    setup: Setup,
+) -> None:
+    setup.server.script(call("probe__picture", {"red": 200}), Reply("drawn"))
+    h = await setup.start(probe_hub(setup.tmp, tools={"picture": "allow"}), media=True)
+    await h.send("draw")
+    assert await h.final_for(h.btn, h.sent[-1]) == "drawn"
+    (result,) = tool_results(setup.server)
+    lines = result.splitlines()
+    assert lines[0] == "a picture"
+    assert lines[-2] == "[tool-image 1 is sent to the user after the reply as tool-image-1.png]"
+    assert lines[-1] == "[tool-image 2 was not sent: it is application/pdf, not an image]"
+    image = png(40, 30, (200, 0, 0))
+    assert await h.store.read_blob(hashlib.sha256(image).hexdigest()) == image  # stored by its content
+    db = sqlite3.connect(h.path)
+    try:
+        rows = db.execute("SELECT idem_key, text FROM outbox WHERE idem_key LIKE 'file:%'").fetchall()
+    finally:
+        db.close()
+    assert len(rows) == 1 and "tool-image-1.png" in rows[0][1] + str(rows), (
+        rows
+    )  # one file row, after the reply

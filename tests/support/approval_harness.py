@@ -28,6 +28,7 @@ from chatgate.agents.tools.runner import ShellToolRunner
 from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.media import MediaLimits
 from chatgate.domain.outbound import Capabilities, Delivered, DeliveryResult, Rejected
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.prompts import Prompt, PromptResolution
@@ -36,7 +37,7 @@ from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
 from chatgate.engine.authz import PlatformAccess
 from chatgate.engine.delivery import DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.pipeline import EngineSettings, build_engine
+from chatgate.engine.pipeline import EngineSettings, MediaSettings, build_engine
 from chatgate.engine.ports import Admitted
 from chatgate.engine.scheduler import Scheduler
 from chatgate.store.sqlite import SqliteStore
@@ -192,7 +193,8 @@ MakeApprovals = Callable[..., Awaitable[ApprovalHarness]]
 async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
     """Build and start a harness: ``await make_approvals(timeout=300, approvers=None, agent=None)``
     (``agent``: any ``Agent``; the echo agent by default; ``sandbox=True``: commands run in bwrap;
-    ``mcp``: an ``McpHub`` whose servers the engine starts and the harness closes)."""
+    ``mcp``: an ``McpHub`` whose servers the engine starts and the harness closes; ``media=True``:
+    files are taken into the blob store under ``tmp_path``)."""
     built: list[ApprovalHarness] = []
 
     async def make(
@@ -204,6 +206,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
         agent: Any = None,
         sandbox: bool = False,
         mcp: Any = None,
+        media: bool = False,
     ) -> ApprovalHarness:
         path = tmp_path / db
         workdir = tmp_path / "work"
@@ -229,6 +232,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
                     sandbox=BwrapSandbox(workdir) if sandbox else None,
                 ),
                 mcp=mcp,
+                media=MediaSettings(MediaLimits(), tmp_path / "blobs" / "tmp") if media else None,
             ),
             metrics,
             adapters={"text": text, "btn": btn},

@@ -2,7 +2,8 @@
 
 Tools: ``echo`` (read-only), ``write_note`` (destructive: appends to a file), ``big``
 (returns many bytes), ``die`` (the process exits mid-call: a crash), ``pid`` (its process id),
-``sleep`` (a slow call), ``unannotated`` (no annotations: fail closed). ``MCP_PROBE_LOG``
+``sleep`` (a slow call), ``unannotated`` (no annotations: fail closed), ``picture`` (a PNG as an
+image block, and a PDF claiming to be one). ``MCP_PROBE_LOG``
 names a file each call is appended to, so a test can tell whether a call ran. ``--http PORT``
 serves it over streamable HTTP instead of stdio.
 """
@@ -78,6 +79,24 @@ def unannotated() -> str:
     """A tool without annotations (fail closed: ask)."""
     _log("unannotated")
     return "ran"
+
+
+@server.tool(annotations=READ_ONLY)
+def picture(red: int) -> list[Any]:
+    """A line of text, a ``red``-tinted 40x30 PNG as an image block, and a PDF that claims to be one."""
+    import base64
+
+    from mcp.types import ImageContent, TextContent
+
+    from support.media_files import pdf, png
+
+    _log(f"picture {red}")
+    image, fake = png(40, 30, (red, 0, 0)), pdf("not a picture")
+    return [
+        TextContent(type="text", text="a picture"),
+        ImageContent(type="image", data=base64.b64encode(image).decode(), mimeType="image/png"),
+        ImageContent(type="image", data=base64.b64encode(fake).decode(), mimeType="image/png"),
+    ]
 
 
 def run_http(port: int) -> None:

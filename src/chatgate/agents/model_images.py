@@ -34,6 +34,18 @@ def chunk_images(chunk: object) -> list[str]:
     return urls
 
 
+def image_bytes(data: str) -> bytes | None:
+    """Base64 image data as bytes; None (logged) when it is over the bound or malformed."""
+    if len(data) > (MAX_IMAGE_BYTES // 3 + 1) * 4:
+        log.info("an image was not taken: over %d MB", MAX_IMAGE_BYTES // (1024 * 1024))
+        return None
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        log.info("an image was not taken: its base64 is malformed")
+        return None
+
+
 def decoded(urls: list[str]) -> list[ImageMade]:
     """The inline images among ``urls``, decoded; the rest are logged and dropped."""
     made = []
@@ -42,13 +54,9 @@ def decoded(urls: list[str]) -> list[ImageMade]:
         if not (head.startswith("data:image/") and head.endswith(";base64") and comma):
             log.info("a model's image was not taken: only inline data: images are (%s)", head[:40])
             continue
-        if len(data) > (MAX_IMAGE_BYTES // 3 + 1) * 4:
-            log.info("a model's image was not taken: over %d MB", MAX_IMAGE_BYTES // (1024 * 1024))
-            continue
-        try:
-            made.append(ImageMade(base64.b64decode(data, validate=True)))
-        except (binascii.Error, ValueError):
-            log.info("a model's image was not taken: its base64 is malformed")
+        image = image_bytes(data)
+        if image is not None:
+            made.append(ImageMade(image))
     if len(urls) > MAX_IMAGES:
         log.info("a model returned %d images; the first %d are taken", len(urls), MAX_IMAGES)
     return made

@@ -229,7 +229,7 @@ class Engine:
         """Each turn's tools: the shell and MCP tools (behind approvals) and ``delegate``, whichever
         are on. A task's own child session gets no ``delegate``: a sub-agent does not fan out further."""
         hub = self.settings.mcp
-        self.mcp = McpTools(self.approvals, hub) if hub is not None else None
+        self.mcp = McpTools(self.approvals, hub, self.media) if hub is not None else None
         shell, mcp, desk = self.tools, self.mcp, self.tasks
         delegate = desk if desk is not None and desk.settings.delegation else None
         if shell is None and mcp is None and delegate is None:

@@ -48,7 +48,7 @@ from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
 from chatgate.engine.media_fetch import MediaFetcher, TurnMedia
-from chatgate.engine.model_images import ModelImages
+from chatgate.engine.model_images import MadeImages
 from chatgate.engine.ports import Adapter
 from chatgate.engine.preview_holds import Hold, PreviewHolds
 from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
@@ -165,7 +165,9 @@ class TurnRunner:
         attached: list[OutFile] = []  # what the turn's attach_file calls add to its reply
         request, inputs = await self._request(claim, reply_to, route, fetched, attached)
         consumer = self._consumer(adapter if not internal else None, claim, reply_to, route, hold)
-        reply = await self._reply(request, consumer, ModelImages(self._media, source.platform, key, attached))
+        reply = await self._reply(
+            request, consumer, MadeImages(self._media, source.platform, key, attached, "image")
+        )
         transcript = [HistoryEntry("user", model_input, media) for model_input, media in inputs]
         if reply.outcome == "ok":  # an apology is for the user, never the model's history
             transcript.append(HistoryEntry("assistant", reply.text))
@@ -308,7 +310,7 @@ class TurnRunner:
                     {k: str(v) for k, v in draft.target.items() if k != PREVIEW_KEY},
                 )
 
-    async def _reply(self, request: AgentRequest, consumer: StreamConsumer, images: ModelImages) -> _Reply:
+    async def _reply(self, request: AgentRequest, consumer: StreamConsumer, images: MadeImages) -> _Reply:
         steps = ToolSteps()  # what the agent did, kept with the reply (even a timed-out one)
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
@@ -330,7 +332,7 @@ class TurnRunner:
         return _Reply(text, outcome, consumer.state.message_id, usage, steps.dumps())
 
     async def _stream(
-        self, request: AgentRequest, consumer: StreamConsumer, steps: ToolSteps, images: ModelImages
+        self, request: AgentRequest, consumer: StreamConsumer, steps: ToolSteps, images: MadeImages
     ) -> tuple[str, str, Usage | None]:
         await consumer.begin()
         so_far = ""
@@ -342,7 +344,7 @@ class TurnRunner:
             elif isinstance(event, Final):
                 return event.text, "ok", event.usage
             elif isinstance(event, ImageMade):  # sent after the reply, as an attached file is
-                await images.take(event)
+                await images.take(event.data)
             elif isinstance(event, AgentFailed):
                 # One line per failure, for the operator; the user reads a short reason and the id.
                 # The gateway never resends a failed turn: ``transient`` says a resend could work.

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from chatgate.agents.model_images import MAX_IMAGES, image_bytes
 from chatgate.agents.tools.mcp_settings import McpServerSettings, Policy, bounded, function_name, tool_policy
 from chatgate.domain.tasks import cancel_and_wait
 
@@ -69,6 +70,8 @@ class McpOutcome:
 
     text: str
     ok: bool
+    images: tuple[bytes, ...] = ()
+    """The image blocks' bytes (at most ``MAX_IMAGES``): the engine sends them to the user."""
 
 
 class McpServerOwner:
@@ -324,13 +327,18 @@ def _connection_lost(exc: BaseException) -> bool:
 
 def render_result(result: dict[str, Any], cap: int) -> McpOutcome:
     """A ``CallToolResult`` (wire form) as text for the model: text blocks as they are, other
-    blocks described, structured content as JSON when there is no text; at most ``cap`` bytes."""
+    blocks described, structured content as JSON when there is no text; at most ``cap`` bytes.
+    Image blocks' bytes are kept too (``McpOutcome.images``), for the user."""
     parts: list[str] = []
+    images: list[bytes] = []
     for block in result.get("content") or []:
         kind = block.get("type")
         if kind == "text":
             parts.append(str(block.get("text", "")))
         elif kind in ("image", "audio"):
+            image = image_bytes(str(block.get("data", ""))) if kind == "image" else None
+            if image is not None and len(images) < MAX_IMAGES:
+                images.append(image)
             parts.append(
                 f"[{kind} {block.get('mimeType', '')}, {len(block.get('data', ''))} base64 characters]"
             )
@@ -347,4 +355,4 @@ def render_result(result: dict[str, Any], cap: int) -> McpOutcome:
     text = "\n".join(parts) or "(no output)"
     if result.get("isError"):
         return McpOutcome(bounded(f"the tool reported an error: {text}", cap), False)
-    return McpOutcome(bounded(text, cap), True)
+    return McpOutcome(bounded(text, cap), True, tuple(images))

@@ -19,6 +19,8 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.shell.danger import DangerRule
 from chatgate.engine.approvals.broker import ApprovalBroker
 from chatgate.engine.approvals.policy import ToolContext
+from chatgate.engine.media_fetch import MediaFetcher
+from chatgate.engine.model_images import MadeImages
 
 log = logging.getLogger(__name__)
 
@@ -46,21 +48,25 @@ def approval_rule(tool: McpTool) -> DangerRule:
 class McpTools:
     """Builds each turn's MCP runner over the hub's tools, with the broker in front."""
 
-    def __init__(self, broker: ApprovalBroker, hub: McpHub) -> None:
+    def __init__(self, broker: ApprovalBroker, hub: McpHub, media: MediaFetcher | None = None) -> None:
         self.broker = broker
         self.hub = hub
+        self.media = media
+        """Where the images a tool returns are taken in (None: they are described, not sent)."""
 
     def for_turn(self, ctx: ToolContext) -> ToolRunner:
-        return ApprovingMcpRunner(self.broker, self.hub, ctx)
+        images = MadeImages(self.media, ctx.source.platform, ctx.session_key, ctx.files, "tool-image")
+        return ApprovingMcpRunner(self.broker, self.hub, ctx, images)
 
 
 class ApprovingMcpRunner:
     """A ``ToolRunner``: finds the tool, applies its policy (asking when it says so), calls it."""
 
-    def __init__(self, broker: ApprovalBroker, hub: McpHub, ctx: ToolContext) -> None:
+    def __init__(self, broker: ApprovalBroker, hub: McpHub, ctx: ToolContext, images: MadeImages) -> None:
         self._broker = broker
         self._hub = hub
         self._ctx = ctx
+        self._images = images
         self._specs = tuple(t.spec() for t in hub.tools())
         """Fixed for the turn: a server restarting mid-turn does not change the offer."""
 
@@ -93,4 +99,6 @@ class ApprovingMcpRunner:
                 return ToolResult(call.call_id, decision.reason, "denied")
         outcome = await owner.call(tool.name, call.arguments)
         log.info("MCP tool called", extra={**extra, "ok": outcome.ok})
-        return ToolResult(call.call_id, outcome.text, "ok" if outcome.ok else "error")
+        sent = [await self._images.take(image) for image in outcome.images]  # to the user, as files
+        text = "\n".join([outcome.text, *sent])
+        return ToolResult(call.call_id, text, "ok" if outcome.ok else "error")
