@@ -14,7 +14,9 @@ Pillow, the blob store's fsync and rename, the record), then what the model is s
 - ``api_image``: the same image sent inline to the API (a ``data:`` URL content part, as the
   ``openai`` client sends it): ``platforms.api.files.FileTaker`` decodes the base64 and takes
   it in (ingest, checks, blob store), then the model's request is made from the stored blob;
-  against the same bare copy (``ratio``). The HTTP hops are not in it.
+  against the same bare copy (``ratio``), and against the floor for that job, which must decode
+  the client's base64 before the bare copy (``bare_decode_copy_s``, ``ratio_to_decode_floor``).
+  The HTTP hops are not in it.
 - ``uploads``: ``--users`` files of ``--upload-mb`` MB each arrive at once through
   ``MediaFetcher.take`` (as web chat uploads do), their bytes made piece by piece as they
   are read (the platform holds none); ``peak_rss_growth_mb`` is this process's peak RSS
@@ -96,6 +98,12 @@ def bare_copy(data: bytes, path: Path) -> str:
         return base64.b64encode(f.read()).decode("ascii")
 
 
+def bare_decode_copy(text: str, path: Path) -> str:
+    """The API's floor: the client's base64 decoded, then the bare copy (what a bare program
+    given the same request body must do to hand the model its bytes from disk)."""
+    return bare_copy(base64.b64decode(text), path)
+
+
 async def image_run(data: bytes, root: Path, run: int) -> tuple[float, float]:
     from chatgate.agents.media_parts import user_content
     from chatgate.domain.inbound import Attachment, Inbound
@@ -130,7 +138,7 @@ async def image_run(data: bytes, root: Path, run: int) -> tuple[float, float]:
     return media_s, bare_s
 
 
-async def api_image_run(data: bytes, root: Path, run: int) -> float:
+async def api_image_run(data: bytes, root: Path, run: int) -> tuple[float, float]:
     from chatgate.agents.media_parts import user_content
     from chatgate.domain.media import MediaLimits
     from chatgate.engine.media_fetch import MediaFetcher, stored_item
@@ -154,9 +162,13 @@ async def api_image_run(data: bytes, root: Path, run: int) -> float:
         content = user_content("look", items, contents, vision=True)
         elapsed = time.perf_counter() - started
         assert isinstance(content, list) and content[1]["image_url"]["url"].startswith("data:image/png")
+        text = url.split(",", 1)[1]
+        started = time.perf_counter()
+        await asyncio.to_thread(bare_decode_copy, text, state / "copy.bin")
+        bare_s = time.perf_counter() - started
     finally:
         await store.close()
-    return elapsed
+    return elapsed, bare_s
 
 
 async def uploads_run(users: int, size: int, root: Path) -> dict[str, float]:
@@ -204,13 +216,16 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     media: list[float] = []
     bare: list[float] = []
     api: list[float] = []
+    api_bare: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-media-") as tmp:
         root = Path(tmp)
         for run in range(args.runs):
             m, b = await image_run(data, root, run)
             media.append(m)
             bare.append(b)
-            api.append(await api_image_run(data, root, run))
+            a, ab = await api_image_run(data, root, run)
+            api.append(a)
+            api_bare.append(ab)
         uploads = await uploads_run(args.users, int(args.upload_mb * 1e6), root)
     media_s, bare_s = statistics.median(media), statistics.median(bare)
     return {
@@ -224,6 +239,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
         "api_image": {
             "api_path_s": round(statistics.median(api), 4),
             "ratio": round(statistics.median(api) / bare_s, 2),
+            "bare_decode_copy_s": round(statistics.median(api_bare), 4),
+            "ratio_to_decode_floor": round(statistics.median(api) / statistics.median(api_bare), 2),
         },
         "uploads": uploads,
     }
