@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.errors import NotSent, PlatformCallError, StoreUnavailable
 from chatgate.domain.inbound import Attachment
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import Capabilities, DeliveryResult, RetryLater
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.source import Source
 from chatgate.domain.store_roles import Cursors
 from chatgate.engine.ports import AdapterState, Intake, deliver_final
 from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 from chatgate.platforms.matrix.decode import PLATFORM, Addressing
 from chatgate.platforms.matrix.lane import JoinPolicy, MatrixLane
-from chatgate.platforms.matrix.outbound import MatrixOutbound, row_transaction
+from chatgate.platforms.matrix.outbound import MatrixOutbound, classify, row_transaction
 from chatgate.platforms.matrix.rooms import Rooms
 from chatgate.platforms.matrix.section import MatrixSection
 from chatgate.platforms.matrix.signin import SignedIn, sign_in
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 STOP_BUDGET = 10.0
+FILE_MAX_BYTES = 50 * 1024 * 1024
+"""Synapse's default ``max_upload_size``; a homeserver set lower refuses with 413 (``Rejected``)."""
 
 
 class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
@@ -56,6 +60,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         # Homeservers limit a user's messages (Synapse: rc_message); M_LIMIT_EXCEEDED's
         # retry_after_ms pauses the platform, so no rate is guessed here.
         chat_min_interval=0.2,
+        max_upload_bytes=FILE_MAX_BYTES,
     )
 
     def __init__(
@@ -197,6 +202,23 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         assert self._signed is not None
         with row_transaction(f"{self._signed.namespace}.o{row.id}"):
             return await deliver_final(self, row, self._duplicate_marker)
+
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
+        """``FilePlatform``: the file into the media repository, then its event under the row's
+        transaction id (a resend after a crash is the same event; the upload may repeat, leaving
+        an unused copy in the repository)."""
+        try:
+            api = await self._ready()
+        except (PlatformCallError, StoreUnavailable) as exc:
+            return RetryLater(f"not signed in to Matrix yet: {exc}", 5.0)
+        assert self._signed is not None
+        try:
+            mxc = await api.upload(file.name, file.mime, body, 30.0 + file.size / 1_000_000)
+        except PlatformCallError as exc:
+            return classify(exc, sending=False)
+        target = {k: str(v) for k, v in row.target.items() if isinstance(v, str)}
+        with row_transaction(f"{self._signed.namespace}.o{row.id}"):
+            return await self._outbound.send_file(row.chat_id, file, mxc, caption, target, row.in_reply_to)
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """``engine.ports.MediaSource``: a message's file, from the homeserver (``api.py``)."""

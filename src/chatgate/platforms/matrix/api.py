@@ -20,13 +20,16 @@ from urllib.parse import quote
 import aiohttp
 
 from chatgate.domain.errors import MaybeSent, NotSent
-from chatgate.domain.media import MediaRefused
+from chatgate.domain.media import FileBody, MediaRefused
+from chatgate.platforms.kit.upload import FilePayload
 from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 """A sync answer is bounded by the filter's timeline limit; anything larger is not read."""
 CLIENT = "/_matrix/client/v3"
 MEDIA = "/_matrix/client/v1/media"
+UPLOAD = "/_matrix/media/v3/upload"
+"""Uploads stay on the media API (authenticated media moved downloads, not uploads)."""
 _MXC = re.compile(r"^mxc://([A-Za-z0-9.:\[\]-]{1,255})/([A-Za-z0-9_-]{1,255})$")
 
 
@@ -146,6 +149,31 @@ class MatrixApi:
                     yield chunk
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise MediaRefused(f"the download from the homeserver failed ({type(exc).__name__})") from None
+
+    async def upload(self, name: str, mime: str, body: FileBody, timeout: float) -> str:
+        """A file into the homeserver's media repository, streamed from the blob store; its
+        ``mxc://`` URI, or a ``PlatformCallError`` (posting nothing in any room, so every
+        failure is a plain retry or a refusal, never an unknown outcome)."""
+        what = f"upload {name}"
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            async with self._http.post(
+                f"{self.base}{UPLOAD}", data=FilePayload(body, mime), params={"filename": name},
+                headers=headers, timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as response:  # fmt: skip
+                status, header = response.status, response.headers.get("Retry-After")
+                data = await _bounded(response.content)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NotSent(f"{what}: {type(exc).__name__}") from exc  # nothing is in a room yet
+        if status >= 300:
+            raise error_of(what, status, data, header)
+        try:
+            uri = json.loads(data).get("content_uri")
+        except (ValueError, AttributeError):
+            uri = None
+        if not isinstance(uri, str) or not uri.startswith("mxc://"):
+            raise NotSent(f"{what}: the homeserver answered without a content_uri")
+        return uri
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -26,6 +26,7 @@ from typing import Any
 
 from chatgate.domain.errors import NotSent, PlatformCallError
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt
 from chatgate.platforms.matrix.errors import ApiRefused, RateLimited
 from chatgate.platforms.matrix.prompts import REACTIONS, PromptRef, bare, prompt_content
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 Call = Callable[..., Awaitable[dict[str, Any]]]
 """``call(method, path, body, query=..., timeout=...)``: ``api.MatrixApi.call`` once started."""
 REMEMBERED = 4096
+_MSGTYPES = {"image": "m.image", "audio": "m.audio", "video": "m.video"}
 _ROW_TXN: contextvars.ContextVar[str | None] = contextvars.ContextVar("matrix_row_txn", default=None)
 
 
@@ -133,6 +135,25 @@ class MatrixOutbound:
         if relation:
             content["m.relates_to"] = relation
         return await self._run(chat_id, content, "send", sending=True)
+
+    async def send_file(
+        self, chat_id: str, file: OutFile, mxc: str, caption: str, target: Mapping[str, str],
+        reply_to: str | None,
+    ) -> DeliveryResult:  # fmt: skip
+        """The uploaded file as an ``m.image`` (shown inline) or ``m.file``/``m.audio``/``m.video``
+        event, under the row's transaction id like its text: a resend is the same event."""
+        content: dict[str, Any] = {
+            "msgtype": _MSGTYPES.get(file.mime.partition("/")[0], "m.file"),
+            "body": caption or file.name,
+            "filename": file.name,
+            "url": mxc,
+            "info": {"mimetype": file.mime, "size": file.size},
+            "m.mentions": {},
+        }
+        relation = relates_to(target, reply_to)
+        if relation:
+            content["m.relates_to"] = relation
+        return await self._run(chat_id, content, "file", sending=True)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]
