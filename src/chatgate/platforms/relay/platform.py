@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from chatgate.domain.inbound import Attachment
+from chatgate.domain.media import FileBody
 from chatgate.domain.outbound import (
     REPLY_VIA_KEY,
     Capabilities,
@@ -15,9 +16,11 @@ from chatgate.domain.outbound import (
     Delivered,
     DeliveryResult,
     Rejected,
+    RetryLater,
     TaskProgress,
 )
 from chatgate.domain.outbox import OutboxRow
+from chatgate.domain.outfiles import OutFile
 from chatgate.domain.prompts import Prompt, PromptResolution
 from chatgate.domain.source import Source
 from chatgate.engine.ports import (
@@ -34,12 +37,14 @@ from chatgate.platforms.relay.frames import (
     PromptAction,
     PromptOption,
     SendAction,
+    SendMediaAction,
     TaskCardAction,
     TaskCardStopAction,
     TaskChunk,
     TypingAction,
 )
 from chatgate.platforms.relay.media import open_media
+from chatgate.platforms.relay.rehost import RehostFailed, RehostRefused, rehost
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,19 @@ if TYPE_CHECKING:
     from chatgate.platforms.relay.adapter import RelayHub
 
 INTERACTION_TOKEN_KIND = "discord.interaction_token"
+MediaKind = Literal["image", "voice", "audio", "video", "document"]
+
+
+def media_kind(mime: str) -> MediaKind:
+    """The contract's ``media_kind`` of a file: an OGG/Opus note is a voice message."""
+    if mime in ("audio/ogg", "audio/opus"):
+        return "voice"
+    major = mime.partition("/")[0]
+    if major == "image":
+        return "image"
+    if major == "audio":
+        return "audio"
+    return "video" if major == "video" else "document"
 
 
 def _default_capabilities(platform: str) -> Capabilities:
@@ -132,6 +150,34 @@ class RelayPlatform:
         self, chat_id: str, stream_id: str, text: str, target: Mapping[str, str]
     ) -> DeliveryResult:
         return await self._drafts.append(chat_id, stream_id, text, _metadata(target))
+
+    async def send_file(self, row: OutboxRow, file: OutFile, body: FileBody, caption: str) -> DeliveryResult:
+        """``FilePlatform``: the connector re-hosts the file (``rehost.py``), then ``send_media``
+        posts it. Only the op posts anything: a failed re-host is a plain retry, and the op's
+        unknown outcome is ``Ambiguous`` (its caption then carries the duplicate marker)."""
+        descriptor = self._hub.descriptor(self.platform)
+        if descriptor is None:
+            return Deferred("the relay is not connected", retry_in=2.0)
+        if not descriptor.supports("send_media"):
+            return Rejected("the connector does not advertise the send_media op")
+        settings = self._hub.settings
+        try:
+            url = await rehost(settings.url, settings.gateway_id, settings.secret, file, body)
+        except RehostRefused as exc:
+            return Rejected(str(exc))
+        except RehostFailed as exc:
+            return RetryLater(str(exc), 5.0)
+        target = {k: str(v) for k, v in row.target.items() if isinstance(v, str)}
+        action = SendMediaAction(
+            chat_id=row.chat_id,
+            media_kind=media_kind(file.mime),
+            source_url=url,
+            caption=caption,
+            filename=file.name,
+            reply_to=row.in_reply_to or None,
+            metadata=_metadata(target),
+        )
+        return await self._hub.request(self.platform, action)
 
     async def edit_message(
         self, chat_id: str, message_id: str, text: str, target: Mapping[str, str]

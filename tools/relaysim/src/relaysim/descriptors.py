@@ -21,6 +21,7 @@ SIMULATED_OPS = frozenset(
         "draft",
         "task_card",
         "task_card_stop",
+        "send_media",
     }
 )
 LEN_UNITS = ("chars", "utf16")

@@ -24,7 +24,9 @@ _STRING_FIELDS: dict[str, tuple[str, ...]] = {
     "draft": ("chat_id", "content"),
     "task_card": ("chat_id", "card_id"),
     "task_card_stop": ("chat_id", "card_id"),
+    "send_media": ("chat_id", "media_kind", "source_url"),
 }
+MEDIA_KINDS = frozenset({"image", "voice", "audio", "video", "document"})
 _CONTENT_OPS = frozenset({"send", "edit", "follow_up", "prompt", "draft"})
 MAX_DRAFT_ID = 2**53
 """Draft ids are plain integers below 2^53 (the connector is JavaScript)."""
@@ -65,6 +67,18 @@ def check(action: Mapping[str, Any], descriptor: Mapping[str, Any]) -> str | Non
         return _check_draft(action)
     if op == "task_card":
         return _check_chunks(action.get("chunks"))
+    if op == "send_media":
+        return _check_media(action)
+    return None
+
+
+def _check_media(action: Mapping[str, Any]) -> str | None:
+    if action["media_kind"] not in MEDIA_KINDS:
+        return f"send_media: media_kind must be one of {', '.join(sorted(MEDIA_KINDS))}"
+    if not str(action["source_url"]).startswith(("http://", "https://")):
+        return "send_media: source_url must be an http(s) URL"
+    if not isinstance(action.get("caption") or "", str):
+        return "send_media: caption must be a string"
     return None
 
 
@@ -154,6 +168,13 @@ def apply(action: Mapping[str, Any], platform: str, messages: dict[str, SimMessa
         return apply_draft(action, platform, messages)
     if op in ("task_card", "task_card_stop"):
         return apply_card(action, platform, messages)
+    if op == "send_media":
+        message_id = uuid.uuid4().hex[:16]
+        messages[message_id] = SimMessage(
+            message_id, platform, str(action["chat_id"]), str(action.get("caption") or ""), op,
+            media_kind=str(action["media_kind"]), source_url=str(action["source_url"]),
+        )  # fmt: skip
+        return {"success": True, "message_id": message_id}
     if op in ("send", "follow_up", "prompt"):
         message_id = uuid.uuid4().hex[:16]
         chat = str(action.get("chat_id") or action.get("session_key"))

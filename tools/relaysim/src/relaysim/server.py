@@ -27,6 +27,7 @@ from relaysim.buffer import DurableBuffer, Entry
 from relaysim.control import control_routes
 from relaysim.descriptors import descriptors_by_platform
 from relaysim.link import Link, LinkClosed, LinkContext
+from relaysim.media_host import MediaHost
 from relaysim.state import (
     RESULT_MODES,
     Counters,
@@ -81,6 +82,8 @@ class RelaySimulator:
         self._stopping = False
         self.host = "127.0.0.1"
         self.port = 0
+        self.media = MediaHost(lambda: self._secrets, lambda: self.base_url)
+        """``POST /relay/media``: the re-host ``send_media`` names its files by."""
 
     # -- lifetime ---------------------------------------------------------------------------------
 
@@ -102,7 +105,8 @@ class RelaySimulator:
             await self.buffer.close()
             raise
         self.host, self.port = host, sock.getsockname()[1]
-        app = Starlette(routes=[WebSocketRoute("/relay", self._relay_endpoint), *control_routes(self)])
+        routes = [WebSocketRoute("/relay", self._relay_endpoint), *control_routes(self), *self.media.routes()]
+        app = Starlette(routes=routes)
         config = uvicorn.Config(
             app,
             log_config=None,

@@ -47,6 +47,9 @@ class SimMessage:
     """A draft stream not sealed yet (``final`` not seen)."""
     rewrites: int = 0
     """Draft frames that were not a prefix-extension of the one before (should stay 0)."""
+    media_kind: str | None = None
+    source_url: str | None = None
+    """A ``send_media`` message's file: its kind and the URL the connector fetched it from."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

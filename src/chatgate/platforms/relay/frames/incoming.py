@@ -12,6 +12,10 @@ from pydantic_core import ErrorDetails
 from chatgate.domain.inbound import MAX_TEXT_CHARS
 from chatgate.domain.outbound import Capabilities
 
+REHOST_MAX_BYTES = 25 * 1024 * 1024
+"""The contract's cap on a connector re-host (``POST /relay/media``): the largest file ``send_media``
+carries."""
+
 CONTRACT_VERSION = 1
 LEGACY_OPS = frozenset({"send", "edit", "typing", "follow_up"})
 MAX_BODY_B64 = 512 * 1024
@@ -218,6 +222,8 @@ class Descriptor(_Model):
             native_stream=self.supports_draft_streaming
             and bool(self.supported_ops)
             and self.supports("draft"),
+            # files through the connector's re-host (``rehost.py``), only where it lists the op
+            max_upload_bytes=REHOST_MAX_BYTES if self.supports("send_media") else 0,
         )
 
 

@@ -29,6 +29,20 @@ class SendAction(_Model):
     metadata: Metadata = Field(default_factory=dict)
 
 
+class SendMediaAction(_Model):
+    """A file (contract v1 ``send_media``), named by a URL the connector fetches: its own re-host
+    (``POST /relay/media``, ``rehost.py``) or a public one."""
+
+    op: Literal["send_media"] = "send_media"
+    chat_id: str
+    media_kind: Literal["image", "voice", "audio", "video", "document"]
+    source_url: str
+    caption: str = ""
+    filename: str | None = None
+    reply_to: str | None = None
+    metadata: Metadata = Field(default_factory=dict)
+
+
 class EditAction(_Model):
     op: Literal["edit"] = "edit"
     chat_id: str
@@ -112,6 +126,7 @@ class TaskCardStopAction(_Model):
 
 Action = Annotated[
     SendAction
+    | SendMediaAction
     | EditAction
     | TypingAction
     | DeleteAction

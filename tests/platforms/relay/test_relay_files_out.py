@@ -1,0 +1,116 @@
+"""The agent's files go out through the relay: ``attach_file`` (the echo agent's ``!attach``) in a
+real gateway, re-hosted by the connector (``POST /relay/media``, streamed) and posted with the
+contract's ``send_media`` op, against relaysim. A connector that does not list the op gets the
+clear refusal line instead; a re-host that fails is retried and the file still posted once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relaysim import RelaySimulator
+from support.media_files import pdf, png
+from support.relay_harness import GW, SECRET, RelayWorld
+
+CHANNEL = "931"
+OPS = ["send", "edit", "typing", "follow_up", "send_media"]
+
+
+def event(text: str, message_id: str) -> dict[str, Any]:
+    source = {"platform": "discord", "chat_id": CHANNEL, "chat_type": "dm", "user_id": "u1"}
+    return {"text": text, "message_id": message_id, "source": source}
+
+
+async def _world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ops: list[str] | None) -> RelayWorld:
+    for name in list(os.environ):
+        if name.startswith("CHATGATE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("CHATGATE_TEST_RELAY_SECRET", SECRET)
+    descriptor: dict[str, Any] = {"platform": "discord", **({"supported_ops": ops} if ops else {})}
+    sim = RelaySimulator(tmp_path / "relay.db", {GW: [SECRET]}, [descriptor], ack_timeout=2.0)
+    await sim.start()
+    world = RelayWorld(tmp_path, sim)
+    work = tmp_path / "work"
+    work.mkdir()
+    world.agent = None  # the config's echo agent: !attach
+    world.extra = {"tools": {"enabled": True, "workdir": str(work)}}
+    return world
+
+
+@pytest.fixture
+async def media_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RelayWorld]:
+    world = await _world(tmp_path, monkeypatch, OPS)
+    try:
+        yield world
+    finally:
+        await world.stop()
+        await world.sim.stop()
+
+
+@pytest.fixture
+async def legacy_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RelayWorld]:
+    world = await _world(tmp_path, monkeypatch, None)
+    try:
+        yield world
+    finally:
+        await world.stop()
+        await world.sim.stop()
+
+
+async def test_files_are_re_hosted_then_posted_with_send_media(media_world: RelayWorld) -> None:
+    world = media_world
+    image, report = png(64, 48, (0, 128, 255)), pdf("quarterly figures")
+    (world.tmp / "work" / "chart.png").write_bytes(image)
+    (world.tmp / "work" / "report.pdf").write_bytes(report)
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("!attach chart.png | the chart\n!attach report.pdf", "m1"))
+    chart, doc = await world.wait_ops("send_media", 2)
+    assert (chart["media_kind"], chart["caption"], chart["filename"]) == ("image", "the chart", "chart.png")
+    assert (doc["media_kind"], doc["caption"], doc["filename"]) == ("document", "", "report.pdf")
+    assert chart["chat_id"] == CHANNEL and chart["reply_to"] == "m1"
+    hosted = world.sim.media.fetch(chart["source_url"]), world.sim.media.fetch(doc["source_url"])
+    assert [(h.data, h.mime, h.name, h.gateway_id) for h in hosted if h is not None] == [
+        (image, "image/png", "chart.png", GW),
+        (report, "application/pdf", "report.pdf", GW),
+    ]
+    assert len(world.sim.media.hosted) == 2  # each re-hosted once
+    sent = [m for m in world.sim.messages(GW) if m.op == "send_media"]
+    assert [(m.media_kind, m.content) for m in sent] == [("image", "the chart"), ("document", "")]
+
+
+async def test_a_failed_re_host_is_retried_and_the_file_posted_once(media_world: RelayWorld) -> None:
+    world = media_world
+    image = png(20, 20, (1, 2, 3))
+    (world.tmp / "work" / "a.png").write_bytes(image)
+    world.sim.media.refusal = 503  # the connector's re-host is down
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("!attach a.png", "m2"))
+    await world.wait_for(
+        lambda: world.query("SELECT attempts FROM outbox WHERE idem_key LIKE 'file:%' AND attempts > 0"),
+        "a failed re-host attempt",
+    )
+    assert world.ops("send_media") == []  # nothing is posted while the re-host fails
+    world.sim.media.refusal = None
+    (posted,) = await world.wait_ops("send_media", 1)
+    assert world.sim.media.fetch(posted["source_url"]).data == image  # type: ignore[union-attr]
+    await world.wait_for(
+        lambda: world.query("SELECT 1 FROM outbox WHERE idem_key LIKE 'file:%' AND status = 'sent'"), "sent"
+    )
+    assert len(world.ops("send_media")) == 1
+
+
+async def test_a_connector_without_send_media_gets_the_refusal_line(legacy_world: RelayWorld) -> None:
+    world = legacy_world
+    (world.tmp / "work" / "a.png").write_bytes(png())
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("!attach a.png", "m3"))
+    sends = await world.wait_ops("send", 2)
+    assert "could not be sent: this chat does not take files from the gateway" in sends[-1]["content"]
+    assert world.ops("send_media") == [] and world.sim.media.hosted == {}
