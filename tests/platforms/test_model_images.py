@@ -88,7 +88,5 @@ async def test_what_is_not_an_image_is_a_line_in_the_reply_and_nothing_else_is_l
     (reply,) = [m.text for m in double.view(chat.id) if m.file is None]
     lines = reply.splitlines()
     assert lines[0] == "Three tries."
-    assert lines[-1].startswith("[image 1 was not sent:") and "not an image" in lines[-1], (
-        reply
-    )
+    assert lines[-1].startswith("[image 1 was not sent:") and "not an image" in lines[-1], reply
     assert len(double.files_sent(chat.id)) == 1  # the malformed and the remote one were never sent
