@@ -5,6 +5,7 @@ clear refusal line instead; a re-host that fails is retried and the file still p
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +26,10 @@ def event(text: str, message_id: str) -> dict[str, Any]:
     return {"text": text, "message_id": message_id, "source": source}
 
 
-async def _world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ops: list[str] | None) -> RelayWorld:
+@contextlib.asynccontextmanager
+async def _world(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ops: list[str] | None
+) -> AsyncIterator[RelayWorld]:
     for name in list(os.environ):
         if name.startswith("CHATGATE_"):
             monkeypatch.delenv(name)
@@ -38,27 +42,23 @@ async def _world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ops: list[str]
     work.mkdir()
     world.agent = None  # the config's echo agent: !attach
     world.extra = {"tools": {"enabled": True, "workdir": str(work)}}
-    return world
+    try:
+        yield world
+    finally:
+        await world.stop()
+        await sim.stop()
 
 
 @pytest.fixture
 async def media_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RelayWorld]:
-    world = await _world(tmp_path, monkeypatch, OPS)
-    try:
+    async with _world(tmp_path, monkeypatch, OPS) as world:
         yield world
-    finally:
-        await world.stop()
-        await world.sim.stop()
 
 
 @pytest.fixture
 async def legacy_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RelayWorld]:
-    world = await _world(tmp_path, monkeypatch, None)
-    try:
+    async with _world(tmp_path, monkeypatch, None) as world:
         yield world
-    finally:
-        await world.stop()
-        await world.sim.stop()
 
 
 async def test_files_are_re_hosted_then_posted_with_send_media(media_world: RelayWorld) -> None:
