@@ -19,6 +19,10 @@ from chatgate.domain.turns import TurnOutcome
 from contract.kit import T0, covers, req
 
 
+def _open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
 def exists(path: str) -> bool:
     return os.path.exists(path)
 
@@ -210,7 +214,9 @@ async def test_an_upload_body_no_upload_read_is_released_on_close(store, tmp_pat
     first = await store.open_blob(sha)
     assert first is not None
     body = FileBody(first, lambda: store.open_blob(sha))
+    opened = _open_files()
     await body.close()
     with pytest.raises(StopAsyncIteration):
         await anext(first.chunks)  # closed: its file or its query is let go
+    assert _open_files() <= opened  # and no descriptor is left open on it (SQLite's file)
     assert await body.read() == b"never sent"  # a later upload opens the blob again

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from chatgate.domain.voice import VoiceSettings
 
@@ -105,13 +105,24 @@ class MediaRecord:
     """Whose file it is (``<platform>:<user id>``): a user's quota counts the sizes of their records."""
 
 
+class BlobPieces(Protocol):
+    """A blob's pieces as they are read; ``aclose`` lets go of what the reading holds (a file, a
+    query) whether the reading finished, stopped early or never began."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    def __anext__(self) -> Awaitable[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BlobStream:
     """A stored blob read piece by piece (about 1 MB each), never whole in memory: a download
     served or an upload made from it holds one piece at a time."""
 
     size: int
-    chunks: AsyncGenerator[bytes, None]
+    chunks: BlobPieces
 
 
 class BlobGone(Exception):

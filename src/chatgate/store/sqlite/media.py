@@ -15,7 +15,6 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -135,19 +134,34 @@ def shared_key(conn: sqlite3.Connection, name: str) -> bytes:
     return bytes(conn.execute("SELECT value FROM gateway_keys WHERE name = ?", (name,)).fetchone()[0])
 
 
-async def _file_pieces(f: BinaryIO, size: int) -> AsyncGenerator[bytes, None]:
-    """An open blob file's bytes in pieces, each read in a thread; the file is closed at the end
-    (or when the reader stops early). A file unlinked meanwhile is still read whole (POSIX)."""
-    try:
-        left = size
-        while left > 0:
-            piece = await asyncio.to_thread(f.read, min(CHUNK_BYTES, left))
-            if not piece:
-                raise StoreUnavailable("the blob file was cut short while it was read")
-            left -= len(piece)
-            yield piece
-    finally:
-        await asyncio.to_thread(f.close)
+class _FilePieces:
+    """An open blob file's bytes in pieces, each read in a thread. The file is closed at the end,
+    or by ``aclose`` (the reader stopped early, or never began: an upload that was not made).
+    A file unlinked meanwhile is still read whole (POSIX)."""
+
+    def __init__(self, f: BinaryIO, size: int) -> None:
+        self._f = f
+        self._left = size
+
+    def __aiter__(self) -> _FilePieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._f.closed:
+            raise StopAsyncIteration
+        if self._left <= 0:
+            await self.aclose()
+            raise StopAsyncIteration
+        piece = await asyncio.to_thread(self._f.read, min(CHUNK_BYTES, self._left))
+        if not piece:
+            await self.aclose()
+            raise StoreUnavailable("the blob file was cut short while it was read")
+        self._left -= len(piece)
+        return piece
+
+    async def aclose(self) -> None:
+        if not self._f.closed:
+            await asyncio.to_thread(self._f.close)
 
 
 class SqliteMedia(SqliteRole):
@@ -179,7 +193,7 @@ class SqliteMedia(SqliteRole):
         except FileNotFoundError:
             return None
         size = os.fstat(f.fileno()).st_size
-        return BlobStream(size, _file_pieces(f, size))
+        return BlobStream(size, _FilePieces(f, size))
 
     async def expire_media(self, before: float) -> int:
         return await self._db.write(lambda c: expire_media(c, before))
