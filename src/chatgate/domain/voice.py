@@ -37,15 +37,20 @@ class VoiceSettings:
     """An ISO-639-1 hint for the ``openai`` endpoint (the embedded model is English only)."""
 
 
-def transcript_line(name: str, transcript: str) -> str:
-    """How the model reads a voice note: marked as a transcript, then the words."""
+def heard(kind: str) -> str:
+    """What a transcribed file is called: a video's sound track, or a voice note (any audio)."""
+    return "video" if kind == "video" else "voice note"
+
+
+def transcript_line(name: str, transcript: str, what: str = "voice note") -> str:
+    """How the model reads a voice note (or a video's sound): marked as a transcript, then the words."""
     words = transcript.strip() or "(no words recognised)"
-    return f"[transcript of the voice note {name}]: {words}"
+    return f"[transcript of the {what} {name}]: {words}"
 
 
-def untranscribed_note(name: str, reason: str) -> str:
-    """The line the model reads and the user sees when a voice note could not be transcribed."""
-    return f"[voice note {name} could not be transcribed: {reason}]"
+def untranscribed_note(name: str, reason: str, what: str = "voice note") -> str:
+    """The line the model reads and the user sees when a voice note (a video) could not be transcribed."""
+    return f"[{what} {name} could not be transcribed: {reason}]"
 
 
 def transcript_notice(transcript: str) -> str:

@@ -45,7 +45,7 @@ from chatgate.domain.media_ports import media_source
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.store_roles import Media
 from chatgate.domain.turns import QueuedItem
-from chatgate.domain.voice import transcript_line, transcript_notice, untranscribed_note
+from chatgate.domain.voice import heard, transcript_line, transcript_notice, untranscribed_note
 from chatgate.engine.media_ingest import check, extract_pdf_text
 from chatgate.engine.media_quota import Limit, Quota, owner_of
 from chatgate.engine.media_retention import RetentionSweeper, expired_note
@@ -115,9 +115,13 @@ class TurnMedia:
             if record.item is None:
                 lines.append(refused_note(record.name, record.error or "unknown"))
             elif record.transcript is not None:
-                lines.append(transcript_line(record.name or record.item.name, record.transcript))
+                what = heard(record.item.kind)
+                lines.append(transcript_line(record.name or record.item.name, record.transcript, what))
             elif record.transcript_error is not None:
-                lines.append(untranscribed_note(record.name or record.item.name, record.transcript_error))
+                what = heard(record.item.kind)
+                lines.append(
+                    untranscribed_note(record.name or record.item.name, record.transcript_error, what)
+                )
         return tuple(lines)
 
     def text(self, inbound: Inbound) -> str:
@@ -150,7 +154,8 @@ class TurnMedia:
         if record.item is None:
             return refused_note(record.name, record.error or "unknown")
         if record.transcript_error is not None:
-            return untranscribed_note(record.name or record.item.name, record.transcript_error)
+            what = heard(record.item.kind)
+            return untranscribed_note(record.name or record.item.name, record.transcript_error, what)
         if record.transcript is not None and self.show_transcripts:
             return transcript_notice(record.transcript)
         return None
@@ -258,7 +263,7 @@ class MediaFetcher:
             log.info("attachment %s not received: %s", key, error, extra={"platform": platform})
         transcript: str | None = None
         transcript_error: str | None = None
-        if item is not None and item.kind == "audio" and self._voice.enabled:
+        if item is not None and item.kind in ("audio", "video") and self._voice.enabled:  # a video: its sound
             transcript, transcript_error = await self._transcribe(key, item)
         record = MediaRecord(key, item, error, name, transcript, transcript_error, owner)
         return await self._store.record_media(record, self._clock())
@@ -350,6 +355,10 @@ class MediaFetcher:
         kind = item.kind
         if kind == "audio" and self._voice.enabled:
             return MediaContent(item, note="the model does not hear audio; its transcript is in the message")
+        if kind == "video" and self._voice.enabled:
+            return MediaContent(
+                item, note="the model does not see video; its sound's transcript is in the message"
+            )
         if kind in ("audio", "video", "other"):
             return MediaContent(item, note=f"{kind} files are not read by the model yet")
         data = await self._store.read_blob(item.sha)
