@@ -17,7 +17,7 @@ from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, priv
 from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
 from chatgate.domain.media import human_size
 from support.engine_harness import wait_until
-from support.media_files import pdf, png, spoken_mp4, spoken_ogg
+from support.media_files import pdf, png, silent_mp4, spoken_mp4, spoken_ogg
 from support.postgres import DSN, pg_schema_fixture, sql  # noqa: F401  (the pg_schema fixture)
 from support.procs import GatewayProcess
 
@@ -257,6 +257,24 @@ async def test_a_video_notes_sound_reaches_the_model_as_its_transcript(
     assert notice.startswith("Transcript: ") and set(notice.split()) >= words
     (line,) = [x for x in answer.splitlines() if x.startswith("[transcript of the video video.mp4]: ")]
     assert set(line.split()) >= words
+
+
+async def test_a_silent_video_is_named_to_the_model_and_no_failure_is_reported(
+    double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    user = User(510, "Jo")
+    chat = private(user)
+    model.script(Answer(echo_model))
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    await gateways.start(config)
+    await double.push_video_note(chat, user, silent_mp4())
+    await double.wait_for(lambda: len(double.view(chat.id)) >= 1, 120, "the answer")
+    (answer,) = [m.text for m in double.view(chat.id)]  # no transcript notice, no failure line
+    assert (
+        "video.mp4" in answer and "could not be transcribed" not in answer and "transcript of" not in answer
+    )
 
 
 async def test_a_voice_note_is_transcribed_by_an_openai_compatible_endpoint(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+from fractions import Fraction
+from typing import Any
 
 
 def png(width: int = 32, height: int = 16, color: tuple[int, int, int] = (200, 30, 30)) -> bytes:
@@ -74,6 +76,39 @@ def spoken_ogg(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
     return out.getvalue()
 
 
+def silent_mp4() -> bytes:
+    """A small blank MP4 video with no sound track at all (a screen recording, say)."""
+    import av
+
+    out = io.BytesIO()
+    with av.open(out, "w", format="mp4") as sink:
+        _blank_frames(sink, _video(sink))
+    return out.getvalue()
+
+
+def _video(sink: Any) -> Any:
+    """A 64x64 MPEG-4 Part 2 video stream (an encoder PyAV's FFmpeg ships); added before anything
+    is muxed, as a container wants all its streams before its header."""
+    video = sink.add_stream("mpeg4", rate=10)
+    video.width, video.height, video.pix_fmt = 64, 64, "yuv420p"
+    return video
+
+
+def _blank_frames(sink: Any, video: Any) -> None:
+    """Two seconds of a blank picture."""
+    import av
+
+    for n in range(20):
+        picture = av.VideoFrame(64, 64, "yuv420p")
+        for plane in picture.planes:
+            plane.update(bytes(plane.buffer_size))
+        picture.pts, picture.time_base = n, Fraction(1, 10)
+        for packet in video.encode(picture):
+            sink.mux(packet)
+    for packet in video.encode(None):
+        sink.mux(packet)
+
+
 def spoken_mp4(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
     """``phrase`` spoken by espeak-ng as the sound track (AAC) of a small blank MP4 video (MPEG-4
     Part 2), made with PyAV: what Telegram sends as a video note."""
@@ -86,8 +121,7 @@ def spoken_mp4(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
     ).stdout
     out = io.BytesIO()
     with av.open(io.BytesIO(wav)) as source, av.open(out, "w", format="mp4") as sink:
-        video = sink.add_stream("mpeg4", rate=10)
-        video.width, video.height, video.pix_fmt = 64, 64, "yuv420p"
+        video = _video(sink)
         sound = sink.add_stream("aac", rate=48000, layout="mono")
         resampler = av.AudioResampler(format="fltp", layout="mono", rate=48000)
         for frame in source.decode(audio=0):
@@ -97,13 +131,5 @@ def spoken_mp4(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
         for piece in [*resampler.resample(None), None]:
             for packet in sound.encode(piece):
                 sink.mux(packet)
-        for n in range(20):
-            picture = av.VideoFrame(64, 64, "yuv420p")
-            for plane in picture.planes:
-                plane.update(bytes(plane.buffer_size))
-            picture.pts = n
-            for packet in video.encode(picture):
-                sink.mux(packet)
-        for packet in video.encode(None):
-            sink.mux(packet)
+        _blank_frames(sink, video)
     return out.getvalue()

@@ -52,6 +52,7 @@ from chatgate.engine.media_retention import RetentionSweeper, expired_note
 from chatgate.engine.ports import Adapter
 from chatgate.engine.replies import reply_draft
 from chatgate.engine.voice import Transcriber
+from chatgate.engine.voice_decode import NoAudio
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -277,6 +278,8 @@ class MediaFetcher:
         try:
             words = await self._voice.transcribe(data)
             return words[: self.limits.inline_chars], None  # a remote server's answer, bounded
+        except NoAudio:
+            return None, None if item.kind == "video" else "it has no audio"  # a silent video is fine
         except MediaRefused as exc:
             log.info("voice note %s not transcribed: %s", key, exc)
             return None, str(exc)

@@ -17,6 +17,10 @@ from chatgate.domain.voice import SAMPLE_RATE
 BYTES_PER_SECOND = SAMPLE_RATE * 2
 
 
+class NoAudio(MediaRefused):
+    """The file holds no audio stream at all (a silent video: nothing to transcribe, no fault)."""
+
+
 def decode_pcm(data: bytes, max_seconds: float) -> bytes:
     """The audio in ``data`` as 16 kHz mono signed 16-bit PCM. Longer than ``max_seconds``, or
     not decodable, is ``MediaRefused`` with the reason the user reads."""
@@ -27,7 +31,7 @@ def decode_pcm(data: bytes, max_seconds: float) -> bytes:
     try:
         with av.open(io.BytesIO(data), mode="r") as container:
             if not container.streams.audio:
-                raise MediaRefused("it has no audio")
+                raise NoAudio("it has no audio")
             stream = container.streams.audio[0]
             stated = stream.duration * stream.time_base if stream.duration and stream.time_base else 0
             if float(stated) > max_seconds + 1:
