@@ -238,7 +238,7 @@ async def test_the_registry_git_server_tiers_from_its_annotations(setup: Setup, 
     assert staged.stdout == ""
 
 
-async def test_a_tools_image_is_stored_and_sent_after_the_reply_and_a_fake_one_is_refused(
+async def test_a_tools_image_audio_and_file_are_sent_after_the_reply_and_a_fake_image_refused(
     setup: Setup,
 ) -> None:
     setup.server.script(call("probe__picture", {"red": 200}), Reply("drawn"))
@@ -248,15 +248,26 @@ async def test_a_tools_image_is_stored_and_sent_after_the_reply_and_a_fake_one_i
     (result,) = tool_results(setup.server)
     lines = result.splitlines()
     assert lines[0] == "a picture"
-    assert lines[-2] == "[tool-image 1 is sent to the user after the reply as tool-image-1.png]"
-    assert lines[-1] == "[tool-image 2 was not sent: it is application/pdf, not an image]"
+    assert lines[-4:] == [
+        "[tool-file 1 is sent to the user after the reply as tool-file-1.png]",
+        "[tool-file 2 was not sent: it is application/pdf, not an image]",
+        "[tool-file 3 is sent to the user after the reply as tool-file-3.wav]",
+        "[tool-file 4 is sent to the user after the reply as report.csv]",
+    ]
     image = png(40, 30, (200, 0, 0))
     assert await h.store.read_blob(hashlib.sha256(image).hexdigest()) == image  # stored by its content
+    assert await h.store.read_blob(hashlib.sha256(b"a,b\n1,2\n").hexdigest()) == b"a,b\n1,2\n"
     db = sqlite3.connect(h.path)
     try:
-        rows = db.execute("SELECT idem_key, text FROM outbox WHERE idem_key LIKE 'file:%'").fetchall()
+        rows = db.execute(
+            "SELECT text, target_json FROM outbox WHERE idem_key LIKE 'file:%' ORDER BY id"
+        ).fetchall()
     finally:
         db.close()
-    assert len(rows) == 1 and "tool-image-1.png" in rows[0][1] + str(rows), (
-        rows
-    )  # one file row, after the reply
+    named = [
+        name
+        for name in ("tool-file-1.png", "tool-file-3.wav", "report.csv")
+        for row in rows
+        if name in row[0] + row[1]
+    ]
+    assert len(rows) == 3 and named == ["tool-file-1.png", "tool-file-3.wav", "report.csv"], rows

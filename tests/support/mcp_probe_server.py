@@ -3,7 +3,7 @@
 Tools: ``echo`` (read-only), ``write_note`` (destructive: appends to a file), ``big``
 (returns many bytes), ``die`` (the process exits mid-call: a crash), ``pid`` (its process id),
 ``sleep`` (a slow call), ``unannotated`` (no annotations: fail closed), ``picture`` (a PNG as an
-image block, and a PDF claiming to be one). ``MCP_PROBE_LOG``
+image block, a PDF claiming to be one, a WAV as audio, a CSV as an embedded resource). ``MCP_PROBE_LOG``
 names a file each call is appended to, so a test can tell whether a call ran. ``--http PORT``
 serves it over streamable HTTP instead of stdio.
 """
@@ -83,19 +83,27 @@ def unannotated() -> str:
 
 @server.tool(annotations=READ_ONLY)
 def picture(red: int) -> list[Any]:
-    """A line of text, a ``red``-tinted 40x30 PNG as an image block, and a PDF that claims to be one."""
+    """A line of text, a ``red``-tinted 40x30 PNG as an image block, a PDF that claims to be one,
+    a short WAV as an audio block, and a CSV as an embedded binary resource."""
     import base64
 
-    from mcp.types import ImageContent, TextContent
+    from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent, TextContent
 
-    from support.media_files import pdf, png
+    from support.media_files import pdf, png, wav_tone
 
     _log(f"picture {red}")
-    image, fake = png(40, 30, (red, 0, 0)), pdf("not a picture")
+    image, fake, sound = png(40, 30, (red, 0, 0)), pdf("not a picture"), wav_tone()
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    table = BlobResourceContents(uri="file:///out/report.csv", blob=b64(b"a,b\n1,2\n"), mimeType="text/csv")
     return [
         TextContent(type="text", text="a picture"),
-        ImageContent(type="image", data=base64.b64encode(image).decode(), mimeType="image/png"),
-        ImageContent(type="image", data=base64.b64encode(fake).decode(), mimeType="image/png"),
+        ImageContent(type="image", data=b64(image), mimeType="image/png"),
+        ImageContent(type="image", data=b64(fake), mimeType="image/png"),
+        AudioContent(type="audio", data=b64(sound), mimeType="audio/wav"),
+        EmbeddedResource(type="resource", resource=table),
     ]
 
 

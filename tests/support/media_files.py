@@ -41,6 +41,22 @@ def pdf(text: str) -> bytes:
     return out.getvalue()
 
 
+def wav_tone(seconds: float = 0.2, rate: int = 8000) -> bytes:
+    """A short 440 Hz tone as 16-bit mono WAV (standard library only)."""
+    import math
+    import struct
+    import wave
+
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        samples = (int(8000 * math.sin(2 * math.pi * 440 * n / rate)) for n in range(int(seconds * rate)))
+        w.writeframes(b"".join(struct.pack("<h", v) for v in samples))
+    return out.getvalue()
+
+
 def png_bomb(width: int = 20_000, height: int = 20_000) -> bytes:
     """A small PNG whose header claims ``width`` x ``height`` pixels (1-bit, compressed)."""
     from PIL import Image

@@ -1,11 +1,11 @@
-"""Images made during a turn, by the model (``agents.base.ImageMade``) or returned by an MCP tool:
-each is checked and stored like an uploaded file (``MediaFetcher.take``: its type from its content,
-pixel and size limits, the blob store) and sent after the reply as a file of its own, exactly as
-``attach_file`` sends one.
+"""Files made during a turn, by the model (its images, ``agents.base.ImageMade``) or returned by
+an MCP tool (images, audio, embedded binary resources): each is checked and stored like an uploaded
+file (``MediaFetcher.take``: its type from its content, pixel and size limits, the blob store) and
+sent after the reply as a file of its own, exactly as ``attach_file`` sends one.
 
-Their bytes are a stranger's: one that is not an image by its content, too large, or a
-decompression bomb is not sent, and a line says why (the reply's end for the model's, the tool's
-result for a tool's); the turn goes on.
+Their bytes are a stranger's: an "image" that is not one by its content, audio that is not audio,
+a file too large, an SVG or a decompression bomb is not sent, and a line says why (the reply's end
+for the model's, the tool's result for a tool's); the turn goes on.
 """
 
 from __future__ import annotations
@@ -20,6 +20,14 @@ from chatgate.domain.outfiles import OutFile
 from chatgate.engine.media_fetch import MediaFetcher
 
 log = logging.getLogger(__name__)
+
+
+_EXTENSIONS = {"audio/wav": ".wav", "audio/ogg": ".ogg"}
+"""Where the standard table has none (``audio/wav``) or an odd one (``.oga``)."""
+
+
+def _extension(mime: str) -> str:
+    return _EXTENSIONS.get(mime) or mimetypes.guess_extension(mime) or ""
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:
@@ -42,11 +50,12 @@ class MadeImages:
         self.refusals: list[str] = []
         """One line per image not sent (``note``)."""
 
-    async def take(self, data: bytes) -> str:
-        """The image stored and queued to send; a line saying what became of it."""
+    async def take(self, data: bytes, kind: str = "image", name: str | None = None) -> str:
+        """The file stored and queued to send; a line saying what became of it. ``kind``: what it
+        must be by its content (``image``, ``audio``; ``file``: anything the checks pass)."""
         self._made += 1
         label = f"{self._prefix} {self._made}"
-        refused = await self._refusal(data, label)
+        refused = await self._refusal(data, label, kind, name)
         if refused is None:
             return f"[{label} is sent to the user after the reply as {self._files[-1].name}]"
         log.info("%s was not sent: %s", label, refused, extra={"session_key": self._session_key})
@@ -54,17 +63,17 @@ class MadeImages:
         self.refusals.append(line)
         return line
 
-    async def _refusal(self, data: bytes, label: str) -> str | None:
+    async def _refusal(self, data: bytes, label: str, kind: str, name: str | None) -> str | None:
         if self._media is None:
             return "media is off (media.enabled)"
         try:
-            item = await self._media.take(_once(data), self._platform, label.replace(" ", "-"))
+            item = await self._media.take(_once(data), self._platform, name or label.replace(" ", "-"))
         except (MediaRefused, StoreUnavailable) as exc:
             return str(exc)
-        if item.kind != "image":
-            return f"it is {item.mime}, not an image"
-        name = f"{label.replace(' ', '-')}{mimetypes.guess_extension(item.mime) or ''}"
-        self._files.append(OutFile(item.sha, name, item.mime, item.size))
+        if kind != "file" and item.kind != kind:
+            return f"it is {item.mime}, not {'an image' if kind == 'image' else kind}"
+        shown = item.name if name else f"{label.replace(' ', '-')}{_extension(item.mime)}"
+        self._files.append(OutFile(item.sha, shown, item.mime, item.size))
         return None
 
     def note(self, text: str) -> str:

@@ -65,13 +65,23 @@ class McpTool:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolFile:
+    """Bytes a tool produced: an image or audio block, or an embedded binary resource (``file``,
+    named by its URI's last segment)."""
+
+    kind: str
+    data: bytes
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class McpOutcome:
     """What a call gave the model: the (bounded) text, and whether the tool succeeded."""
 
     text: str
     ok: bool
-    images: tuple[bytes, ...] = ()
-    """The image blocks' bytes (at most ``MAX_IMAGES``): the engine sends them to the user."""
+    files: tuple[ToolFile, ...] = ()
+    """The files the result carried (at most ``MAX_IMAGES``): the engine sends them to the user."""
 
 
 class McpServerOwner:
@@ -328,22 +338,23 @@ def _connection_lost(exc: BaseException) -> bool:
 def render_result(result: dict[str, Any], cap: int) -> McpOutcome:
     """A ``CallToolResult`` (wire form) as text for the model: text blocks as they are, other
     blocks described, structured content as JSON when there is no text; at most ``cap`` bytes.
-    Image blocks' bytes are kept too (``McpOutcome.images``), for the user."""
+    The bytes of image and audio blocks and of embedded binary resources are kept too
+    (``McpOutcome.files``, at most ``MAX_IMAGES``), for the user."""
     parts: list[str] = []
-    images: list[bytes] = []
+    files: list[ToolFile] = []
     for block in result.get("content") or []:
         kind = block.get("type")
         if kind == "text":
             parts.append(str(block.get("text", "")))
         elif kind in ("image", "audio"):
-            image = image_bytes(str(block.get("data", ""))) if kind == "image" else None
-            if image is not None and len(images) < MAX_IMAGES:
-                images.append(image)
+            _keep(files, kind, str(block.get("data", "")), None)
             parts.append(
                 f"[{kind} {block.get('mimeType', '')}, {len(block.get('data', ''))} base64 characters]"
             )
         elif kind == "resource":
             resource = block.get("resource") or {}
+            if isinstance(resource.get("blob"), str):
+                _keep(files, "file", resource["blob"], str(resource.get("uri") or ""))
             parts.append(str(resource.get("text") or f"[resource {resource.get('uri', '')}]"))
         elif kind == "resource_link":
             parts.append(f"[resource link {block.get('uri', '')}]")
@@ -355,4 +366,13 @@ def render_result(result: dict[str, Any], cap: int) -> McpOutcome:
     text = "\n".join(parts) or "(no output)"
     if result.get("isError"):
         return McpOutcome(bounded(f"the tool reported an error: {text}", cap), False)
-    return McpOutcome(bounded(text, cap), True, tuple(images))
+    return McpOutcome(bounded(text, cap), True, tuple(files))
+
+
+def _keep(files: list[ToolFile], kind: str, data: str, uri: str | None) -> None:
+    if len(files) >= MAX_IMAGES:
+        return
+    decoded = image_bytes(data)  # bounded, strict base64
+    if decoded is not None:
+        name = uri.rstrip("/").rsplit("/", 1)[-1] if uri else None
+        files.append(ToolFile(kind, decoded, name or None))

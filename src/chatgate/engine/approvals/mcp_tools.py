@@ -55,7 +55,7 @@ class McpTools:
         """Where the images a tool returns are taken in (None: they are described, not sent)."""
 
     def for_turn(self, ctx: ToolContext) -> ToolRunner:
-        images = MadeImages(self.media, ctx.source.platform, ctx.session_key, ctx.files, "tool-image")
+        images = MadeImages(self.media, ctx.source.platform, ctx.session_key, ctx.files, "tool-file")
         return ApprovingMcpRunner(self.broker, self.hub, ctx, images)
 
 
@@ -99,6 +99,6 @@ class ApprovingMcpRunner:
                 return ToolResult(call.call_id, decision.reason, "denied")
         outcome = await owner.call(tool.name, call.arguments)
         log.info("MCP tool called", extra={**extra, "ok": outcome.ok})
-        sent = [await self._images.take(image) for image in outcome.images]  # to the user, as files
+        sent = [await self._images.take(f.data, f.kind, f.name) for f in outcome.files]  # to the user
         text = "\n".join([outcome.text, *sent])
         return ToolResult(call.call_id, text, "ok" if outcome.ok else "error")
