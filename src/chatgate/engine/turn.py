@@ -47,8 +47,8 @@ from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
 from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
+from chatgate.engine.made_files import MadeFiles
 from chatgate.engine.media_fetch import MediaFetcher, TurnMedia
-from chatgate.engine.model_images import MadeImages
 from chatgate.engine.ports import Adapter
 from chatgate.engine.preview_holds import Hold, PreviewHolds
 from chatgate.engine.profile_choice import Profiles, chosen_profile, fitted
@@ -166,7 +166,7 @@ class TurnRunner:
         request, inputs = await self._request(claim, reply_to, route, fetched, attached)
         consumer = self._consumer(adapter if not internal else None, claim, reply_to, route, hold)
         reply = await self._reply(
-            request, consumer, MadeImages(self._media, source.platform, key, attached, "image")
+            request, consumer, MadeFiles(self._media, source.platform, key, attached, "image")
         )
         transcript = [HistoryEntry("user", model_input, media) for model_input, media in inputs]
         if reply.outcome == "ok":  # an apology is for the user, never the model's history
@@ -310,7 +310,7 @@ class TurnRunner:
                     {k: str(v) for k, v in draft.target.items() if k != PREVIEW_KEY},
                 )
 
-    async def _reply(self, request: AgentRequest, consumer: StreamConsumer, images: MadeImages) -> _Reply:
+    async def _reply(self, request: AgentRequest, consumer: StreamConsumer, images: MadeFiles) -> _Reply:
         steps = ToolSteps()  # what the agent did, kept with the reply (even a timed-out one)
         try:
             async with asyncio.timeout(self.settings.timeout_seconds):
@@ -332,7 +332,7 @@ class TurnRunner:
         return _Reply(text, outcome, consumer.state.message_id, usage, steps.dumps())
 
     async def _stream(
-        self, request: AgentRequest, consumer: StreamConsumer, steps: ToolSteps, images: MadeImages
+        self, request: AgentRequest, consumer: StreamConsumer, steps: ToolSteps, images: MadeFiles
     ) -> tuple[str, str, Usage | None]:
         await consumer.begin()
         so_far = ""

@@ -19,8 +19,8 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.shell.danger import DangerRule
 from chatgate.engine.approvals.broker import ApprovalBroker
 from chatgate.engine.approvals.policy import ToolContext
+from chatgate.engine.made_files import MadeFiles
 from chatgate.engine.media_fetch import MediaFetcher
-from chatgate.engine.model_images import MadeImages
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +55,14 @@ class McpTools:
         """Where the images a tool returns are taken in (None: they are described, not sent)."""
 
     def for_turn(self, ctx: ToolContext) -> ToolRunner:
-        images = MadeImages(self.media, ctx.source.platform, ctx.session_key, ctx.files, "tool-file")
+        images = MadeFiles(self.media, ctx.source.platform, ctx.session_key, ctx.files, "tool-file")
         return ApprovingMcpRunner(self.broker, self.hub, ctx, images)
 
 
 class ApprovingMcpRunner:
     """A ``ToolRunner``: finds the tool, applies its policy (asking when it says so), calls it."""
 
-    def __init__(self, broker: ApprovalBroker, hub: McpHub, ctx: ToolContext, images: MadeImages) -> None:
+    def __init__(self, broker: ApprovalBroker, hub: McpHub, ctx: ToolContext, images: MadeFiles) -> None:
         self._broker = broker
         self._hub = hub
         self._ctx = ctx

@@ -34,8 +34,8 @@ async def _once(data: bytes) -> AsyncIterator[bytes]:
     yield data
 
 
-class MadeImages:
-    """One turn's images from one maker (``prefix``: ``image`` for the model's, ``tool-image`` for
+class MadeFiles:
+    """One turn's files from one maker (``prefix``: ``image`` for the model's, ``tool-file`` for
     a tool's), added to the files its reply sends (``files``)."""
 
     def __init__(
