@@ -293,6 +293,12 @@ def test_media_bench_quick_run_takes_an_image_to_the_model_and_many_uploads_at_o
     assert uploads["users"] == 3 and uploads["seconds"] > 0 and "peak_rss_growth_mb" in uploads
 
 
+def test_uploads_http_bench_quick_run_uploads_through_a_gateway_process() -> None:
+    result = run_bench("uploads_http.py")  # each upload is checked (200, its size) by the script
+    assert (result["users"], result["file_mb"]) == (3, 1.0)
+    assert result["seconds"] > 0 and result["rss_before_mb"] > 0 and "peak_rss_growth_mb" in result
+
+
 def test_blob_stream_bench_quick_run_reads_a_blob_whole_and_streamed_on_both_backends() -> None:
     result = run_bench("blob_stream.py")
     assert result["mb"] == 2.0
