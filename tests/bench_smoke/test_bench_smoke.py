@@ -299,6 +299,12 @@ def test_uploads_http_bench_quick_run_uploads_through_a_gateway_process() -> Non
     assert result["seconds"] > 0 and result["rss_before_mb"] > 0 and "peak_rss_growth_mb" in result
 
 
+def test_image_http_bench_quick_run_takes_an_image_to_the_model_through_a_gateway_process() -> None:
+    result = run_bench("image_http.py")  # the model server checks the image's sha256 itself
+    assert result["bytes"] > 0 and result["runs"] == 1
+    assert result["gateway_s"] > 0 and result["bare_s"] > 0 and result["ratio"] > 0
+
+
 def test_blob_stream_bench_quick_run_reads_a_blob_whole_and_streamed_on_both_backends() -> None:
     result = run_bench("blob_stream.py")
     assert result["mb"] == 2.0
