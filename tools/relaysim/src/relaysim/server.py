@@ -129,6 +129,7 @@ class RelaySimulator:
     async def stop(self) -> None:
         """Close every gateway connection (1001), stop listening, close the buffer."""
         self._stopping = True
+        self.media.release()  # a stalled upload must not hold up the server's shutdown
         links = list(self._links)
         for link in links:
             link.request_close(1001, "relay simulator shutting down")
