@@ -109,6 +109,13 @@ class MediaHost:
             return Response(status_code=404)
         return Response(found.data, media_type=found.mime)
 
+    def missing(self, url: str) -> bool:
+        """A ``source_url`` on this host that serves nothing (a public URL is not fetched here)."""
+        if not url.startswith(f"{self._base_url()}/relay/media/"):
+            return False
+        found = self.fetch(url)
+        return found is None or found.expires_at < time.time()
+
     def fetch(self, url: str) -> Hosted | None:
         """What a ``source_url`` of this host names (None: not one of its re-hosts)."""
         prefix = f"{self._base_url()}/relay/media/"

@@ -170,7 +170,8 @@ class RelaySimulator:
             return
         state = self._state(gateway_id)
         self._numbers += 1
-        context = LinkContext(self.buffer, self.descriptors, self._ack_timeout, self._notify)
+        media_missing = self.media.missing
+        context = LinkContext(self.buffer, self.descriptors, self._ack_timeout, self._notify, media_missing)
         link = Link(ws, self._numbers, state, context)
         previous, state.link = state.link, link
         if previous is not None:
