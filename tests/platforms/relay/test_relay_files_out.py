@@ -136,3 +136,25 @@ async def test_a_re_host_that_refuses_the_file_fails_its_row_once(media_world: R
     assert "larger than its re-host takes (HTTP 413)" in failed[0]
     assert world.sim.media.uploads_seen == 1 and world.sim.media.hosted == {}  # not retried
     assert world.ops("send_media") == []
+
+
+async def test_a_send_media_without_an_answer_is_sent_again_marked(media_world: RelayWorld) -> None:
+    world = media_world
+    world.extra["delivery"] = {"duplicate_marker": "(possible repeat) "}
+    (world.tmp / "work" / "a.png").write_bytes(png(8, 8, (9, 9, 9)))
+    world.sim.media.stall_uploads = 1  # holds the file while the reply's text is answered
+    await world.start(outbound_timeout_seconds=0.5)
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("!attach a.png | once", "m5"))
+    await world.wait_for(lambda: world.sim.media.uploads_seen == 1, "the re-host")
+    world.sim.set_result_policy(GW, "never")  # the connector takes the op and never answers
+    world.sim.media.release()
+    await world.wait_ops("send_media", 1)
+    world.sim.set_result_policy(GW, "ok")
+    first, again = await world.wait_ops("send_media", 2)
+    assert (first["caption"], again["caption"]) == ("once", "(possible repeat) once")
+    assert first["source_url"] != again["source_url"]  # a fresh re-host for the resend
+    await world.wait_for(
+        lambda: world.query("SELECT 1 FROM outbox WHERE idem_key LIKE 'file:%' AND status = 'sent'"), "sent"
+    )
+    assert len(world.ops("send_media")) == 2
