@@ -1,12 +1,15 @@
 """The agent's files go out through the relay: ``attach_file`` (the echo agent's ``!attach``) in a
 real gateway, re-hosted by the connector (``POST /relay/media``, streamed) and posted with the
 contract's ``send_media`` op, against relaysim. A connector that does not list the op gets the
-clear refusal line instead; a re-host that fails is retried and the file still posted once."""
+clear refusal line instead; a re-host that fails is retried and the file still posted once; one
+that refuses the file (413) fails its row with the reason, once, and posts nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -79,15 +82,20 @@ async def test_files_are_re_hosted_then_posted_with_send_media(media_world: Rela
         (report, "application/pdf", "report.pdf", GW),
     ]
     assert len(world.sim.media.hosted) == 2  # each re-hosted once
+    fetched = await asyncio.to_thread(lambda: urllib.request.urlopen(chart["source_url"], timeout=10).read())
+    assert fetched == image  # what the connector fetches by source_url
     sent = [m for m in world.sim.messages(GW) if m.op == "send_media"]
     assert [(m.media_kind, m.content) for m in sent] == [("image", "the chart"), ("document", "")]
 
 
-async def test_a_failed_re_host_is_retried_and_the_file_posted_once(media_world: RelayWorld) -> None:
+@pytest.mark.parametrize("status", [500, 503])
+async def test_a_failed_re_host_is_retried_and_the_file_posted_once(
+    media_world: RelayWorld, status: int
+) -> None:
     world = media_world
     image = png(20, 20, (1, 2, 3))
     (world.tmp / "work" / "a.png").write_bytes(image)
-    world.sim.media.refusal = 503  # the connector's re-host is down
+    world.sim.media.refusal = status  # the connector's re-host is broken, or down
     await world.start()
     await world.sim.wait_connected(GW, 10)
     await world.sim.inject_inbound(GW, event("!attach a.png", "m2"))
@@ -114,3 +122,39 @@ async def test_a_connector_without_send_media_gets_the_refusal_line(legacy_world
     sends = await world.wait_ops("send", 2)
     assert "could not be sent: this chat does not take files from the gateway" in sends[-1]["content"]
     assert world.ops("send_media") == [] and world.sim.media.hosted == {}
+
+
+async def test_a_re_host_that_refuses_the_file_fails_its_row_once(media_world: RelayWorld) -> None:
+    world = media_world
+    (world.tmp / "work" / "big.bin").write_bytes(os.urandom(3 * 2**20))
+    world.sim.media.cap_bytes = 2**20  # a connector with a lower cap than the contract's 25 MB
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("!attach big.bin | the data", "m4"))
+    failed_row = "SELECT last_error FROM outbox WHERE idem_key LIKE 'file:%' AND status = 'failed'"
+    (failed,) = await world.wait_for(lambda: world.query(failed_row), "the file row failed")
+    assert "larger than its re-host takes (HTTP 413)" in failed[0]
+    assert world.sim.media.uploads_seen == 1 and world.sim.media.hosted == {}  # not retried
+    assert world.ops("send_media") == []
+
+
+async def test_a_send_media_without_an_answer_is_sent_again_marked(media_world: RelayWorld) -> None:
+    world = media_world
+    world.extra["delivery"] = {"duplicate_marker": "(possible repeat) "}
+    (world.tmp / "work" / "a.png").write_bytes(png(8, 8, (9, 9, 9)))
+    world.sim.media.stall_uploads = 1  # holds the file while the reply's text is answered
+    await world.start(outbound_timeout_seconds=0.5)
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("!attach a.png | once", "m5"))
+    await world.wait_for(lambda: world.sim.media.uploads_seen == 1, "the re-host")
+    world.sim.set_result_policy(GW, "never")  # the connector takes the op and never answers
+    world.sim.media.release()
+    await world.wait_ops("send_media", 1)
+    world.sim.set_result_policy(GW, "ok")
+    first, again = await world.wait_ops("send_media", 2)
+    assert (first["caption"], again["caption"]) == ("once", "(possible repeat) once")
+    assert first["source_url"] != again["source_url"]  # a fresh re-host for the resend
+    await world.wait_for(
+        lambda: world.query("SELECT 1 FROM outbox WHERE idem_key LIKE 'file:%' AND status = 'sent'"), "sent"
+    )
+    assert len(world.ops("send_media")) == 2

@@ -645,3 +645,42 @@ async def test_the_cli_serves_a_gateway_and_stops_on_sigterm(tmp_path: Path) -> 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+# -- files: the re-host and send_media ------------------------------------------------------------
+
+
+async def test_the_re_host_serves_what_send_media_names_and_send_media_is_checked(make_sim: MakeSim) -> None:
+    ops = ["send", "send_media"]
+    sim = await make_sim(platforms=[{"platform": "discord", "supported_ops": ops}, {"platform": "telegram"}])
+    sim.media.cap_bytes = 1000
+    async with httpx.AsyncClient(base_url=sim.base_url, timeout=TIMEOUT) as http:
+        post = http.post  # the bytes as the body, named by ?filename=
+        assert (await post("/relay/media", content=b"x")).status_code == 401
+        token = auth(hand_token(GW, SECRET))
+        assert (await post("/relay/media", content=b"x" * 1001, headers=token)).status_code == 413
+        png_type = token | {"content-type": "image/png"}
+        made = await post("/relay/media?filename=a.png", content=b"png!", headers=png_type)
+        url = made.json()["url"]
+        served = await http.get(url)
+    assert made.status_code == 200 and made.json()["expires_at"] > time.time() + 3000
+    assert (served.content, served.headers["content-type"]) == (b"png!", "image/png")
+    gone = url.rsplit("/", 1)[0] + "/nothing"
+    media = {"op": "send_media", "chat_id": "c1", "media_kind": "image", "source_url": url, "caption": "a"}
+    async with gateway(sim) as gw:
+        await gw.hello("discord")
+        await gw.hello("telegram")
+        cases = [
+            ({**media}, "discord", None),
+            ({**media, "media_kind": "gif"}, "discord", "media_kind must be one of"),
+            ({**media, "source_url": 7}, "discord", "source_url must be a string"),
+            ({**media, "source_url": gone}, "discord", "no live re-host"),
+            ({**media}, "telegram", "not in the descriptor's supported_ops"),
+        ]
+        for n, (action, platform, error) in enumerate(cases):
+            await gw.outbound(f"m{n}", action, platform=platform)
+            result = await gw.result(f"m{n}")
+            assert result["success"] is (error is None), result
+            assert error is None or error in result["error"], result
+    (posted,) = [m for m in sim.messages(GW) if m.op == "send_media"]
+    assert (posted.media_kind, posted.source_url, posted.content) == ("image", url, "a")

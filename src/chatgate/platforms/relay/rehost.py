@@ -9,8 +9,11 @@ the WebSocket's upgrade, and reads ``{"url": ...}`` back.
 
 The connector is the operator's own (its URL is configured), so no address check applies; the
 body streams from the blob store piece by piece (h11 over asyncio streams, as the URL fetcher
-and the HTTP server speak it: no optional extra). Nothing is posted in a chat by this step: every
-failure is a plain retry, or a refusal when the connector says the file is too large.
+and the HTTP server speak it: no optional extra). The request asks ``Expect: 100-continue``, so
+a connector that refuses the file by its headers (a lower cap) answers before any of the body is
+sent, instead of resetting a connection the answer may be lost with; one that never says
+``100 Continue`` gets the body after a second anyway. Nothing is posted in a chat by this step:
+every failure is a plain retry, or a refusal when the connector says the file is too large.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from chatgate.domain.media import FileBody
 from chatgate.domain.outfiles import OutFile
 from chatgate.platforms.kit.url_fetch import parse_url
 from chatgate.platforms.relay.auth import make_upgrade_token
-from chatgate.platforms.relay.frames.incoming import REHOST_MAX_BYTES
 
 ANSWER_MAX_BYTES = 64 * 1024
 CONNECT_SECONDS = 10.0
+CONTINUE_SECONDS = 1.0
+"""How long the body waits for ``100 Continue`` (or an early refusal) before it is sent anyway."""
 
 
 class RehostRefused(Exception):
@@ -64,6 +68,7 @@ async def rehost(base: str, gateway_id: str, secret: str, file: OutFile, body: F
             ("Authorization", f"Bearer {token}"),
             ("Content-Type", file.mime),
             ("Content-Length", str(body.size)),
+            ("Expect", "100-continue"),
             ("Connection", "close"),
         ],
     )
@@ -73,12 +78,11 @@ async def rehost(base: str, gateway_id: str, secret: str, file: OutFile, body: F
             reader, writer = await asyncio.open_connection(target.host, target.port, ssl=tls)
             try:
                 writer.write(conn.send(request) or b"")
-                async for piece in body.pieces():
-                    writer.write(conn.send(h11.Data(data=piece)) or b"")
-                    await writer.drain()
-                writer.write(conn.send(h11.EndOfMessage()) or b"")
                 await writer.drain()
-                status, answer = await _answer(conn, reader)
+                early = await _early_status(conn, reader)
+                if early is None:
+                    await _send_body(conn, writer, body)
+                status, answer = await _answer(conn, reader, early or 0)
             finally:
                 writer.close()
     except (OSError, TimeoutError, h11.ProtocolError) as exc:
@@ -86,16 +90,45 @@ async def rehost(base: str, gateway_id: str, secret: str, file: OutFile, body: F
     return _url_of(status, answer)
 
 
-async def _answer(conn: h11.Connection, reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    status, body = 0, b""
+async def _early_status(conn: h11.Connection, reader: asyncio.StreamReader) -> int | None:
+    """The final status the connector answered before the body (a refusal), or None: send it
+    (``100 Continue`` came, or nothing within ``CONTINUE_SECONDS``)."""
+    try:
+        async with asyncio.timeout(CONTINUE_SECONDS):
+            while True:
+                event = await _next_event(conn, reader)
+                if isinstance(event, h11.InformationalResponse):
+                    return None
+                if isinstance(event, h11.Response):
+                    return event.status_code
+    except TimeoutError:
+        return None
+
+
+async def _send_body(conn: h11.Connection, writer: asyncio.StreamWriter, body: FileBody) -> None:
+    async for piece in body.pieces():
+        writer.write(conn.send(h11.Data(data=piece)) or b"")
+        await writer.drain()
+    writer.write(conn.send(h11.EndOfMessage()) or b"")
+    await writer.drain()
+
+
+async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> object:
+    """The answer's next event, reading as it needs (a cancelled read loses no data)."""
+    while (event := conn.next_event()) is h11.NEED_DATA:
+        data = await reader.read(ANSWER_MAX_BYTES)
+        conn.receive_data(data)
+        if not data and conn.their_state is not h11.DONE:
+            raise RehostFailed("the connector closed the connection without answering")
+    return event
+
+
+async def _answer(conn: h11.Connection, reader: asyncio.StreamReader, status: int) -> tuple[int, bytes]:
+    """The final status and body (``status`` already read when the connector answered early)."""
+    body = b""
     while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            data = await reader.read(ANSWER_MAX_BYTES)
-            conn.receive_data(data)
-            if not data and conn.their_state is not h11.DONE:
-                raise RehostFailed("the connector closed the connection without answering")
-        elif isinstance(event, h11.Response):
+        event = await _next_event(conn, reader)
+        if isinstance(event, h11.Response):
             status = event.status_code
         elif isinstance(event, h11.Data):
             body += event.data
@@ -107,9 +140,7 @@ async def _answer(conn: h11.Connection, reader: asyncio.StreamReader) -> tuple[i
 
 def _url_of(status: int, answer: bytes) -> str:
     if status == 413:
-        raise RehostRefused(
-            f"the connector refused the file: over its {REHOST_MAX_BYTES // 2**20} MB re-host cap"
-        )
+        raise RehostRefused("the connector refused the file: it is larger than its re-host takes (HTTP 413)")
     if status in (400, 415):
         raise RehostRefused(f"the connector refused the file (HTTP {status})")
     if status != 200:

@@ -43,6 +43,8 @@ class LinkContext:
     descriptors: dict[str, dict[str, Any]]
     ack_timeout: float
     notify: Callable[[], None]
+    media_missing: Callable[[str], bool] = lambda url: False
+    """Whether a ``send_media`` ``source_url`` names a re-host of this connector that is gone."""
 
 
 class Link:
@@ -322,6 +324,8 @@ class Link:
         if descriptor is None:
             return ops.failure(f"platform {platform!r} is not fronted by this relay")
         error = ops.check(action, descriptor)
+        if error is None and action["op"] == "send_media" and self.ctx.media_missing(action["source_url"]):
+            error = "send_media: source_url names no live re-host of this connector (expired or never made)"
         return ops.failure(error) if error else {"success": True}
 
     async def _result_later(self, record: ReceivedOp, result: dict[str, Any], delay: float) -> None:

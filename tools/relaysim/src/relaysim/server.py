@@ -129,6 +129,7 @@ class RelaySimulator:
     async def stop(self) -> None:
         """Close every gateway connection (1001), stop listening, close the buffer."""
         self._stopping = True
+        self.media.release()  # a stalled upload must not hold up the server's shutdown
         links = list(self._links)
         for link in links:
             link.request_close(1001, "relay simulator shutting down")
@@ -169,7 +170,8 @@ class RelaySimulator:
             return
         state = self._state(gateway_id)
         self._numbers += 1
-        context = LinkContext(self.buffer, self.descriptors, self._ack_timeout, self._notify)
+        media_missing = self.media.missing
+        context = LinkContext(self.buffer, self.descriptors, self._ack_timeout, self._notify, media_missing)
         link = Link(ws, self._numbers, state, context)
         previous, state.link = state.link, link
         if previous is not None:
