@@ -173,7 +173,6 @@ class RelayPlatform:
             media_kind=media_kind(file.mime),
             source_url=url,
             caption=caption,
-            filename=file.name,
             reply_to=row.in_reply_to or None,
             metadata=_metadata(target),
         )

@@ -38,7 +38,6 @@ class SendMediaAction(_Model):
     media_kind: Literal["image", "voice", "audio", "video", "document"]
     source_url: str
     caption: str = ""
-    filename: str | None = None
     reply_to: str | None = None
     metadata: Metadata = Field(default_factory=dict)
 
