@@ -90,7 +90,7 @@ async def test_an_attached_image_and_a_pdf_are_posted_once_with_their_bytes(
 
     picture, document = await wait_for(both, 60, "both files")
     assert (picture["msgtype"], picture["body"], picture["filename"]) == ("m.image", "the chart", "chart.png")
-    assert picture["info"] == {"mimetype": "image/png", "size": len(image)}
+    assert picture["info"] == {"mimetype": "image/png", "size": len(image), "w": 64, "h": 48}
     assert (document["msgtype"], document["body"], document["filename"]) == (
         "m.file",
         "report.pdf",

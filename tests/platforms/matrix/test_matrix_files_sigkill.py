@@ -124,7 +124,7 @@ async def test_a_sigkill_while_a_file_goes_out_posts_it_once(
     assert len(posted) == 1, posted  # once, whatever the kill cut short
     (picture,) = posted
     assert (picture["msgtype"], picture["filename"]) == ("m.image", "red.png")
-    assert picture["info"] == {"mimetype": "image/png", "size": len(image)}
+    assert picture["info"] == {"mimetype": "image/png", "size": len(image), "w": 40, "h": 30}
     assert await download(people, ann.account.token, picture["url"]) == image
     assert len(proxy.uploads) == 2  # the restart uploaded again: the first copy stays unused
     if held == "event":  # the resend went under the same transaction id; the first event stands

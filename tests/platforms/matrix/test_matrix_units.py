@@ -242,3 +242,38 @@ async def test_the_upload_limit_is_read_from_either_media_config_and_none_when_n
     finally:
         await client.aclose()
         await runner.cleanup()
+
+
+def _image(fmt: str, width: int, height: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (10, 200, 30)).save(out, fmt)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "WEBP"])
+async def test_an_images_width_and_height_come_from_its_head_read_in_small_pieces(fmt: str) -> None:
+    from chatgate.domain.media import BlobStream, FileBody
+    from chatgate.platforms.matrix.dimensions import dimensions_of, image_dimensions
+
+    data = _image(fmt, 321, 123)
+    opened = 0
+
+    async def pieces() -> Any:
+        for at in range(0, len(data), 7):  # a head split over many pieces
+            yield data[at : at + 7]
+
+    async def reopen() -> BlobStream:
+        nonlocal opened
+        opened += 1
+        return BlobStream(len(data), pieces())
+
+    body = FileBody(BlobStream(len(data), pieces()), reopen)
+    assert await image_dimensions(body) == (321, 123)
+    assert b"".join([p async for p in body.pieces()]) == data  # the upload reads it afresh
+    assert opened == 1
+    assert dimensions_of(data[:12]) is None  # cut short before the size
+    assert dimensions_of(b"%PDF-1.4 not an image") is None

@@ -29,6 +29,7 @@ from chatgate.domain.store_roles import Cursors
 from chatgate.engine.ports import AdapterState, Intake, deliver_final
 from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 from chatgate.platforms.matrix.decode import PLATFORM, Addressing
+from chatgate.platforms.matrix.dimensions import image_dimensions
 from chatgate.platforms.matrix.errors import ApiRefused
 from chatgate.platforms.matrix.lane import JoinPolicy, MatrixLane
 from chatgate.platforms.matrix.outbound import MatrixOutbound, classify, row_transaction
@@ -225,6 +226,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         except (PlatformCallError, StoreUnavailable) as exc:
             return RetryLater(f"not signed in to Matrix yet: {exc}", 5.0)
         assert self._signed is not None
+        shape = await image_dimensions(body) if file.mime.startswith("image/") else None
         try:
             mxc = await api.upload(file.name, file.mime, body, 30.0 + file.size / 1_000_000)
         except ApiRefused as exc:
@@ -236,7 +238,9 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
             return classify(exc, sending=False)
         target = {k: str(v) for k, v in row.target.items() if isinstance(v, str)}
         with row_transaction(f"{self._signed.namespace}.o{row.id}"):
-            return await self._outbound.send_file(row.chat_id, file, mxc, caption, target, row.in_reply_to)
+            return await self._outbound.send_file(
+                row.chat_id, file, mxc, caption, target, row.in_reply_to, shape
+            )
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """``engine.ports.MediaSource``: a message's file, from the homeserver (``api.py``)."""
