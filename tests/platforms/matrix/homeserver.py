@@ -73,6 +73,9 @@ def config(data: Path, port: int) -> dict[str, Any]:
         "federation_domain_whitelist": [],
         "use_presence": False,
         "url_preview_enabled": False,
+        # Lower than Synapse's default (50M), so a test sees the adapter take the homeserver's own
+        # limit and a file over it is cheap to make (test_matrix_files_out.py).
+        "max_upload_size": "4M",
         "enable_metrics": False,
         # Every user gets its own limit through the admin API's override_ratelimit; the default
         # (what a user without one gets) is Synapse's own: 0.2 messages per second, burst 10.

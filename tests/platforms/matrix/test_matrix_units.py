@@ -208,3 +208,72 @@ async def test_an_answer_is_read_whole_across_chunks_and_refused_past_the_bound(
     finally:
         await client.aclose()
         await runner.cleanup()
+
+
+async def test_the_upload_limit_is_read_from_either_media_config_and_none_when_not_told() -> None:
+    from aiohttp import web
+
+    from chatgate.platforms.matrix import api
+
+    told: dict[str, Any] = {}
+
+    async def refused(request: web.Request) -> web.Response:
+        return web.json_response({"errcode": "M_UNRECOGNIZED", "error": "no"}, status=404)
+
+    async def legacy(request: web.Request) -> web.Response:
+        return web.json_response(told)
+
+    app = web.Application()
+    app.router.add_get("/_matrix/client/v1/media/config", refused)  # before authenticated media
+    app.router.add_get("/_matrix/media/v3/config", legacy)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = api.MatrixApi(f"http://127.0.0.1:{port}", "token")
+    try:
+        told["m.upload.size"] = 10_485_760
+        assert await client.upload_limit() == 10_485_760
+        del told["m.upload.size"]  # no limit said: the adapter keeps its default
+        assert await client.upload_limit() is None
+        told["m.upload.size"] = "big"
+        assert await client.upload_limit() is None
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+
+
+def _image(fmt: str, width: int, height: int) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (10, 200, 30)).save(out, fmt)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "GIF", "WEBP"])
+async def test_an_images_width_and_height_come_from_its_head_read_in_small_pieces(fmt: str) -> None:
+    from chatgate.domain.media import BlobStream, FileBody
+    from chatgate.platforms.matrix.dimensions import dimensions_of, image_dimensions
+
+    data = _image(fmt, 321, 123)
+    opened = 0
+
+    async def pieces() -> Any:
+        for at in range(0, len(data), 7):  # a head split over many pieces
+            yield data[at : at + 7]
+
+    async def reopen() -> BlobStream:
+        nonlocal opened
+        opened += 1
+        return BlobStream(len(data), pieces())
+
+    body = FileBody(BlobStream(len(data), pieces()), reopen)
+    assert await image_dimensions(body) == (321, 123)
+    assert b"".join([p async for p in body.pieces()]) == data  # the upload reads it afresh
+    assert opened == 1
+    assert dimensions_of(data[:12]) is None  # cut short before the size
+    assert dimensions_of(b"%PDF-1.4 not an image") is None

@@ -13,14 +13,15 @@ a transaction of the row's own so the homeserver deduplicates a resend.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.errors import NotSent, PlatformCallError, StoreUnavailable
 from chatgate.domain.inbound import Attachment
-from chatgate.domain.media import FileBody
-from chatgate.domain.outbound import Capabilities, DeliveryResult, RetryLater
+from chatgate.domain.media import FileBody, human_size
+from chatgate.domain.outbound import Capabilities, DeliveryResult, Rejected, RetryLater
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.source import Source
@@ -28,6 +29,8 @@ from chatgate.domain.store_roles import Cursors
 from chatgate.engine.ports import AdapterState, Intake, deliver_final
 from chatgate.platforms.kit.forwarding import ForwardsToOutbound
 from chatgate.platforms.matrix.decode import PLATFORM, Addressing
+from chatgate.platforms.matrix.dimensions import image_dimensions
+from chatgate.platforms.matrix.errors import ApiRefused
 from chatgate.platforms.matrix.lane import JoinPolicy, MatrixLane
 from chatgate.platforms.matrix.outbound import MatrixOutbound, classify, row_transaction
 from chatgate.platforms.matrix.rooms import Rooms
@@ -41,7 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 STOP_BUDGET = 10.0
 FILE_MAX_BYTES = 50 * 1024 * 1024
-"""Synapse's default ``max_upload_size``; a homeserver set lower refuses with 413 (``Rejected``)."""
+"""Synapse's default ``max_upload_size``, until the homeserver's own ``m.upload.size`` is read at
+sign-in; a file over the homeserver's limit is refused with 413 (``Rejected``)."""
 
 
 class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
@@ -106,8 +110,18 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
                         signed.user_id, signed.display_name, section.require_mention,
                         frozenset(section.free_response_rooms),
                     )  # fmt: skip
+                    await self._take_upload_limit(api)
                     self._signed = signed
         return api
+
+    async def _take_upload_limit(self, api: MatrixApi) -> None:
+        """The homeserver's own upload limit replaces the default, so a file over it becomes the
+        refusal line when the turn is recorded (a file far over it would have its upload cut
+        off mid-request, an answerless failure retried for nothing)."""
+        limit = await api.upload_limit()
+        if limit is not None:
+            self.capabilities = dataclasses.replace(type(self).capabilities, max_upload_bytes=limit)
+            log.info("Matrix: the homeserver takes uploads up to %s", human_size(limit))
 
     async def _call(self, method: str, where: str, body: Any = None, **options: Any) -> dict[str, Any]:
         return await (await self._ready()).call(method, where, body, **options)
@@ -212,13 +226,21 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         except (PlatformCallError, StoreUnavailable) as exc:
             return RetryLater(f"not signed in to Matrix yet: {exc}", 5.0)
         assert self._signed is not None
+        shape = await image_dimensions(body) if file.mime.startswith("image/") else None
         try:
             mxc = await api.upload(file.name, file.mime, body, 30.0 + file.size / 1_000_000)
+        except ApiRefused as exc:
+            if exc.status == 413:  # a limit lowered since sign-in, or one the homeserver never told
+                size = human_size(file.size)
+                return Rejected(f"{file.name} ({size}) is larger than the homeserver takes: {exc}")
+            return classify(exc, sending=False)
         except PlatformCallError as exc:
             return classify(exc, sending=False)
         target = {k: str(v) for k, v in row.target.items() if isinstance(v, str)}
         with row_transaction(f"{self._signed.namespace}.o{row.id}"):
-            return await self._outbound.send_file(row.chat_id, file, mxc, caption, target, row.in_reply_to)
+            return await self._outbound.send_file(
+                row.chat_id, file, mxc, caption, target, row.in_reply_to, shape
+            )
 
     def open_attachment(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """``engine.ports.MediaSource``: a message's file, from the homeserver (``api.py``)."""

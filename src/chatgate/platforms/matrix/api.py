@@ -30,6 +30,8 @@ CLIENT = "/_matrix/client/v3"
 MEDIA = "/_matrix/client/v1/media"
 UPLOAD = "/_matrix/media/v3/upload"
 """Uploads stay on the media API (authenticated media moved downloads, not uploads)."""
+MEDIA_CONFIG = (f"{MEDIA}/config", "/_matrix/media/v3/config")
+"""Where the homeserver tells its upload limit: authenticated media first, then the old API."""
 _MXC = re.compile(r"^mxc://([A-Za-z0-9.:\[\]-]{1,255})/([A-Za-z0-9_-]{1,255})$")
 
 
@@ -174,6 +176,19 @@ class MatrixApi:
         if not isinstance(uri, str) or not uri.startswith("mxc://"):
             raise NotSent(f"{what}: the homeserver answered without a content_uri")
         return uri
+
+    async def upload_limit(self) -> int | None:
+        """The homeserver's largest upload (``m.upload.size``), or None when it does not say (an
+        upload over it is refused with 413, or far over it, cut off mid-request)."""
+        for where in MEDIA_CONFIG:
+            try:
+                size = (await self.call("GET", where, timeout=15.0)).get("m.upload.size")
+            except (ApiRefused, MaybeSent, NotSent):
+                continue
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+                return size
+            return None
+        return None
 
     async def aclose(self) -> None:
         await self._http.close()

@@ -138,10 +138,11 @@ class MatrixOutbound:
 
     async def send_file(
         self, chat_id: str, file: OutFile, mxc: str, caption: str, target: Mapping[str, str],
-        reply_to: str | None,
+        reply_to: str | None, shape: tuple[int, int] | None = None,
     ) -> DeliveryResult:  # fmt: skip
-        """The uploaded file as an ``m.image`` (shown inline) or ``m.file``/``m.audio``/``m.video``
-        event, under the row's transaction id like its text: a resend is the same event."""
+        """The uploaded file as an ``m.image`` (shown inline; ``shape``: its width and height) or
+        ``m.file``/``m.audio``/``m.video`` event, under the row's transaction id like its text: a
+        resend is the same event."""
         content: dict[str, Any] = {
             "msgtype": _MSGTYPES.get(file.mime.partition("/")[0], "m.file"),
             "body": caption or file.name,
@@ -150,6 +151,8 @@ class MatrixOutbound:
             "info": {"mimetype": file.mime, "size": file.size},
             "m.mentions": {},
         }
+        if shape is not None:
+            content["info"].update(w=shape[0], h=shape[1])
         relation = relates_to(target, reply_to)
         if relation:
             content["m.relates_to"] = relation
