@@ -34,27 +34,29 @@ def chunk_images(chunk: object) -> list[str]:
     return urls
 
 
-def image_bytes(data: str) -> bytes | None:
-    """Base64 image data as bytes; None (logged) when it is over the bound or malformed."""
+def base64_bytes(data: str) -> bytes | None:
+    """Base64 data (an image, a tool's audio or file) as bytes; None (logged) when it is over the
+    bound or malformed. Blocking for a large one: call it in a thread."""
     if len(data) > (MAX_IMAGE_BYTES // 3 + 1) * 4:
-        log.info("an image was not taken: over %d MB", MAX_IMAGE_BYTES // (1024 * 1024))
+        log.info("a file was not taken: over %d MB", MAX_IMAGE_BYTES // (1024 * 1024))
         return None
     try:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        log.info("an image was not taken: its base64 is malformed")
+        log.info("a file was not taken: its base64 is malformed")
         return None
 
 
 def decoded(urls: list[str]) -> list[ImageMade]:
-    """The inline images among ``urls``, decoded; the rest are logged and dropped."""
+    """The inline images among ``urls``, decoded; the rest are logged and dropped. Blocking (up
+    to 8 x 20 MB of base64): call it in a thread."""
     made = []
     for url in urls[:MAX_IMAGES]:
         head, comma, data = url.partition(",")
         if not (head.startswith("data:image/") and head.endswith(";base64") and comma):
             log.info("a model's image was not taken: only inline data: images are (%s)", head[:40])
             continue
-        image = image_bytes(data)
+        image = base64_bytes(data)
         if image is not None:
             made.append(ImageMade(image))
     if len(urls) > MAX_IMAGES:

@@ -18,6 +18,7 @@ their results go back to the model, for at most ``max_tool_steps`` model calls.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -128,7 +129,7 @@ class OpenAIAgent:
             if outcome.failure is not None:
                 yield outcome.failure
                 return
-            for image in decoded(outcome.images):
+            for image in await asyncio.to_thread(decoded, outcome.images) if outcome.images else ():
                 yield image
             usage.add(outcome.usage)
             calls = outcome.pending.calls(step)

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from chatgate.agents.model_images import MAX_IMAGES, image_bytes
+from chatgate.agents.model_images import MAX_IMAGES, base64_bytes
 from chatgate.agents.tools.mcp_settings import McpServerSettings, Policy, bounded, function_name, tool_policy
 from chatgate.domain.tasks import cancel_and_wait
 
@@ -174,7 +174,10 @@ class McpServerOwner:
                 False,
             )
         self._failures = 0
-        return render_result(result.model_dump(mode="json", by_alias=True), settings.output_cap)
+        # in a thread: decoding a result's files is up to 8 x 20 MB of base64
+        return await asyncio.to_thread(
+            render_result, result.model_dump(mode="json", by_alias=True), settings.output_cap
+        )
 
     async def _connected(self) -> ClientSession:
         while True:
@@ -372,7 +375,7 @@ def render_result(result: dict[str, Any], cap: int) -> McpOutcome:
 def _keep(files: list[ToolFile], kind: str, data: str, uri: str | None) -> None:
     if len(files) >= MAX_IMAGES:
         return
-    decoded = image_bytes(data)  # bounded, strict base64
+    decoded = base64_bytes(data)  # bounded, strict base64
     if decoded is not None:
         name = uri.rstrip("/").rsplit("/", 1)[-1] if uri else None
         files.append(ToolFile(kind, decoded, name or None))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import email.policy
+import functools
 import logging
 import time
 from collections import OrderedDict, deque
@@ -56,7 +57,8 @@ async def _attach(message: EmailMessage, file: OutFile, body: FileBody) -> bool:
     except BlobGone:
         return False
     maintype, _, subtype = file.mime.partition("/")
-    message.add_attachment(data, maintype=maintype, subtype=subtype or "octet-stream", filename=file.name)
+    attach = functools.partial(message.add_attachment, maintype=maintype, subtype=subtype or "octet-stream")
+    await asyncio.to_thread(attach, data, filename=file.name)  # base64 of up to 10 MB, off the loop
     return True
 
 

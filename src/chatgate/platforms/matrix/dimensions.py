@@ -4,6 +4,7 @@ stored blob (about 1 MB), which Pillow parses without decoding any pixel."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import warnings
 from collections.abc import AsyncGenerator
@@ -26,7 +27,7 @@ async def image_dimensions(body: FileBody) -> tuple[int, int] | None:
             head += piece[: HEAD_BYTES - len(head)]
             if len(head) >= HEAD_BYTES:
                 break
-    return dimensions_of(head)
+    return await asyncio.to_thread(dimensions_of, head)  # Pillow's import and its header parse
 
 
 def dimensions_of(head: bytes) -> tuple[int, int] | None:
