@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from media import noise_png
-from uploads_http import free_port, own
+from uploads_http import free_port, own, start
 
 MODEL_KEY = "sk-bench-image"
 
@@ -81,26 +80,9 @@ async def gateway_run(tmp: Path, model: Model, model_port: int, image: bytes) ->
     port = free_port()
     openai = {"base_url": f"http://127.0.0.1:{model_port}/v1", "model": "m", "api_key_env": "BENCH_MODEL_KEY"}
     config = {"agent": {"kind": "openai", "openai": {**openai, "vision": True}}}
-    (tmp / "chatgate.yaml").write_text(yaml.safe_dump(config))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")} | {
-        "BENCH_MODEL_KEY": MODEL_KEY
-    }
-    log = (tmp / "gateway.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "chatgate.app.cli", "run", "--config", str(tmp / "chatgate.yaml"),
-        "--state-dir", str(tmp / "state"), "--port", str(port), stdout=log, stderr=log, env=env,
-    )  # fmt: skip
-    log.close()
+    proc = await start(tmp, port, config, {"BENCH_MODEL_KEY": MODEL_KEY})
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(600):
-                try:
-                    async with http.get(f"http://127.0.0.1:{port}/readyz") as ready:
-                        if ready.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
             ws = await own(port, "c-1", "user-1")
             await asyncio.sleep(3.0)  # the agent's SDK is imported after start
             model.arrived.clear()

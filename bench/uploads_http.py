@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -48,10 +49,16 @@ async def body(size: int) -> AsyncIterator[bytes]:
         yield piece
 
 
-async def start(tmp: Path, port: int) -> asyncio.subprocess.Process:
+ECHO = {"agent": {"echo": {"chunk_delay_ms": 0}}}
+
+
+async def start(
+    tmp: Path, port: int, values: dict[str, Any] = ECHO, extra_env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """``chatgate run`` with ``values`` as its config, once its ``/readyz`` answers 200."""
     config = tmp / "chatgate.yaml"
-    config.write_text(yaml.safe_dump({"agent": {"echo": {"chunk_delay_ms": 0}}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
+    config.write_text(yaml.safe_dump(values))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")} | (extra_env or {})
     log = (tmp / "gateway.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "chatgate.app.cli", "run", "--config", str(config),
