@@ -104,7 +104,9 @@ async def test_stop_while_regenerating_leaves_the_answer_as_it_was(
         gateway = await start_gateway(web_config(agent={"kind": "openai", "openai": endpoint}))
         page = await open_chat(browser.page, gateway.port)
         await send(page, "question")
-        reply = page.locator(".msg.bot:not(.draft)")
+        # The answer is the first bot message: stopping may add a notice after it ("Stopped. Dropped 1
+        # waiting ..." when the regenerate request was still queued), which is another message.
+        reply = page.locator(".msg.bot:not(.draft)").first
         await expect(reply).to_have_text("first answer")
         await reply.hover()
         await reply.get_by_role("button", name="Regenerate").click()
