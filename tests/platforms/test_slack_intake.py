@@ -72,6 +72,22 @@ async def test_a_redelivered_envelope_is_acknowledged_again_and_answered_once(
     assert _texts(fake_slack, "D2") == [echo_of("only once"), echo_of("next")]
 
 
+async def test_a_burst_at_a_cold_start_asks_slack_who_the_bot_is_once(
+    fake_slack: FakeSlack, gateways: Gateways, tmp_path: Path
+) -> None:
+    """Bolt's default authorization called ``auth.test`` for every event until its first answer
+    was cached: 12 events at once made 13 calls. The adapter's own answer now serves them all."""
+    await gateways.start(slack_config(fake_slack, tmp_path))
+    await fake_slack.socket.connected.wait()
+    channels = [f"D{40 + i}" for i in range(12)]
+    for channel in channels:
+        await fake_slack.push_event(message_event(channel, "U1", f"cold {channel}"))
+    await fake_slack.wait_for(
+        lambda: all(_texts(fake_slack, c) == [echo_of(f"cold {c}")] for c in channels), what="12 replies"
+    )
+    assert len(fake_slack.calls_of("auth.test")) == 1
+
+
 class InboxSwitch:
     """sqlite3 connections that refuse INSERT INTO inbox while blocked (the storage seam)."""
 

@@ -1,6 +1,7 @@
 """A correct setup starts without warnings (issue 31, item 8): Bolt's "client prioritized,
 token skipped" (it reads SLACK_BOT_TOKEN, the variable our docs name, even when given a
-client) and discord.py's "voice will NOT be supported" (the gateway never joins voice)."""
+client), its "token skipped" (``authorize`` hands back the client's own token), and
+discord.py's "voice will NOT be supported" (the gateway never joins voice)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 from typing import Any
 
 import pytest
+from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -22,8 +24,11 @@ async def test_bolt_built_with_our_client_does_not_warn_about_slack_bot_token(
     async def handler(lane: str, body: dict[str, Any]) -> BoltResponse:
         return BoltResponse(status=200)
 
+    def identity() -> AuthorizeResult:
+        return AuthorizeResult(enterprise_id=None, team_id="T1", bot_token="xoxb-ours")
+
     with caplog.at_level(logging.DEBUG):
-        build_bolt_app(AsyncWebClient(token="xoxb-ours"), handler, None)
+        build_bolt_app(AsyncWebClient(token="xoxb-ours"), handler, None, identity)
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 

@@ -56,10 +56,12 @@ from chatgate.platforms.slack.streams import SlackStreams
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
+    from slack_bolt.authorization import AuthorizeResult
     from slack_bolt.response import BoltResponse
     from slack_sdk.socket_mode.aiohttp import SocketModeClient
     from slack_sdk.socket_mode.request import SocketModeRequest
     from slack_sdk.web.async_client import AsyncWebClient
+    from slack_sdk.web.async_slack_response import AsyncSlackResponse
     from starlette.requests import Request
     from starlette.responses import Response
 
@@ -91,6 +93,8 @@ class _Identity:
     bot_user_id: str = ""
     team_id: str = ""
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    auth: AsyncSlackResponse | None = None
+    """The adapter's ``auth.test`` answer, which Bolt's ``authorize`` hands back."""
 
 
 CAPABILITIES = Capabilities(
@@ -152,7 +156,7 @@ class SlackAdapter:
         self._web = AsyncWebClient(token=s.bot_token, base_url=s.section.api_base)
         self._outbound = SlackOutbound(self._web, reply_in_thread=s.section.reply_in_thread)
         self._streams = SlackStreams(self._outbound, enabled=s.section.streaming)
-        self.app = build_bolt_app(self._web, self._handle, s.signing_secret)
+        self.app = build_bolt_app(self._web, self._handle, s.signing_secret, self._authorization)
         self._detail = "connecting"
         self._runner = asyncio.create_task(self._run(), name="chatgate-slack")
 
@@ -163,6 +167,7 @@ class SlackAdapter:
             try:
                 assert self._web is not None
                 auth = await self._web.auth_test()
+                self._identity.auth = auth
                 self._identity.bot_user_id = str(auth.get("user_id") or "")
                 self._identity.team_id = str(auth.get("team_id") or "")
                 self._identity.ready.set()
@@ -236,6 +241,18 @@ class SlackAdapter:
             return PlainTextResponse("not ready", status_code=503)
         assert self._settings.signing_secret is not None  # HTTP mode has one (config)
         return await serve_http(self.app, self._settings.signing_secret, request, self._refusals)
+
+    def _authorization(self) -> AuthorizeResult:
+        """Who the bot is, from the adapter's ``auth.test``: no call per request. Before that
+        answered (HTTP events at start) an identity without a user id lets the request
+        through to ``_handle``, which answers 503 so Slack retries."""
+        from slack_bolt.authorization import AuthorizeResult  # Bolt is loaded at start (above)
+
+        token = self._settings.bot_token
+        auth = self._identity.auth
+        if auth is None:
+            return AuthorizeResult(enterprise_id=None, team_id=None, bot_token=token)
+        return AuthorizeResult.from_auth_test_response(bot_token=token, auth_test_response=auth)
 
     async def _handle(self, lane: str, body: dict[str, Any]) -> BoltResponse:
         """Decode, submit, and answer Bolt with the acknowledgement the intake's answer allows."""

@@ -20,32 +20,48 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped, warning_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[BoltResponse]]
 """(lane: "event" | "interactive" | "command", body) -> the response Bolt sends."""
+Identity = Callable[[], AuthorizeResult]
+"""Who the bot is, asked for every request Bolt authorizes."""
 _ANY = re.compile(".*")
 
 
 class _NotTheTokenWarning(logging.Filter):
-    """Bolt reads ``SLACK_BOT_TOKEN`` from the environment even when given a client, and warns
-    at every start that it took the client; the docs name that very variable, so the warning
-    would be at every start of a correct setup."""
+    """Bolt warns at every start of a correct setup: that it took the client over
+    ``SLACK_BOT_TOKEN`` (which the docs name), and that ``authorize`` replaces the client's
+    token (which is the token ``authorize`` hands back)."""
+
+    _EXPECTED = frozenset({warning_client_prioritized_and_token_skipped(), warning_token_skipped()})
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+        return record.getMessage() not in self._EXPECTED
 
 
 BOLT_LOG = logging.getLogger("chatgate.platforms.slack.bolt")
 BOLT_LOG.addFilter(_NotTheTokenWarning())
 
 
-def build_bolt_app(client: AsyncWebClient, handler: Handler, signing_secret: str | None) -> AsyncApp:
-    """``signing_secret`` None: Socket Mode (requests arrive over our own authenticated socket)."""
+def build_bolt_app(
+    client: AsyncWebClient, handler: Handler, signing_secret: str | None, identity: Identity
+) -> AsyncApp:
+    """``signing_secret`` None: Socket Mode (requests arrive over our own authenticated socket).
+
+    ``identity`` answers from the adapter's own ``auth.test``: Bolt's single-team default
+    calls ``auth.test`` for every request until its first answer is cached, so a burst at a
+    cold start made one call per event."""
+
+    async def authorize() -> AuthorizeResult:  # Bolt passes the arguments a function names: none
+        return identity()
+
     app = AsyncApp(
         client=client,
+        authorize=authorize,
         process_before_response=True,
         signing_secret=signing_secret or "socket-mode",
         request_verification_enabled=signing_secret is not None,
