@@ -84,10 +84,14 @@ def idle_gaps(calls: list[Any], recorded: dict[int, list[float]]) -> dict[str, A
     return {"count": len(gaps), "longest_ms": round(max(gaps, default=0.0) * 1000, 1)}
 
 
-async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) -> dict[str, Any]:
+async def scenario(
+    limit: int | None, messages: int, chats: int, workdir: Path, flooded: int = 0
+) -> dict[str, Any]:
     double = BotApiDouble()
     double.global_limit = limit
     await double.start()
+    if flooded:
+        double.flood(10_000, flooded)  # the first chat's first send: 429 retry_after ``flooded``
     gateways = Gateways(workdir)
     try:
         users = [User(10_000 + n, f"U{n}") for n in range(chats)]
@@ -123,6 +127,9 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
     span = accepted[-1] - accepted[0] if len(accepted) > 1 else 0.0
     replies = sorted(c.at for c in calls if c.status == 200 and c.method == "sendMessage")
     reply_span = replies[-1] - replies[0] if len(replies) > 1 else 0.0
+    others = sorted(
+        c.at for c in calls if c.status == 200 and c.method == "sendMessage" and c.chat_id != users[0].id
+    )
     return {
         "answered": replied(),
         "calls": len(calls),
@@ -131,6 +138,9 @@ async def scenario(limit: int | None, messages: int, chats: int, workdir: Path) 
         "calls_per_s": round((len(accepted) - 1) / span, 2) if span else None,
         "budget_share": round((len(accepted) - 1) / span / BUDGET, 3) if span else None,
         "replies_per_s": round((len(replies) - 1) / reply_span, 2) if reply_span else None,
+        "others_replies_per_s": round((len(others) - 1) / (others[-1] - others[0]), 2)
+        if len(others) > 1 and others[-1] > others[0]
+        else None,
         "idle_gaps": idle_gaps(calls, recorded),
         "loop_lag_max_ms": round(lag * 1000, 1),
         "share_429": round(sum(1 for c in calls if c.status == 429) / max(1, len(calls)), 3),
@@ -221,9 +231,14 @@ async def main() -> int:
     parser.add_argument("--chats", type=int, default=50)
     parser.add_argument("--conversations", type=int, default=50, help="first_contact's new chats")
     parser.add_argument("--limits", default="none,20,10,5", help="the double's limits to run (none: default)")
+    parser.add_argument(
+        "--one-chat", type=int, default=5, help="one_chat's retry_after for the first chat (0: skip)"
+    )
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     args = parser.parse_args()
     messages, chats = (40, 20) if args.quick else (args.messages, args.chats)
+    if args.quick:
+        args.one_chat = min(args.one_chat, 1)
     os.environ[TOKEN_ENV] = TOKEN
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     out: dict[str, Any] = {"messages": messages, "chats": chats, "load_before": os.getloadavg()}
@@ -236,6 +251,13 @@ async def main() -> int:
         with tempfile.TemporaryDirectory(prefix="chatgate-pacing-") as tmp:
             out[name] = result = await scenario(limit, messages, chats, Path(tmp))
         ok = ok and result["answered"] == messages and result["failed"] == 0
+    if args.one_chat:
+        print(f"running one_chat (the first chat told to wait {args.one_chat} s)", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="chatgate-pacing-") as tmp:
+            out["one_chat"] = result = await scenario(None, messages, chats, Path(tmp), args.one_chat)
+        ok = ok and result["answered"] == messages and result["failed"] == 0
+        base, limited = out.get("default", {}).get("others_replies_per_s"), result["others_replies_per_s"]
+        out["one_chat"]["others_vs_default"] = round(limited / base, 3) if base and limited else None
     contact: dict[str, Any] = {}
     for subject in ("bare", "gateway"):
         print(f"running first_contact ({subject})", file=sys.stderr)

@@ -140,11 +140,13 @@ def test_intake_bench_quick_run_against_a_baseline_tree_reports_both_and_their_r
 
 def test_pacing_bench_quick_run_answers_every_message_and_reports_the_call_log_figures() -> None:
     result = run_bench("pacing.py")
-    for name in ("default", "limit_5"):
+    for name in ("default", "limit_5", "one_chat"):
         scenario = result[name]
         assert scenario["answered"] == result["messages"] and scenario["failed"] == 0, scenario
         assert {"busiest_second", "busiest_10ms", "calls_per_s", "share_429", "max_attempts"} <= set(scenario)
     assert result["limit_5"]["share_429"] > 0, "the double's limit never bit"
+    assert result["one_chat"]["share_429"] > 0, "the one chat's 429 never came"
+    assert result["one_chat"]["others_vs_default"] is not None
 
 
 def test_first_contact_bench_quick_run_answers_every_conversation_on_slack_and_discord() -> None:
@@ -155,6 +157,7 @@ def test_first_contact_bench_quick_run_answers_every_conversation_on_slack_and_d
         saturation = result[platform]["saturation"]
         assert saturation["answered"] == 5 and saturation["busiest_second"] <= saturation["rate"], saturation
     assert result["discord"]["saturation"]["violations"] == 0
+    assert result["slack"]["gateway_budget_lifted"]["answered"] == 5
 
 
 async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
