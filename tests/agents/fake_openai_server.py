@@ -176,7 +176,10 @@ class FakeOpenAIServer:
     # -- lifecycle ---------------------------------------------------------
 
     def start(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not the default 0: asyncio turns Nagle off only on sockets that say TCP,
+        # and with Nagle on, a streamed answer's first chunk waited for the client's delayed
+        # ACK after the headers (about 40 ms, in most runs of bench/telegram.py).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]

@@ -160,6 +160,15 @@ def test_first_contact_bench_quick_run_answers_every_conversation_on_slack_and_d
     assert result["slack"]["gateway_budget_lifted"]["answered"] == 5
 
 
+def test_platform_cpu_bench_quick_run_answers_every_message_for_both_subjects_on_slack_and_discord() -> None:
+    result = run_bench("platform_cpu.py")
+    for platform in ("slack", "discord"):
+        for subject in ("bare", "gateway"):
+            [run] = result[platform][subject]["runs"]
+            assert run["answered"] == result["workload"]["messages"] and run["exited_on_sigterm"], run
+        assert "ratio" in result[platform]  # None when the bare bot used less than a clock tick
+
+
 async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
     config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
     gateway = Gateway(config, tmp_path / "state")
