@@ -27,8 +27,8 @@ import discord  # noqa: E402
 from chatgate.platforms.discord.endpoint import point_gateway, point_rest  # noqa: E402
 
 
-async def main(api: str) -> None:
-    token = os.environ["BENCH_DISCORD_TOKEN"]
+async def start_echo_client(api: str, token: str) -> tuple[discord.Client, asyncio.Task[None]]:
+    """Point discord.py at ``api`` and start the echoing client; also ``first_contact.py``'s bare bot."""
     point_rest(api)
     async with (
         aiohttp.ClientSession() as session,
@@ -44,9 +44,13 @@ async def main(api: str) -> None:
         if not message.author.bot:
             await message.channel.send(f"echo: {message.content}")
 
+    return client, asyncio.create_task(client.start(token))
+
+
+async def main(api: str) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    task = asyncio.create_task(client.start(token))
+    client, task = await start_echo_client(api, os.environ["BENCH_DISCORD_TOKEN"])
     await asyncio.wait({task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
     await client.close()
     await asyncio.gather(task, return_exceptions=True)

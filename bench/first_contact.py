@@ -38,11 +38,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# bench/discord.py would shadow the discord.py library: this script does not import from bench/.
+# bench/discord.py would shadow the discord.py library: bench/ goes last on the path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT / "tests" / "platforms"))  # the fakes live with the tests
+sys.path.append(str(ROOT / "bench"))  # last: the bare Discord bot, after the discord.py library
 
-import aiohttp  # noqa: E402
 from discord_fake.harness import ANN, GUILD_ID, World, build_world, discord_config  # noqa: E402
 from discord_fake.server import FakeDiscord  # noqa: E402
 from discord_fake.state import TOKEN as DISCORD_TOKEN  # noqa: E402
@@ -148,26 +148,9 @@ async def _discord_gateway(
 async def _discord_bare(
     fake: FakeDiscord, world: World, tmp: Path, channels: list[str], rate: float | None
 ) -> Stop:
-    import discord
-    from chatgate.platforms.discord.endpoint import point_gateway, point_rest
+    from discord_echo_bot import start_echo_client  # bench/ is on the path last (above)
 
-    api = fake.base + "/api/v10"
-    point_rest(api)
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(api + "/gateway/bot", headers={"Authorization": f"Bot {DISCORD_TOKEN}"}) as answer,
-    ):
-        point_gateway((await answer.json())["url"])
-    intents = discord.Intents.default()
-    intents.message_content = True
-    client = discord.Client(intents=intents)
-
-    @client.event
-    async def on_message(message: discord.Message) -> None:
-        if not message.author.bot:
-            await message.channel.send(f"echo: {message.content}")
-
-    task = asyncio.create_task(client.start(DISCORD_TOKEN))
+    client, task = await start_echo_client(fake.base + "/api/v10", DISCORD_TOKEN)
 
     async def stop() -> None:
         await client.close()
