@@ -26,6 +26,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
+KEY_ENV = "FAKE_OPENAI_KEY"
+"""The variable a gateway's config names for ``API_KEY`` (``agent_section``); tests set it."""
 """The key the tests' clients send; error messages must never show it."""
 
 
@@ -469,3 +471,10 @@ def running() -> Iterator[FakeOpenAIServer]:
         yield srv
     finally:
         srv.stop()
+
+
+def agent_section(server: FakeOpenAIServer, **openai: Any) -> dict[str, Any]:
+    """A gateway's ``agent`` config for the OpenAI agent against ``server`` (key in ``KEY_ENV``),
+    plus any other ``agent.openai`` keys (``vision``, ``image_output``, ...)."""
+    section = {"base_url": server.base_url, "model": "m", "api_key_env": KEY_ENV, **openai}
+    return {"kind": "openai", "openai": section}

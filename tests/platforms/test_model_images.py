@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from telegram_double import BotApiDouble, Gateways, User, private, telegram_config
 
-from agents.fake_openai_server import API_KEY, FakeOpenAIServer, Reply
+from agents.fake_openai_server import API_KEY, KEY_ENV, FakeOpenAIServer, Reply, agent_section
 from support.media_files import pdf, png
 
 
@@ -26,19 +26,13 @@ def data_url(data: bytes, mime: str = "image/png") -> str:
 def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
     server = FakeOpenAIServer()
     server.start()
-    monkeypatch.setenv("FAKE_OPENAI_KEY", API_KEY)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
     yield server
     server.stop()
 
 
 def agent_config(server: FakeOpenAIServer) -> dict[str, Any]:
-    openai = {
-        "base_url": server.base_url,
-        "model": "m",
-        "api_key_env": "FAKE_OPENAI_KEY",
-        "image_output": True,
-    }
-    return {"kind": "openai", "openai": openai}
+    return agent_section(server, image_output=True)
 
 
 async def test_an_image_the_model_returns_is_sent_as_a_photo_after_its_reply(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways, User, private, telegram_config
 
-from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
+from agents.fake_openai_server import API_KEY, KEY_ENV, Answer, FakeOpenAIServer, agent_section
 from chatgate.domain.media import human_size
 from support.engine_harness import wait_until
 from support.media_files import pdf, png, silent_mp4, spoken_mp4, spoken_ogg
@@ -43,15 +43,17 @@ def vision_model(body: dict[str, Any]) -> str:
 
 
 def agent_config(server: FakeOpenAIServer) -> dict[str, Any]:
-    return {
-        "kind": "openai",
-        "openai": {
-            "base_url": server.base_url,
-            "model": "m",
-            "api_key_env": "FAKE_OPENAI_KEY",
-            "vision": True,
-        },
-    }
+    return agent_section(server, vision=True)
+
+
+async def start_for(
+    user: User, double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
+) -> Any:
+    """A real in-process gateway that lets ``user`` in, its agent the fake vision model."""
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
+    )
+    return await gateways.start(config)
 
 
 @pytest.fixture
@@ -59,7 +61,7 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Any:
     server = FakeOpenAIServer()
     server.script(Answer(vision_model))
     server.start()
-    monkeypatch.setenv("FAKE_OPENAI_KEY", API_KEY)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
     yield server
     server.stop()
 
@@ -70,10 +72,7 @@ async def test_a_photo_reaches_a_vision_model_as_its_bytes(
     user = User(501, "Ada")
     chat = private(user)
     image = png(120, 80, (10, 120, 200))
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     await double.push_photo(chat, user, image, caption="what colour is this?")
     await double.wait_for(lambda: any("sha256=" in m.text for m in double.view(chat.id)), 60, "the answer")
     (answer,) = [m.text for m in double.view(chat.id)]
@@ -91,10 +90,7 @@ async def test_a_pdf_reaches_the_model_as_its_text(
     user = User(502, "Bo")
     chat = private(user)
     document = pdf("Quarterly revenue rose by 12 percent")
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     await double.push_document(chat, user, document, "../q3 report.pdf", "application/pdf")
     await double.wait_for(lambda: any("text:" in m.text for m in double.view(chat.id)), 60, "the answer")
     (answer,) = [m.text for m in double.view(chat.id)]
@@ -107,10 +103,7 @@ async def test_an_expired_file_is_a_note_to_the_model_and_a_line_the_user_sees(
 ) -> None:
     user = User(503, "Cy")
     chat = private(user)
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     _, _ = await double.push_photo(chat, user, png(), caption="still there?")
     double.files.clear()  # Telegram no longer has it
     await double.wait_for(lambda: len(double.view(chat.id)) == 2, 60, "the notice and the answer")
@@ -125,10 +118,7 @@ async def test_a_file_over_telegrams_20_mb_is_refused_by_getfile_and_never_downl
 ) -> None:
     user = User(506, "Flo")
     chat = private(user)
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     await double.push_document(
         chat, user, b"x" * (20 * 1024 * 1024 + 1), "huge.bin", "application/octet-stream"
     )
@@ -221,10 +211,7 @@ async def test_a_voice_note_reaches_the_model_as_its_transcript(
     user = User(507, "Gus")
     chat = private(user)
     model.script(Answer(echo_model))
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    gateway = await gateways.start(config)
+    gateway = await start_for(user, double, gateways, model, tmp_path)
     await double.push_voice(chat, user, spoken_ogg(VOICE_PHRASE), duration=6)
     await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the transcript and the answer")
     voice_threads = [t for t in threading.enumerate() if t.name.startswith("voice")]
@@ -246,10 +233,7 @@ async def test_a_video_notes_sound_reaches_the_model_as_its_transcript(
     user = User(509, "Ida")
     chat = private(user)
     model.script(Answer(echo_model))
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     await double.push_video_note(chat, user, spoken_mp4(VOICE_PHRASE), duration=6)
     await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the transcript and the answer")
     notice, answer = [m.text for m in double.view(chat.id)]
@@ -265,10 +249,7 @@ async def test_a_silent_video_is_named_to_the_model_and_no_failure_is_reported(
     user = User(510, "Jo")
     chat = private(user)
     model.script(Answer(echo_model))
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     await double.push_video_note(chat, user, silent_mp4())
     await double.wait_for(lambda: len(double.view(chat.id)) >= 1, 120, "the answer")
     (answer,) = [m.text for m in double.view(chat.id)]  # no transcript notice, no failure line
@@ -290,7 +271,7 @@ async def test_a_voice_note_is_transcribed_by_an_openai_compatible_endpoint(
         "openai": {
             "base_url": model.base_url,
             "model": "whisper-x",
-            "api_key_env": "FAKE_OPENAI_KEY",
+            "api_key_env": KEY_ENV,
             "language": "en",
         },
     }
@@ -319,10 +300,7 @@ async def test_a_corrupt_voice_note_is_a_note_and_the_caption_is_answered(
     user = User(509, "Ida")
     chat = private(user)
     model.script(Answer(echo_model))
-    config = telegram_config(
-        double, tmp_path, telegram={"allow_users": [str(user.id)]}, agent=agent_config(model)
-    )
-    await gateways.start(config)
+    await start_for(user, double, gateways, model, tmp_path)
     corrupt = b"OggS" + bytes(range(256)) * 20
     await double.push_voice(chat, user, corrupt, caption="did you get it?")
     await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the note and the answer")

@@ -69,27 +69,41 @@ def png_bomb(width: int = 20_000, height: int = 20_000) -> bytes:
 def spoken_ogg(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
     """``phrase`` spoken by espeak-ng (Debian's ``espeak-ng``), encoded to OGG/Opus with PyAV:
     what Telegram sends as a voice note (mono Opus at 48 kHz in an Ogg container)."""
-    import subprocess
-
     import av
 
-    wav = subprocess.run(
+    out = io.BytesIO()
+    with (
+        av.open(io.BytesIO(_spoken_wav(phrase, voice, speed))) as source,
+        av.open(out, "w", format="ogg") as sink,
+    ):
+        _mux_sound(source, sink, sink.add_stream("libopus", rate=48000, layout="mono"), "s16")
+    return out.getvalue()
+
+
+def _spoken_wav(phrase: str, voice: str, speed: int) -> bytes:
+    import subprocess
+
+    return subprocess.run(
         ["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", phrase], check=True, capture_output=True
     ).stdout
-    out = io.BytesIO()
-    with av.open(io.BytesIO(wav)) as source, av.open(out, "w", format="ogg") as sink:
-        stream = sink.add_stream("libopus", rate=48000, layout="mono")
-        resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
+
+
+def _mux_sound(source: Any, sink: Any, stream: Any, sample_format: str) -> None:
+    """``source``'s first audio stream resampled to mono 48 kHz ``sample_format``, encoded into
+    ``stream`` of ``sink``, the resampler and the encoder flushed at the end."""
+    import av
+
+    resampler = av.AudioResampler(format=sample_format, layout="mono", rate=48000)
+
+    def pieces() -> Any:
         for frame in source.decode(audio=0):
-            for piece in resampler.resample(frame):
-                for packet in stream.encode(piece):
-                    sink.mux(packet)
-        for piece in resampler.resample(None):
-            for packet in stream.encode(piece):
-                sink.mux(packet)
-        for packet in stream.encode(None):
+            yield from resampler.resample(frame)
+        yield from resampler.resample(None)
+        yield None  # the encoder's flush
+
+    for piece in pieces():
+        for packet in stream.encode(piece):
             sink.mux(packet)
-    return out.getvalue()
 
 
 def silent_mp4() -> bytes:
@@ -128,24 +142,14 @@ def _blank_frames(sink: Any, video: Any) -> None:
 def spoken_mp4(phrase: str, voice: str = "en-us+f2", speed: int = 150) -> bytes:
     """``phrase`` spoken by espeak-ng as the sound track (AAC) of a small blank MP4 video (MPEG-4
     Part 2), made with PyAV: what Telegram sends as a video note."""
-    import subprocess
-
     import av
 
-    wav = subprocess.run(
-        ["espeak-ng", "-v", voice, "-s", str(speed), "--stdout", phrase], check=True, capture_output=True
-    ).stdout
     out = io.BytesIO()
-    with av.open(io.BytesIO(wav)) as source, av.open(out, "w", format="mp4") as sink:
+    with (
+        av.open(io.BytesIO(_spoken_wav(phrase, voice, speed))) as source,
+        av.open(out, "w", format="mp4") as sink,
+    ):
         video = _video(sink)
-        sound = sink.add_stream("aac", rate=48000, layout="mono")
-        resampler = av.AudioResampler(format="fltp", layout="mono", rate=48000)
-        for frame in source.decode(audio=0):
-            for piece in resampler.resample(frame):
-                for packet in sound.encode(piece):
-                    sink.mux(packet)
-        for piece in [*resampler.resample(None), None]:
-            for packet in sound.encode(piece):
-                sink.mux(packet)
+        _mux_sound(source, sink, sink.add_stream("aac", rate=48000, layout="mono"), "fltp")
         _blank_frames(sink, video)
     return out.getvalue()

@@ -17,7 +17,7 @@ from typing import Any
 import openai
 import pytest
 
-from agents.fake_openai_server import API_KEY, Answer, FakeOpenAIServer
+from agents.fake_openai_server import API_KEY, KEY_ENV, Answer, FakeOpenAIServer, agent_section
 from chatgate.domain.media import human_size
 from support.file_server import FileHandler, file_server
 from support.media_files import pdf, png, png_bomb
@@ -51,19 +51,13 @@ def model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
     server = FakeOpenAIServer()
     server.script(Answer(vision_model))
     server.start()
-    monkeypatch.setenv("FAKE_OPENAI_KEY", API_KEY)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
     yield server
     server.stop()
 
 
 def agent(server: FakeOpenAIServer) -> dict[str, Any]:
-    openai_section = {
-        "base_url": server.base_url,
-        "model": "m",
-        "api_key_env": "FAKE_OPENAI_KEY",
-        "vision": True,
-    }
-    return {"kind": "openai", "openai": openai_section}
+    return agent_section(server, vision=True)
 
 
 @pytest.fixture

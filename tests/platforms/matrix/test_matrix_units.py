@@ -178,6 +178,7 @@ async def test_an_answer_is_read_whole_across_chunks_and_refused_past_the_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from aiohttp import web
+    from aiohttp.test_utils import TestServer
 
     from chatgate.platforms.matrix import api
 
@@ -193,25 +194,21 @@ async def test_an_answer_is_read_whole_across_chunks_and_refused_past_the_bound(
 
     app = web.Application()
     app.router.add_get("/_matrix/client/v3/sync", chunked)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     monkeypatch.setattr(api, "MAX_ANSWER_BYTES", 50_000)
-    client = api.MatrixApi(f"http://127.0.0.1:{port}")
-    try:
-        whole = await client.call("GET", api.path("sync"), query={"n": "40000"})
-        assert len(whole["pad"]) == 40_000, "every chunk read, not the first"
-        with pytest.raises(MaybeSent, match="larger than"):
-            await client.call("GET", api.path("sync"), query={"n": "60000"})
-    finally:
-        await client.aclose()
-        await runner.cleanup()
+    async with TestServer(app, host="127.0.0.1") as server:
+        client = api.MatrixApi(str(server.make_url("")))
+        try:
+            whole = await client.call("GET", api.path("sync"), query={"n": "40000"})
+            assert len(whole["pad"]) == 40_000, "every chunk read, not the first"
+            with pytest.raises(MaybeSent, match="larger than"):
+                await client.call("GET", api.path("sync"), query={"n": "60000"})
+        finally:
+            await client.aclose()
 
 
 async def test_the_upload_limit_is_read_from_either_media_config_and_none_when_not_told() -> None:
     from aiohttp import web
+    from aiohttp.test_utils import TestServer
 
     from chatgate.platforms.matrix import api
 
@@ -226,22 +223,17 @@ async def test_the_upload_limit_is_read_from_either_media_config_and_none_when_n
     app = web.Application()
     app.router.add_get("/_matrix/client/v1/media/config", refused)  # before authenticated media
     app.router.add_get("/_matrix/media/v3/config", legacy)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    client = api.MatrixApi(f"http://127.0.0.1:{port}", "token")
-    try:
-        told["m.upload.size"] = 10_485_760
-        assert await client.upload_limit() == 10_485_760
-        del told["m.upload.size"]  # no limit said: the adapter keeps its default
-        assert await client.upload_limit() is None
-        told["m.upload.size"] = "big"
-        assert await client.upload_limit() is None
-    finally:
-        await client.aclose()
-        await runner.cleanup()
+    async with TestServer(app, host="127.0.0.1") as server:
+        client = api.MatrixApi(str(server.make_url("")), "token")
+        try:
+            told["m.upload.size"] = 10_485_760
+            assert await client.upload_limit() == 10_485_760
+            del told["m.upload.size"]  # no limit said: the adapter keeps its default
+            assert await client.upload_limit() is None
+            told["m.upload.size"] = "big"
+            assert await client.upload_limit() is None
+        finally:
+            await client.aclose()
 
 
 def _image(fmt: str, width: int, height: int) -> bytes:
