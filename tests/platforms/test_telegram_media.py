@@ -204,6 +204,16 @@ def echo_model(body: dict[str, Any]) -> str:
     return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
 
 
+def assert_heard(texts: list[str], what: str) -> None:
+    """The user saw the ``Transcript:`` notice, then the answer, and the model read the transcript
+    of ``what`` (the echo model repeats it): the spoken numbers in both."""
+    notice, answer = texts
+    words = {"three", "five", "seven", "nine"}
+    assert notice.startswith("Transcript: ") and set(notice.split()) >= words
+    (line,) = [x for x in answer.splitlines() if x.startswith(f"[transcript of {what}]: ")]
+    assert set(line.split()) >= words
+
+
 async def test_a_voice_note_reaches_the_model_as_its_transcript(
     double: BotApiDouble, gateways: Gateways, model: FakeOpenAIServer, tmp_path: Path
 ) -> None:
@@ -218,11 +228,7 @@ async def test_a_voice_note_reaches_the_model_as_its_transcript(
     assert voice_threads  # the voice notes' own thread, made by the first one
     await gateways.stop(gateway)
     await wait_until(lambda: not any(t.is_alive() for t in voice_threads), 30, "the voice thread to end")
-    notice, answer = [m.text for m in double.view(chat.id)]
-    words = {"three", "five", "seven", "nine"}
-    assert notice.startswith("Transcript: ") and set(notice.split()) >= words
-    (line,) = [x for x in answer.splitlines() if x.startswith("[transcript of the voice note voice.ogg]: ")]
-    assert set(line.split()) >= words
+    assert_heard([m.text for m in double.view(chat.id)], "the voice note voice.ogg")
     assert model.transcriptions == []  # embedded: the audio went nowhere
 
 
@@ -236,11 +242,7 @@ async def test_a_video_notes_sound_reaches_the_model_as_its_transcript(
     await start_for(user, double, gateways, model, tmp_path)
     await double.push_video_note(chat, user, spoken_mp4(VOICE_PHRASE), duration=6)
     await double.wait_for(lambda: len(double.view(chat.id)) == 2, 120, "the transcript and the answer")
-    notice, answer = [m.text for m in double.view(chat.id)]
-    words = {"three", "five", "seven", "nine"}
-    assert notice.startswith("Transcript: ") and set(notice.split()) >= words
-    (line,) = [x for x in answer.splitlines() if x.startswith("[transcript of the video video.mp4]: ")]
-    assert set(line.split()) >= words
+    assert_heard([m.text for m in double.view(chat.id)], "the video video.mp4")
 
 
 async def test_a_silent_video_is_named_to_the_model_and_no_failure_is_reported(
