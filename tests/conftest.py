@@ -12,10 +12,9 @@ __all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browse
 
 # The suite spends most of its time waiting on gateway subprocesses, sockets and real
 # services rather than computing: with one worker per core a 2-core machine ran at about
-# half its CPU. Three workers per core fill the waits (on 2 cores, 2026-12-05: 559 s with
-# two per core, 511 s with three, the CPU then 87 % busy); every test is written to hold
-# under that load (the flake hunt runs it with a burner on every core).
-WORKERS_PER_CORE = 3
+# half its CPU. Two workers per core fill the waits; every test is written to hold under
+# that load (the flake hunt runs it with a burner on every core).
+WORKERS_PER_CORE = 2
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
