@@ -12,7 +12,8 @@ from chatgate.engine.metrics import GatewayMetrics
 class LoopLagMonitor:
     def __init__(self, metrics: GatewayMetrics | None, interval: float = 0.05, window: int = 2000) -> None:
         self._metrics = metrics
-        self._interval = interval
+        self.interval = interval
+        """How often a sample is taken: each covers ``interval`` plus its own lag of wall time."""
         self.samples: deque[float] = deque(maxlen=window)
         self._task: asyncio.Task[None] | None = None
 
@@ -29,8 +30,8 @@ class LoopLagMonitor:
         worst = 0.0
         ticks = 0
         while True:
-            expected = time.perf_counter() + self._interval
-            await asyncio.sleep(self._interval)
+            expected = time.perf_counter() + self.interval
+            await asyncio.sleep(self.interval)
             lag = max(0.0, time.perf_counter() - expected)
             self.samples.append(lag)
             worst = max(worst, lag)
