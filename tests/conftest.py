@@ -12,10 +12,10 @@ __all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browse
 
 # The suite spends most of its time waiting on gateway subprocesses, sockets and real
 # services rather than computing: with one worker per core a 2-core machine ran at about
-# half its CPU. Two workers per core fill part of the waits (three were faster, but see
-# docs/contributing.md for the pacing test that held them back); every test is written to
-# hold under that load (the flake hunt runs it with a burner on every core).
-WORKERS_PER_CORE = 2
+# half its CPU, and at two per core still about half idle. Three per core fill the waits
+# (figures in docs/contributing.md); every test is written to hold under that load (the
+# flake hunt runs it with a burner on every core).
+WORKERS_PER_CORE = 3
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
