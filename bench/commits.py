@@ -10,10 +10,12 @@ merge). The store's ``on_commit`` hook counts the transactions and the writes in
 checkout's ``src/`` first, interleaved (baseline, this tree, baseline, ...).
 
 Prints one JSON object: per tree, ``writes_per_message`` (queued writes: admission, session
-claim, turn commit, row claim, settlement, and the empty claims a wake-up makes) and
-``commits_per_message`` (transactions), medians over ``--runs``. Exits 1 unless every message
-got exactly one reply. Wall-clock and CPU figures are left out on purpose: in one process
-with the client, on a shared machine, they were noise; ``telegram.py`` measures those.
+claim, turn commit, row claim, settlement, and the empty claims a wake-up makes),
+``commits_per_message`` (transactions) and ``bytes_written_per_message`` (each commit writes
+every page it changed to the WAL whole; see ``bytes_written``), medians over ``--runs``.
+Exits 1 unless every message got exactly one reply. Wall-clock and CPU figures are left out
+on purpose: in one process with the client, on a shared machine, they were noise;
+``telegram.py`` measures those.
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ async def measure(messages: int, chats: int) -> dict[str, object]:
         engine.start()
         await asyncio.sleep(0.3)  # the start's own claims
         batches.clear()
+        written = bytes_written()
         for i in range(messages):
             await engine.admission.admit(make_inbound(f"m{i}", chat_id=f"c{i % chats}"))
             await wait_until(lambda: len(adapter.delivered) > i, 30.0, f"the reply to m{i}")  # noqa: B023
             await asyncio.sleep(0.03)  # its settlement, and the claims it wakes, commit first
         counted = list(batches)
+        written = None if written is None else (bytes_written() or 0) - written
         await engine.stop(1.0, 1.0)
         await store.close()
     replies = [r.text for r in adapter.delivered]
@@ -65,8 +69,22 @@ async def measure(messages: int, chats: int) -> dict[str, object]:
         "chatgate": str(Path(chatgate.__file__).parent),
         "writes_per_message": sum(counted) / messages,
         "commits_per_message": len(counted) / messages,
+        "bytes_written_per_message": None if written is None else round(written / messages),
         "correct": sorted(replies) == sorted(f"echo: m{i}" for i in range(messages)),
     }
+
+
+def bytes_written() -> int | None:
+    """What this process has written through ``write``-family calls (``/proc/self/io``'s
+    ``wchar``; Linux only). The engine here talks to no socket, so it is the store's WAL
+    frames (a whole page each, however little of it changed) and its checkpoints."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
 
 
 def run_tree(src: str | None, messages: int, chats: int) -> dict[str, object]:
@@ -104,7 +122,8 @@ def main() -> int:
     for name, results in runs.items():
         out[name] = {
             key: statistics.median(float(r[key]) for r in results)  # type: ignore[arg-type]
-            for key in ("writes_per_message", "commits_per_message")
+            for key in ("writes_per_message", "commits_per_message", "bytes_written_per_message")
+            if all(r.get(key) is not None for r in results)
         } | {"chatgate": results[0]["chatgate"], "runs": results}
     out["correct"] = all(r["correct"] for results in runs.values() for r in results)
     print(json.dumps(out, indent=2))

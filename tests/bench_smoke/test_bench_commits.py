@@ -16,4 +16,6 @@ def test_the_commits_benchmark_counts_the_writes_of_every_message() -> None:
     assert result["correct"] is True and result["messages"] == 20
     figures = result["chatgate"]
     assert figures["writes_per_message"] >= figures["commits_per_message"] > 0
+    # A commit that changed something wrote at least one whole page to the WAL.
+    assert figures["bytes_written_per_message"] >= 4096
     assert figures["chatgate"] == str(ROOT / "src" / "chatgate")

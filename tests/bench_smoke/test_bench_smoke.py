@@ -245,6 +245,10 @@ def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_re
         assert run["answered"] == result["workload"]["messages"] and run["extra_sends"] == 0
         assert run["shutdown"]["exit_code"] == 0
     assert result["gateway"]["runs"][0]["log"]["warnings_or_errors"] == 0
+    # The loop thread's share of the CPU: no more than the whole, within two 10-ms clock ticks
+    # over the quick run's 40 messages (the two counters are read a moment apart).
+    gateway_cpu = result["gateway"]["cpu_ms_per_message"]
+    assert 0 < result["gateway"]["main_thread_cpu_ms_per_message"] <= gateway_cpu + 0.5
     for key in ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb"):
         assert result["ratios"][key] > 0, key
     assert set(result["targets"]) == {
