@@ -7,13 +7,7 @@ import socket
 import sys
 from pathlib import Path
 
-from support.procs import GatewayProcess
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])  # closed on return: connecting is refused
+from support.procs import GatewayProcess, free_port  # a port nobody listens on: connecting is refused
 
 
 def _openai(base_url: str) -> dict[str, object]:
@@ -32,7 +26,7 @@ async def _start_line(tmp_path: Path, base_url: str) -> str:
 
 
 async def test_the_start_line_warns_when_the_model_endpoint_refuses(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     line = await _start_line(tmp_path, url)
     assert " WARNING " in line
     assert f"the model endpoint {url} does not answer (connection refused)" in line

@@ -20,6 +20,7 @@ from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.gateway import Gateway
 from chatgate.app.locks import credential_lock, is_held
 from support.engine_harness import wait_until
+from support.procs import free_port
 
 TIMEOUT = 20.0
 
@@ -76,20 +77,14 @@ def test_a_toy_key_mistake_names_its_line(tmp_path: Path) -> None:
     assert "platforms.toy.prot (line 4): unknown key; did you mean 'port'?" in str(err.value)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _refused(port: int) -> bool:
     with socket.socket() as client:
         return client.connect_ex(("127.0.0.1", port)) != 0
 
 
 async def test_a_platform_whose_start_raises_leaves_no_task_socket_lock_or_thread(tmp_path: Path) -> None:
-    http_port, toy_port = _free_port(), _free_port()
+    http_port = free_port()
+    toy_port = next(p for p in iter(free_port, None) if p != http_port)
     config = _config(tmp_path, port=toy_port, fail_at_start=True)
     config.http.port = http_port
     threads_before = set(threading.enumerate())

@@ -23,6 +23,7 @@ from agents.fake_openai_server import API_KEY, Fail, FakeOpenAIServer, Reply, ru
 from chatgate.app.config.envfile import save_secrets
 from chatgate.app.locks import LockRecord, runtime_lock
 from support.postgres import pg_schema_fixture  # noqa: F401  (the pg_schema fixture)
+from support.procs import free_port
 
 TG_ENV, KEY_ENV = "DOCTOR_TG_TOKEN", "DOCTOR_OPENAI_KEY"
 
@@ -47,15 +48,9 @@ def openai() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def site(tmp_path: Path, double: BotApiDouble, openai: FakeOpenAIServer) -> Site:
-    state, port = tmp_path / "state", _free_port()
+    state, port = tmp_path / "state", free_port()
     config = tmp_path / "chatgate.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -240,7 +235,7 @@ async def test_the_relay_is_checked_with_a_hello_and_a_wrong_secret_fails_it_alo
             "enabled": True, "url": sim.base_url, "gateway_id": "gw-doc", "secret_env": "DOCTOR_RELAY_SECRET",
             "platforms": [{"platform": "discord", "bot_id": "bot1", "allow_all": True}],
         }  # fmt: skip
-        config.write_text(yaml.safe_dump({"platforms": {"relay": relay}, "http": {"port": _free_port()}}))
+        config.write_text(yaml.safe_dump({"platforms": {"relay": relay}, "http": {"port": free_port()}}))
         save_secrets(state / "chatgate.env", {"DOCTOR_RELAY_SECRET": secret})
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
         code, lines = await doctor(Site(tmp_path, config, state, 0, env))
@@ -257,7 +252,7 @@ async def test_the_relay_is_checked_with_a_hello_and_a_wrong_secret_fails_it_alo
 async def _platform_alone(tmp_path: Path, name: str, section: dict[str, Any], secrets: dict[str, str]) -> Any:
     config, state = tmp_path / "chatgate.yaml", tmp_path / "state"
     platforms = {"web": {"enabled": False}, name: {"enabled": True, **section}}
-    config.write_text(yaml.safe_dump({"platforms": platforms, "http": {"port": _free_port()}}))
+    config.write_text(yaml.safe_dump({"platforms": platforms, "http": {"port": free_port()}}))
     save_secrets(state / "chatgate.env", secrets)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
     return await doctor(Site(tmp_path, config, state, 0, env))
@@ -325,7 +320,7 @@ async def test_on_postgresql_the_database_check_connects_and_reads_the_schema_ve
     await sql(f'INSERT INTO "{pg_schema}".schema_version VALUES (1)')
     config, state = tmp_path / "chatgate.yaml", tmp_path / "state"
     store = {"url": DSN, "postgres": {"schema": pg_schema}}
-    config.write_text(yaml.safe_dump({"store": store, "http": {"port": _free_port()}}))
+    config.write_text(yaml.safe_dump({"store": store, "http": {"port": free_port()}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATGATE_", "DBUS_"))}
     code, lines = await doctor(Site(tmp_path, config, state, 0, env))
     assert code == 0 and "PostgreSQL answers; schema v1 " in lines["database"][1], lines
@@ -340,7 +335,7 @@ async def test_on_postgresql_the_database_check_connects_and_reads_the_schema_ve
     )
 
     store["url"] = DSN.rsplit("/", 1)[0] + "/no_such_database_for_doctor"
-    config.write_text(yaml.safe_dump({"store": store, "http": {"port": _free_port()}}))
+    config.write_text(yaml.safe_dump({"store": store, "http": {"port": free_port()}}))
     code, lines = await doctor(Site(tmp_path, config, state, 0, env))
     assert code == 1 and failing(lines) == {"database"}, lines
     assert (
