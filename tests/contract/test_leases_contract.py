@@ -384,8 +384,8 @@ async def test_a_commit_or_an_abandon_forgets_the_recorded_preview(store):
     assert await store.record_preview("w2", "k1", None)
 
 
-@covers(Leases.record_resume, Outbox.outbox_status)
-async def test_record_resume_commits_the_notice_now_and_hands_it_the_preview(store):
+@covers(Leases.record_notices, Outbox.outbox_status)
+async def test_record_notices_commits_the_notice_now_and_hands_it_the_preview(store):
     await store.admit(req("d1", "k1"))
     await store.claim_sessions("dead", 10, 30.0, 1)
     assert await store.record_preview("dead", "k1", "pm-7")
@@ -393,9 +393,9 @@ async def test_record_resume_commits_the_notice_now_and_hands_it_the_preview(sto
     (resumed,) = await store.claim_sessions("next", 10, 30.0, 1)
     notice = draft("notice:1:2", kind="notice")
     assert await store.outbox_status("notice:1:2") is None
-    assert not await store.record_resume("not-the-owner", "k1", notice)
+    assert not await store.record_notices("not-the-owner", "k1", [notice])
     assert await store.outbox_status("notice:1:2") is None
-    assert await store.record_resume("next", "k1", notice)
+    assert await store.record_notices("next", "k1", [notice])
     assert await store.outbox_status("notice:1:2") == "pending"
     (row,) = await store.claim_outbox(10)
     assert row.idem_key == "notice:1:2" and row.kind == "notice"
@@ -404,6 +404,23 @@ async def test_record_resume_commits_the_notice_now_and_hands_it_the_preview(sto
     await store.recover("later")  # the preview belongs to the notice now, not to the session
     (after,) = await store.claim_sessions("later", 10, 30.0, 1)
     assert after.stale_preview is None and resumed.stale_preview == "pm-7"
+
+
+@covers(Leases.record_notices)
+async def test_record_notices_commits_several_in_order_before_the_turn_and_once(store):
+    """The files of a turn that did not come through: each notice recorded before the agent
+    runs, in order, in the chat's outbox ahead of anything the turn commits; recorded again by
+    a re-run of the turn, nothing is added."""
+    await store.admit(req("d1", "k1"))
+    await store.claim_sessions("w1", 10, 30.0, 1)
+    notices = [draft("media:a", kind="notice", text="a"), draft("media:b", kind="notice", text="b")]
+    assert await store.record_notices("w1", "k1", notices)
+    assert await store.record_notices("w1", "k1", notices)  # a re-run of the turn
+    sent = []
+    while rows := await store.claim_outbox(10):
+        sent += [(r.idem_key, r.text) for r in rows]
+        await store.settle_outbox([OutboxSettlement(r.id, "sent") for r in rows])
+    assert sent == [("media:a", "a"), ("media:b", "b")]
 
 
 # ---------------------------------------------------------------- commit_turn: rows claimed in the commit

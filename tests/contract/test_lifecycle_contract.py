@@ -102,7 +102,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "paired_users": lambda s: s.paired_users(),
     "pending_pairings": lambda s: s.pending_pairings(T0),
     "record_preview": lambda s: s.record_preview("w1", "k1", "pm1"),
-    "record_resume": lambda s: s.record_resume("w1", "k1", draft("notice:1:2", kind="notice")),
+    "record_notices": lambda s: s.record_notices("w1", "k1", [draft("notice:1:2", kind="notice")]),
     "outbox_status": lambda s: s.outbox_status("final:1"),
     "undelivered_in_chat": lambda s: s.undelivered_in_chat("webchat", "c1"),
     "hold_chat_route": lambda s: s.hold_chat_route("webchat", "c1"),

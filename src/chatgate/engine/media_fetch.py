@@ -137,7 +137,7 @@ class TurnMedia:
         return [r.item for records in self.by_message.values() for r in records if r.item is not None]
 
     def notices(self, session_key: str, route: Mapping[str, str]) -> list[OutboxDraft]:
-        """The lines the user sees (committed with the turn, as replies to their message): the
+        """The lines the user sees (recorded before the agent runs, as replies to their message): the
         files that did not come through, the voice notes that could not be transcribed, and,
         with ``show_transcripts``, what was heard of each voice note."""
         drafts: list[OutboxDraft] = []

@@ -1,10 +1,12 @@
-"""What keeps a turn's previews back until the chat is ready for them, and the notice of a
-resumed turn.
+"""What keeps a turn's previews back until the chat is ready for them, and the notices a turn
+shows before its output.
 
 A preview goes straight to the platform; a final goes through the outbox. So a preview must
 wait while the chat still has replies on their way (it would land above the earlier turn's
-final), and a turn run again after its process died first records "the gateway restarted"
-(taking over the preview the dead process left) and waits until that notice is shown.
+final); a turn run again after its process died first records "the gateway restarted"
+(taking over the preview the dead process left) and waits until that notice is shown; and a
+turn whose files did not all come through records those notices before the agent runs and
+waits until they are shown, so the user reads why before the answer starts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Protocol
 
 from chatgate.domain.errors import LeaseLost
 from chatgate.domain.outbound import PREVIEW_KEY
-from chatgate.domain.outbox import OutboxStatus
+from chatgate.domain.outbox import OutboxDraft, OutboxStatus
 from chatgate.domain.source import egress_target
 from chatgate.domain.store_roles import TurnJournal
 from chatgate.domain.turns import Claim
@@ -63,12 +65,32 @@ class PreviewHolds:
         )
         if claim.stale_preview:
             notice.target[PREVIEW_KEY] = claim.stale_preview
-        if not await self._store.record_resume(self._owner, claim.session_key, notice):
+        if not await self._store.record_notices(self._owner, claim.session_key, [notice]):
             raise LeaseLost(f"lease on {claim.session_key} lost before the turn started")
         self._on_outbox()
+        return self._until_shown([idem])
+
+    async def shown_first(self, claim: Claim, notices: list[OutboxDraft], hold: Hold) -> Hold:
+        """Record ``notices`` now, before the agent runs: they precede the turn's output in the
+        chat's order, and its previews wait (``hold`` and then these) until they are shown."""
+        if not notices:
+            return hold
+        if not await self._store.record_notices(self._owner, claim.session_key, notices):
+            raise LeaseLost(f"lease on {claim.session_key} lost before the turn started")
+        self._on_outbox()
+        shown = self._until_shown([n.idem_key for n in notices])
 
         async def held() -> bool:
-            return await self._store.outbox_status(idem) not in ("sent", "failed", None)
+            return await hold() or await shown()
+
+        return held
+
+    def _until_shown(self, idems: list[str]) -> Hold:
+        async def held() -> bool:
+            for idem in idems:
+                if await self._store.outbox_status(idem) not in ("sent", "failed", None):
+                    return True
+            return False
 
         return held
 

@@ -2,9 +2,10 @@
 
 The turn returns a ``TurnOutcome`` that the scheduler commits in one transaction
 (transcript + inbox done + outbox final). Before that it records only what must
-survive its process (``TurnJournal``): a resumed turn's notice, as it starts, so
-the notice comes before anything the turn shows; and its preview's message id, so
-a successor can take that message over.
+survive its process or be seen first (``TurnJournal``): a resumed turn's notice and
+the notices of files that did not come through, before the agent runs, so they
+come before anything the turn shows; and its preview's message id, so a successor
+can take that message over.
 """
 
 from __future__ import annotations
@@ -161,7 +162,9 @@ class TurnRunner:
         hold = await holds.hold(claim, route, attempts) if not internal else _never_held
         media_fetcher = self._media if any(q.inbound.attachments for q in items) else None  # plain text: none
         fetched = await media_fetcher.fetch(items) if media_fetcher is not None else TurnMedia()
-        outbox: list[OutboxDraft] = fetched.notices(key, route) if not internal else []
+        if not internal:  # the files that did not come through: said before the answer starts
+            hold = await holds.shown_first(claim, fetched.notices(key, route), hold)
+        outbox: list[OutboxDraft] = []
         attached: list[OutFile] = []  # what the turn's attach_file calls add to its reply
         request, inputs = await self._request(claim, reply_to, route, fetched, attached)
         consumer = self._consumer(adapter if not internal else None, claim, reply_to, route, hold)

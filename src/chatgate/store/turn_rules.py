@@ -174,13 +174,15 @@ async def abandon_turn(
     await sql.release_for_retry(session_key, owner, retry_at, error)
 
 
-async def record_resume(
-    sql: TurnStatements, owner: str, session_key: str, notice: OutboxDraft, now: float
+async def record_notices(
+    sql: TurnStatements, owner: str, session_key: str, notices: Sequence[OutboxDraft], now: float
 ) -> bool:
-    """The notice is recorded and owns the old preview (if it names one) in one transaction."""
+    """The notices are recorded, in order, and one owns the old preview (if it names one), in
+    one transaction."""
     if not await sql.set_preview(owner, session_key, None):
         return False
-    await sql.insert_outbox(notice, now)
+    for notice in notices:
+        await sql.insert_outbox(notice, now)
     return True
 
 

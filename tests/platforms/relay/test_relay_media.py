@@ -72,6 +72,29 @@ async def test_a_url_on_a_private_address_is_not_fetched_by_default(world: Relay
     assert handler.requests == []
 
 
+async def test_the_notice_of_a_file_not_received_comes_before_the_answer_starts(
+    world: RelayWorld, files: Any
+) -> None:
+    """The notice is recorded before the agent runs and the answer's previews wait for it: with
+    an answer that streams for seconds, the chat reads the notice, then the answer's preview and
+    its edits, never the preview first (the notice used to be committed with the turn, after
+    every preview)."""
+    base, _ = files
+    world.agent = None
+    world.extra["agent"] = {"echo": {"chunk_delay_ms": 60, "chunk_chars": 3}}
+    await world.start()
+    await world.sim.wait_connected(GW, 10)
+    await world.sim.inject_inbound(GW, event("look", "m3", [f"{base}/shot.png"], ["shot.png"]))
+    await world.wait_for(
+        lambda: any(not str(o.get("content", "")).endswith("▍") for o in world.ops("edit")), "the final edit"
+    )
+    shown = [(o.op, str(o.action.get("content", ""))) for o in world.sim.ops(GW) if o.op in ("send", "edit")]
+    assert shown[0][0] == "send" and shown[0][1].startswith("[attachment shot.png was not received"), shown
+    answer = [content for _, content in shown[1:]]
+    assert answer and all(c.startswith("echo: look") for c in answer), shown
+    assert any(c.endswith("▍") for c in answer), f"no preview before the final: {shown}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(200)  # two starts of a real gateway process
 async def test_a_kill_mid_download_fetches_again_and_answers_once(

@@ -6,6 +6,7 @@ in ``ROLES`` with the others, and the contract suite covers it the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from chatgate.domain.outbox import OutboxDraft
@@ -23,10 +24,11 @@ class TurnJournal(Protocol):
         The commit or abandon of the turn forgets it."""
         ...
 
-    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
-        """A resumed turn's notice, recorded as it starts (so it precedes the turn's output in
-        the chat's order), and the session's recorded preview forgotten in the same commit:
-        the notice carries that message now and takes it over."""
+    async def record_notices(self, owner: str, session_key: str, notices: Sequence[OutboxDraft]) -> bool:
+        """Notices the turn shows before its output (a resumed turn's, the files of its messages
+        that did not come through), recorded before the agent runs so they precede the turn's
+        output in the chat's order, and the session's recorded preview forgotten in the same
+        commit: a resumed turn's notice carries that message now and takes it over."""
         ...
 
 

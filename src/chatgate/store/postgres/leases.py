@@ -297,10 +297,10 @@ class PgLeases(PgRole, CompletesTurns):
 
     record_preview = writes(record_preview)
 
-    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
+    async def record_notices(self, owner: str, session_key: str, notices: Sequence[OutboxDraft]) -> bool:
         now, holder = time.time(), self._db.holder
         return await self._db.write(
-            lambda c: turn_rules.record_resume(TurnSql(c, holder), owner, session_key, notice, now)
+            lambda c: turn_rules.record_notices(TurnSql(c, holder), owner, session_key, notices, now)
         )
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:

@@ -232,10 +232,10 @@ class SqliteLeases(SqliteRole, CompletesTurns):
 
     record_preview = writes(record_preview)
 
-    async def record_resume(self, owner: str, session_key: str, notice: OutboxDraft) -> bool:
+    async def record_notices(self, owner: str, session_key: str, notices: Sequence[OutboxDraft]) -> bool:
         now = time.time()
         return await self._db.write(
-            lambda c: run_inline(turn_rules.record_resume(TurnSql(c), owner, session_key, notice, now))
+            lambda c: run_inline(turn_rules.record_notices(TurnSql(c), owner, session_key, notices, now))
         )
 
     async def renew_lease(self, session_key: str, owner: str, lease_seconds: float) -> bool:
