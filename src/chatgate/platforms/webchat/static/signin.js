@@ -35,4 +35,7 @@ async function signIn(ev) {
 }
 
 form.addEventListener("submit", signIn);
+// Ready: a submit now goes through signIn. The page serves the fields disabled so that Enter
+// pressed before this script ran cannot submit the form natively (a GET, the token in the URL).
+for (const field of form.querySelectorAll("input, button")) field.disabled = false;
 document.getElementById("signin-token").focus();
