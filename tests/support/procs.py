@@ -195,6 +195,9 @@ class ChatClient:
     finals: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """in_reply_to -> every (message_id, text) final frame received for it."""
     first_final_order: list[str] = field(default_factory=list)
+    final_connections: dict[str, list[int]] = field(default_factory=dict)
+    """in_reply_to -> the connection (``connects`` at the time) each of its final frames came on:
+    the protocol re-sends an unconfirmed reply after every ``hello``, never twice on one connection."""
     connects: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
     disconnects: list[str] = field(default_factory=list)
@@ -245,6 +248,7 @@ class ChatClient:
                         if reply_to not in self.finals:
                             self.first_final_order.append(reply_to)
                         self.finals.setdefault(reply_to, []).append((frame["message_id"], frame["text"]))
+                        self.final_connections.setdefault(reply_to, []).append(self.connects)
                     await ws.send(json.dumps({"type": "received", "message_id": frame["message_id"]}))
                 elif kind == "error":
                     self.errors.append(frame)
