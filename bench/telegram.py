@@ -50,6 +50,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from e2e import cpu_seconds, drain, log_problems, percentile, stop_gateway  # bench/ is sys.path[0]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,10 +86,10 @@ def main_thread_cpu(pid: int) -> float:
     ``cpu_seconds`` is its other threads' (the gateway's SQLite writer and readers, the floor's
     journal thread), so the split says which side the gap is on."""
     try:
-        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+        threads = psutil.Process(pid).threads()
+    except psutil.Error:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(t.user_time + t.system_time for t in threads if t.id == pid)
 
 
 def gateway_config(args: argparse.Namespace, tmp: Path, api_base: str, model_base: str | None) -> Any:
