@@ -10,7 +10,7 @@ import pytest
 
 from chatgate.app.gateway import Gateway
 from chatgate.engine.ports import Admitted
-from chatgate.platforms.relay.connection import NoResult, Outcome, Unsent
+from chatgate.platforms.relay.connection import NoResult, Outcome, RelayConnection, Unsent
 from support.relay_harness import GW, RelayWorld, relay_hub
 
 GUILD = "900"
@@ -359,6 +359,24 @@ async def test_graceful_shutdown_goes_idle_and_the_next_start_gets_the_buffered_
     hellos = world.sim.hellos(GW)
     assert [h.platform for h in hellos] == ["discord", "discord"]
     assert {c["name"] for c in hellos[-1].command_manifest or []} >= {"help", "new", "stop", "status"}
+
+
+async def test_a_stop_during_the_handshake_still_asks_the_connector_to_buffer(
+    world: RelayWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The connector's answer to our hello is read late (a busy loop): the stop comes before it.
+    read = RelayConnection._on_descriptor
+
+    def read_late(connection: RelayConnection, descriptor: Any) -> None:
+        asyncio.get_running_loop().call_later(0.3, read, connection, descriptor)
+
+    monkeypatch.setattr(RelayConnection, "_on_descriptor", read_late)
+    await world.start()
+    await world.sim.wait_connected(GW, 10)  # the connector answered; the gateway has not read it yet
+    await world.stop()
+    assert world.sim.counters(GW).going_idle == 1 and world.sim.idle(GW)
+    waiting = await world.sim.inject_inbound(GW, text_event("sent during the stop", "m21"))
+    assert world.sim.unacked(GW) == [waiting]  # buffered by the connector, not lost
 
 
 async def test_a_reply_waits_out_a_connector_outage_without_spending_its_attempts(world: RelayWorld) -> None:
