@@ -94,6 +94,13 @@ class Scheduler:
         self._failures: dict[str, int] = {}
         self._isolated: set[str] = set()
         """Sessions running an isolated (suspect) turn: at most one, so a death can be blamed."""
+        self._drained: set[str] = set()
+        """Sessions whose last commit looked for their next item and found none."""
+        self._reclaim: set[str] = set()
+        """Sessions claimed while their worker was ending: claim them again once it has."""
+        self._backlog = True
+        """Sessions may be waiting for a slot: the last claim filled every free one, or a wake
+        came while none was free. A worker that ends then wakes the claim loop."""
         self._stopping = False
         self._started_at = time.monotonic()
 
@@ -156,6 +163,7 @@ class Scheduler:
             self._wake.clear()
             free = self.settings.max_concurrent_turns - len(self._workers)
             if free <= 0:
+                self._backlog = True
                 continue
             try:
                 claims = await self._store.claim_sessions(
@@ -166,13 +174,16 @@ class Scheduler:
                 continue
             for claim in claims:
                 if claim.session_key in self._workers:
-                    # Our own worker still runs it (its lease lapsed): never run a session twice.
+                    # Our own worker still runs it (its lease lapsed, or it is ending after a
+                    # commit that found nothing more): never run a session twice.
+                    self._reclaim.add(claim.session_key)
                     await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
                     continue
                 self._workers[claim.session_key] = asyncio.create_task(
                     self._work(claim), name=f"chatgate-session:{claim.session_key}"
                 )
-            if len(claims) == free:
+            self._backlog = len(claims) == free
+            if self._backlog:
                 self._wake.set()  # there may be more waiting
 
     def _suspect_room(self) -> int:
@@ -200,7 +211,12 @@ class Scheduler:
             await asyncio.gather(heartbeat, return_exceptions=True)
             self._workers.pop(key, None)
             self._turns.pop(key, None)
-            if not self._stopping:
+            # A session that ended with nothing left frees a slot no one waits for unless a
+            # claim was cut short; waking then would only run a claim that finds nothing.
+            drained = key in self._drained and key not in self._reclaim
+            self._drained.discard(key)
+            self._reclaim.discard(key)
+            if not self._stopping and (self._backlog or not drained):
                 self._wake.set()
 
     async def _run_one(self, claim: Claim, take_next: bool = True) -> Claim | None:
@@ -259,6 +275,8 @@ class Scheduler:
         self._metrics.turn_seconds.observe(time.perf_counter() - started)
         if not outcome.outbox or len(committed.sending) < len(outcome.outbox):
             self._on_committed()  # rows delivery must claim itself (a later part, a busy chat)
+        if take_next and committed.next is None:
+            self._drained.add(key)
         return committed.next
 
     def _commit(self, outcome: TurnOutcome, batch: int) -> asyncio.Future[TurnCommit]:
