@@ -44,6 +44,23 @@ async def test_next_row_of_a_chat_is_handed_out_once_its_head_is_sent(store):
 
 
 @covers(Outbox.settle_outbox)
+async def test_settle_outbox_says_whether_a_settled_rows_chat_has_an_open_row_behind_it(store):
+    await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"), draft("b1", "c2"), draft("a3", "c1"))
+    claimed = {r.idem_key: r for r in await store.claim_outbox(10)}
+    assert await store.settle_outbox([OutboxSettlement(id=claimed["b1"].id, status="sent")]) is False
+    assert await store.settle_outbox([OutboxSettlement(id=claimed["a1"].id, status="sent")]) is True
+    (a2,) = await store.claim_outbox(10)
+    assert await store.settle_outbox([OutboxSettlement(id=a2.id, status="failed", error="rejected")]) is True
+    (a3,) = await store.claim_outbox(10)  # the chat's last row: nothing behind it
+    assert await store.settle_outbox([OutboxSettlement(id=a3.id, status="sent")]) is False
+    await put_outbox(store, draft("d1", "c3"), draft("d2", "c3"))
+    (d1,) = await store.claim_outbox(10)
+    retry = OutboxSettlement(id=d1.id, status="pending", retry_at=time.time() + 60, error="429")
+    assert await store.settle_outbox([retry]) is True  # put back with its chat's next row behind it
+    assert await store.settle_outbox([]) is False
+
+
+@covers(Outbox.settle_outbox)
 async def test_head_row_waiting_to_retry_holds_back_the_rest_of_its_chat(store):
     await put_outbox(store, draft("a1", "c1"), draft("a2", "c1"), draft("b1", "c2"))
     claimed = {r.idem_key: r for r in await store.claim_outbox(10)}

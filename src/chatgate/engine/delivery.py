@@ -112,6 +112,8 @@ class DeliveryWorker:
         self._due = DueRows(self._wake.set)
         self._pacing: dict[int, OutboxRow] = {}
         """Rows whose task waits for their rate slot: not handed to the adapter yet."""
+        self._backlog = True
+        """Due rows may be left unclaimed for want of room: a settlement then claims again."""
 
     def start(self) -> None:
         self._stopping = False
@@ -196,9 +198,11 @@ class DeliveryWorker:
     async def _claim(self) -> int:
         room = self.settings.batch - len(self._inflight) - self._reserved
         if room <= 0:
+            self._backlog = True
             return 0  # a settlement wakes the worker again; the due timer waits for that
         started = time.time()
         rows = await self._store.claim_outbox(room)
+        self._backlog = len(rows) >= room
         self._due.claimed(started)
         for row in rows:
             self._start(row)
@@ -211,11 +215,13 @@ class DeliveryWorker:
 
     async def _deliver_and_settle(self, row: OutboxRow) -> None:
         settlement = await self._deliver(row)
+        more = True
         try:
-            await self._store.settle_outbox([settlement])
+            more = await self._store.settle_outbox([settlement])
         except StoreUnavailable as exc:
             log.warning("could not record delivery of outbox row %d (%s); it is resent later", row.id, exc)
-        self._wake.set()  # the chat's next row may be due now
+        if more or self._backlog:
+            self._wake.set()  # the chat's next row may be due now, or room for a row left waiting
         if settlement.status in ("pending", "ambiguous") and settlement.retry_at is not None:
             self._due.add(settlement.retry_at)  # a timer at its due time, whatever the wait
 

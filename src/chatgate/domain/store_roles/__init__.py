@@ -138,9 +138,12 @@ class OutboxClaims(Protocol):
         """Mark due head-of-chat rows ``sending`` and count an attempt on each."""
         ...
 
-    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> bool:
         """Record each row's outcome; ``counts_attempt=False`` takes back the claim's attempt (a
-        wait for a rate limit or a route is not a try), so waiting can never use up a row."""
+        wait for a rate limit or a route is not a try), so waiting can never use up a row.
+
+        True when a settled row's chat has another open row after it (pending or ambiguous,
+        due or not): delivery claims again only then, instead of after every send."""
         ...
 
 

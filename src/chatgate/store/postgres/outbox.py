@@ -207,7 +207,7 @@ _MOVED_AWAY = (
 (A row claimed because its route holder was gone keeps its retry time: nobody else has the chat.)"""
 
 
-async def settle_outbox(conn: asyncpg.Connection, settlements: list[OutboxSettlement], now: float) -> None:
+async def settle_outbox(conn: asyncpg.Connection, settlements: list[OutboxSettlement], now: float) -> bool:
     for s in settlements:
         # A row the client already confirmed stays confirmed whatever a racing send reports.
         await conn.execute(
@@ -225,6 +225,14 @@ async def settle_outbox(conn: asyncpg.Connection, settlements: list[OutboxSettle
             now,
             s.id,
         )
+    # Another open row behind a settled one in its chat (the open-row index finds it).
+    more = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM outbox o JOIN outbox r ON o.platform = r.platform"
+        " AND o.chat_id = r.chat_id AND o.id > r.id WHERE r.id = ANY($1::bigint[])"
+        " AND o.status IN ('pending', 'ambiguous'))",
+        [s.id for s in settlements],
+    )
+    return bool(more)
 
 
 async def confirm_outbox(
@@ -306,16 +314,17 @@ class PgOutbox(PgRole):
                     _named(released),
                 )
 
-    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> bool:
         if not settlements:
-            return
+            return False
         now, ids = time.time(), [s.id for s in settlements]
         try:
-            await self._db.write(lambda c: settle_outbox(c, settlements, now))
+            more = await self._db.write(lambda c: settle_outbox(c, settlements, now))
         except BaseException:
             self._db.sends.settled(ids, recorded=False)
             raise
         self._db.sends.settled(ids, recorded=True)
+        return more
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))

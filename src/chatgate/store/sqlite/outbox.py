@@ -94,7 +94,7 @@ def claim_outbox(conn: sqlite3.Connection, limit: int, now: float) -> list[Outbo
     ]
 
 
-def settle_outbox(conn: sqlite3.Connection, settlements: list[OutboxSettlement], now: float) -> None:
+def settle_outbox(conn: sqlite3.Connection, settlements: list[OutboxSettlement], now: float) -> bool:
     for s in settlements:
         # A row the client already confirmed stays confirmed whatever a racing send reports.
         conn.execute(
@@ -114,6 +114,20 @@ def settle_outbox(conn: sqlite3.Connection, settlements: list[OutboxSettlement],
                 s.status,
             ),
         )
+    return any(_more_in_chat(conn, s.id) for s in settlements)
+
+
+def _more_in_chat(conn: sqlite3.Connection, row_id: int) -> bool:
+    """Another open row waits behind this one in its chat (the chat index finds it)."""
+    return (
+        conn.execute(
+            "SELECT 1 FROM outbox o, outbox r WHERE r.id = ? AND o.platform = r.platform"
+            " AND o.chat_id = r.chat_id AND o.id > r.id AND o.status IN ('pending', 'sending', 'ambiguous')"
+            " AND o.status != 'sending' LIMIT 1",  # the first IN is the open-row index's own term
+            (row_id,),
+        ).fetchone()
+        is not None
+    )
 
 
 def confirm_outbox(conn: sqlite3.Connection, platform: str, chat_id: str, row_id: int, now: float) -> bool:
@@ -160,11 +174,11 @@ class SqliteOutbox(SqliteRole):
         now = time.time()
         return await self._db.write(lambda c: claim_outbox(c, limit, now))
 
-    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> None:
+    async def settle_outbox(self, settlements: list[OutboxSettlement]) -> bool:
         if not settlements:
-            return
+            return False
         now = time.time()
-        await self._db.write(lambda c: settle_outbox(c, settlements, now))
+        return await self._db.write(lambda c: settle_outbox(c, settlements, now))
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
