@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from telegram_double import (
@@ -18,6 +21,7 @@ from telegram_double import (
 )
 
 from chatgate.domain.errors import StoreUnavailable
+from chatgate.platforms.telegram.poller import CURSOR_EVERY
 from chatgate.store.sqlite import SqliteStore
 
 ADA = User(4242, "Ada", "Lovelace", username="ada")
@@ -65,8 +69,7 @@ async def test_a_restart_resumes_from_the_stored_offset_and_repeats_nothing(
     for n, user in enumerate(FEW[:2]):
         await double.push_message(private(user), user, f"one {n}")
     await double.wait_for(lambda: len(double.all_sent()) >= 2)
-    stored = await first.store.get_cursor(CURSOR)
-    assert stored == str(double.next_update_id)
+    stored = await _stored_offset(first.store, double.next_update_id)
     # From now on Telegram "never hears" confirmations: only our stored offset keeps old updates away.
     double.keep_confirmed = True
     double.confirmed_below = 0
@@ -79,7 +82,45 @@ async def test_a_restart_resumes_from_the_stored_offset_and_repeats_nothing(
     assert double.offsets[calls_before] == int(stored), "the restart did not resume from the stored offset"
     assert [_texts(double, u.id) for u in FEW[:2]] == [[echo_of("one 0")], [echo_of("one 1")]]
     assert _texts(double, ADA.id) == [echo_of("two")]
-    assert await second.store.get_cursor(CURSOR) == str(double.next_update_id)
+    assert await _stored_offset(second.store, double.next_update_id) == str(double.next_update_id)
+
+
+async def _stored_offset(store: Any, wanted: int, timeout: float = 15.0) -> str | None:
+    """The stored offset once it reaches ``wanted`` (it is stored at most once a second, and at
+    the next empty poll), or what is stored when ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stored = await store.get_cursor(CURSOR)
+        if stored == str(wanted) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    return stored
+
+
+async def test_a_burst_stores_the_offset_about_once_a_second_and_the_last_one_when_it_ends(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[str] = []
+    set_cursor = SqliteStore.set_cursor
+
+    async def counted(store: SqliteStore, name: str, value: str) -> None:
+        await set_cursor(store, name, value)
+        if name == CURSOR:
+            writes.append(value)
+
+    monkeypatch.setattr(SqliteStore, "set_cursor", counted)
+    people = [User(4400 + n, f"Burst{n}") for n in range(12)]  # one chat each: no chat's pace
+    config = telegram_config(double, tmp_path, telegram={"allow_users": [u.id for u in people]})
+    gateway = await gateways.start(config)
+    started = time.monotonic()
+    for n, user in enumerate(people):  # one update per poll: each is answered before the next comes
+        await double.push_message(private(user), user, f"burst {n}")
+        await double.wait_for(lambda n=n: len(double.all_sent()) > n)
+    batches = len(double.offsets) - 1
+    elapsed = time.monotonic() - started
+    assert len(writes) <= 1 + elapsed / CURSOR_EVERY, (writes, batches, elapsed)
+    assert await _stored_offset(gateway.store, double.next_update_id) == str(double.next_update_id)
+    assert writes[-1] == str(double.next_update_id)  # the last one, at the next empty poll
 
 
 class InboxSwitch:

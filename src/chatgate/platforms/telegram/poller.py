@@ -12,6 +12,12 @@ higher offset is what confirms the batch to Telegram. So
 - a restart resumes from the stored offset; a cold start (no offset stored)
   takes every update Telegram still holds, unless ``drop_pending_updates``.
 
+The offset is stored at most once a ``CURSOR_EVERY`` seconds (and when a poll comes back
+empty, which a shortened long poll makes happen about that soon, and at stop): a busy bot
+otherwise paid a store write per batch. A stored offset that lags is harmless: Telegram
+forgets what the next ``getUpdates`` confirmed, and returns only what is still unconfirmed
+to a poll from an older offset, which admission deduplicates.
+
 An update that cannot be decoded, or whose type is unsupported, is logged and
 skipped; its id still advances the offset so it is not fetched forever.
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +41,9 @@ from chatgate.platforms.telegram.models import Update
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
+CURSOR_EVERY = 1
+"""Seconds between two stores of the offset while updates keep coming (and the long poll's
+timeout while one waits to be stored: getUpdates takes whole seconds)."""
 REQUEST_TIMEOUT = 20
 
 
@@ -106,6 +116,9 @@ class Poller:
         self._stop_event = asyncio.Event()
         self._fetching = False
         self._task: asyncio.Task[None] | None = None
+        self._stored_at = float("-inf")
+        self._stored: int | None = None
+        """The offset last stored (None: none by this poller yet)."""
 
     def skip_drop(self) -> None:
         """Never drop pending updates: this poller starts after the gateway's start-up (a fleet
@@ -135,6 +148,25 @@ class Poller:
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+        if done:
+            await self._store_offset(at_once=True)
+
+    async def _store_offset(self, at_once: bool) -> None:
+        """Store the offset if it moved, unless one was stored less than ``CURSOR_EVERY`` ago."""
+        offset = self.offset
+        if offset is None or offset == self._stored:
+            return
+        now = time.monotonic()
+        if not at_once and now - self._stored_at < CURSOR_EVERY:
+            return
+        try:
+            await self._store.set_cursor(self.cursor_name, str(offset))
+        except StoreUnavailable as exc:
+            # Safe to go on: every update below the offset is committed in the inbox, so a
+            # restart from an older stored offset only refetches what admission deduplicates.
+            log.warning("could not store the Telegram offset %d: %s", offset, exc)
+            return
+        self._stored, self._stored_at = offset, now
 
     async def _pause(self, seconds: float) -> None:
         """Sleep, but wake up at once when stopped."""
@@ -192,7 +224,7 @@ class Poller:
             self._fetching = False
         if not self._loaded:
             stored = await self._store.get_cursor(self.cursor_name)
-            self.offset = int(stored) if stored else None
+            self.offset = self._stored = int(stored) if stored else None
             if self._drop_pending and not self._dropped:
                 await self._drop()
             self._dropped = self._loaded = True
@@ -217,17 +249,20 @@ class Poller:
         if last:
             self.offset = max(u.update_id for u in last) + 1
             await self._store.set_cursor(self.cursor_name, str(self.offset))
+            self._stored = self.offset
             log.info("dropped pending Telegram updates (platforms.telegram.drop_pending_updates)")
 
     async def _fetch(self) -> list[Raw]:
         self._fetching = True
         try:
             await self._may_poll()
+            # An offset not stored yet shortens the long poll, so a quiet moment stores it soon.
+            wait = self._timeout if self.offset == self._stored else min(self._timeout, CURSOR_EVERY)
             result = await self._call(
                 "getUpdates",
-                self._timeout + 15,
+                wait + 15,
                 offset=self.offset,
-                timeout=self._timeout,
+                timeout=wait,
                 allowed_updates=self._allowed,
             )
         finally:
@@ -241,17 +276,13 @@ class Poller:
         items = await self._fetch()
         self._on_state(True, "polling")
         if self._stopping or not items:
+            await self._store_offset(at_once=True)  # a quiet moment: store what is left
             return
         items.sort(key=lambda r: r.update_id)
         retry_from = await self._handle(items)
         following = retry_from if retry_from is not None else items[-1].update_id + 1
         if self.offset is None or following > self.offset:
             self.offset = following
-            try:
-                await self._store.set_cursor(self.cursor_name, str(following))
-            except StoreUnavailable as exc:
-                # Safe to go on: every update below the offset is committed in the inbox, so a
-                # restart from an older stored offset only refetches what admission deduplicates.
-                log.warning("could not store the Telegram offset %d: %s", following, exc)
+            await self._store_offset(at_once=False)
         if retry_from is not None:
             await self._pause(1.0)  # storage trouble: give it a moment before fetching again
