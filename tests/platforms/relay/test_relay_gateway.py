@@ -279,6 +279,7 @@ async def _fifty_unanswered_sends(world: RelayWorld) -> tuple[Gateway, list[asyn
     await world.sim.wait_connected(GW, 10)
     world.sim.set_result_policy(GW, "never")
     conn = relay_hub(gateway).connection
+    assert await conn.wait_connected(10)  # the gateway read the connector's answer too
     sends = [
         asyncio.create_task(conn.request({"op": "send", "chat_id": CHANNEL, "content": f"n{i}"}, "discord"))
         for i in range(50)

@@ -157,22 +157,15 @@ class RelayConnection:
         return self.state.connected
 
     async def go_idle(self, timeout: float) -> bool:
-        """Ask the connector to buffer for us, and keep reading until it says it does.
-
-        A stop while the handshake is still under way (the socket is open, the descriptor not
-        read yet) waits for it within ``timeout``: the connector took our hello and would
-        otherwise hold nothing for us."""
-        if self._idle_ack is not None:
+        """Ask the connector to buffer for us and read until it says it does (after the handshake)."""
+        if self._idle_ack is not None or (self._ws is None and not self.state.connected):
             return False
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        if not self.state.connected and (self._ws is None or not await self.wait_connected(timeout)):
-            return False
-        timeout = max(0.0, deadline - loop.time())
-        self._idle_ack = loop.create_future()
+        self._idle_ack = asyncio.get_running_loop().create_future()
         try:
-            await self._send(GoingIdleFrame())
             async with asyncio.timeout(timeout):
+                if not await self.wait_connected(timeout):
+                    return False
+                await self._send(GoingIdleFrame())
                 await asyncio.shield(self._idle_ack)
             return True
         except (TimeoutError, ConnectionClosed, OSError, RuntimeError) as exc:
