@@ -40,18 +40,18 @@ def _count(sql: str, started: float) -> None:
 
 class TimedConnection(sqlite3.Connection):
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        started = time.thread_time()
-        try:
-            return super().execute(sql, *args)
-        finally:
-            _count(sql, started)
+        return _timed(super().execute, sql, args)
 
     def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        started = time.thread_time()
-        try:
-            return super().executemany(sql, *args)
-        finally:
-            _count(sql, started)
+        return _timed(super().executemany, sql, args)
+
+
+def _timed(run: Any, sql: str, args: tuple[Any, ...]) -> sqlite3.Cursor:
+    started = time.thread_time()
+    try:
+        return run(sql, *args)  # type: ignore[no-any-return]
+    finally:
+        _count(sql, started)
 
 
 def measure(messages: int, chats: int) -> dict[str, object]:
