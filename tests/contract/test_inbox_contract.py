@@ -17,7 +17,8 @@ from chatgate.domain.store_roles import (
     Leases,
     Transcript,
 )
-from contract.kit import covers, draft, req, texts
+from chatgate.domain.turns import ClaimTerms
+from contract.kit import covers, draft, eventually, req, texts
 from support.store_values import outcome
 
 
@@ -238,3 +239,55 @@ async def test_an_edit_never_reaches_into_another_session(store):
     claims = {c.session_key: c for c in await store.claim_sessions("w1", 10, 30.0, 10)}
     assert [i.inbound.text for i in claims["k1"].items] == ["meet at 5"]
     assert [i.inbound.text for i in claims["k2"].items] == ["meet at 6"]
+
+
+async def _claimed_by_admission_or_loop(store, result, terms: ClaimTerms):
+    """A store may decline admission's claim (PostgreSQL does): the claim loop then takes it."""
+    if result.claim is not None:
+        return result.claim
+    (claim,) = await store.claim_sessions(terms.owner, 10, terms.lease_seconds, terms.batch)
+    return claim
+
+
+@covers(Inbox.admit, Leases.claim_sessions)
+async def test_an_admission_that_claims_leases_the_session_with_its_head_items(store):
+    await store.admit(req("d0", "k1", "first"))
+    terms = ClaimTerms("w1", 30.0, 5)
+    result = await store.admit(replace(req("d1", "k1", "second"), claim=terms))
+    claim = await _claimed_by_admission_or_loop(store, result, terms)
+    assert (claim.session_key, texts(claim)) == ("k1", ["first", "second"])
+    assert [i.attempts for i in claim.items] == [1, 1]
+    info = await store.session_info("k1")
+    assert info is not None and info.leased_by == "w1"
+    assert await store.claim_sessions("w2", 10, 30.0, 5) == [], "one owner per session"
+
+
+@covers(Inbox.admit)
+async def test_an_admission_claims_nothing_the_claim_loop_would_not(store):
+    terms = ClaimTerms("w1", 30.0, 1)
+    await store.admit(req("b0", "busy"))
+    (held,) = await store.claim_sessions("w2", 10, 30.0, 1)
+    assert (await store.admit(replace(req("b1", "busy"), claim=terms))).claim is None, "leased elsewhere"
+
+    await store.admit(req("r0", "later"))
+    (retry,) = await store.claim_sessions("w2", 10, 30.0, 1)
+    await store.abandon_turn("w2", "later", (retry.items[0].seq,), time.time() + 60, "boom")
+    assert (await store.admit(replace(req("r1", "later"), claim=terms))).claim is None, "retry pending"
+
+    again = await store.admit(replace(req("b0", "busy"), claim=terms))
+    assert not again.new and again.claim is None, "a redelivery claims nothing"
+    command = replace(req("c0", "idle", queued=False), claim=terms)
+    assert (await store.admit(command)).claim is None, "a command queues nothing to run"
+    assert held.session_key == "busy"
+
+
+@covers(Inbox.admit)
+async def test_an_admission_leaves_a_suspect_to_the_claim_loop(store):
+    await store.admit(req("s0", "k1"))
+    (dead,) = await store.claim_sessions("dead-0", 10, 0.05, 1)
+    await eventually(lambda: store.claim_sessions("dead-1", 10, 0.05, 1))  # two owners died with it
+    await asyncio.sleep(0.1)  # the second lease lapses too
+    result = await store.admit(replace(req("s1", "k1"), claim=ClaimTerms("w1", 30.0, 1)))
+    assert result.new and result.claim is None, "a suspect runs alone, claimed by the claim loop"
+    (claim,) = await store.claim_sessions("w1", 10, 30.0, 1, 1)
+    assert claim.isolated and claim.items[0].seq == dead.items[0].seq

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
+
+from chatgate.domain.turns import ClaimTerms
 
 
 async def test_fifty_concurrent_copies_of_one_delivery_leave_exactly_one_inbox_row(open_store, make, query):
@@ -47,3 +50,17 @@ async def test_stored_inbound_round_trips_through_the_claim(open_store, make):
     (claim,) = await store.claim_sessions("w", 1, 30.0, 1)
     assert claim.items[0].inbound == request.inbound
     assert await store.session_source("k1") == request.inbound.source
+
+
+async def test_an_idle_session_is_claimed_in_the_one_commit_that_admits_its_event(open_store, make, query):
+    commits: list[int] = []
+    store = await open_store(on_commit=lambda writes, _seconds: commits.append(writes))
+    request = replace(make.request("d1", "k1", "hi"), claim=ClaimTerms("w1", 30.0, 1))
+    before = len(commits)
+    result = await store.admit(request)
+    assert len(commits) == before + 1, "admission and claim are one transaction"
+    assert result.claim is not None
+    assert [(i.seq, i.attempts) for i in result.claim.items] == [(result.seq, 1)]
+    assert query("SELECT lease_owner FROM sessions WHERE key = 'k1'") == [("w1",)]
+    assert query("SELECT attempts, claimed_by FROM inbox") == [(1, "w1")]
+    assert await store.claim_sessions("w2", 10, 30.0, 1) == []

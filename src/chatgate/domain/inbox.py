@@ -13,6 +13,7 @@ from chatgate.domain.background import TASK_TRANSPORT
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft
 from chatgate.domain.schedules import SCHEDULE_TRANSPORT
+from chatgate.domain.turns import Claim, ClaimTerms
 
 INTERNAL_TRANSPORTS = frozenset({SCHEDULE_TRANSPORT, TASK_TRANSPORT})
 """Transports the gateway feeds itself (a schedule firing, a task's events): no client sent
@@ -29,7 +30,10 @@ class AdmitRequest:
     waiting items (not yet picked up by a turn) the same transaction dropped.
     With ``answer``, a new event also resolves that approval in the same
     transaction (a redelivered one resolves nothing), and ``answer.render`` writes
-    the reply's text from the recorded result.
+    the reply's text from the recorded result. With ``claim``, a new queued event's
+    session is also claimed on those terms in the same transaction when the claim loop
+    would claim it (no live lease, no retry pending, no suspect at its head); a store
+    may decline (PostgreSQL does) and ``AdmitResult.claim`` says what it took.
     """
 
     inbound: Inbound
@@ -39,6 +43,7 @@ class AdmitRequest:
     cancel_queued: bool = False
     reset_session: bool = False
     answer: ApprovalAnswer | None = None
+    claim: ClaimTerms | None = None
 
     @property
     def from_a_client(self) -> bool:
@@ -55,6 +60,8 @@ class AdmitResult:
     cancelled: int = 0
     resolution: ApprovalResolution | None = None
     """Set when the request carried an ``answer`` and was new."""
+    claim: Claim | None = None
+    """The session, leased on the request's ``claim`` terms, with its items to run."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,16 @@ others, and the process died again) runs isolated from then on."""
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimTerms:
+    """A scheduler's offer to run a session now: the lease a store may take for it inside
+    another write (admission's), as the claim loop would have taken it a moment later."""
+
+    owner: str
+    lease_seconds: float
+    batch: int
+
+
+@dataclass(frozen=True, slots=True)
 class TurnOutcome:
     """Everything one turn commits in one transaction: transcript rows, the items' outcome, outbox rows."""
 

@@ -6,6 +6,7 @@ adapter acknowledge it upstream.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,6 +21,7 @@ from chatgate.domain.pairing import PairingLimits
 from chatgate.domain.session_key import IsolationPolicy, PolicyOverride, resolve_policy, session_key
 from chatgate.domain.source import Source, canonical_source
 from chatgate.domain.store_roles import ApprovalReads, Inbox, OutboxNotices, Pairing, Transcript
+from chatgate.domain.turns import Claim, ClaimTerms
 from chatgate.engine.approvals import AnswerIntake, AnswerRefused, ApprovalBroker, prompt_response
 from chatgate.engine.authz import Authorizer
 from chatgate.engine.commands import COMMAND_TABLE, CommandHandler, ControlCommand
@@ -41,6 +43,14 @@ WAITING_FOR_APPROVAL = (
 class AdmissionStore(Inbox, Transcript, ApprovalReads, OutboxNotices, Pairing, Protocol):
     """The roles admission uses: it commits to the inbox, reads a session for ``/status``,
     finds a chat's open prompts, records notices outside a turn, and offers pairing codes."""
+
+
+class SessionSlots(Protocol):
+    """The scheduler's offer of a free slot, taken by the admission's own write (``Scheduler.offer``)."""
+
+    def offer(self) -> ClaimTerms | None: ...
+
+    def adopt(self, claim: Claim | None) -> None: ...
 
 
 class Admission:
@@ -74,6 +84,11 @@ class Admission:
         self._scopes = ScopeBindings(store)
         self._pairing = PairingOffers(store, pairing)
         self._handlers = dict(handlers or {})
+        self._slots: SessionSlots | None = None
+
+    def use_slots(self, slots: SessionSlots) -> None:
+        """Claim an idle session in the write that queues its event, when ``slots`` offers room."""
+        self._slots = slots
 
     def add_handler(self, name: str, handler: CommandHandler) -> None:
         """Answer command ``name`` with ``handler`` (a feature built after admission, e.g. schedules)."""
@@ -158,15 +173,34 @@ class Admission:
             handler = self._handlers.get(command.name)
             text = await handler(inbound, key, command.args) if handler is not None else None
             return await self._control(inbound, key, entry, text)
-        result = await self._store.admit(AdmitRequest(inbound=inbound, session_key=key))
+        result = await self._admit_queued(AdmitRequest(inbound=inbound, session_key=key))
         if result.new:
             self._metrics.admitted.labels(platform).inc()
-            self._on_queued(key)
+            if result.claim is None:
+                self._on_queued(key)
             if self._approvals is not None and self._approvals.waits_in(key):
                 await self._tell_if_waiting_for_approval(inbound, key)
         else:
             self._metrics.duplicates.labels(platform).inc()
         return Admitted(new=result.new, seq=result.seq, session_key=result.session_key)
+
+    async def _admit_queued(self, request: AdmitRequest) -> AdmitResult:
+        """The store's admission, claiming the session too when the scheduler has room.
+
+        The claim is handed to the scheduler as soon as the write is over, whoever still awaits
+        it: an intake cancelled meanwhile must not leave a session leased with no worker."""
+        slots = self._slots
+        terms = slots.offer() if slots is not None else None
+        if slots is None or terms is None:
+            return await self._store.admit(request)
+        write = asyncio.ensure_future(self._store.admit(replace(request, claim=terms)))
+
+        def adopt(done: asyncio.Future[AdmitResult]) -> None:
+            failed = done.cancelled() or done.exception() is not None
+            slots.adopt(None if failed else done.result().claim)
+
+        write.add_done_callback(adopt)
+        return await asyncio.shield(write)
 
     async def admit_internal(
         self, inbound: Inbound, key: str | None = None, *, check_sender: bool = False

@@ -27,8 +27,9 @@ from chatgate.domain.errors import LeaseLost, StoreError, StoreUnavailable
 from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.store_roles import Leases
 from chatgate.domain.tasks import cancel_and_wait
-from chatgate.domain.turns import Claim, TurnCommit, TurnOutcome
+from chatgate.domain.turns import Claim, ClaimTerms, TurnCommit, TurnOutcome
 from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.session_leases import SessionLeases
 from chatgate.engine.turn import TurnRunner
 
 log = logging.getLogger(__name__)
@@ -48,11 +49,6 @@ class SchedulerSettings:
     suspect_delay: float = 5.0
     """Seconds after the start before a suspect may run isolated: a death soon after a start
     (a burst of kills, a restart loop) lands on whatever runs first, so nothing is blamed then."""
-
-
-GIVE_BACK_FIRST_PAUSE = 0.2
-GIVE_BACK_MAX_PAUSE = 2.0
-"""Seconds between two tries to give a session back while the store is unreachable."""
 
 
 class Sends(Protocol):
@@ -79,6 +75,8 @@ class Scheduler:
         sends: Sends | None = None,
     ) -> None:
         self._store = store
+        self._leases = SessionLeases(store, owner, settings.lease_seconds)
+        self._abandon = self._leases.give_back
         self._runner = runner
         self._metrics = metrics
         self.owner = owner
@@ -101,6 +99,17 @@ class Scheduler:
         self._backlog = True
         """Sessions may be waiting for a slot: the last claim filled every free one, or a wake
         came while none was free. A worker that ends then wakes the claim loop."""
+        self._offered = 0
+        """Slots promised to admissions whose claiming write is still in flight (``offer``)."""
+        self._claiming = 0
+        """Slots the claim loop's own claim in flight may fill."""
+        self._offers_settled = asyncio.Event()
+        self._offers_settled.set()
+        self._handoff: dict[str, Claim] = {}
+        """Admission's claims of sessions whose drained worker is ending: it starts them as it ends."""
+        self._given_back: list[Claim] = []
+        """Admission's claims that must not run here (a worker still runs the session, or the
+        scheduler is stopping): the claim loop, or the stop, hands them back."""
         self._stopping = False
         self._started_at = time.monotonic()
 
@@ -138,21 +147,64 @@ class Scheduler:
     def running(self) -> int:
         return len(self._workers)
 
+    def offer(self) -> ClaimTerms | None:
+        """Terms on which admission may claim the session it queues an event for, in its write.
+
+        Only while a slot is free and no session may be waiting for one, so an admission never
+        jumps the queue; it saves the claim loop's own write and hand-off. ``adopt`` follows."""
+        if self._stopping or self._loop_task is None or self._backlog or self._free() <= 0:
+            return None
+        self._offered += 1
+        self._offers_settled.clear()
+        return ClaimTerms(self.owner, self.settings.lease_seconds, self.batch)
+
+    def adopt(self, claim: Claim | None) -> None:
+        """Admission's write is over: run the session it claimed on ``offer``'s terms, if any."""
+        self._offered -= 1
+        if self._offered == 0:
+            self._offers_settled.set()
+        if claim is None:
+            return
+        key = claim.session_key
+        if key in self._workers and key in self._drained and not self._stopping:
+            self._handoff[key] = claim  # the worker's last commit found nothing: it is ending
+        elif key in self._workers or self._stopping:
+            # A worker still runs it (its lease lapsed mid-turn), or nothing may start now:
+            # never run a session twice; hand the claim back as the claim loop would.
+            self._reclaim.add(key)
+            self._given_back.append(claim)
+            self._wake.set()
+        else:
+            self._start_worker(claim)
+
     async def stop(self) -> None:
         """Stop claiming, cancel running turns; their items stay queued for the next start."""
-        self._stopping = True
+        self._stopping = self._leases.stopping = True
+        await self._settle_offers()
         await cancel_and_wait([*([self._loop_task] if self._loop_task else []), *self._workers.values()])
+        await self._give_back()
+
+    async def _settle_offers(self, timeout: float = 5.0) -> None:
+        """Wait for admissions' claiming writes still in flight, so their claims are given back."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._offers_settled.wait(), timeout)
+
+    async def _give_back(self) -> None:
+        while self._given_back:
+            claim = self._given_back.pop()
+            await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
 
     async def drain(self, timeout: float) -> bool:
         """Stop claiming and wait up to ``timeout`` for running turns to finish."""
-        self._stopping = True
+        self._stopping = self._leases.stopping = True
+        await self._settle_offers()
         if self._loop_task is not None:
             await cancel_and_wait([self._loop_task])
         workers = list(self._workers.values())
-        if not workers:
-            return True
-        _, pending = await asyncio.wait(workers, timeout=timeout)
-        return not pending
+        if workers:
+            _, pending = await asyncio.wait(workers, timeout=timeout)
+        await self._give_back()
+        return not workers or not pending
 
     # ------------------------------------------------------------ loops
 
@@ -161,10 +213,12 @@ class Scheduler:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
             self._wake.clear()
-            free = self.settings.max_concurrent_turns - len(self._workers)
+            await self._give_back()
+            free = self._free()
             if free <= 0:
                 self._backlog = True
                 continue
+            self._claiming = free
             try:
                 claims = await self._store.claim_sessions(
                     self.owner, free, self.settings.lease_seconds, self.batch, self._suspect_room()
@@ -172,6 +226,8 @@ class Scheduler:
             except StoreUnavailable as exc:
                 log.warning("cannot claim sessions: %s", exc)
                 continue
+            finally:
+                self._claiming = 0
             for claim in claims:
                 if claim.session_key in self._workers:
                     # Our own worker still runs it (its lease lapsed, or it is ending after a
@@ -179,12 +235,17 @@ class Scheduler:
                     self._reclaim.add(claim.session_key)
                     await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
                     continue
-                self._workers[claim.session_key] = asyncio.create_task(
-                    self._work(claim), name=f"chatgate-session:{claim.session_key}"
-                )
+                self._start_worker(claim)
             self._backlog = len(claims) == free
             if self._backlog:
                 self._wake.set()  # there may be more waiting
+
+    def _free(self) -> int:
+        return self.settings.max_concurrent_turns - len(self._workers) - self._offered - self._claiming
+
+    def _start_worker(self, claim: Claim) -> None:
+        key = claim.session_key
+        self._workers[key] = asyncio.create_task(self._work(claim), name=f"chatgate-session:{key}")
 
     def _suspect_room(self) -> int:
         """One suspect at a time, and none until the process has lived ``suspect_delay``."""
@@ -193,7 +254,8 @@ class Scheduler:
 
     async def _work(self, claim: Claim) -> None:
         key = claim.session_key
-        heartbeat = asyncio.create_task(self._heartbeat(key), name=f"chatgate-lease:{key}")
+        lease = self._leases.keep(key, self._lease_lost)
+        heartbeat = asyncio.create_task(lease, name=f"chatgate-lease:{key}")
         current: Claim | None = claim
         turns = 0
         try:
@@ -216,7 +278,12 @@ class Scheduler:
             drained = key in self._drained and key not in self._reclaim
             self._drained.discard(key)
             self._reclaim.discard(key)
-            if not self._stopping and (self._backlog or not drained):
+            handed = self._handoff.pop(key, None)
+            if handed is not None and not self._stopping:
+                self._start_worker(handed)
+            elif handed is not None:
+                self._given_back.append(handed)
+            elif not self._stopping and (self._backlog or not drained):
                 self._wake.set()
 
     async def _run_one(self, claim: Claim, take_next: bool = True) -> Claim | None:
@@ -318,60 +385,12 @@ class Scheduler:
         delay = min(self.settings.retry_max, self.settings.retry_base * 2 ** (n - 1))
         return float(time.time() + delay * (0.5 + random.random() / 2))
 
-    async def _abandon(
-        self,
-        key: str,
-        seqs: tuple[int, ...],
-        retry_at: float | None,
-        error: str | None,
-        *,
-        patient: bool = False,
-    ) -> None:
-        """Hand the items back; if even that fails, the lease expiry hands them back.
-
-        ``patient`` (a worker whose turn the store's outage interrupted): keep trying while the
-        lease could still be ours, so a database restart stays invisible. Items given back run
-        again as a first attempt; left to the lease, their next run counts as a resumed turn
-        and the chat is told "the gateway restarted", which it did not."""
-        deadline = time.monotonic() + (self.settings.lease_seconds if patient and not self._stopping else 0)
-        pause = GIVE_BACK_FIRST_PAUSE
-        while True:
-            try:
-                await asyncio.shield(self._store.abandon_turn(self.owner, key, seqs, retry_at, error))
-                return
-            except StoreUnavailable as exc:
-                if time.monotonic() + pause >= deadline or self._stopping:
-                    log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
-                    return
-            except asyncio.CancelledError as exc:
-                log.warning("could not release %s (%s); it is retried when its lease expires", key, exc)
-                return
-            try:
-                await asyncio.sleep(pause)
-            except asyncio.CancelledError:
-                log.warning("could not release %s (stopped); it is retried when its lease expires", key)
-                return
-            pause = min(pause * 2, GIVE_BACK_MAX_PAUSE)
-
-    async def _heartbeat(self, key: str) -> None:
-        lease = self.settings.lease_seconds
-        last_renewed = time.monotonic()
-        while True:
-            await asyncio.sleep(lease / 3)
-            try:
-                held = await self._store.renew_lease(key, self.owner, lease)
-            except StoreUnavailable as exc:
-                log.warning("cannot renew lease on %s: %s", key, exc)
-                # Past the lease another owner may take the session: stop before it does.
-                held = time.monotonic() - last_renewed < lease * 0.9
-            else:
-                last_renewed = time.monotonic() if held else last_renewed
-            if not held:
-                turn = self._turns.get(key)
-                if turn is not None:
-                    log.warning("lost the lease on %s; cancelling its turn", key)
-                    self._interrupted.add(key)
-                    turn.cancel()
+    def _lease_lost(self, key: str) -> None:
+        turn = self._turns.get(key)
+        if turn is not None:
+            log.warning("lost the lease on %s; cancelling its turn", key)
+            self._interrupted.add(key)
+            turn.cancel()
 
 
 def _being_cancelled() -> bool:

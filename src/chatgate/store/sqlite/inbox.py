@@ -19,6 +19,7 @@ from chatgate.domain.source import Source
 from chatgate.store.admission_rules import reply_of
 from chatgate.store.codec import amended, dumps, new_session_id
 from chatgate.store.sqlite import approvals
+from chatgate.store.sqlite.claims import claim_admitted
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.labels import observe_labels
@@ -134,8 +135,14 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
     reply = reply_of(req, waiting, resolution)
     if reply is not None:
         insert_outbox(conn, reply, now)
+    claim = claim_admitted(conn, req.session_key, req.claim, now) if req.claim and req.queued else None
     return AdmitResult(
-        new=True, seq=seq, session_key=req.session_key, cancelled=cancelled, resolution=resolution
+        new=True,
+        seq=seq,
+        session_key=req.session_key,
+        cancelled=cancelled,
+        resolution=resolution,
+        claim=claim,
     )
 
 
@@ -194,7 +201,14 @@ class SqliteInbox(SqliteRole):
 
     async def admit(self, request: AdmitRequest) -> AdmitResult:
         now = time.time()
-        return await self._db.write(lambda c: admit(c, request, now))
+
+        def admit_and_claim(conn: sqlite3.Connection) -> AdmitResult:
+            result = admit(conn, request, now)
+            if result.claim is not None:  # a release still deferred for it must not undo this claim
+                self._db.forget_deferred(result.session_key)
+            return result
+
+        return await self._db.write(admit_and_claim)
 
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()

@@ -8,89 +8,23 @@ queueing), so a batch the writer runs again after a rollback writes the same.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Sequence
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.history import HistoryEntry
-from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
-from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, QueuedItem, TurnCommit, TurnOutcome
+from chatgate.domain.turns import Claim, TurnCommit, TurnOutcome
 from chatgate.store import turn_rules
 from chatgate.store.inline import run_inline
+from chatgate.store.sqlite.claims import claim_sessions, take_batch
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
 from chatgate.store.sqlite.tasks import TaskSql
 from chatgate.store.sqlite.transcript import append_transcript
-from chatgate.store.turn_rules import CompletesTurns, TurnStatements, choose
-
-
-def _take_batch(
-    conn: sqlite3.Connection,
-    key: str,
-    session_id: str,
-    batch: int,
-    owner: str,
-    isolate: bool = False,
-    stale_preview: str | None = None,
-) -> Claim | None:
-    rows = conn.execute(
-        "SELECT seq, inbound_json, attempts, crashes FROM inbox WHERE session_key = ? AND status = 'queued'"
-        " ORDER BY seq LIMIT ?",
-        (key, batch),
-    ).fetchall()
-    if not rows:
-        return None
-    seqs = [r[0] for r in rows]
-    conn.executemany(
-        "UPDATE inbox SET attempts = attempts + 1, claimed_by = ?, isolated = ? WHERE seq = ?",
-        [(owner, int(isolate), s) for s in seqs],
-    )
-    items = tuple(
-        QueuedItem(
-            seq=r[0],
-            session_key=key,
-            inbound=Inbound.from_dict(json.loads(r[1])),
-            attempts=r[2] + 1,
-            crashes=r[3],
-        )
-        for r in rows
-    )
-    return Claim(key, session_id, items, isolated=isolate, stale_preview=stale_preview)
-
-
-def claim_sessions(
-    conn: sqlite3.Connection,
-    owner: str,
-    limit: int,
-    lease_s: float,
-    batch: int,
-    now: float,
-    isolated: int = 1,
-) -> list[Claim]:
-    """Claim up to ``limit`` sessions by their oldest item, at most ``isolated`` of them suspects."""
-    candidates = conn.execute(
-        "SELECT s.key, s.session_id, h.attempts >= ?, s.preview_message_id FROM (SELECT session_key,"
-        " MIN(seq) AS head FROM inbox WHERE status = 'queued' GROUP BY session_key) q"
-        " JOIN sessions s ON s.key = q.session_key JOIN inbox h ON h.seq = q.head"
-        " WHERE (s.lease_owner IS NULL OR s.lease_expires < ?)"
-        " AND (s.retry_at IS NULL OR s.retry_at <= ?) AND (h.attempts < ? OR ? > 0)"
-        " ORDER BY q.head LIMIT ?",
-        (SUSPECT_AFTER_DEATHS, now, now, SUSPECT_AFTER_DEATHS, isolated, limit),
-    ).fetchall()
-    claims: list[Claim] = []
-    for key, session_id, suspect, preview in choose(candidates, isolated):
-        conn.execute(
-            "UPDATE sessions SET lease_owner = ?, lease_expires = ? WHERE key = ?",
-            (owner, now + lease_s, key),
-        )
-        claim = _take_batch(conn, key, session_id, batch, owner, bool(suspect), preview)
-        if claim is not None:
-            claims.append(claim)
-    return claims
+from chatgate.store.turn_rules import CompletesTurns, TurnStatements
 
 
 def renew_lease(conn: sqlite3.Connection, key: str, owner: str, lease_s: float, now: float) -> bool:
@@ -148,7 +82,7 @@ class TurnSql(TurnStatements):
         )
 
     async def take_batch(self, session_key: str, session_id: str, batch: int, owner: str) -> Claim | None:
-        return _take_batch(self._c, session_key, session_id, batch, owner)
+        return take_batch(self._c, session_key, session_id, batch, owner)
 
     async def release_lease(self, session_key: str) -> None:
         sql = "UPDATE sessions SET lease_owner = NULL, lease_expires = NULL WHERE key = ?"
