@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
+import time
 from typing import TYPE_CHECKING, Any
 
 from chatgate.domain.inbox import AdmitRequest
@@ -156,3 +157,27 @@ async def test_a_session_whose_lease_lapsed_mid_turn_never_runs_twice_at_once(
     gate.set()
     assert await h.finals("S", 2) == ["echo: first", "echo: second"]
     assert h.agent.max_active_per_session == 1
+
+
+async def test_one_renewal_task_keeps_every_running_sessions_lease_and_cancels_a_turn_that_lost_it(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness(scheduler={"lease_seconds": 1.5})  # renewed every 0.5 s
+    gates = {chat: h.agent.hold(f"{chat} long") for chat in ("kept", "stolen")}
+    for chat in gates:
+        await h.send(f"{chat} long", chat_id=chat, delivery_id=chat)
+    await wait(lambda: h.agent.running("kept long") and h.agent.running("stolen long"))
+    expiries = []
+    for _ in range(10):  # 4 s, well past the 1.5-s lease
+        await asyncio.sleep(0.4)
+        expiries.append(h.query(f"SELECT MIN(lease_expires) - {time.time()} FROM sessions")[0][0])
+    assert min(expiries) > 0, f"a running session's lease lapsed: {expiries}"
+    assert h.agent.running("kept long") and h.agent.running("stolen long")
+
+    key = h.agent.turns_with("stolen long")[0].request.session_key
+    with sqlite3.connect(h.path, timeout=30) as conn:  # another owner has taken it
+        conn.execute("UPDATE sessions SET lease_owner = 'thief' WHERE key = ?", (key,))
+    await wait(lambda: h.agent.turns_with("stolen long")[0].state == "cancelled", message="turn cancelled")
+    gates["kept"].set()
+    assert await h.finals("kept", 1) == ["echo: kept long"]
+    assert h.adapter.texts("stolen") == [], "a turn whose lease was taken answers nothing"

@@ -86,6 +86,7 @@ class Scheduler:
         self._sends = sends
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._renewals: asyncio.Task[None] | None = None
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, asyncio.Task[object]] = {}
         self._interrupted: set[str] = set()
@@ -123,6 +124,7 @@ class Scheduler:
         self._started_at = time.monotonic()
         self._wake.set()  # a predecessor may have left work: claim it now, not after a poll interval
         self._loop_task = asyncio.create_task(self._claim_loop(), name="chatgate-scheduler")
+        self._renewals = asyncio.create_task(self._leases.keep(self._lease_lost), name="chatgate-leases")
 
     def wake(self) -> None:
         self._wake.set()
@@ -165,15 +167,12 @@ class Scheduler:
             self._offers_settled.set()
         if claim is None:
             return
-        key = claim.session_key
-        if key in self._workers and key in self._drained and not self._stopping:
-            self._handoff[key] = claim  # the worker's last commit found nothing: it is ending
-        elif key in self._workers or self._stopping:
-            # A worker still runs it (its lease lapsed mid-turn), or nothing may start now:
-            # never run a session twice; hand the claim back as the claim loop would.
-            self._reclaim.add(key)
+        if self._stopping:
             self._given_back.append(claim)
-            self._wake.set()
+        elif claim.session_key in self._workers:
+            # Its worker is ending (its last commit released the lease) or its lease lapsed
+            # mid-turn: decided when that worker ends, never run beside it.
+            self._handoff[claim.session_key] = claim
         else:
             self._start_worker(claim)
 
@@ -183,6 +182,7 @@ class Scheduler:
         await self._settle_offers()
         await cancel_and_wait([*([self._loop_task] if self._loop_task else []), *self._workers.values()])
         await self._give_back()
+        await cancel_and_wait([self._renewals] if self._renewals else [])
 
     async def _settle_offers(self, timeout: float = 5.0) -> None:
         """Wait for admissions' claiming writes still in flight, so their claims are given back."""
@@ -203,7 +203,7 @@ class Scheduler:
         workers = list(self._workers.values())
         if workers:
             _, pending = await asyncio.wait(workers, timeout=timeout)
-        await self._give_back()
+        await self._give_back()  # the renewals run on for the workers left: ``stop`` ends them
         return not workers or not pending
 
     # ------------------------------------------------------------ loops
@@ -254,13 +254,13 @@ class Scheduler:
 
     async def _work(self, claim: Claim) -> None:
         key = claim.session_key
-        lease = self._leases.keep(key, self._lease_lost)
-        heartbeat = asyncio.create_task(lease, name=f"chatgate-lease:{key}")
+        self._leases.hold(key)
         current: Claim | None = claim
-        turns = 0
+        turns = ran = 0
         try:
             while current is not None:
                 turns += 1
+                ran = max(ran, *(i.seq for i in current.items))
                 # At capacity, a busy session yields its slot now and then so that sessions
                 # waiting for a slot get one in admission order instead of starving.
                 yield_slot = (
@@ -269,8 +269,7 @@ class Scheduler:
                 )
                 current = await self._run_one(current, take_next=not yield_slot)
         finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            self._leases.release(key)
             self._workers.pop(key, None)
             self._turns.pop(key, None)
             # A session that ended with nothing left frees a slot no one waits for unless a
@@ -278,11 +277,14 @@ class Scheduler:
             drained = key in self._drained and key not in self._reclaim
             self._drained.discard(key)
             self._reclaim.discard(key)
+            # A claim admission took meanwhile runs next if it holds only items this worker never
+            # ran and its last commit released the lease; else it goes back (a lapsed lease).
             handed = self._handoff.pop(key, None)
-            if handed is not None and not self._stopping:
+            if handed is not None and drained and not self._stopping and handed.items[0].seq > ran:
                 self._start_worker(handed)
             elif handed is not None:
                 self._given_back.append(handed)
+                self._wake.set()
             elif not self._stopping and (self._backlog or not drained):
                 self._wake.set()
 

@@ -1,5 +1,5 @@
-"""A scheduler worker's hold on its session's lease: renewed while the worker runs, given
-back (with its items) when the worker ends without committing them."""
+"""The scheduler's hold on its sessions' leases: renewed while their workers run (one task
+for all), given back (with the items) when a worker ends without committing them."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ class SessionLeases:
         self._lease = lease_seconds
         self.stopping = False
         """The scheduler is stopping: a give-back tries once, however patient."""
+        self._held: dict[str, float] = {}
+        """The sessions whose lease our workers hold, and when each was last renewed (monotonic)."""
 
     async def give_back(
         self,
@@ -61,19 +63,31 @@ class SessionLeases:
                 return
             pause = min(pause * 2, GIVE_BACK_MAX_PAUSE)
 
-    async def keep(self, key: str, lost: Callable[[str], None]) -> None:
-        """Renew the lease every third of its length; call ``lost`` when it is no longer ours."""
-        lease = self._lease
-        last_renewed = time.monotonic()
+    def hold(self, key: str) -> None:
+        """``key``'s lease is ours from now (a worker claimed it): keep it renewed."""
+        self._held[key] = time.monotonic()
+
+    def release(self, key: str) -> None:
+        self._held.pop(key, None)
+
+    async def keep(self, lost: Callable[[str], None]) -> None:
+        """Renew every held lease each third of its length, one task for all; ``lost(key)`` when
+        one is no longer ours (another owner took it, or the store was down too long)."""
         while True:
-            await asyncio.sleep(lease / 3)
-            try:
-                held = await self._store.renew_lease(key, self._owner, lease)
-            except StoreUnavailable as exc:
-                log.warning("cannot renew lease on %s: %s", key, exc)
-                # Past the lease another owner may take the session: stop before it does.
-                held = time.monotonic() - last_renewed < lease * 0.9
-            else:
-                last_renewed = time.monotonic() if held else last_renewed
-            if not held:
-                lost(key)
+            await asyncio.sleep(self._lease / 3)
+            keys = list(self._held)
+            for key, held in zip(keys, await asyncio.gather(*(self._renew(k) for k in keys)), strict=True):
+                if not held and key in self._held:
+                    lost(key)
+
+    async def _renew(self, key: str) -> bool:
+        try:
+            held = await self._store.renew_lease(key, self._owner, self._lease)
+        except StoreUnavailable as exc:
+            log.warning("cannot renew lease on %s: %s", key, exc)
+            # Past the lease another owner may take the session: stop before it does.
+            last_renewed = self._held.get(key, time.monotonic())
+            return time.monotonic() - last_renewed < self._lease * 0.9
+        if held and key in self._held:
+            self._held[key] = time.monotonic()
+        return held

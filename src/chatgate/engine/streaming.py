@@ -141,6 +141,7 @@ class StreamConsumer:
         self._last_typing = -1.0 - typing_every
         """When the last indicator was booked (negative: none yet)."""
         self._keeper: asyncio.Task[None] | None = None
+        self._keeper_due: asyncio.TimerHandle | None = None
         self._booked: _Booked | None = None
         self.state = PreviewState()
         self.tasks = TaskCard(adapter, source, reply_to, call_timeout)
@@ -175,12 +176,20 @@ class StreamConsumer:
             # platform's typing indicator alive until the first preview or the end of the turn.
             # A fast turn sends none: its reply is the sign of life, and it would wait behind the
             # indicator's platform slot. (A fast turn whose reply then waits for a rate slot gets
-            # its indicator from delivery: ``DeliveryWorker._pace``.)
-            self._keeper = asyncio.create_task(self._keep_typing(), name="chatgate-typing")
+            # its indicator from delivery: ``DeliveryWorker._pace``.) A timer, not a sleeping
+            # task, waits for the delay: most turns end before it and cost no task.
+            self._keeper_due = asyncio.get_running_loop().call_later(self._typing_delay, self._start_keeper)
+
+    def _start_keeper(self) -> None:
+        self._keeper_due = None
+        self._keeper = asyncio.create_task(self._keep_typing(), name="chatgate-typing")
 
     async def close(self) -> None:
         """The turn is over (answered, failed or stopped): no more typing; a first preview
         send still unanswered gets one more call timeout to name its message, for the final."""
+        if self._keeper_due is not None:
+            self._keeper_due.cancel()
+            self._keeper_due = None
         if self._keeper is not None:
             await cancel_and_wait([self._keeper])
             self._keeper = None
@@ -191,7 +200,6 @@ class StreamConsumer:
             await self._typist.aclose()
 
     async def _keep_typing(self) -> None:
-        await asyncio.sleep(self._typing_delay)
         while self.state.message_id is None:
             await self._maybe_type()
             await asyncio.sleep(self._typing_every)
