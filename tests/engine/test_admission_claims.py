@@ -181,3 +181,31 @@ async def test_one_renewal_task_keeps_every_running_sessions_lease_and_cancels_a
     gates["kept"].set()
     assert await h.finals("kept", 1) == ["echo: kept long"]
     assert h.adapter.texts("stolen") == [], "a turn whose lease was taken answers nothing"
+
+
+async def test_a_turn_claimed_by_admission_reads_its_history_and_labels_with_the_claim(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(turns={"history_limit": 3})
+    await offered(h)
+    h.scheduler.adopt(None)
+    reads: list[str] = []
+    for name in ("history", "chat_labels"):
+        real = getattr(h.store, name)
+
+        async def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            reads.append(_name)
+            return await _real(*args, **kwargs)
+
+        setattr(h.store, name, counted)
+    for n in range(3):
+        await h.send(f"turn {n}", chat_id="g1", chat_name="Team", chat_type="group", delivery_id=f"t{n}")
+        await h.finals("g1", n + 1)
+    assert reads == [], "the turns read nothing of their own"
+    last = h.agent.turns_with("turn 2")[0].request
+    assert [(e.role, e.content) for e in last.history] == [
+        ("assistant", "echo: turn 0"),
+        ("user", "turn 1"),
+        ("assistant", "echo: turn 1"),
+    ], "the last history_limit rows, oldest first"
+    assert "Team" in last.system

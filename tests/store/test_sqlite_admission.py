@@ -64,3 +64,19 @@ async def test_an_idle_session_is_claimed_in_the_one_commit_that_admits_its_even
     assert query("SELECT lease_owner FROM sessions WHERE key = 'k1'") == [("w1",)]
     assert query("SELECT attempts, claimed_by FROM inbox") == [(1, "w1")]
     assert await store.claim_sessions("w2", 10, 30.0, 1) == []
+
+
+async def test_an_admissions_claim_reads_the_turns_history_and_labels_in_its_transaction(open_store, make):
+    store = await open_store()
+    await store.admit(make.request("d1", "k1", "first", chat_name="Ops"))
+    (claim,) = await store.claim_sessions("w1", 1, 30.0, 1)
+    await store.complete_turn("w1", make.outcome(claim, reply="answer"), 30.0, 0)
+    terms = ClaimTerms("w1", 30.0, 1, context_rows=1)
+    result = await store.admit(replace(make.request("d2", "k1", "second", chat_name="Ops"), claim=terms))
+    assert result.claim is not None and result.claim.context is not None
+    assert [(e.role, e.content) for e in result.claim.context.history] == [("assistant", "answer")]
+    assert result.claim.context.history == tuple(await store.history(claim.session_id, 1))
+    assert result.claim.context.labels == await store.chat_labels("webchat", None, "c1")
+    assert result.claim.context.labels.chat_name == "Ops"
+    without = await store.admit(replace(make.request("d3", "k2", "x"), claim=ClaimTerms("w1", 30.0, 1)))
+    assert without.claim is not None and without.claim.context is None, "no context asked, none read"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chatgate.domain.context import ChatLabels
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
@@ -33,6 +34,16 @@ class Claim:
     the only suspect in its process, so a death while it runs is blamed on it."""
     stale_preview: str | None = None
     """The platform message a dead process streamed this session's preview in, never finished."""
+    context: TurnContext | None = None
+    """What the turn reads first, read in the claim's own transaction (``ClaimTerms.context_rows``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """The session's latest transcript rows and its chat's labels, as of its claim."""
+
+    history: tuple[HistoryEntry, ...]
+    labels: ChatLabels
 
 
 SUSPECT_AFTER_DEATHS = 2
@@ -48,6 +59,9 @@ class ClaimTerms:
     owner: str
     lease_seconds: float
     batch: int
+    context_rows: int | None = None
+    """Also read the turn's context with the claim (this many transcript rows, and the chat's
+    labels), sparing the turn two reads of its own; None: the turn reads them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,7 +158,8 @@ class Scheduler:
             return None
         self._offered += 1
         self._offers_settled.clear()
-        return ClaimTerms(self.owner, self.settings.lease_seconds, self.batch)
+        context = self._runner.settings.history_limit  # the turn's first reads, with the claim
+        return ClaimTerms(self.owner, self.settings.lease_seconds, self.batch, context)
 
     def adopt(self, claim: Claim | None) -> None:
         """Admission's write is over: run the session it claimed on ``offer``'s terms, if any."""
@@ -169,9 +170,7 @@ class Scheduler:
             return
         if self._stopping:
             self._given_back.append(claim)
-        elif claim.session_key in self._workers:
-            # Its worker is ending (its last commit released the lease) or its lease lapsed
-            # mid-turn: decided when that worker ends, never run beside it.
+        elif claim.session_key in self._workers:  # ending, or its lease lapsed: see ``_work``
             self._handoff[claim.session_key] = claim
         else:
             self._start_worker(claim)

@@ -236,9 +236,13 @@ class TurnRunner:
         source = items[-1].inbound.source
         shared = is_shared_session(source, self._policy_for(source.platform))
         messages = fold_edits([self._marked(i) for i in items])  # an edit of a waiting message updates it
-        labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
+        if (context := claim.context) is None:  # else read with the claim (admission's)
+            labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
         profile = await chosen_profile(self._store, self.settings.profiles, claim)
-        history = await self._store.history(claim.session_id, self.settings.history_limit)
+        if context is None:
+            history = await self._store.history(claim.session_id, self.settings.history_limit)
+        else:
+            labels, history = context.labels, list(context.history)
         inputs = fetched.inputs(messages, shared)
         any_media = fetched.all_items() or any(entry.media for entry in history)
         media = await self._media.contents(fetched.all_items(), history) if self._media and any_media else {}

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 from chatgate.domain.inbound import Inbound
-from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, ClaimTerms, QueuedItem
+from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, ClaimTerms, QueuedItem, TurnContext
+from chatgate.store.sqlite.labels import chat_labels
+from chatgate.store.sqlite.transcript import history
 from chatgate.store.turn_rules import choose
 
 
@@ -98,4 +101,9 @@ def claim_admitted(conn: sqlite3.Connection, key: str, terms: ClaimTerms, now: f
     if row is None:
         return None
     _lease(conn, key, terms.owner, terms.lease_seconds, now)
-    return take_batch(conn, key, row[0], terms.batch, terms.owner, stale_preview=row[1])
+    claim = take_batch(conn, key, row[0], terms.batch, terms.owner, stale_preview=row[1])
+    if claim is None or terms.context_rows is None:
+        return claim
+    source = claim.items[-1].inbound.source
+    labels = chat_labels(conn, source.platform, source.scope_id, source.chat_id or "")
+    return replace(claim, context=TurnContext(tuple(history(conn, row[0], terms.context_rows)), labels))
