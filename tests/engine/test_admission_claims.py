@@ -162,13 +162,13 @@ async def test_a_session_whose_lease_lapsed_mid_turn_never_runs_twice_at_once(
 async def test_one_renewal_task_keeps_every_running_sessions_lease_and_cancels_a_turn_that_lost_it(
     make_harness: MakeHarness, wait: Wait
 ) -> None:
-    h = await make_harness(scheduler={"lease_seconds": 1.5})  # renewed every 0.5 s
+    h = await make_harness(scheduler={"lease_seconds": 2.4})  # renewed every 0.8 s
     gates = {chat: h.agent.hold(f"{chat} long") for chat in ("kept", "stolen")}
     for chat in gates:
         await h.send(f"{chat} long", chat_id=chat, delivery_id=chat)
     await wait(lambda: h.agent.running("kept long") and h.agent.running("stolen long"))
     expiries = []
-    for _ in range(10):  # 4 s, well past the 1.5-s lease
+    for _ in range(10):  # 4 s, well past the 2.4-s lease
         await asyncio.sleep(0.4)
         expiries.append(h.query(f"SELECT MIN(lease_expires) - {time.time()} FROM sessions")[0][0])
     assert min(expiries) > 0, f"a running session's lease lapsed: {expiries}"
