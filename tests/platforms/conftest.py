@@ -66,3 +66,12 @@ def mail_servers() -> Iterator[MailServers]:
     finally:
         servers.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def dense_lag_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gateways built in this test sample their loop's lag densely from the start, not only
+    once busy: the pacing checks read how late the loop ran from those samples (``stamp_slack``)."""
+    from chatgate.engine import looplag
+
+    monkeypatch.setattr(looplag, "IDLE_INTERVAL", looplag.INTERVAL)

@@ -28,16 +28,15 @@ def stamp_slack(gateway: Any, span: float = 1.0) -> float:
     together can arrive bunched with the calls of the next second. The worst *single* lateness
     undercounts that: with six test workers on two cores one sample read 0.18 s while a burst's
     stamps lagged the next second's by more than 0.23 s. A quiet run stays at ``JITTER``."""
-    lags = list(gateway.lag.samples)
-    interval = gateway.lag.interval
+    lags, spans = list(gateway.lag.samples), list(gateway.lag.spans)  # a span: interval + lag
     worst = total = wall = 0.0
     first = 0
     for last, lag in enumerate(lags):
         total += lag
-        wall += interval + lag
+        wall += spans[last]
         while wall > span and first < last:
             total -= lags[first]
-            wall -= interval + lags[first]
+            wall -= spans[first]
             first += 1
         worst = max(worst, total)
     return max(JITTER, worst)

@@ -27,6 +27,8 @@ from pacing_log import busiest, idle_gaps, stamp_slack
 from slack_fake import FakeSlack, message_event
 from slack_fake.gateway import ENV, echo_of, slack_config
 
+pytestmark = pytest.mark.usefixtures("dense_lag_samples")
+
 __all__ = ["fake", "run", "world"]
 RATE = 10
 CHATS = 30

@@ -9,7 +9,7 @@ from pacing_log import JITTER, busiest, stamp_slack
 
 
 def _gateway(samples: list[float], interval: float = 0.05) -> SimpleNamespace:
-    return SimpleNamespace(lag=SimpleNamespace(samples=samples, interval=interval))
+    return SimpleNamespace(lag=SimpleNamespace(samples=samples, spans=[interval + s for s in samples]))
 
 
 def test_a_quiet_loop_allows_only_the_floor() -> None:

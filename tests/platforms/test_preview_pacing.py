@@ -25,6 +25,8 @@ from slack_fake.webapi import Call
 from telegram_double import BotApiDouble, Gateways, User, busiest, private, telegram_config
 from telegram_double import echo_of as tg_echo_of
 
+pytestmark = pytest.mark.usefixtures("dense_lag_samples")
+
 CHATS = 20
 SLOW = {"echo": {"chunk_delay_ms": 150, "chunk_chars": 3}}
 TEXT = "a question whose answer streams for about three seconds, long enough for a preview"

@@ -25,6 +25,8 @@ from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of
 from chatgate.engine.ratelimit import WINDOW_GUARD
 from support.procs import wait_until
 
+pytestmark = pytest.mark.usefixtures("dense_lag_samples")
+
 RATE = 10
 
 

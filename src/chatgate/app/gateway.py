@@ -366,7 +366,7 @@ class Gateway:
     async def _stop_http(self) -> None:
         timeout = self.config.shutdown.adapter_close_seconds
         if self._server is not None and self._server_task is not None:
-            self._server.should_exit = True
+            self._server.request_exit()
             done, _ = await asyncio.wait({self._server_task}, timeout=timeout)
             if not done:
                 self._server.force_exit = True
