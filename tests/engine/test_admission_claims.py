@@ -209,3 +209,29 @@ async def test_a_turn_claimed_by_admission_reads_its_history_and_labels_with_the
         ("assistant", "echo: turn 1"),
     ], "the last history_limit rows, oldest first"
     assert "Team" in last.system
+
+
+async def test_a_renewal_that_raises_for_one_session_keeps_renewing_the_others(
+    make_harness: MakeHarness, wait: Wait
+) -> None:
+    h = await make_harness(scheduler={"lease_seconds": 2.4})  # renewed every 0.8 s
+    gates = {chat: h.agent.hold(f"{chat} long") for chat in ("fine", "broken")}
+    for chat in gates:
+        await h.send(f"{chat} long", chat_id=chat, delivery_id=chat)
+    await wait(lambda: h.agent.running("fine long") and h.agent.running("broken long"))
+    broken = h.agent.turns_with("broken long")[0].request.session_key
+    real = h.store.renew_lease
+
+    async def renew_lease(key: str, *args: Any) -> bool:
+        if key == broken:
+            raise RuntimeError("a bug in one renewal")
+        return await real(key, *args)
+
+    h.store.renew_lease = renew_lease  # type: ignore[method-assign]
+    # Unrenewed, the broken session's turn is given up before its lease could pass to another.
+    await wait(lambda: h.agent.turns_with("broken long")[0].state == "cancelled", timeout=15)
+    fine = h.agent.turns_with("fine long")[0].request.session_key
+    (left,) = h.query(f"SELECT lease_expires - {time.time()} FROM sessions WHERE key = ?", fine)[0]
+    assert left > 0 and h.agent.running("fine long"), "the other session's lease was kept"
+    gates["fine"].set()
+    assert await h.finals("fine", 1) == ["echo: fine long"]

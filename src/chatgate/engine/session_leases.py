@@ -83,8 +83,11 @@ class SessionLeases:
     async def _renew(self, key: str) -> bool:
         try:
             held = await self._store.renew_lease(key, self._owner, self._lease)
-        except StoreUnavailable as exc:
-            log.warning("cannot renew lease on %s: %s", key, exc)
+        except Exception as exc:  # unavailable, or a bug: one session's renewal never stops the rest
+            if isinstance(exc, StoreUnavailable):
+                log.warning("cannot renew lease on %s: %s", key, exc)
+            else:
+                log.exception("renewing the lease on %s failed", key)
             # Past the lease another owner may take the session: stop before it does.
             last_renewed = self._held.get(key, time.monotonic())
             return time.monotonic() - last_renewed < self._lease * 0.9
