@@ -235,3 +235,15 @@ async def test_a_renewal_that_raises_for_one_session_keeps_renewing_the_others(
     assert left > 0 and h.agent.running("fine long"), "the other session's lease was kept"
     gates["fine"].set()
     assert await h.finals("fine", 1) == ["echo: fine long"]
+
+
+async def test_a_promised_slot_left_unused_goes_at_once_to_the_session_waiting_for_it(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(agent="echo", scheduler={"max_concurrent_turns": 1, "poll_interval": 30.0})
+    await offered(h)  # an admission in flight holds the only slot
+    await h.send("y", chat_id="Y", delivery_id="y")  # offered nothing: it waits for the slot
+    await asyncio.sleep(0.2)
+    assert h.adapter.texts("Y") == []
+    h.scheduler.adopt(None)  # that admission claimed nothing (a redelivery, a failed write)
+    assert await h.finals("Y", 1, timeout=5) == ["echo: y"], "not left to the 30-s poll"

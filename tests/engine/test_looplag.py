@@ -37,7 +37,10 @@ async def test_the_monitor_samples_sparsely_while_idle_and_densely_while_busy(
         busy = list(monitor.spans)[len(idle) :]
     finally:
         await monitor.stop()
-    assert len(idle) >= 2 and min(idle[1:]) >= looplag.IDLE_INTERVAL, f"idle samples: {idle}"
+    # Dense sampling would take ~34 samples in 1.7 s; sparse takes ~4 (another thread of a test
+    # worker may make one window look busy on a loaded machine).
+    assert 2 <= len(idle) <= 10, f"idle samples: {idle}"
+    assert sum(1 for span in idle if span >= looplag.IDLE_INTERVAL) >= 2, f"idle samples: {idle}"
     assert sum(1 for span in busy if span < 0.2) >= 5, f"busy samples: {busy}"
     assert len(monitor.samples) == len(monitor.spans)
 

@@ -43,7 +43,8 @@ from chatgate.engine.delivery import DeliverySettings, DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
 from chatgate.engine.pipeline import EngineSettings, MediaSettings, build_engine
 from chatgate.engine.ports import Admitted
-from chatgate.engine.scheduler import Scheduler, SchedulerSettings
+from chatgate.engine.scheduler import Scheduler
+from chatgate.engine.scheduling import SchedulerSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings
 from chatgate.store.sqlite import Connect, SqliteStore
 

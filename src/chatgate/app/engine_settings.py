@@ -20,7 +20,7 @@ from chatgate.domain.shell.danger import load_rules
 from chatgate.engine.approvals import ApprovalSettings
 from chatgate.engine.delivery import DeliverySettings
 from chatgate.engine.pipeline import AttachLimits, EngineSettings, MediaSettings
-from chatgate.engine.scheduler import SchedulerSettings
+from chatgate.engine.scheduling import SchedulerSettings
 from chatgate.engine.turn import TurnSettings
 
 

@@ -49,8 +49,9 @@ from chatgate.engine.model_command import ModelCommands
 from chatgate.engine.ports import Adapter, group_classifier
 from chatgate.engine.ratelimit import PlatformLimits, RateBudget, RateOverride
 from chatgate.engine.schedule_commands import ScheduleCommands
-from chatgate.engine.scheduler import Scheduler, SchedulerSettings
+from chatgate.engine.scheduler import Scheduler
 from chatgate.engine.schedules import ScheduleRunner, ScheduleSettings, configured
+from chatgate.engine.scheduling import SchedulerSettings
 from chatgate.engine.stuck_replies import StuckReplyWatch
 from chatgate.engine.tasks import BackgroundTasks, CombinedTools, TaskSettings
 from chatgate.engine.turn import TurnRunner, TurnSettings

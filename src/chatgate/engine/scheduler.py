@@ -19,48 +19,18 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from collections.abc import Callable
 
 from chatgate.domain.errors import LeaseLost, StoreError, StoreUnavailable
-from chatgate.domain.outbox import OutboxRow
 from chatgate.domain.store_roles import Leases
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.domain.turns import Claim, ClaimTerms, TurnCommit, TurnOutcome
 from chatgate.engine.metrics import GatewayMetrics
+from chatgate.engine.scheduling import SchedulerSettings, Sends
 from chatgate.engine.session_leases import SessionLeases
 from chatgate.engine.turn import TurnRunner
 
 log = logging.getLogger(__name__)
-BusyPolicy = Literal["queue", "interrupt"]
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerSettings:
-    max_concurrent_turns: int = 64
-    lease_seconds: float = 30.0
-    poll_interval: float = 1.0
-    busy_policy: BusyPolicy = "queue"
-    interrupt_batch: int = 20
-    turns_before_yield: int = 4
-    retry_base: float = 0.5
-    retry_max: float = 60.0
-    suspect_delay: float = 5.0
-    """Seconds after the start before a suspect may run isolated: a death soon after a start
-    (a burst of kills, a restart loop) lands on whatever runs first, so nothing is blamed then."""
-
-
-class Sends(Protocol):
-    """Where a turn's commit hands the rows it claimed for delivery (``DeliveryWorker``)."""
-
-    def reserve(self, wanted: int) -> int:
-        """Room for up to ``wanted`` rows, promised until ``hand_over``; how many."""
-        ...
-
-    def hand_over(self, reserved: int, rows: Sequence[OutboxRow]) -> None:
-        """The commit is over: deliver ``rows`` (none if it failed) and free the rest of the room."""
-        ...
 
 
 class Scheduler:
@@ -154,7 +124,10 @@ class Scheduler:
 
         Only while a slot is free and no session may be waiting for one, so an admission never
         jumps the queue; it saves the claim loop's own write and hand-off. ``adopt`` follows."""
-        if self._stopping or self._loop_task is None or self._backlog or self._free() <= 0:
+        if self._stopping or self._loop_task is None or self._backlog:
+            return None
+        if self._free() <= 0:
+            self._backlog = True  # this admission's session will wait for a slot: none may jump it
             return None
         self._offered += 1
         self._offers_settled.clear()
@@ -167,6 +140,8 @@ class Scheduler:
         if self._offered == 0:
             self._offers_settled.set()
         if claim is None:
+            if self._backlog:
+                self._wake.set()  # the promised slot is free again, and a session waits for it
             return
         if self._stopping:
             self._given_back.append(claim)
@@ -191,7 +166,8 @@ class Scheduler:
     async def _give_back(self) -> None:
         while self._given_back:
             claim = self._given_back.pop()
-            await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
+            if claim.session_key not in self._workers:  # else a worker of ours holds its lease anew
+                await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
 
     async def drain(self, timeout: float) -> bool:
         """Stop claiming and wait up to ``timeout`` for running turns to finish."""
@@ -214,27 +190,29 @@ class Scheduler:
             self._wake.clear()
             await self._give_back()
             free = self._free()
+            if self._stopping:
+                return
             if free <= 0:
                 self._backlog = True
                 continue
-            self._claiming = free
+            self._claiming = free  # until each claim has its worker, no admission is offered these
             try:
                 claims = await self._store.claim_sessions(
                     self.owner, free, self.settings.lease_seconds, self.batch, self._suspect_room()
                 )
+                for claim in claims:
+                    if claim.session_key in self._workers:
+                        # Our own worker still runs it (its lease lapsed, or it is ending after a
+                        # commit that found nothing more): never run a session twice.
+                        self._reclaim.add(claim.session_key)
+                        await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
+                        continue
+                    self._start_worker(claim)
             except StoreUnavailable as exc:
                 log.warning("cannot claim sessions: %s", exc)
                 continue
             finally:
                 self._claiming = 0
-            for claim in claims:
-                if claim.session_key in self._workers:
-                    # Our own worker still runs it (its lease lapsed, or it is ending after a
-                    # commit that found nothing more): never run a session twice.
-                    self._reclaim.add(claim.session_key)
-                    await self._abandon(claim.session_key, tuple(i.seq for i in claim.items), None, None)
-                    continue
-                self._start_worker(claim)
             self._backlog = len(claims) == free
             if self._backlog:
                 self._wake.set()  # there may be more waiting
@@ -243,6 +221,9 @@ class Scheduler:
         return self.settings.max_concurrent_turns - len(self._workers) - self._offered - self._claiming
 
     def _start_worker(self, claim: Claim) -> None:
+        if self._stopping:  # a claim that landed as the stop began: ``stop`` gives it back
+            self._given_back.append(claim)
+            return
         key = claim.session_key
         self._workers[key] = asyncio.create_task(self._work(claim), name=f"chatgate-session:{key}")
 
