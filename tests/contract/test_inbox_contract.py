@@ -243,6 +243,7 @@ async def test_an_edit_never_reaches_into_another_session(store):
 
 async def _claimed_by_admission_or_loop(store, result, terms: ClaimTerms):
     """A store may decline admission's claim (PostgreSQL does): the claim loop then takes it."""
+    assert (result.claim is not None) == store.claims_on_admit, "an idle session: claimed where it says so"
     if result.claim is not None:
         return result.claim
     (claim,) = await store.claim_sessions(terms.owner, 10, terms.lease_seconds, terms.batch)

@@ -172,7 +172,8 @@ class Engine:
         self.media = self._media_fetcher(settings.media)
         self.runner = self._build_runner(agent)
         self.scheduler = self._build_scheduler()
-        self.admission.use_slots(self.scheduler)
+        if store.claims_on_admit:
+            self.admission.use_slots(self.scheduler)
         self.schedules = self._build_schedules(settings.schedules)
         self._add_model_commands(settings.turns)
 

@@ -89,6 +89,10 @@ class Rejections(Protocol):
 class Inbox(Rejections, Protocol):
     """The durable queue of admitted events: admission commits to it, with a command's effects."""
 
+    claims_on_admit: bool
+    """Whether ``admit`` claims the session on ``AdmitRequest.claim`` terms (SQLite); where it
+    never does (PostgreSQL), admission asks the scheduler for no offer."""
+
     async def admit(self, request: AdmitRequest) -> AdmitResult:
         """Commit the event (once per transport and delivery id) and what admission decided about it.
 

@@ -269,7 +269,10 @@ async def queue_stats(conn: asyncpg.Connection) -> QueueStats:
 
 class PgInbox(PgRole):
     """``Inbox``, with its ``Rejections``. Admissions that queue up commit together
-    (``admission.AdmissionQueue``)."""
+    (``admission.AdmissionQueue``). They claim no session: the claim loop does (its claim
+    reaps dead peers and locks with ``SKIP LOCKED``, which a shared batch cannot)."""
+
+    claims_on_admit = False
 
     def __init__(self, db: PgDatabase) -> None:
         super().__init__(db)

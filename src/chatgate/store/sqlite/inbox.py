@@ -199,6 +199,8 @@ def queue_stats(conn: sqlite3.Connection) -> QueueStats:
 class SqliteInbox(SqliteRole):
     """``Inbox``, with its ``Rejections``."""
 
+    claims_on_admit = True
+
     async def admit(self, request: AdmitRequest) -> AdmitResult:
         now = time.time()
 
