@@ -44,7 +44,7 @@ from chatgate.domain.session_key import IsolationPolicy, is_shared_session
 from chatgate.domain.shown import Shown
 from chatgate.domain.source import Source, egress_target
 from chatgate.domain.store_roles import Labels, SessionProfiles, Transcript, TurnJournal
-from chatgate.domain.turns import Claim, QueuedItem, TurnOutcome
+from chatgate.domain.turns import Claim, QueuedItem, TurnContext, TurnOutcome
 from chatgate.domain.usage import Usage, estimate_usage
 from chatgate.engine.approvals import ToolContext
 from chatgate.engine.failures import OUTCOMES, apology, new_error_id, turn_timeout_apology
@@ -236,13 +236,9 @@ class TurnRunner:
         source = items[-1].inbound.source
         shared = is_shared_session(source, self._policy_for(source.platform))
         messages = fold_edits([self._marked(i) for i in items])  # an edit of a waiting message updates it
-        if (context := claim.context) is None:  # else read with the claim (admission's)
-            labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
+        context = claim.context or await self._read_context(claim.session_id, source)
+        labels, history = context.labels, list(context.history)
         profile = await chosen_profile(self._store, self.settings.profiles, claim)
-        if context is None:
-            history = await self._store.history(claim.session_id, self.settings.history_limit)
-        else:
-            labels, history = context.labels, list(context.history)
         inputs = fetched.inputs(messages, shared)
         any_media = fetched.all_items() or any(entry.media for entry in history)
         media = await self._media.contents(fetched.all_items(), history) if self._media and any_media else {}
@@ -272,6 +268,11 @@ class TurnRunner:
         )
         sent = [(i, fetched.items(m)) for i, m in zip(inputs, messages, strict=True)]
         return fitted(request, profile), sent
+
+    async def _read_context(self, session_id: str, source: Source) -> TurnContext:
+        """The reads an admission's claim makes with it (``Claim.context``), for any other claim."""
+        labels = await self._store.chat_labels(source.platform, source.scope_id, source.chat_id or "")
+        return TurnContext(tuple(await self._store.history(session_id, self.settings.history_limit)), labels)
 
     def _marked(self, item: QueuedItem) -> Inbound:
         """A delegated task's completion admitted by an earlier process is marked restored."""
