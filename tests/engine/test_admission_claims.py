@@ -45,13 +45,27 @@ async def offered(h: Harness, timeout: float = 5.0) -> ClaimTerms:
     return terms
 
 
+async def settled(h: Harness) -> None:
+    """Until the scheduler's first claim pass has found nothing waiting (its offer, given back)."""
+    await offered(h)
+    h.scheduler.adopt(None)
+
+
+async def long_turns(h: Harness, wait: Wait, *chats: str) -> dict[str, asyncio.Event]:
+    """A held turn running in each chat (text ``<chat> long``); the gates that release them."""
+    gates = {chat: h.agent.hold(f"{chat} long") for chat in chats}
+    for chat in chats:
+        await h.send(f"{chat} long", chat_id=chat, delivery_id=chat)
+    await wait(lambda: all(h.agent.running(f"{chat} long") for chat in chats), message="turns running")
+    return gates
+
+
 async def test_messages_to_idle_sessions_are_claimed_by_their_own_admissions(
     make_harness: MakeHarness,
 ) -> None:
     h = await make_harness(agent="echo")
     taken = loop_claims(h)
-    await offered(h)
-    h.scheduler.adopt(None)
+    await settled(h)
     for n in range(20):
         await h.send(f"hello {n}", chat_id=f"chat{n}", delivery_id=f"idle-{n}")
         assert await h.finals(f"chat{n}", 1) == [f"echo: hello {n}"]
@@ -124,8 +138,7 @@ async def test_no_slot_is_offered_while_the_claim_loops_own_claim_may_fill_it(
     make_harness: MakeHarness, wait: Wait
 ) -> None:
     h = await make_harness(scheduler={"max_concurrent_turns": 1})
-    await offered(h)
-    h.scheduler.adopt(None)
+    await settled(h)
     entered, release = asyncio.Event(), asyncio.Event()
     real = h.store.claim_sessions
 
@@ -144,8 +157,7 @@ async def test_a_session_whose_lease_lapsed_mid_turn_never_runs_twice_at_once(
     make_harness: MakeHarness, wait: Wait
 ) -> None:
     h = await make_harness()
-    await offered(h)
-    h.scheduler.adopt(None)
+    await settled(h)
     gate = h.agent.hold("first")
     await h.send("first", chat_id="S", delivery_id="first")
     await wait(lambda: h.agent.running("first"), message="first running")
@@ -163,10 +175,7 @@ async def test_one_renewal_task_keeps_every_running_sessions_lease_and_cancels_a
     make_harness: MakeHarness, wait: Wait
 ) -> None:
     h = await make_harness(scheduler={"lease_seconds": 2.4})  # renewed every 0.8 s
-    gates = {chat: h.agent.hold(f"{chat} long") for chat in ("kept", "stolen")}
-    for chat in gates:
-        await h.send(f"{chat} long", chat_id=chat, delivery_id=chat)
-    await wait(lambda: h.agent.running("kept long") and h.agent.running("stolen long"))
+    gates = await long_turns(h, wait, "kept", "stolen")
     expiries = []
     for _ in range(10):  # 4 s, well past the 2.4-s lease
         await asyncio.sleep(0.4)
@@ -187,8 +196,7 @@ async def test_a_turn_claimed_by_admission_reads_its_history_and_labels_with_the
     make_harness: MakeHarness,
 ) -> None:
     h = await make_harness(turns={"history_limit": 3})
-    await offered(h)
-    h.scheduler.adopt(None)
+    await settled(h)
     reads: list[str] = []
     for name in ("history", "chat_labels"):
         real = getattr(h.store, name)
@@ -215,10 +223,7 @@ async def test_a_renewal_that_raises_for_one_session_keeps_renewing_the_others(
     make_harness: MakeHarness, wait: Wait
 ) -> None:
     h = await make_harness(scheduler={"lease_seconds": 2.4})  # renewed every 0.8 s
-    gates = {chat: h.agent.hold(f"{chat} long") for chat in ("fine", "broken")}
-    for chat in gates:
-        await h.send(f"{chat} long", chat_id=chat, delivery_id=chat)
-    await wait(lambda: h.agent.running("fine long") and h.agent.running("broken long"))
+    gates = await long_turns(h, wait, "fine", "broken")
     broken = h.agent.turns_with("broken long")[0].request.session_key
     real = h.store.renew_lease
 
