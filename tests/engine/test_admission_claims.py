@@ -63,7 +63,9 @@ async def long_turns(h: Harness, wait: Wait, *chats: str) -> dict[str, asyncio.E
 async def test_messages_to_idle_sessions_are_claimed_by_their_own_admissions(
     make_harness: MakeHarness,
 ) -> None:
-    h = await make_harness(agent="echo")
+    # No poll: while the claim loop's own claim is in flight it may fill every free slot, so an
+    # admission then gets no offer (by design), and the test's 50-ms poll would make that likely.
+    h = await make_harness(agent="echo", scheduler={"poll_interval": 30.0})
     taken = loop_claims(h)
     await settled(h)
     for n in range(20):

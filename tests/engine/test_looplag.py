@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -11,37 +12,41 @@ from chatgate.engine import looplag
 from chatgate.engine.looplag import LoopLagMonitor
 
 
-def _burn(stop: threading.Event) -> None:
-    while not stop.is_set():
-        pass
+class CpuClock:
+    """The process's CPU time as the monitor reads it: still while idle, a full core while busy
+    (so a loaded test machine's scheduling cannot decide what the test asserts)."""
+
+    def __init__(self) -> None:
+        self.busy_since: float | None = None
+
+    def __call__(self) -> float:
+        since = self.busy_since
+        return time.perf_counter() - since if since is not None else 0.0
+
+
+def intervals(monitor: LoopLagMonitor) -> list[float]:
+    return [round(span - lag, 6) for span, lag in zip(monitor.spans, monitor.samples, strict=True)]
 
 
 async def test_the_monitor_samples_sparsely_while_idle_and_densely_while_busy(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    cpu = CpuClock()
+    monkeypatch.setattr(looplag.time, "process_time", cpu)
     monkeypatch.setattr(looplag, "LATE", 10.0)  # a loaded test machine's lag must not decide it here
-    monkeypatch.setattr(looplag, "BUSY_SHARE", 0.05)
     monitor = LoopLagMonitor(None)
     monitor.start()
     try:
         await asyncio.sleep(1.7)
-        idle = list(monitor.spans)
-        stop = threading.Event()
-        burner = threading.Thread(target=_burn, args=(stop,))
-        burner.start()
-        try:
-            await asyncio.sleep(1.0)
-        finally:
-            stop.set()
-            burner.join()
-        busy = list(monitor.spans)[len(idle) :]
+        idle = intervals(monitor)
+        cpu.busy_since = time.perf_counter()
+        await asyncio.sleep(1.5)
+        busy = intervals(monitor)[len(idle) :]
     finally:
         await monitor.stop()
-    # Dense sampling would take ~34 samples in 1.7 s; sparse takes ~4 (another thread of a test
-    # worker may make one window look busy on a loaded machine).
-    assert 2 <= len(idle) <= 10, f"idle samples: {idle}"
-    assert sum(1 for span in idle if span >= looplag.IDLE_INTERVAL) >= 2, f"idle samples: {idle}"
-    assert sum(1 for span in busy if span < 0.2) >= 5, f"busy samples: {busy}"
+    # The interval each sample slept (its span less its lag): after the first, idle ones are sparse.
+    assert len(idle) >= 2 and set(idle[1:]) == {looplag.IDLE_INTERVAL}, f"idle intervals: {idle}"
+    assert busy.count(looplag.INTERVAL) >= 3, f"busy intervals: {busy}"
     assert len(monitor.samples) == len(monitor.spans)
 
 
