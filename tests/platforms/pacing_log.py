@@ -7,8 +7,11 @@ and the gateway share one event loop, so a stall of that loop delays the stamps;
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import itertools
+import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,3 +77,28 @@ def idle_gaps(
         if b - room > longest and any(d <= room and b <= s for d, s in due):
             gaps.append((round(room - start, 3), round(b - room, 3)))
     return gaps
+
+
+def stalled_at(db_path: str, gaps: Sequence[tuple[float, float]], start: float) -> str:
+    """Where the pipeline stood during each idle gap, from the store's own timestamps: the turns
+    still unfinished (admitted, not finished) and the replies recorded but not yet sent. A gap
+    with replies ready is the outbox's; one with only turns pending is the scheduler's or the
+    disk's. ``start`` is on the loop's clock, the store's times on the wall clock."""
+    offset = time.time() - asyncio.get_running_loop().time()  # wall minus loop clock
+    with sqlite3.connect(db_path) as db:
+        turns = db.execute("SELECT session_key, admitted_at, finished_at FROM inbox").fetchall()
+        rows = db.execute("SELECT chat_id, created_at, sent_at FROM outbox WHERE kind = 'final'").fetchall()
+
+    def since(wall: float | None) -> float:
+        return round(wall - offset - start, 3) if wall is not None else float("inf")
+
+    lines = []
+    for at, length in gaps:
+        end = at + length
+        running = sorted((since(a), since(f)) for _, a, f in turns if since(a) < end and since(f) > at)
+        ready = sorted((since(c), since(s)) for _, c, s in rows if since(c) < end and since(s) > at)
+        lines.append(
+            f"gap at {at} for {length}: {len(running)} turns unfinished (admitted, finished) {running[:6]}; "
+            f"{len(ready)} replies recorded, unsent (created, sent) {ready[:6]}"
+        )
+    return "\n".join(lines)

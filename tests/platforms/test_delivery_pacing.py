@@ -23,7 +23,7 @@ import pytest
 from discord_fake.harness import ANN, GUILD_ID, World, connected, discord_config, fake, run, wait_for, world
 from discord_fake.harness import echo_of as discord_echo
 from discord_fake.server import FakeDiscord
-from pacing_log import busiest, idle_gaps, stamp_slack
+from pacing_log import busiest, idle_gaps, stalled_at, stamp_slack
 from slack_fake import FakeSlack, message_event
 from slack_fake.gateway import ENV, echo_of, slack_config
 
@@ -42,7 +42,9 @@ def _check(gateway: Any, times: list[float], replies: dict[str, list[float]], st
     for chat, sends in replies.items():
         assert len(sends) == 2 and sends[1] - sends[0] >= 1.0 - slack, (chat, sends)
     idle = idle_gaps(times, replies, start, 1.0, 1.0 / RATE + slack, RATE)
-    assert idle == [], f"idle gaps (at, length) with a reply due: {idle}"
+    assert idle == [], (
+        f"idle gaps (at, length) with a reply due: {idle}\n{stalled_at(gateway.store.path, idle, start)}"
+    )
 
 
 def _limit(gateway: Any, inline: float | None) -> None:

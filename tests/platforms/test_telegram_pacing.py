@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pacing_log import idle_gaps, stamp_slack
+from pacing_log import idle_gaps, stalled_at, stamp_slack
 from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of, private, telegram_config
 
 from chatgate.engine.ratelimit import WINDOW_GUARD
@@ -199,7 +199,10 @@ async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
         assert len(sends) == 2 and sends[1] - sends[0] >= 1.0 - slack, (user.id, sends)
         replies[str(user.id)] = sends
     idle = idle_gaps(times, replies, start, 1.0, 1.0 / RATE + slack, RATE)
-    assert idle == [], f"idle gaps (at, length) with a reply due and room in the window: {idle}"
+    assert idle == [], (
+        f"idle gaps (at, length) with a reply due and room in the window: {idle}\n"
+        f"{stalled_at(gateway.store.path, idle, start)}"
+    )
 
 
 async def test_a_chat_that_just_got_a_reply_gets_no_typing_for_the_next_one_waiting_its_second(
