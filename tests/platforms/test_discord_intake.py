@@ -216,3 +216,26 @@ async def test_status_reactions_show_while_a_message_waits_and_go_when_it_is_ans
     await wait_for(lambda: fake.reactions.get(message.id) == set(), 30, "the reaction taken away")
     puts = fake.of("PUT", f"/messages/{message.id}/reactions/")
     assert len(puts) == 1  # once per message, not per chunk
+
+
+async def test_an_event_the_lane_fails_to_queue_is_logged_and_the_connection_stays_up(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lane is called from inside discord.py's frame reader: an exception there would end the
+    gateway connection (and reconnect), so the hook logs it and the next frames go on."""
+    gateway = await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    lane = gateway.adapters["discord"].lane
+    real_put = lane._put
+
+    def failing_once(channel: str, work: Any) -> None:
+        lane._put = real_put
+        raise RuntimeError("injected: the lane could not queue this event")
+
+    lane._put = failing_once
+    await fake.post(world.free, BOB, "lost to the injected failure")
+    await fake.post(world.free, BOB, "after it")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the reply to the next message")
+    assert [m.content for m in fake.view(world.free.id)] == [echo_of("after it")]
+    assert fake.gateway.identifies == 1, "the failure dropped the gateway connection"
+    assert any("MESSAGE_CREATE event could not be queued" in r.getMessage() for r in caplog.records)

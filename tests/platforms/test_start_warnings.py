@@ -41,7 +41,7 @@ async def test_the_discord_client_is_built_without_voice_warnings(
     monkeypatch.setattr(discord.VoiceClient, "warn_nacl", True)
     monkeypatch.setattr(discord.VoiceClient, "warn_dave", True)
     adapter = DiscordAdapter.__new__(DiscordAdapter)  # only the client factory is under test
-    monkeypatch.setattr(DiscordAdapter, "_socket_raw", lambda self, client: _named("on_socket_raw_receive"))
+    monkeypatch.setattr(DiscordAdapter, "_hook_parsers", lambda self, client: None)
     monkeypatch.setattr(DiscordAdapter, "_ready", lambda self, client: _named("on_ready"))
     with caplog.at_level(logging.DEBUG, logger="discord"):
         client = adapter._make_client()

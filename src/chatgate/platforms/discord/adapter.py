@@ -1,8 +1,9 @@
 """The native Discord adapter: discord.py's gateway in, one-shot REST calls out.
 
 discord.py keeps the gateway session (IDENTIFY, heartbeats, RESUME, reconnects) and the
-guild and channel cache; the adapter reads each gateway frame as received (``lane.py``)
-and decodes it itself, so a message and an interaction decode exactly like the relay
+guild and channel cache; the adapter takes the message and interaction events from
+discord.py's parser table, decoded but not parsed into discord.py's objects (``lane.py``),
+and decodes them itself, so a message and an interaction decode exactly like the relay
 lane's. Message operations go out through ``rest.py`` (one call, one honest answer) and
 finals through ``engine.ports.deliver_final``; an interaction's reply follows up on its
 token while it is valid, else goes to the channel.
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from chatgate.domain.errors import PlatformCallError
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 USER_AGENT = "DiscordBot (https://github.com/chatgate/chatgate, 1) chatgate"
 FLUSH_INTERVAL = 1.0
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
+HOOKED_EVENTS = ("READY", "MESSAGE_CREATE", "MESSAGE_UPDATE", "MESSAGE_DELETE", "INTERACTION_CREATE")
+"""Gateway events the lane takes from discord.py's parser table (``DiscordAdapter._hook_parsers``)."""
+KEEP_DISCORD_PARSE = frozenset({"READY"})
+"""Of those, the ones discord.py must still parse itself (READY sets up its session and cache)."""
 
 
 def _info(channel: Any) -> ChannelInfo | None:
@@ -125,18 +130,32 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
         discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         intents = discord.Intents.default()
         intents.message_content = True  # a privileged intent: enable it in the developer portal
-        client = discord.Client(
-            intents=intents, enable_debug_events=True, max_messages=None, chunk_guilds_at_startup=False
-        )
-        client.event(self._socket_raw(client))
+        client = discord.Client(intents=intents, max_messages=None, chunk_guilds_at_startup=False)
+        self._hook_parsers(client)
         client.event(self._ready(client))
         return client
 
-    def _socket_raw(self, client: Any) -> Any:
-        async def on_socket_raw_receive(msg: str) -> None:
-            await self.lane.on_frame(msg)
+    def _hook_parsers(self, client: Any) -> None:
+        """Route the events the lane handles from discord.py's parser table straight to the lane.
 
-        return on_socket_raw_receive
+        discord.py reads each frame, decodes it and calls ``parsers[event](data)`` before it
+        reads the next. Hooked there, the lane sees each event once, decoded, in order, with no
+        task of its own; discord.py's parse of messages and interactions (objects the gateway
+        never used) is skipped, and its READY parse still runs first."""
+        parsers: dict[str, Callable[[Any], None]] = client._connection.parsers
+        on_event = self.lane.on_event
+        for event in HOOKED_EVENTS:
+            own = parsers.get(event) if event in KEEP_DISCORD_PARSE else None
+
+            def hook(data: Any, event: str = event, own: Callable[[Any], None] | None = own) -> None:
+                if own is not None:
+                    own(data)
+                try:
+                    on_event(event, data)
+                except Exception:  # raised into discord.py, it would drop the connection
+                    log.exception("Discord: the %s event could not be queued", event)
+
+            parsers[event] = hook
 
     def _ready(self, client: Any) -> Any:
         async def on_ready() -> None:
@@ -199,7 +218,7 @@ class DiscordAdapter(ForwardsToOutbound[DiscordOutbound]):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), budget)
         await cancel_and_wait(self._tasks)
-        await self.lane.queues.aclose()
+        await self.lane.aclose()
         with contextlib.suppress(Exception):
             await self._book.flush()
         await self._rest.aclose()

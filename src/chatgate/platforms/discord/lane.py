@@ -1,7 +1,9 @@
 """Discord's intake: gateway events and catch-up history, admitted in order per channel.
 
-Every gateway frame reaches ``on_frame`` as discord.py received it (its raw-receive hook),
-after discord.py has updated its channel cache from it. A MESSAGE_CREATE or
+The events the lane handles reach ``on_event`` from discord.py's table of parsers, which the
+adapter hooks (``adapter.HOOKED_EVENTS``): discord.py has decoded the frame, and its own parse
+of those events (a ``Message`` object, an ``Interaction``), which the gateway never used, does
+not run; its channel cache still comes from every other event. A MESSAGE_CREATE or
 INTERACTION_CREATE becomes work in its channel's queue (``PerKeyQueues``), so one channel's
 events are admitted in arrival order and different channels concurrently. A message is
 admitted before anything about it is shown; only then is its id noted for catch-up. A
@@ -18,11 +20,12 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Inbound
+from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
 from chatgate.platforms.discord.catchup import ChannelBook
 from chatgate.platforms.discord.decode import (
@@ -96,31 +99,29 @@ class DiscordLane:
         self._backlog: dict[str, int] = {}
         """Work queued or running per channel (entries go when they reach zero)."""
         self.catch_ups = 0
+        self._deferrals: set[asyncio.Task[None]] = set()
 
     # ---------------------------------------------------------------- frames
 
-    async def on_frame(self, raw: str | bytes) -> None:
-        if not self.accepting or self.rules is None:
-            return
-        try:
-            frame = json.loads(raw)
-        except ValueError:
-            return  # discord.py itself reports frames it cannot read
-        if not isinstance(frame, dict) or frame.get("op") != 0 or not isinstance(frame.get("d"), dict):
-            return
-        event, data = frame.get("t"), frame["d"]
-        if event == "READY":
-            await self._queue_catch_up()
-        elif event == "MESSAGE_CREATE":
-            await self._put(str(data.get("channel_id")), lambda: self._admit_message(data))
-        elif event == "MESSAGE_UPDATE":
-            await self._put(str(data.get("channel_id")), lambda: self._admit_message(data, edit=True))
-        elif event == "MESSAGE_DELETE":
-            await self._put(str(data.get("channel_id")), lambda: self._record_deletion(data))
-        elif event == "INTERACTION_CREATE":
-            await self._interaction_frame(data)
+    def on_event(self, event: str, data: Any) -> None:
+        """A gateway dispatch discord.py read (the adapter's parser hook, ``HOOKED_EVENTS``).
 
-    async def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> None:
+        Synchronous, in the order discord.py reads frames: each event's work is queued before
+        the next frame is read, so a READY's catch-up goes ahead of that session's live events."""
+        if not self.accepting or self.rules is None or not isinstance(data, dict):
+            return
+        if event == "READY":
+            self._queue_catch_up()
+        elif event == "MESSAGE_CREATE":
+            self._put(str(data.get("channel_id")), lambda: self._admit_message(data))
+        elif event == "MESSAGE_UPDATE":
+            self._put(str(data.get("channel_id")), lambda: self._admit_message(data, edit=True))
+        elif event == "MESSAGE_DELETE":
+            self._put(str(data.get("channel_id")), lambda: self._record_deletion(data))
+        elif event == "INTERACTION_CREATE":
+            self._interaction_frame(data)
+
+    def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> None:
         """Queue ``work`` behind the channel's earlier work, counting the channel's backlog."""
         self._backlog[channel] = self._backlog.get(channel, 0) + 1
 
@@ -134,7 +135,7 @@ class DiscordLane:
                 else:
                     self._backlog.pop(channel, None)
 
-        await self.queues.put(channel, counted)
+        self.queues.put_nowait(channel, counted)
 
     async def _record_deletion(self, data: dict[str, Any]) -> None:
         """A deleted message is recorded with why (the rejected log, as on Slack): the agent is
@@ -147,7 +148,7 @@ class DiscordLane:
         event = Undecodable(TRANSPORT, reason, f"{message}:delete" if message else None, platform=PLATFORM)
         await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
 
-    async def _interaction_frame(self, data: dict[str, Any]) -> None:
+    def _interaction_frame(self, data: dict[str, Any]) -> None:
         """Queue the interaction in order; when its channel has work ahead (a catch-up after a
         restart can take longer than Discord's 3 seconds), defer it now and answer it later."""
         received = time.monotonic()
@@ -157,10 +158,27 @@ class DiscordLane:
         early: asyncio.Future[bool] | None = None
         if self._backlog.get(channel, 0) > 0 and not press and data.get("id") and data.get("token"):
             early = asyncio.get_running_loop().create_future()
-        await self._put(channel, lambda: self._admit_interaction(data, received, early))
+        self._put(channel, lambda: self._admit_interaction(data, received, early))
         if early is not None:
-            done = await self._outbound.respond(str(data["id"]), str(data["token"]), {"type": 5})
-            early.set_result(done)
+            self._spawn(self._defer(str(data["id"]), str(data["token"]), early))
+
+    async def _defer(self, iid: str, token: str, early: asyncio.Future[bool]) -> None:
+        done = False
+        try:
+            done = await self._outbound.respond(iid, token, {"type": 5})
+        finally:
+            if not early.done():
+                early.set_result(done)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work, name="chatgate-discord-defer")
+        self._deferrals.add(task)
+        task.add_done_callback(self._deferrals.discard)
+
+    async def aclose(self) -> None:
+        """Cancel queued and running intake work and deferrals (none was acknowledged)."""
+        await cancel_and_wait(list(self._deferrals))
+        await self.queues.aclose()
 
     # ---------------------------------------------------------------- messages
 
@@ -269,12 +287,12 @@ class DiscordLane:
 
     # ---------------------------------------------------------------- catch-up
 
-    async def _queue_catch_up(self) -> None:
-        # Queued before this session's first live event of each channel can be (nothing awaits
-        # before the ``put``s): a channel's catch-up is admitted first, so its recorded id
-        # never passes a message that is not admitted yet.
+    def _queue_catch_up(self) -> None:
+        # Queued before this session's first live event of each channel can be (``on_event``
+        # runs as discord.py reads the READY): a channel's catch-up is admitted first, so its
+        # recorded id never passes a message that is not admitted yet.
         for channel_id, last in self.book.recent():
-            await self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
+            self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
 
     async def _catch_up(self, channel_id: str, after: str) -> None:
         """Admit what the channel got after ``after`` while we were away, oldest first."""

@@ -22,14 +22,41 @@ class PerKeyQueues:
     def __init__(self, max_pending: int = 1024, name: str = "lane") -> None:
         self._queues: dict[str, deque[Work]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._room = asyncio.Semaphore(max_pending)
+        self._room = max_pending
+        self._waiting: deque[tuple[str, Work, asyncio.Future[None] | None]] = deque()
+        """Work that found no room, in arrival order: it is queued as room frees, before any newer."""
         self._name = name
         self._idle = asyncio.Event()
         self._idle.set()
 
     async def put(self, key: str, work: Work) -> None:
         """Queue ``work`` behind the key's earlier work; waits while ``max_pending`` are queued."""
-        await self._room.acquire()
+        if self._room > 0 and not self._waiting:
+            self._room -= 1
+            self._enqueue(key, work)
+            return
+        queued = asyncio.get_running_loop().create_future()
+        entry = (key, work, queued)
+        self._waiting.append(entry)
+        try:
+            await queued
+        except asyncio.CancelledError:
+            if queued.cancelled() and entry in self._waiting:  # never queued: it goes with the put
+                self._waiting.remove(entry)
+            raise
+
+    def put_nowait(self, key: str, work: Work) -> None:
+        """``put`` for a caller that cannot wait (a client library's synchronous callback).
+
+        Beyond ``max_pending`` the work waits in arrival order, queued before any newer work as
+        room frees: the caller's own input, not this queue, bounds how much can wait."""
+        if self._room > 0 and not self._waiting:
+            self._room -= 1
+            self._enqueue(key, work)
+        else:
+            self._waiting.append((key, work, None))
+
+    def _enqueue(self, key: str, work: Work) -> None:
         queue = self._queues.get(key)
         if queue is not None:
             queue.append(work)
@@ -39,6 +66,18 @@ class PerKeyQueues:
         task = asyncio.create_task(self._drain(key), name=f"{self._name}:{key}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _release(self) -> None:
+        """A work is done: its room goes to the oldest waiting work, if any."""
+        while self._waiting:
+            key, work, queued = self._waiting.popleft()
+            if queued is not None and queued.cancelled():
+                continue  # its put was cancelled while it waited
+            self._enqueue(key, work)
+            if queued is not None:
+                queued.set_result(None)
+            return
+        self._room += 1
 
     async def _drain(self, key: str) -> None:
         queue = self._queues[key]
@@ -52,7 +91,7 @@ class PerKeyQueues:
                 except Exception:
                     log.exception("%s %s: work failed", self._name, key)  # the work owns its errors
                 queue.popleft()
-                self._room.release()
+                self._release()
         finally:
             self._queues.pop(key, None)
             if not self._queues:
@@ -60,7 +99,7 @@ class PerKeyQueues:
 
     @property
     def pending(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return sum(len(q) for q in self._queues.values()) + len(self._waiting)
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -72,4 +111,8 @@ class PerKeyQueues:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._queues.clear()
+        for _, _, queued in self._waiting:
+            if queued is not None and not queued.done():
+                queued.cancel()
+        self._waiting.clear()
         self._idle.set()
