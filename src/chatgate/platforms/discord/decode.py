@@ -139,6 +139,12 @@ def strip_mention(text: str, bot_id: str) -> str:
     return re.sub(rf"<@!?{re.escape(bot_id)}>", "", text).strip()
 
 
+def written_by_a_bot(data: dict[str, Any], bot_id: str) -> bool:
+    """A message of a bot (this one's own replies come back as MESSAGE_CREATE): never for us."""
+    author = data.get("author")
+    return isinstance(author, dict) and (bool(author.get("bot")) or author.get("id") == bot_id)
+
+
 def decode_message(
     data: dict[str, Any], channel: ChannelInfo, rules: Addressing, *, received_at: float
 ) -> Inbound | Skipped | Bad:
@@ -150,7 +156,7 @@ def decode_message(
         or not isinstance(author.get("id"), str)
     ):
         return Bad("message without an id or an author id", None)
-    if author.get("bot") or author["id"] == rules.bot_id:
+    if written_by_a_bot(data, rules.bot_id):
         return Skipped("written by a bot")
     kind = data.get("type", 0)
     if not isinstance(kind, int) or kind not in PERSON_MESSAGE_TYPES:

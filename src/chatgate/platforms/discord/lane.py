@@ -35,6 +35,7 @@ from chatgate.platforms.discord.decode import (
     ChannelInfo,
     decode_edit,
     decode_message,
+    written_by_a_bot,
 )
 from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
 from chatgate.platforms.discord.outbound import DiscordOutbound
@@ -110,6 +111,8 @@ class DiscordLane:
         the next frame is read, so a READY's catch-up goes ahead of that session's live events."""
         if not self.accepting or self.rules is None or not isinstance(data, dict):
             return
+        if event in ("MESSAGE_CREATE", "MESSAGE_UPDATE") and written_by_a_bot(data, self.rules.bot_id):
+            return  # decoding would skip it: not worth a place in the channel's queue (our echoes)
         if event == "READY":
             self._queue_catch_up()
         elif event == "MESSAGE_CREATE":
