@@ -185,7 +185,8 @@ class DeliveryWorker:
     async def _loop(self) -> None:
         while not self._stopping:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+                async with asyncio.timeout(self.settings.poll_interval):
+                    await self._wake.wait()
             self._wake.clear()
             if self._stopping:
                 return
@@ -260,7 +261,8 @@ class DeliveryWorker:
             send = send_file(adapter, row, file, blobs, marker) if file is not None else adapter.deliver(row)
             # An upload gets a second per MB on top of a send's timeout.
             timeout = self.settings.send_timeout + (file.size / 1_000_000 if file is not None else 0.0)
-            result = await asyncio.wait_for(send, timeout)
+            async with asyncio.timeout(timeout):  # wait_for would run the send in a task of its own
+                result = await send
         except TimeoutError:
             result = Ambiguous(f"no answer within {timeout:.0f}s")
         except Exception as exc:  # an adapter bug or transport error must not stop delivery

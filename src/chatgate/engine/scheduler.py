@@ -186,7 +186,8 @@ class Scheduler:
     async def _claim_loop(self) -> None:
         while not self._stopping:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_interval)
+                async with asyncio.timeout(self.settings.poll_interval):
+                    await self._wake.wait()
             self._wake.clear()
             await self._give_back()
             free = self._free()

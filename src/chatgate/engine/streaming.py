@@ -350,7 +350,8 @@ class StreamConsumer:
                 if self._stream is not None
                 else self._editable.edit_message(self._chat, self.state.message_id, payload, target)
             )
-            result = await asyncio.wait_for(call, self._timeout)
+            async with asyncio.timeout(self._timeout):
+                result = await call
         except Exception as exc:  # previews are best effort
             log.debug("preview failed: %s", exc)
             return

@@ -68,7 +68,8 @@ class TypingIndicators:
         if not wanted() or self._budget.held(platform_name, chat_id) > 0:
             return  # a preview now shows, or the platform asked for a pause meanwhile
         try:
-            result = await asyncio.wait_for(platform.send_typing(chat_id, target), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                result = await platform.send_typing(chat_id, target)
         except Exception as exc:  # best effort: an indicator is never retried
             log.debug("typing indicator failed: %s", exc)
             return
