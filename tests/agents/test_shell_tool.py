@@ -50,6 +50,12 @@ async def family_processes(workdir: Path) -> list[psutil.Process]:
     return [psutil.Process(pids[name]) for name in PID_FILES]
 
 
+def _pid_in(path: Path) -> bool:
+    """``echo $! > path`` has finished: the file holds a whole line of digits."""
+    text = path.read_text() if path.exists() else ""
+    return text.endswith("\n") and text.strip().isdigit()
+
+
 def gone(process: psutil.Process) -> bool:
     """Dead, or a zombie waiting for a reaper (PID 1 here may never reap orphans)."""
     try:
@@ -171,8 +177,8 @@ async def test_a_cancelled_call_leaves_reaping_the_shell_to_the_child_watcher(
     command = "sleep 300 & echo $! > grandchild.pid; echo $$ > shell.pid"
     task = asyncio.create_task(run_shell(command, workdir=tmp_path, timeout=600))
     try:
-        await wait_until(
-            lambda: all((tmp_path / n).exists() for n in ("shell.pid", "grandchild.pid")), "pids"
+        await wait_until(  # written, not only created: the shell opens the file before it writes
+            lambda: all(_pid_in(tmp_path / n) for n in ("shell.pid", "grandchild.pid")), "pids"
         )
         shell, grandchild = (
             psutil.Process(int((tmp_path / n).read_text())) for n in ("shell.pid", "grandchild.pid")
