@@ -31,9 +31,7 @@ class PerKeyQueues:
 
     async def put(self, key: str, work: Work) -> None:
         """Queue ``work`` behind the key's earlier work; waits while ``max_pending`` are queued."""
-        if self._room > 0 and not self._waiting:
-            self._room -= 1
-            self._enqueue(key, work)
+        if self._take_room(key, work):
             return
         queued = asyncio.get_running_loop().create_future()
         entry = (key, work, queued)
@@ -50,11 +48,16 @@ class PerKeyQueues:
 
         Beyond ``max_pending`` the work waits in arrival order, queued before any newer work as
         room frees: the caller's own input, not this queue, bounds how much can wait."""
-        if self._room > 0 and not self._waiting:
-            self._room -= 1
-            self._enqueue(key, work)
-        else:
+        if not self._take_room(key, work):
             self._waiting.append((key, work, None))
+
+    def _take_room(self, key: str, work: Work) -> bool:
+        """Queue ``work`` now if there is room and no older work waits for it."""
+        if self._room <= 0 or self._waiting:
+            return False
+        self._room -= 1
+        self._enqueue(key, work)
+        return True
 
     def _enqueue(self, key: str, work: Work) -> None:
         queue = self._queues.get(key)
