@@ -362,7 +362,7 @@ class DeliveryWorker:
         if isinstance(result, RetryLater) and result.scope is not None:
             scope = self._budget.penalize(row.platform, row.chat_id, result.retry_after, result.scope)
             log.info(
-                "outbox row %d waits %.1fs for the %s's rate limit: %s",
+                "outbox row %d waits %.3gs for the %s's rate limit: %s",
                 row.id, result.retry_after, scope, result.reason, extra={"session_key": row.session_key},
             )  # fmt: skip
             return self._rate_limited(row, result.retry_after, result.reason)
