@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from support.web_harness import StartGateway, WebClient, of_type, web_config
 
@@ -160,3 +162,30 @@ async def test_two_chats_get_only_their_own_replies(
     assert bob_frames[-1]["text"] == "echo: for bob"
     assert all("for bob" not in f.get("text", "") for f in alice_frames + await alice.sync())
     assert all("for alice" not in f.get("text", "") for f in bob_frames + await bob.sync())
+
+
+async def test_the_ack_comes_first_even_when_the_reply_is_ready_before_the_title_is_written(
+    start_gateway: StartGateway, connect_client: Connect, tmp_path: Path
+) -> None:
+    """A chat's first message is titled before it is acked (the page reloads its list on an
+    ack), and the turn runs meanwhile. The title's write here finishes only once the reply is
+    recorded (a slow disk under that one write), so its drafts and final exist before the ack
+    could be queued; they still come after it (found by the suite: ``draft`` ahead of ``ack``)."""
+    from chatgate.store.sqlite import SqliteStore
+
+    class SlowTitleStore(SqliteStore):
+        async def set_chat_title(self, platform: str, chat_id: str, title: str, *, replace: bool) -> bool:
+            deadline = asyncio.get_running_loop().time() + 20
+            while not await self.unconfirmed_page(platform, chat_id, 0, 1):
+                assert asyncio.get_running_loop().time() < deadline, "the reply was never recorded"
+                await asyncio.sleep(0.01)
+            return await super().set_chat_title(platform, chat_id, title, replace=replace)
+
+    gateway = await start_gateway(store=SlowTitleStore(tmp_path / "chatgate.db"))
+    assert gateway.port is not None
+    client = await connect_client(gateway.port)
+    await client.hello("chat-slow-title", "alice")
+    frames = await client.ask("m1", "first words")
+    assert frames[0] == {"type": "ack", "id": "m1", "duplicate": False}, frames
+    assert frames[-1]["text"] == "echo: first words"
+    assert await client.sync() == []

@@ -349,11 +349,9 @@ class WebChatAdapter:
             self._error(conn, answer.code, answer.message, msg.id)
         elif isinstance(answer, Unavailable):
             self._error(conn, "storage_unavailable", f"{answer.reason}; please resend", msg.id)
-        else:
-            if self._claims is not None:
-                # before the ack: the page reloads its conversation list on an ack
-                await self._claims.title(conn, msg.text)
-            conn.send({"type": "ack", "id": msg.id, "duplicate": not answer.new})
+        else:  # the title before the ack (the page reloads its conversation list on an ack)
+            title = None if self._claims is None else self._claims.title(conn, msg.text)
+            await conn.send_after(title, {"type": "ack", "id": msg.id, "duplicate": not answer.new})
 
     async def _button(self, conn: Connection, tap: Button) -> None:
         """Admitted like a message (committed, deduped by ``id``, then acked); an answer that

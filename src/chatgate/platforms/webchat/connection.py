@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Awaitable
 from typing import Any
 
 from starlette.websockets import WebSocket
@@ -45,6 +46,18 @@ class _Draft:
         self.size = size
 
 
+class _Slot:
+    """A place kept in the queue for a frame sent later (``send_after``): what is queued after
+    it waits behind it until it is filled."""
+
+    __slots__ = ("filled", "size", "text")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.size = 0
+        self.filled = False
+
+
 def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
@@ -66,7 +79,7 @@ class Connection:
         """Message ids framed on this socket and not yet confirmed by the client."""
         self.max_queued_bytes = max_queued_bytes
         self.queued_bytes = 0
-        self._queue: deque[tuple[str, int] | _Draft] = deque()
+        self._queue: deque[tuple[str, int] | _Draft | _Slot] = deque()
         self._drafts: dict[str, _Draft] = {}
         self._changed = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -138,6 +151,24 @@ class Connection:
         self.queued_bytes += size
         self._changed.set()
 
+    async def send_after(self, work: Awaitable[object] | None, frame: dict[str, Any]) -> None:
+        """Queue ``frame`` once ``work`` is done, in the place it has now: what is queued
+        meanwhile (a draft of the reply to the message it acknowledges) follows it. The reader
+        takes one frame at a time, so a connection holds at most one such place."""
+        slot = _Slot()
+        if not self.closed:
+            self._queue.append(slot)
+        try:
+            if work is not None:
+                await work
+        finally:
+            slot.text = encode(frame)
+            slot.size = _size(slot.text)
+            slot.filled = True
+            if not self.closed:
+                self.queued_bytes += slot.size
+            self._changed.set()
+
     async def room(self, need: int = 0) -> bool:
         """Wait until the queue is at most half full and ``need`` more bytes fit (or it is
         empty): the client is reading. ``False`` once the connection is closed."""
@@ -174,13 +205,15 @@ class Connection:
 
     async def _next(self) -> str | None:
         """The next frame's text; ``None`` once the connection is closed."""
-        while not self._queue:
+        while not self._queue or (isinstance(self._queue[0], _Slot) and not self._queue[0].filled):
             if self.closed:
                 return None
             self._changed.clear()
             await self._changed.wait()
         item = self._queue.popleft()
-        if isinstance(item, _Draft):
+        if isinstance(item, _Slot):
+            text, size = item.text, item.size
+        elif isinstance(item, _Draft):
             if self._drafts.get(item.key) is not item:
                 return ""  # superseded by its final (its bytes were released then)
             del self._drafts[item.key]
