@@ -129,6 +129,17 @@ def cpu_seconds(pid: int) -> float:
     return float(times.user + times.system)
 
 
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set so far (``VmHWM``), in MiB; ``None`` once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
 def rss_mb(pid: int) -> float | None:
     try:
         return round(psutil.Process(pid).memory_info().rss / 2**20, 1)

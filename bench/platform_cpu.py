@@ -16,9 +16,15 @@ guild channels on Discord), and the subject's CPU (``psutil``: user + system of 
 alone, so other load does not count) is read from before the first push until every message
 was answered. Subjects alternate (bare, gateway, bare, ...) for ``--runs`` rounds.
 
-Prints one JSON object: per platform, each subject's ``cpu_ms_per_message`` (the median over
-runs) and every run, and ``ratio`` (gateway over bare; issue 33's goal is at most 2.5). Exits
-1 unless every message was answered exactly once in every run.
+Each run also reads ``start_to_connect_s``, from the exec to the fake seeing the subject's
+IDENTIFY (Discord) or its Socket Mode connection said hello (Slack; polled every 10 ms), and
+``peak_rss_mb`` (``VmHWM`` once every reply is in).
+
+Prints one JSON object: per platform, each subject's medians over runs of those figures and
+every run; ``ratio`` (CPU, gateway over bare; issue 33's goal is at most 2.5),
+``start_ratio`` and ``rss_ratio`` (issue 33's goals are absolute: a start of at most 0.5 s on
+a quiet machine, at most 60 MB). Exits 1 unless every message was answered exactly once in
+every run.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from slack_fake.gateway import ENV as SLACK_ENV  # noqa: E402
 from slack_fake.gateway import slack_values  # noqa: E402
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN  # noqa: E402
 
-from e2e import cpu_seconds, stop_gateway  # noqa: E402
+from e2e import cpu_seconds, peak_rss_mb, stop_gateway  # noqa: E402
 
 INSTANT_ECHO = {"kind": "echo", "echo": {"chunk_delay_ms": 0}}
 """The gateway's agent answers at once, as the bare bots do."""
@@ -156,6 +162,7 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
         env |= {"BENCH_SLACK_BOT_TOKEN": BOT_TOKEN, "BENCH_SLACK_APP_TOKEN": APP_TOKEN}
         env |= {"BENCH_DISCORD_TOKEN": DISCORD_TOKEN}
         err = (tmp / "subject.log").open("wb")
+        execed = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             *lane.command(subject, tmp, args.python),
             stdout=asyncio.subprocess.DEVNULL, stderr=err, env=env, start_new_session=True,
@@ -163,6 +170,7 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
         err.close()
         try:
             await _until(lane.connected, 60, f"{platform} {subject} to connect")
+            connected = time.monotonic() - execed
             await asyncio.sleep(args.settle)  # discord.py's guild_ready_timeout; the gateway's late imports
             cpu0 = cpu_seconds(proc.pid)
             started = time.monotonic()
@@ -173,6 +181,7 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
             await asyncio.sleep(0.5)  # a late extra reply would show here
             cpu = cpu_seconds(proc.pid) - cpu0
             answered = lane.replies()
+            peak = peak_rss_mb(proc.pid)
         except TimeoutError as exc:
             log_tail = (tmp / "subject.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"{platform} {subject}: {exc}; its log ends: {log_tail}") from exc
@@ -182,8 +191,23 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
     return {
         "answered": answered,
         "cpu_ms_per_message": round(cpu * 1000 / args.messages, 3),
+        "start_to_connect_s": round(connected, 3),
+        "peak_rss_mb": peak,
         "exited_on_sigterm": shutdown["exited_on_sigterm"],
     }
+
+
+FIGURES = ("cpu_ms_per_message", "start_to_connect_s", "peak_rss_mb")
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in runs if r[key] is not None]
+    return round(statistics.median(values), 3) if values else None
+
+
+def _ratio(summary: dict[str, Any], key: str) -> float | None:
+    gateway, bare = summary["gateway"][key], summary["bare"][key]
+    return round(gateway / bare, 2) if gateway is not None and bare else None
 
 
 async def main_async(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
@@ -201,14 +225,11 @@ async def main_async(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
                 ok = ok and result["answered"] == args.messages
                 runs[subject].append(result)
         summary: dict[str, Any] = {
-            s: {
-                "cpu_ms_per_message": round(statistics.median(r["cpu_ms_per_message"] for r in rs), 3),
-                "runs": rs,
-            }
-            for s, rs in runs.items()
+            s: {**{k: _median(rs, k) for k in FIGURES}, "runs": rs} for s, rs in runs.items()
         }
-        bare = summary["bare"]["cpu_ms_per_message"]
-        summary["ratio"] = round(summary["gateway"]["cpu_ms_per_message"] / bare, 2) if bare else None
+        summary["ratio"] = _ratio(summary, "cpu_ms_per_message")
+        summary["start_ratio"] = _ratio(summary, "start_to_connect_s")
+        summary["rss_ratio"] = _ratio(summary, "peak_rss_mb")
         out[platform] = summary
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     return out, ok

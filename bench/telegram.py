@@ -52,7 +52,14 @@ from typing import Any
 
 import psutil
 
-from e2e import cpu_seconds, drain, log_problems, percentile, stop_gateway  # bench/ is sys.path[0]
+from e2e import (  # bench/ is sys.path[0]
+    cpu_seconds,
+    drain,
+    log_problems,
+    peak_rss_mb,
+    percentile,
+    stop_gateway,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "platforms"))  # the Bot API double lives with the tests
@@ -69,16 +76,6 @@ SUBJECTS = ("gateway", "bare", "durable")
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def peak_rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
 
 
 def main_thread_cpu(pid: int) -> float:
