@@ -112,6 +112,8 @@ async def test_a_full_disk_refuses_with_the_reason_then_answers_every_acknowledg
             finals = [f["in_reply_to"] for f in client.of("final")]
             assert sorted(finals) == sorted([*acked, "last"]), finals
             assert gateway.proc is not None and gateway.proc.returncode is None
+        except AssertionError as exc:  # what the gateway said is the lead: its disk is gone after the test
+            raise AssertionError(f"{exc}\n--- the gateway's log ends:\n{gateway.logs()[-6000:]}") from exc
         finally:
             await client.close()
             await gateway.kill()

@@ -126,8 +126,9 @@ class ConnectSeam:
     The first connection it makes is the writer's (the store opens its writer in
     ``open()``; readers connect lazily later). On that connection an authorizer:
 
-    - denies INSERT into every table named in ``deny_insert`` (SQLite then fails
-      the statement with "not authorized", exactly like any other sqlite3 error);
+    - denies INSERT into every table named in ``deny_insert``, and UPDATE of every table
+      named in ``deny_update`` (SQLite then fails the statement with "not authorized",
+      exactly like any other sqlite3 error);
     - can pause the writer thread at the BEGIN of its next transaction, so that
       writes issued meanwhile queue up behind it deterministically.
 
@@ -138,6 +139,7 @@ class ConnectSeam:
     def __init__(self) -> None:
         self.connections: list[sqlite3.Connection] = []
         self.deny_insert: set[str] = set()
+        self.deny_update: set[str] = set()
         self._pause_armed = threading.Event()
         self._paused = threading.Event()
         self._resume = threading.Event()
@@ -163,6 +165,8 @@ class ConnectSeam:
             self._paused.set()
             self._resume.wait(30)
         if action == sqlite3.SQLITE_INSERT and arg1 in self.deny_insert:
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_UPDATE and arg1 in self.deny_update:
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 

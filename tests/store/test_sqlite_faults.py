@@ -141,3 +141,26 @@ async def test_store_stays_usable_after_a_failed_write(open_store, make, connect
     assert all(r.new for r in results)
     assert await store.queue_depth() == 20
     assert not connect_seam.writer.in_transaction  # no transaction was left open by the failures
+
+
+async def test_a_settlement_that_failed_is_recorded_once_a_write_commits_and_the_chat_goes_on(
+    open_store, make, connect_seam, query
+):
+    """A send went out but its record failed (a full disk, say). Left ``sending``, the row
+    would hold its chat's later replies until a restart (one process: no lease hands a
+    ``sending`` row on), which the e2e disk-full test caught; the store records it as soon as a
+    write commits again, ahead of that write."""
+    store = await open_store(connect=connect_seam)
+    await store.admit(make.request("d1", "k1"))
+    (claim,) = await store.claim_sessions("w", 10, 5.0, 1)
+    await store.complete_turn("w", make.outcome(claim, make.draft("f1"), make.draft("f2")), 5.0, 1)
+    (head,) = await store.claim_outbox(10)  # the chat's first reply; the second waits behind it
+    assert head.idem_key == "f1"
+    connect_seam.deny_update.add("outbox")
+    with pytest.raises(StoreUnavailable, match="not authorized"):
+        await store.settle_outbox([OutboxSettlement(head.id, "sent", platform_message_id="p1")])
+    assert query("SELECT status FROM outbox WHERE id = ?", head.id) == [("sending",)]
+    connect_seam.deny_update.clear()
+    (after,) = await store.claim_outbox(10)
+    assert after.idem_key == "f2", after
+    assert query("SELECT status, platform_message_id FROM outbox WHERE id = ?", head.id) == [("sent", "p1")]

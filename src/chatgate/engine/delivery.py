@@ -220,7 +220,10 @@ class DeliveryWorker:
         try:
             more = await self._store.settle_outbox([settlement])
         except StoreUnavailable as exc:
-            log.warning("could not record delivery of outbox row %d (%s); it is resent later", row.id, exc)
+            log.warning(
+                "could not record delivery of outbox row %d (%s); it is recorded once the store writes"
+                " again (on PostgreSQL: sent again, marked as a possible duplicate)", row.id, exc,
+            )  # fmt: skip
         if more or self._backlog:
             self._wake.set()  # the chat's next row may be due now, or room for a row left waiting
         if settlement.status in ("pending", "ambiguous") and settlement.retry_at is not None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus, Undelivered
 from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.rows import OUTBOX, STUCK, STUCK_WHERE, outbox_row, stuck_reply
@@ -178,7 +179,18 @@ class SqliteOutbox(SqliteRole):
         if not settlements:
             return False
         now = time.time()
-        return await self._db.write(lambda c: settle_outbox(c, settlements, now))
+
+        def settle(conn: sqlite3.Connection) -> bool:
+            return settle_outbox(conn, settlements, now)
+
+        try:
+            return await self._db.write(settle)
+        except StoreUnavailable:
+            # Left ``sending``, a row holds its chat's later replies until a restart (one
+            # process: no lease hands it on, as on PostgreSQL): record what happened as soon
+            # as a write commits again, ahead of that write.
+            self._db.defer_write(f"settle:{','.join(str(s.id) for s in settlements)}", settle)
+            raise
 
     async def unconfirmed_for_chat(self, platform: str, chat_id: str) -> list[OutboxRow]:
         return await self._db.read(lambda c: unconfirmed_for_chat(c, platform, chat_id))
