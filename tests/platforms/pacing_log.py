@@ -79,6 +79,15 @@ def idle_gaps(
     return gaps
 
 
+def recorded_at(db_path: str) -> list[float]:
+    """When each final reply was recorded (``outbox.created_at``), on the loop's clock: a reply
+    cannot leave before it exists, and under load the turns of a burst finish over a while."""
+    offset = time.time() - asyncio.get_running_loop().time()  # wall minus loop clock
+    with sqlite3.connect(db_path) as db:
+        rows = db.execute("SELECT created_at FROM outbox WHERE kind = 'final'").fetchall()
+    return sorted(float(created) - offset for (created,) in rows)
+
+
 def stalled_at(db_path: str, gaps: Sequence[tuple[float, float]], start: float) -> str:
     """Where the pipeline stood during each idle gap, from the store's own timestamps: the turns
     still unfinished (admitted, not finished) and the replies recorded but not yet sent. A gap

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pacing_log import idle_gaps, stalled_at, stamp_slack
+from pacing_log import idle_gaps, recorded_at, stalled_at, stamp_slack
 from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of, private, telegram_config
 
 from chatgate.engine.ratelimit import WINDOW_GUARD
@@ -96,7 +96,9 @@ async def test_typing_never_takes_a_waiting_replys_room_and_shows_where_the_plat
     assert [c for c in calls if c.method == "sendChatAction"] == []
     sends = sorted(c.at for c in calls if c.method == "sendMessage")
     slack = stamp_slack(gateway)
-    assert sends[-1] - sends[0] <= 2 * (1.0 + WINDOW_GUARD) + slack, "a reply missed its window"
+    # The last goes in the third window, or as soon as it exists if its turn ended later (load).
+    third_window = max(sends[0] + 2 * (1.0 + WINDOW_GUARD), recorded_at(gateway.store.path)[-1])
+    assert sends[-1] - third_window <= slack, f"a reply missed its window: {sends[-1] - sends[0]:.3f}s in all"
     assert busiest([c.at for c in calls], 1.0 - slack) <= RATE
 
     await double.push_message(group, member, "g0")
