@@ -79,10 +79,15 @@ def idle_gaps(
     return gaps
 
 
+def _wall_minus_loop() -> float:
+    """The store stamps rows on the wall clock; the call log is on the loop's clock."""
+    return time.time() - asyncio.get_running_loop().time()
+
+
 def recorded_at(db_path: str) -> list[float]:
     """When each final reply was recorded (``outbox.created_at``), on the loop's clock: a reply
     cannot leave before it exists, and under load the turns of a burst finish over a while."""
-    offset = time.time() - asyncio.get_running_loop().time()  # wall minus loop clock
+    offset = _wall_minus_loop()
     with sqlite3.connect(db_path) as db:
         rows = db.execute("SELECT created_at FROM outbox WHERE kind = 'final'").fetchall()
     return sorted(float(created) - offset for (created,) in rows)
@@ -93,7 +98,7 @@ def stalled_at(db_path: str, gaps: Sequence[tuple[float, float]], start: float) 
     still unfinished (admitted, not finished) and the replies recorded but not yet sent. A gap
     with replies ready is the outbox's; one with only turns pending is the scheduler's or the
     disk's. ``start`` is on the loop's clock, the store's times on the wall clock."""
-    offset = time.time() - asyncio.get_running_loop().time()  # wall minus loop clock
+    offset = _wall_minus_loop()
     with sqlite3.connect(db_path) as db:
         turns = db.execute("SELECT session_key, admitted_at, finished_at FROM inbox").fetchall()
         rows = db.execute("SELECT chat_id, created_at, sent_at FROM outbox WHERE kind = 'final'").fetchall()

@@ -61,8 +61,12 @@ async def test_sends_never_exceed_the_configured_rate_in_any_second_and_saturati
     times = [c.at for c in calls]
     slack = stamp_slack(gateway)
     assert busiest(times, 1.0 - slack) <= RATE, f"{busiest(times, 1.0)} calls within one second"
-    # Forty replies due at once: the rate's worth goes at once, as a bare bot's would (issue 33).
-    assert busiest(times[:RATE], 0.1) == RATE, f"the first {RATE} calls did not go together: {times[:RATE]}"
+    # Forty replies due at once: the rate's worth goes at once, as a bare bot's would (issue 33),
+    # or as soon as the tenth exists if its turn ended later (load).
+    tenth_due = max(times[0], recorded_at(gateway.store.path)[RATE - 1])
+    assert times[RATE - 1] - tenth_due <= max(0.1, slack), (
+        f"the first {RATE} calls did not go together: {times[:RATE]}"
+    )
     for user in users:  # one chat: one message a second (Telegram's default, kept)
         sends = sorted(c.at for c in calls if c.chat_id == user.id and c.method == "sendMessage")
         assert all(b - a >= 1.0 - slack for a, b in itertools.pairwise(sends)), (user.id, sends)
