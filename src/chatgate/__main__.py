@@ -2,6 +2,6 @@
 
 import sys
 
-from chatgate.app.cli.main import main
+from chatgate.app.cli.entry import main
 
 sys.exit(main())

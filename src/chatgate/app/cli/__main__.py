@@ -3,7 +3,7 @@
 import contextlib
 import sys
 
-from chatgate.app.cli.main import main
+from chatgate.app.cli.entry import main
 
 with contextlib.suppress(KeyboardInterrupt):
     sys.exit(main())

@@ -19,6 +19,7 @@ import platformdirs
 
 from chatgate import __version__
 from chatgate.app import registry
+from chatgate.app.cli import collector
 from chatgate.app.cli.common import (
     EX_CONFIG,
     EX_FORCED,
@@ -37,6 +38,8 @@ from chatgate.app.replace import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
 log = logging.getLogger("chatgate")
+COLLECT_AFTER_START_SECONDS = 2.0
+"""How long after ``Gateway.start`` the collector, held since the exec, runs (``collector``)."""
 NO_SECRETS_FILE = frozenset({"version", "relay-sim", "doctor"})
 """Commands that do not load ``<state dir>/chatgate.env`` first (``doctor`` checks it itself)."""
 
@@ -68,7 +71,11 @@ async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
             flush=True,
         )
     print(f"state: {state_dir}  (stop with Ctrl+C)", flush=True)
+    # The platforms connect in tasks of their own: their handshakes finish before the start's
+    # one full collection runs.
+    started = loop.call_later(COLLECT_AFTER_START_SECONDS, collector.release)
     await stop.wait()
+    started.cancel()
     log.info("shutting down")
     deadline = config.shutdown.hard_deadline_seconds
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -374,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         state_dir = platformdirs.user_state_dir("chatgate")
         print(GUIDE.format(version=__version__, state_dir=state_dir, platform_lines=lines), end="")
         return 0
+    if args.command != "run":  # only a gateway's start is worth the collector's rest
+        collector.release()
     if args.command == "relay-sim":
         args.relay_sim_args = extra
     elif extra:
