@@ -49,18 +49,17 @@ markup (``**bold**`` cut across parts stays cut); indented code blocks need no r
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-
-import regex
+from typing import Any
 
 from chatgate.domain.outbound import LengthUnit
 
 MIN_LIMIT = 16
 
-_GRAPHEME = regex.compile(r"\X")
 _FENCE_LIKE = re.compile(r" {0,3}(?:```|~~~)")
 _OPENING = re.compile(r" {0,3}(`{3,}|~{3,})(.*)", re.DOTALL)
 _CLOSING = re.compile(r" {0,3}(`{3,}|~{3,})[ \t\r]*")
@@ -151,12 +150,21 @@ def _fence_layout(
     return blocks, allowed, block_at, avoid
 
 
+@functools.cache
+def _grapheme() -> Any:
+    """UAX #29's clusters, from ``regex`` (re has no ``\\X``): imported at the first split, not at
+    start, as most replies fit in one message."""
+    import regex
+
+    return regex.compile(r"\X")
+
+
 def _break_points(
     text: str, allowed: bytearray, avoid: set[int]
 ) -> tuple[list[Sequence[int]], list[Sequence[int]]]:
     """Where a part may end, best first: paragraph, line, sentence, space; then the fallbacks
     (anywhere outside a fence marker, anywhere allowed, any grapheme, any code point)."""
-    graphemes = [m.end() for m in _GRAPHEME.finditer(text)][:-1]
+    graphemes = [m.end() for m in _grapheme().finditer(text)][:-1]
     paragraph: list[int] = []
     line: list[int] = []
     sentence: list[int] = []
