@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,20 @@ __all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browse
 # (figures in docs/contributing.md); every test is written to hold under that load (the
 # flake hunt runs it with a burner on every core).
 WORKERS_PER_CORE = 3
+
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = (ROOT / "src", ROOT / "tools" / "relaysim" / "src")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Byte-compile the project's sources once, before any worker starts, as pip does when it
+    installs a wheel. The checkout is an editable install, and where ``PYTHONDONTWRITEBYTECODE``
+    is set (these machines set it) no import writes a ``.pyc``: every gateway subprocess the
+    suite starts would compile each chatgate module again, about 0.13 s of CPU per start."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller, or a run without xdist
+        for tree in SOURCES:
+            compileall.compile_dir(tree, quiet=1)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
