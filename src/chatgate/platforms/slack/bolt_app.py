@@ -67,6 +67,7 @@ def build_bolt_app(
         request_verification_enabled=signing_secret is not None,
         ignoring_self_events_enabled=True,
         logger=BOLT_LOG,
+        name="chatgate",  # unnamed, Bolt names the app after its caller's file by inspect.stack()
     )
 
     async def on_event(body: dict[str, Any]) -> BoltResponse:
