@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import gc
 
+AFTER_START_SECONDS = 2.0
+"""How long after ``Gateway.start`` returned ``run`` releases the collector: the platforms
+connect in tasks of their own, and their handshakes should not wait for the one full pass."""
+
 _held = False
 
 

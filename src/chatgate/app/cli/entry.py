@@ -6,7 +6,7 @@ from chatgate.app.cli import collector
 
 
 def main() -> int:
-    collector.hold()  # before the imports: they are most of what a start allocates
-    from chatgate.app.cli.main import main as cli_main
+    collector.hold()
+    from chatgate.app.cli.main import main as cli_main  # after hold: imports are most of a start's objects
 
     return cli_main()

@@ -38,8 +38,6 @@ from chatgate.app.replace import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
 log = logging.getLogger("chatgate")
-COLLECT_AFTER_START_SECONDS = 2.0
-"""How long after ``Gateway.start`` the collector, held since the exec, runs (``collector``)."""
 NO_SECRETS_FILE = frozenset({"version", "relay-sim", "doctor"})
 """Commands that do not load ``<state dir>/chatgate.env`` first (``doctor`` checks it itself)."""
 
@@ -71,9 +69,7 @@ async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
             flush=True,
         )
     print(f"state: {state_dir}  (stop with Ctrl+C)", flush=True)
-    # The platforms connect in tasks of their own: their handshakes finish before the start's
-    # one full collection runs.
-    started = loop.call_later(COLLECT_AFTER_START_SECONDS, collector.release)
+    started = loop.call_later(collector.AFTER_START_SECONDS, collector.release)
     await stop.wait()
     started.cancel()
     log.info("shutting down")
