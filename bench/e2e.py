@@ -36,6 +36,7 @@ import re
 import shlex
 import signal
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -138,6 +139,16 @@ def peak_rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def byte_compile(python: str, trees: list[str]) -> None:
+    """Compile the trees a subject imports from, as pip does when it installs a wheel.
+
+    These machines set ``PYTHONDONTWRITEBYTECODE``, so an editable checkout would otherwise
+    compile every chatgate module from source at every start (about 0.15 s).
+    """
+    for tree in trees:
+        subprocess.run([python, "-m", "compileall", "-q", tree], check=True, stdout=subprocess.DEVNULL)
 
 
 def rss_mb(pid: int) -> float | None:

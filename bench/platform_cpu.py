@@ -23,8 +23,9 @@ IDENTIFY (Discord) or its Socket Mode connection said hello (Slack; polled every
 Prints one JSON object: per platform, each subject's medians over runs of those figures and
 every run; ``ratio`` (CPU, gateway over bare; issue 33's goal is at most 2.5),
 ``start_ratio`` and ``rss_ratio`` (issue 33's goals are absolute: a start of at most 0.5 s on
-a quiet machine, at most 60 MB). Exits 1 unless every message was answered exactly once in
-every run.
+a quiet machine, at most 60 MB). ``src/`` is byte-compiled first, as an installed wheel is
+(``--no-compile`` skips it; see ``bench/telegram.py``). Exits 1 unless every message was
+answered exactly once in every run.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ from slack_fake.gateway import ENV as SLACK_ENV  # noqa: E402
 from slack_fake.gateway import slack_values  # noqa: E402
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN  # noqa: E402
 
-from e2e import cpu_seconds, peak_rss_mb, stop_gateway  # noqa: E402
+from e2e import byte_compile, cpu_seconds, peak_rss_mb, stop_gateway  # noqa: E402
 
 INSTANT_ECHO = {"kind": "echo", "echo": {"chunk_delay_ms": 0}}
 """The gateway's agent answers at once, as the bare bots do."""
@@ -214,7 +215,10 @@ async def main_async(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     out: dict[str, Any] = {
         "workload": {k: getattr(args, k) for k in ("messages", "channels", "rate", "runs", "settle")},
         "load_before": [round(x, 2) for x in os.getloadavg()],
+        "byte_compiled": not args.no_compile,
     }
+    if not args.no_compile:
+        byte_compile(args.python, [str(ROOT / "src")])
     ok = True
     for platform in args.platforms.split(","):
         runs: dict[str, list[dict[str, Any]]] = {"bare": [], "gateway": []}
@@ -246,6 +250,7 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds from connected to the first push")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last reply")
     parser.add_argument("--python", default=sys.executable, help="the subjects' interpreter")
+    parser.add_argument("--no-compile", action="store_true", help="do not byte-compile src/ first")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     args = parser.parse_args()
     if args.quick:

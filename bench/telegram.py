@@ -43,7 +43,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ from typing import Any
 import psutil
 
 from e2e import (  # bench/ is sys.path[0]
+    byte_compile,
     cpu_seconds,
     drain,
     log_problems,
@@ -265,19 +265,16 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a is not None and b else None
 
 
-def byte_compile(args: argparse.Namespace) -> list[str]:
-    """Compile the trees the subjects import from, as pip does when it installs a wheel."""
+def compile_subject_trees(args: argparse.Namespace) -> list[str]:
     trees = [str(ROOT / "src"), *(t for t in (args.gateway_src, args.baseline_src) if t)]
-    if not args.no_compile:
-        for tree in trees:
-            subprocess.run(
-                [args.python, "-m", "compileall", "-q", tree], check=True, stdout=subprocess.DEVNULL
-            )
-    return [] if args.no_compile else trees
+    if args.no_compile:
+        return []
+    byte_compile(args.python, trees)
+    return trees
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    compiled = byte_compile(args)
+    compiled = compile_subject_trees(args)
     subjects = [s for s in SUBJECTS if s != "durable" or args.agent == "openai"]
     if args.baseline_src:
         subjects.insert(0, "baseline")
