@@ -1,5 +1,6 @@
-"""PerKeyQueues: one key's work in arrival order, beyond ``max_pending`` too, from ``put`` and
-``put_nowait`` alike (the Discord lane queues from discord.py's synchronous parser callback)."""
+"""PerKeyQueues: one key's work in arrival order; beyond ``max_pending`` a ``put`` waits its turn
+and a ``try_put`` (the Discord lane's, from discord.py's synchronous parser callback) queues
+nothing, so what a stranger's traffic can make it hold is bounded."""
 
 from __future__ import annotations
 
@@ -22,21 +23,21 @@ def _recorder(done: list[str], gate: asyncio.Event | None = None) -> object:
     return work
 
 
-async def test_put_nowait_beyond_max_pending_keeps_every_keys_order_and_loses_nothing() -> None:
+async def test_try_put_beyond_max_pending_queues_nothing_and_keeps_each_keys_order() -> None:
     queues = PerKeyQueues(max_pending=3, name="t")
     gate = asyncio.Event()
     done: list[str] = []
     work = _recorder(done, gate)
     names = [f"{key}{n}" for n in range(5) for key in "abc"]
-    for name in names:
-        queues.put_nowait(name[0], work(name))  # type: ignore[operator]
-    assert queues.pending == len(names)  # three queued, twelve waiting for room
+    taken = [name for name in names if queues.try_put(name[0], work(name))]  # type: ignore[operator]
+    assert taken == ["a0", "b0", "c0"]
+    assert queues.pending == 3
     gate.set()
     await asyncio.wait_for(queues.wait_idle(), 5)
-    assert sorted(done) == sorted(names)
-    for key in "abc":
-        assert [n for n in done if n[0] == key] == [f"{key}{n}" for n in range(5)]
-    assert queues.pending == 0
+    assert sorted(done) == taken
+    assert queues.try_put("a", work("a1"))  # type: ignore[operator]  # room again
+    await asyncio.wait_for(queues.wait_idle(), 5)
+    assert done[-1] == "a1" and queues.pending == 0
 
 
 async def test_put_waits_for_room_behind_work_that_waited_before_it() -> None:
@@ -45,12 +46,13 @@ async def test_put_waits_for_room_behind_work_that_waited_before_it() -> None:
     done: list[str] = []
     work = _recorder(done, gate)
     await queues.put("k", work("first"))  # type: ignore[operator]
-    queues.put_nowait("k", work("second"))  # type: ignore[operator]  # no room: waits
+    second = asyncio.create_task(queues.put("k", work("second")))  # type: ignore[operator]
+    await asyncio.sleep(0.01)  # no room: it waits
     third = asyncio.create_task(queues.put("k", work("third")))  # type: ignore[operator]
     await asyncio.sleep(0.01)
     assert not third.done(), "put returned with no room"
     gate.set()
-    await asyncio.wait_for(third, 5)
+    await asyncio.wait_for(asyncio.gather(second, third), 5)
     await asyncio.wait_for(queues.wait_idle(), 5)
     assert done == ["first", "second", "third"]
 
@@ -67,9 +69,10 @@ async def test_a_put_cancelled_while_waiting_queues_nothing_and_frees_its_turn(r
     if room_frees == "before_the_cancel_lands":
         gate.set()  # the first work ends (and frees room) before the cancelled put runs again
     cancelled.cancel()
-    queues.put_nowait("k", work("after"))  # type: ignore[operator]
+    after = asyncio.create_task(queues.put("k", work("after")))  # type: ignore[operator]
     await asyncio.gather(cancelled, return_exceptions=True)
     gate.set()
+    await asyncio.wait_for(after, 5)
     await asyncio.wait_for(queues.wait_idle(), 5)
     assert done == ["first", "after"]
 
@@ -79,11 +82,11 @@ async def test_aclose_cancels_running_and_waiting_work_and_a_waiting_put() -> No
     done: list[str] = []
     work = _recorder(done, asyncio.Event())  # never set: the work hangs
     await queues.put("k", work("running"))  # type: ignore[operator]
-    queues.put_nowait("k", work("waiting"))  # type: ignore[operator]
+    waiting = asyncio.create_task(queues.put("k", work("waiting")))  # type: ignore[operator]
     putter = asyncio.create_task(queues.put("j", work("putter")))  # type: ignore[operator]
     await asyncio.sleep(0.01)
     await asyncio.wait_for(queues.aclose(), 5)
-    results = await asyncio.gather(putter, return_exceptions=True)
-    assert isinstance(results[0], asyncio.CancelledError)
+    results = await asyncio.gather(waiting, putter, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert done == [] and queues.pending == 0
     await asyncio.wait_for(queues.wait_idle(), 1)

@@ -11,6 +11,8 @@ RESUME replays missed events: the store recognizes each by its delivery id (the 
 interaction id) and it runs once. A READY starts a fresh session, which replays nothing:
 catch-up work for every recently active channel goes into the queues right then, ahead of
 that session's live events, and reads ``GET /channels/{id}/messages?after=<last admitted>``.
+The lane holds at most ``MAX_PENDING`` events; beyond them a message is left on Discord and
+its channel is read back the same way once the lane drains (``overflow.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from chatgate.platforms.discord.decode import (
 )
 from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
 from chatgate.platforms.discord.outbound import DiscordOutbound
+from chatgate.platforms.discord.overflow import Overflow
 from chatgate.platforms.discord.rest import DiscordRest, RateLimited
 from chatgate.platforms.discord_wire.interaction import UnsupportedInteraction, decode_interaction
 from chatgate.platforms.kit.per_key import PerKeyQueues
@@ -52,6 +55,8 @@ HISTORY_PAGE = 100
 MAX_CATCH_UP_PAGES = 50
 """At most 5,000 messages per channel are read back after downtime."""
 CHANNEL_CACHE = 1024
+MAX_PENDING = 4096
+"""Events queued or running in the lane at most (each holds its decoded frame)."""
 
 
 async def _deferred(early: asyncio.Future[bool] | None) -> bool:
@@ -94,7 +99,9 @@ class DiscordLane:
         self.rules: Addressing | None = None
         """Set once the bot's id is known (after login)."""
         self.tokens = InteractionTokens()
-        self.queues = PerKeyQueues(max_pending=4096, name="discord")
+        self._max_pending = MAX_PENDING
+        self.queues = PerKeyQueues(max_pending=MAX_PENDING, name="discord")
+        self.overflow = Overflow()
         self._fetched: OrderedDict[str, ChannelInfo] = OrderedDict()
         self.accepting = True
         self._backlog: dict[str, int] = {}
@@ -115,18 +122,43 @@ class DiscordLane:
             return  # decoding would skip it: not worth a place in the channel's queue (our echoes)
         if event == "READY":
             self._queue_catch_up()
-        elif event == "MESSAGE_CREATE":
-            self._put(str(data.get("channel_id")), lambda: self._admit_message(data))
-        elif event == "MESSAGE_UPDATE":
-            self._put(str(data.get("channel_id")), lambda: self._admit_message(data, edit=True))
-        elif event == "MESSAGE_DELETE":
-            self._put(str(data.get("channel_id")), lambda: self._record_deletion(data))
-        elif event == "INTERACTION_CREATE":
+            return
+        if event == "INTERACTION_CREATE":
             self._interaction_frame(data)
+            return
+        channel = str(data.get("channel_id"))
+        if event == "MESSAGE_CREATE":
+            if self.overflow.holds(channel) or not self._put(channel, lambda: self._admit_message(data)):
+                self._leave(channel, str(data.get("id") or ""))
+            return
+        if event == "MESSAGE_UPDATE":
+            work: Callable[[], Awaitable[None]] = lambda: self._admit_message(data, edit=True)  # noqa: E731
+        elif event == "MESSAGE_DELETE":
+            work = lambda: self._record_deletion(data)  # noqa: E731
+        else:
+            return
+        if self.overflow.holds(channel) or not self._put(channel, work):
+            self.overflow.lose()
 
-    def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> None:
-        """Queue ``work`` behind the channel's earlier work, counting the channel's backlog."""
-        self._backlog[channel] = self._backlog.get(channel, 0) + 1
+    def _leave(self, channel: str, message_id: str) -> None:
+        """No room: the message stays on Discord; its channel is read back once there is room."""
+        self.overflow.leave(channel, message_id)
+        if message_id.isdigit() and not self.book.knows(channel):
+            self.book.note(channel, str(int(message_id) - 1))  # read back after a restart too
+
+    def _read_back(self) -> None:
+        """Once the lane has drained to half, queue each left channel's catch-up."""
+        if not self.accepting or not self.overflow.full or self.queues.pending > self._max_pending // 2:
+            return  # stopping: what is left is read back at the next start (the channel book)
+        for channel, after in self.overflow.waiting():
+            if not self._put(channel, lambda c=channel, a=after: self._catch_up(c, a)):  # type: ignore[misc]
+                return
+            self.overflow.resumed(channel)
+        self.overflow.drained()
+
+    def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> bool:
+        """Queue ``work`` behind the channel's earlier work, counting the channel's backlog;
+        ``False`` when the lane is full (nothing is queued)."""
 
         async def counted() -> None:
             try:
@@ -137,8 +169,12 @@ class DiscordLane:
                     self._backlog[channel] = left
                 else:
                     self._backlog.pop(channel, None)
+                self._read_back()
 
-        self.queues.put_nowait(channel, counted)
+        if not self.queues.try_put(channel, counted):
+            return False
+        self._backlog[channel] = self._backlog.get(channel, 0) + 1
+        return True
 
     async def _record_deletion(self, data: dict[str, Any]) -> None:
         """A deleted message is recorded with why (the rejected log, as on Slack): the agent is
@@ -161,7 +197,11 @@ class DiscordLane:
         early: asyncio.Future[bool] | None = None
         if self._backlog.get(channel, 0) > 0 and not press and data.get("id") and data.get("token"):
             early = asyncio.get_running_loop().create_future()
-        self._put(channel, lambda: self._admit_interaction(data, received, early))
+        if self.overflow.holds(channel) or not self._put(
+            channel, lambda: self._admit_interaction(data, received, early)
+        ):
+            self.overflow.lose()  # Discord tells the user the app did not respond
+            return
         if early is not None:
             self._spawn(self._defer(str(data["id"]), str(data["token"]), early))
 
@@ -295,7 +335,10 @@ class DiscordLane:
         # runs as discord.py reads the READY): a channel's catch-up is admitted first, so its
         # recorded id never passes a message that is not admitted yet.
         for channel_id, last in self.book.recent():
-            self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m))  # type: ignore[misc]
+            if self.overflow.holds(channel_id):
+                continue  # its read-back, once the lane drains, covers what this session missed
+            if not self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m)):  # type: ignore[misc]
+                self.overflow.leave(channel_id, str(int(last) + 1))
 
     async def _catch_up(self, channel_id: str, after: str) -> None:
         """Admit what the channel got after ``after`` while we were away, oldest first."""

@@ -1,9 +1,11 @@
 """Per-key queues: work for different keys runs concurrently, for one key in arrival order.
 
 An adapter that reads one stream of deliveries (a relay socket, a batch of Telegram
-updates) hands each to ``put`` under its chat's key. Deliveries of different chats
-are then admitted concurrently, so their commits share one group commit, while one
-chat's (hence one session's) deliveries are admitted exactly in the order they arrived.
+updates) hands each to ``put`` under its chat's key, or to ``try_put`` from a callback that
+cannot wait. Deliveries of different chats are then admitted concurrently, so their commits
+share one group commit, while one chat's (hence one session's) deliveries are admitted
+exactly in the order they arrived. At most ``max_pending`` works are queued or running: a
+``put`` beyond that waits its turn, a ``try_put`` queues nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class PerKeyQueues:
         self._queues: dict[str, deque[Work]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._room = max_pending
-        self._waiting: deque[tuple[str, Work, asyncio.Future[None] | None]] = deque()
+        self._waiting: deque[tuple[str, Work, asyncio.Future[None]]] = deque()
         """Work that found no room, in arrival order: it is queued as room frees, before any newer."""
         self._name = name
         self._idle = asyncio.Event()
@@ -43,13 +45,10 @@ class PerKeyQueues:
                 self._waiting.remove(entry)
             raise
 
-    def put_nowait(self, key: str, work: Work) -> None:
-        """``put`` for a caller that cannot wait (a client library's synchronous callback).
-
-        Beyond ``max_pending`` the work waits in arrival order, queued before any newer work as
-        room frees: the caller's own input, not this queue, bounds how much can wait."""
-        if not self._take_room(key, work):
-            self._waiting.append((key, work, None))
+    def try_put(self, key: str, work: Work) -> bool:
+        """``put`` for a caller that cannot wait (a client library's synchronous callback): with no
+        room it queues nothing and says so, and the caller decides what becomes of the work."""
+        return self._take_room(key, work)
 
     def _take_room(self, key: str, work: Work) -> bool:
         """Queue ``work`` now if there is room and no older work waits for it."""
@@ -74,11 +73,10 @@ class PerKeyQueues:
         """A work is done: its room goes to the oldest waiting work, if any."""
         while self._waiting:
             key, work, queued = self._waiting.popleft()
-            if queued is not None and queued.cancelled():
+            if queued.cancelled():
                 continue  # its put was cancelled while it waited
             self._enqueue(key, work)
-            if queued is not None:
-                queued.set_result(None)
+            queued.set_result(None)
             return
         self._room += 1
 
@@ -115,7 +113,7 @@ class PerKeyQueues:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._queues.clear()
         for _, _, queued in self._waiting:
-            if queued is not None and not queued.done():
+            if not queued.done():
                 queued.cancel()
         self._waiting.clear()
         self._idle.set()
