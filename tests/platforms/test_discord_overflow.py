@@ -47,6 +47,7 @@ async def test_messages_beyond_a_full_lane_are_read_back_in_order_once_it_drains
     lane = gateway.adapters["discord"].lane
     await fake.post(world.free, ANN, "warm-up")  # the channel is known before the lock is taken
     await wait_for(lambda: fake.view(world.free.id), 30, "the warm-up reply")
+    await wait_for(lambda: lane.queues.pending == 0, 30, "the warm-up's work to leave the lane")
 
     locker = sqlite3.connect(tmp_path / "state" / "chatgate.db", isolation_level=None)
     locker.execute("BEGIN IMMEDIATE")  # no admission can commit until the test lets go
@@ -119,3 +120,36 @@ async def test_a_message_to_a_channel_waiting_for_its_read_back_is_not_answered_
     assert [m.content for m in fake.view(world.free.id)] == [
         echo_of(t) for t in ["warm-up", *(f"free {i}" for i in range(8))]
     ]
+
+
+async def test_a_read_back_that_fails_holds_its_channel_and_is_tried_again(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Discord rate-limits every history read of the first try: the channel stays held (its later
+    messages are not admitted ahead), and the retry reads what was left, in order, once."""
+    monkeypatch.setattr(lane_module, "MAX_PENDING", 2)
+    monkeypatch.setattr(lane_module, "READ_BACK_RETRY_SECONDS", 0.3)
+    gateway = await run(discord_config(fake, world, tmp_path))
+    await connected(fake)
+    lane = gateway.adapters["discord"].lane
+    await fake.post(world.free, ANN, "warm-up")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the warm-up reply")
+    await wait_for(lambda: lane.queues.pending == 0, 30, "the warm-up's work to leave the lane")
+    fake.rate_limit("GET", "/channels/{cid}/messages", times=5, retry_after=0.05)
+
+    locker = sqlite3.connect(tmp_path / "state" / "chatgate.db", isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    try:
+        for i in range(5):
+            await fake.post(world.free, ANN, f"free {i}")
+        await wait_for(lambda: lane.overflow.holds(world.free.id), 30, "the messages left on Discord")
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    await wait_for(lambda: len(fake.of("GET", "/messages?")) >= 5, 30, "the first, refused, read-back")
+    await fake.post(world.free, ANN, "after the failed read")
+    await wait_for(lambda: len(fake.view(world.free.id)) >= 7, 60, "every reply")
+    expected = ["warm-up", *(f"free {i}" for i in range(5)), "after the failed read"]
+    assert [m.content for m in fake.view(world.free.id)] == [echo_of(t) for t in expected]
+    assert sorted(r["text"] for r in inbox(tmp_path)) == sorted(expected)
+    assert len(fake.of("GET", "/messages?")) >= 6, "the channel was never read again"

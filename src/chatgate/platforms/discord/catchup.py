@@ -12,12 +12,15 @@ most ``MAX_CHANNELS`` (the most recent) are kept.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+from typing import Any
 
-from chatgate.domain.errors import StoreError
+from chatgate.domain.errors import PlatformCallError, StoreError
 from chatgate.domain.store_roles import Cursors
+from chatgate.platforms.discord.rest import ApiRefused, DiscordRest, RateLimited
 
 log = logging.getLogger(__name__)
 DISCORD_EPOCH_MS = 1_420_070_400_000
@@ -40,6 +43,8 @@ class ChannelBook:
         self._keep = keep_hours * 3600.0
         self._last: dict[str, str] = {}
         self._dirty = False
+        self._unsaved: set[str] = set()
+        """Channels noted for the first time since the last flush."""
 
     async def load(self) -> None:
         raw = await self._cursors.get_cursor(self.name)
@@ -59,11 +64,14 @@ class ChannelBook:
         from just before this message (so a crash before the next flush loses nothing)."""
         if message_id.isdigit() and not self.knows(channel_id):
             self.note(channel_id, str(int(message_id) - 1))
+        if channel_id in self._unsaved:  # noted when its message was queued: saved before it is admitted
             await self.flush()
 
     def note(self, channel_id: str, message_id: str) -> None:
         """``message_id`` was admitted in ``channel_id`` (ids that are not snowflakes are ignored)."""
         if message_id.isdigit() and _later(message_id, self._last.get(channel_id)):
+            if channel_id not in self._last:
+                self._unsaved.add(channel_id)
             self._last[channel_id] = message_id
             self._dirty = True
 
@@ -78,8 +86,35 @@ class ChannelBook:
         kept = sorted(self.recent(), key=lambda item: int(item[1]), reverse=True)[:MAX_CHANNELS]
         self._last = dict(kept)
         self._dirty = False
+        saving, self._unsaved = self._unsaved, set()
         try:
             await self._cursors.set_cursor(self.name, json.dumps(self._last, sort_keys=True))
         except StoreError as exc:
+            self._unsaved |= saving
             self._dirty = True  # written again at the next flush; meanwhile catch-up would re-read more
             log.warning("could not save the Discord catch-up record: %s", exc)
+
+
+async def read_history(
+    rest: DiscordRest, channel_id: str, after: str, limit: int
+) -> list[dict[str, Any]] | None:
+    """One page of the channel's messages after ``after``; ``None`` when it could not be read."""
+    for _ in range(5):
+        try:
+            page = await rest.call(
+                "GET", f"/channels/{channel_id}/messages", query={"after": after, "limit": str(limit)}
+            )
+        except RateLimited as exc:
+            await asyncio.sleep(min(exc.retry_after, 30.0))
+            continue
+        except ApiRefused as exc:  # no access, no channel: there is nothing to read, now or later
+            log.warning("catch-up of Discord channel %s: Discord refused the read: %s", channel_id, exc)
+            return []
+        except PlatformCallError as exc:
+            log.warning("catch-up of Discord channel %s stopped, to be tried again: %s", channel_id, exc)
+            return None
+        if not isinstance(page, list):
+            return []
+        return [m for m in page if isinstance(m, dict) and str(m.get("id", "")).isdigit()]
+    log.warning("catch-up of Discord channel %s stopped: rate limited five times in a row", channel_id)
+    return None

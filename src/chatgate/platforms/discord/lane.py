@@ -29,7 +29,7 @@ from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.tasks import cancel_and_wait
 from chatgate.engine.ports import WAIT_UNTIL_STOPPED, Admitted, Intake, Refused, Unavailable, Undecodable
-from chatgate.platforms.discord.catchup import ChannelBook
+from chatgate.platforms.discord.catchup import ChannelBook, read_history
 from chatgate.platforms.discord.decode import (
     TRANSPORT,
     Addressing,
@@ -42,7 +42,7 @@ from chatgate.platforms.discord.decode import (
 from chatgate.platforms.discord.interactions import InteractionTokens, ephemeral, response_for
 from chatgate.platforms.discord.outbound import DiscordOutbound
 from chatgate.platforms.discord.overflow import Overflow
-from chatgate.platforms.discord.rest import DiscordRest, RateLimited
+from chatgate.platforms.discord.rest import DiscordRest
 from chatgate.platforms.discord_wire.interaction import UnsupportedInteraction, decode_interaction
 from chatgate.platforms.kit.per_key import PerKeyQueues
 from chatgate.platforms.kit.skipped import Skipped
@@ -57,6 +57,7 @@ MAX_CATCH_UP_PAGES = 50
 CHANNEL_CACHE = 1024
 MAX_PENDING = 4096
 """Events queued or running in the lane at most (each holds its decoded frame)."""
+READ_BACK_RETRY_SECONDS = 5.0
 
 
 async def _deferred(early: asyncio.Future[bool] | None) -> bool:
@@ -102,6 +103,7 @@ class DiscordLane:
         self._max_pending = MAX_PENDING
         self.queues = PerKeyQueues(max_pending=MAX_PENDING, name="discord")
         self.overflow = Overflow()
+        self._retry: asyncio.TimerHandle | None = None
         self._fetched: OrderedDict[str, ChannelInfo] = OrderedDict()
         self.accepting = True
         self._backlog: dict[str, int] = {}
@@ -128,8 +130,13 @@ class DiscordLane:
             return
         channel = str(data.get("channel_id"))
         if event == "MESSAGE_CREATE":
-            if self.overflow.holds(channel) or not self._put(channel, lambda: self._admit_message(data)):
-                self._leave(channel, str(data.get("id") or ""))
+            message_id = str(data.get("id") or "")
+            if message_id.isdigit() and not self.book.knows(channel):  # its first message, queued or left:
+                self.book.note(channel, str(int(message_id) - 1))  # a restart reads it back, too
+            if self.overflow.full or self.overflow.holds(channel):
+                self.overflow.leave(channel, message_id)  # none goes ahead until the lane drains
+            elif not self._put(channel, lambda: self._admit_message(data)):
+                self.overflow.leave(channel, message_id)
             return
         if event == "MESSAGE_UPDATE":
             work: Callable[[], Awaitable[None]] = lambda: self._admit_message(data, edit=True)  # noqa: E731
@@ -140,20 +147,16 @@ class DiscordLane:
         if self.overflow.holds(channel) or not self._put(channel, work):
             self.overflow.lose()
 
-    def _leave(self, channel: str, message_id: str) -> None:
-        """No room: the message stays on Discord; its channel is read back once there is room."""
-        self.overflow.leave(channel, message_id)
-        if message_id.isdigit() and not self.book.knows(channel):
-            self.book.note(channel, str(int(message_id) - 1))  # read back after a restart too
-
     def _read_back(self) -> None:
         """Once the lane has drained to half, queue each left channel's catch-up."""
-        if not self.accepting or not self.overflow.full or self.queues.pending > self._max_pending // 2:
+        half = max(1, self._max_pending // 2)  # ``pending`` still counts the work ending now
+        waiting = self.overflow.waiting()
+        if not self.accepting or not (waiting or self.overflow.full) or self.queues.pending > half:
             return  # stopping: what is left is read back at the next start (the channel book)
-        for channel, after in self.overflow.waiting():
-            if not self._put(channel, lambda c=channel, a=after: self._catch_up(c, a)):  # type: ignore[misc]
+        for channel, after in waiting:
+            if not self._put(channel, lambda c=channel, a=after: self._read_channel_back(c, a)):  # type: ignore[misc]
                 return
-            self.overflow.resumed(channel)
+            self.overflow.reading(channel)
         self.overflow.drained()
 
     def _put(self, channel: str, work: Callable[[], Awaitable[None]]) -> bool:
@@ -220,6 +223,9 @@ class DiscordLane:
 
     async def aclose(self) -> None:
         """Cancel queued and running intake work and deferrals (none was acknowledged)."""
+        self.accepting = False
+        if self._retry is not None:
+            self._retry.cancel()
         await cancel_and_wait(list(self._deferrals))
         await self.queues.aclose()
 
@@ -337,41 +343,41 @@ class DiscordLane:
         for channel_id, last in self.book.recent():
             if self.overflow.holds(channel_id):
                 continue  # its read-back, once the lane drains, covers what this session missed
-            if not self._put(channel_id, lambda c=channel_id, m=last: self._catch_up(c, m)):  # type: ignore[misc]
+            if not self._put(channel_id, lambda c=channel_id, m=last: self._read_channel_back(c, m)):  # type: ignore[misc]
                 self.overflow.leave(channel_id, str(int(last) + 1))
 
-    async def _catch_up(self, channel_id: str, after: str) -> None:
-        """Admit what the channel got after ``after`` while we were away, oldest first."""
+    async def _catch_up(self, channel_id: str, after: str) -> tuple[bool, str]:
+        """Admit what the channel got after ``after`` while we were away, oldest first: whether
+        it read to the end (not a failed read, not the page cap), and the last id it read."""
         self.catch_ups += 1
         channel = await self.channel_info(channel_id, None, live=False)
         for _ in range(MAX_CATCH_UP_PAGES):
-            page = await self._history(channel_id, after)
-            if not page:
-                return
+            page = await read_history(self._rest, channel_id, after, HISTORY_PAGE)
+            if page is None:
+                return False, after
             for data in sorted(page, key=lambda m: int(m["id"])):
                 if self.accepting:
                     await self._admit_message({**data, "channel_id": channel_id}, channel)
-            after = max((str(m["id"]) for m in page), key=int)
+            if page:
+                after = max((str(m["id"]) for m in page), key=int)
             if len(page) < HISTORY_PAGE:
-                return
+                return True, after
+        return False, after
 
-    async def _history(self, channel_id: str, after: str) -> list[dict[str, Any]]:
-        for _ in range(5):
-            try:
-                page = await self._rest.call(
-                    "GET",
-                    f"/channels/{channel_id}/messages",
-                    query={"after": after, "limit": str(HISTORY_PAGE)},
-                )
-            except RateLimited as exc:
-                await asyncio.sleep(min(exc.retry_after, 30.0))
-                continue
-            except PlatformCallError as exc:
-                log.warning("catch-up of Discord channel %s stopped: %s", channel_id, exc)
-                return []
-            return (
-                [m for m in page if isinstance(m, dict) and str(m.get("id", "")).isdigit()]
-                if isinstance(page, list)
-                else []
-            )
-        return []
+    async def _read_channel_back(self, channel_id: str, after: str) -> None:
+        """A channel's catch-up; a held channel stays held until one ends with nothing left
+        behind it, and one that stopped early is tried again later (``overflow.py``)."""
+        try:
+            complete, last = await self._catch_up(channel_id, after)
+        except Exception:
+            log.exception("reading back Discord channel %s failed", channel_id)
+            complete, last = False, after
+        if self.accepting and self.overflow.read(channel_id, last, complete) and not complete:
+            self._retry_later()
+
+    def _retry_later(self) -> None:
+        """One timer for every channel held again (cancelled by ``aclose``): when no other work
+        ends meanwhile, it is what calls ``_read_back``."""
+        loop = asyncio.get_running_loop()
+        if self._retry is None or self._retry.when() <= loop.time():
+            self._retry = loop.call_later(READ_BACK_RETRY_SECONDS, self._read_back)
