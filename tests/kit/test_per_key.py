@@ -90,3 +90,23 @@ async def test_aclose_cancels_running_and_waiting_work_and_a_waiting_put() -> No
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert done == [] and queues.pending == 0
     await asyncio.wait_for(queues.wait_idle(), 1)
+
+
+async def test_a_work_cancelled_from_inside_gives_its_room_back_and_the_next_work_runs() -> None:
+    queues = PerKeyQueues(max_pending=1, name="t")
+    done: list[str] = []
+
+    async def cancelled_inside() -> None:
+        inner = asyncio.get_running_loop().create_future()
+        inner.cancel()  # as when something the work awaited was cancelled by someone else
+        await inner
+
+    async def after() -> None:
+        done.append("after")
+
+    assert queues.try_put("k", cancelled_inside)
+    await asyncio.wait_for(queues.wait_idle(), 5)
+    assert queues.pending == 0
+    assert queues.try_put("k", after), "the cancelled work kept its room"
+    await asyncio.wait_for(queues.wait_idle(), 5)
+    assert done == ["after"]

@@ -88,7 +88,12 @@ class PerKeyQueues:
                 try:
                     await work()
                 except asyncio.CancelledError:
-                    raise
+                    task = asyncio.current_task()
+                    if task is None or task.cancelling():
+                        raise  # this queue is being closed
+                    # A cancellation from inside the work (a future it awaited was cancelled): its
+                    # room must come back, or a lane fed by ``try_put`` would stay full for good.
+                    log.error("%s %s: work was cancelled from inside; the next one goes on", self._name, key)
                 except Exception:
                     log.exception("%s %s: work failed", self._name, key)  # the work owns its errors
                 queue.popleft()
