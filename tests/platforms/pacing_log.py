@@ -51,6 +51,17 @@ def busiest(times: Sequence[float], width: float) -> int:
     return max((bisect.bisect_left(ordered, t + width) - i for i, t in enumerate(ordered)), default=0)
 
 
+def fullest(times: Sequence[float], width: float, start: float) -> list[float]:
+    """The stamps (from ``start``) of the fullest window ``busiest`` counts, for a failure message:
+    whether a crowded window is one late-stamped burst or two bursts that departed too close."""
+    ordered = sorted(times)
+    counts = [bisect.bisect_left(ordered, t + width) - i for i, t in enumerate(ordered)]
+    if not counts:
+        return []
+    i = counts.index(max(counts))
+    return [round(t - start, 3) for t in ordered[i : i + counts[i]]]
+
+
 def idle_gaps(
     times: Sequence[float],
     replies: Mapping[str, Sequence[float]],

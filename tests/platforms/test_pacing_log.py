@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from pacing_log import JITTER, busiest, stamp_slack
+from pacing_log import JITTER, busiest, fullest, stamp_slack
 
 
 def _gateway(samples: list[float], interval: float = 0.05) -> SimpleNamespace:
@@ -36,3 +36,9 @@ def test_busiest_counts_the_fullest_half_open_window() -> None:
     assert busiest(times, 1.0) == 4  # [0.1, 1.1) holds 0.1, 0.2, 1.0, 1.05 (not 1.1); [0.0, 1.0) three
     assert busiest(times, 0.15) == 3
     assert busiest([], 1.0) == 0
+
+
+def test_fullest_names_the_stamps_of_the_window_busiest_counts() -> None:
+    times = [10.0, 10.1, 10.2, 11.0, 11.05, 11.1]
+    assert fullest(times, 1.0, 10.0) == [0.1, 0.2, 1.0, 1.05]
+    assert fullest([], 1.0, 0.0) == []
