@@ -228,7 +228,7 @@ async def test_status_and_stop_report_a_running_and_a_stopped_gateway(tmp_path: 
 
 
 def _as_dict(record: LockRecord) -> dict[str, object]:
-    from dataclasses import asdict
+    from msgspec.structs import asdict
 
     return asdict(record)
 

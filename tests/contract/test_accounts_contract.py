@@ -3,7 +3,7 @@ that reaches every session, chat ownership, and a chat's history from what the p
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from chatgate.domain.accounts import (
     Account,

@@ -5,9 +5,9 @@ its event is never applied twice by a redelivery."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 
+import msgspec
 import pytest
 
 from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalResolution
@@ -31,7 +31,9 @@ async def session_for(store: Store, key: str = "k1", delivery_id: str = "d-sessi
 
 def answering(delivery_id: str, answer: ApprovalAnswer) -> AdmitRequest:
     reply = draft(f"cmd:webchat:{delivery_id}", kind="command", text="(rendered)")
-    return dataclasses.replace(req(delivery_id, "k1", "/approve", queued=False, reply=reply), answer=answer)
+    return msgspec.structs.replace(
+        req(delivery_id, "k1", "/approve", queued=False, reply=reply), answer=answer
+    )
 
 
 @covers(Approvals.create_approval, Approvals.get_approval, Approvals.set_prompt_shown)
@@ -44,7 +46,7 @@ async def test_a_created_prompt_reads_back_exactly_and_survives_a_reopen(open_st
     await store.set_prompt_shown(rec.prompt_id, "buttons", None)  # an unknown message id keeps the known one
     await store.close()
     again = await open_store()
-    shown = dataclasses.replace(rec, prompt_via="buttons", prompt_message_id="pm-7")
+    shown = msgspec.structs.replace(rec, prompt_via="buttons", prompt_message_id="pm-7")
     assert await again.get_approval(rec.prompt_id) == shown
     assert shown.prompt().message_id == "pm-7"
     assert await again.get_approval("n1.missing") is None

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 
 import pytest
+from msgspec.structs import replace
 
 from chatgate.domain.edits import EDIT_OF
 from chatgate.domain.errors import LeaseLost

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from chatgate.domain.schedules import Schedule, ScheduleTarget
 from chatgate.domain.source import Source

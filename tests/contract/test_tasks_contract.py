@@ -4,7 +4,7 @@ transaction, unless the parent was reset since the dispatch; cancel and close ar
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from chatgate.domain.background import TASK_TRANSPORT, TaskRecord, child_delivery_id, child_session_key
 from chatgate.domain.history import HistoryEntry

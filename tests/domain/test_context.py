@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
+from msgspec.structs import replace
 
 from chatgate.domain.context import ChatLabels, render_session_context, render_turn_input
 from chatgate.domain.source import Source

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import fields
+
+from msgspec.structs import fields
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.source import Source

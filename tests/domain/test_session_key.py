@@ -5,11 +5,10 @@ Format: ``agent:<ns>:<platform>:<chat_type>[:<slack scope>][:<chat_id>]...``.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from chatgate.domain.session_key import (
     IsolationPolicy,

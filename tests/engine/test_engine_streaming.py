@@ -12,10 +12,10 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
+from msgspec.structs import replace
 
 from chatgate.agents.base import AgentEvent, AgentRequest, Final, TextDelta
 from chatgate.domain.outbound import PREVIEW_CURSOR, Capabilities, Delivered, DeliveryResult, Rejected

@@ -8,9 +8,10 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.media import MediaLimits, MediaRefused

@@ -5,9 +5,10 @@ file past its sender's quota is refused with a line naming the limit, and the re
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.media import MediaLimits

@@ -15,7 +15,6 @@ while some reply was due and the platform's window had room. The Telegram double
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import pytest
 from discord_fake.harness import ANN, GUILD_ID, World, connected, discord_config, fake, run, wait_for, world
 from discord_fake.harness import echo_of as discord_echo
 from discord_fake.server import FakeDiscord
+from msgspec.structs import replace
 from pacing_log import busiest, fullest, idle_gaps, stalled_at, stamp_slack
 from slack_fake import FakeSlack, message_event
 from slack_fake.gateway import ENV, echo_of, slack_config

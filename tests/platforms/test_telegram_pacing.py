@@ -14,11 +14,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from pacing_log import idle_gaps, recorded_at, stalled_at, stamp_slack
 from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of, private, telegram_config
 

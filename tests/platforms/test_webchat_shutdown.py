@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from chatgate.app.gateway import Gateway
 from support.web_harness import STOP_TIMEOUT, web_config

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from chatgate.domain.turns import ClaimTerms
 

@@ -8,11 +8,12 @@ committed with its event is never applied twice by a redelivery.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.approvals import ApprovalAnswer, ApprovalRecord, ApprovalResolution
 from chatgate.domain.outbox import OutboxDraft
@@ -53,7 +54,9 @@ async def test_a_created_prompt_is_read_back_exactly_and_survives_a_reopen(
     await store.set_prompt_shown(rec.prompt_id, "buttons", "pm-7")
     await store.close()
     reopened = await open_store(db_path)
-    assert await reopened.get_approval(rec.prompt_id) == dataclasses.replace(rec, prompt_message_id="pm-7")
+    assert await reopened.get_approval(rec.prompt_id) == msgspec.structs.replace(
+        rec, prompt_message_id="pm-7"
+    )
     assert await reopened.get_approval("n1.missing") is None
 
 
@@ -281,7 +284,7 @@ async def test_an_answer_commits_with_its_event_and_a_redelivery_resolves_nothin
     def request(prompt_id: str) -> Any:
         answer = ApprovalAnswer(prompt_id, "approved", "once", "u1", "Ann", render)
         reply = make.draft("cmd:webchat:d-approve", kind="command", text="(rendered)")
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             make.request("d-approve", "k1", "/approve", queued=False, reply=reply), answer=answer
         )
 
@@ -312,7 +315,7 @@ async def test_a_losing_answer_still_commits_its_event_with_the_recorded_outcome
         return f"{'won' if resolution.won else 'lost'}: {rec.state} by {rec.answered_by_name}"
 
     reply = make.draft("cmd:webchat:d-late", kind="command")
-    request = dataclasses.replace(
+    request = msgspec.structs.replace(
         make.request("d-late", "k1", "/approve", queued=False, reply=reply),
         answer=ApprovalAnswer("n1.00000001", "approved", "once", "u1", "Ann", render),
     )

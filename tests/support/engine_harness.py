@@ -25,11 +25,12 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from msgspec.structs import replace
 
 from chatgate.agents.base import AgentEvent, AgentRequest, Final
 from chatgate.agents.echo import EchoAgent

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 from chatgate.domain.history import HistoryEntry
 from chatgate.domain.media import MediaContent, MediaItem
@@ -24,8 +25,7 @@ FailureKind = Literal["timeout", "unavailable", "failed"]
 (504), could not be reached or is overloaded (503), or answered with an error (502)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TurnMessage:
+class TurnMessage(msgspec.Struct, frozen=True):
     """One user message of this turn, with its per-turn facts."""
 
     text: str
@@ -38,8 +38,7 @@ class TurnMessage:
     """One line per file of the message that did not come through, saying why."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True):
     """One call the agent wants made. ``call_id`` pairs it with its result."""
 
     call_id: str
@@ -47,8 +46,7 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(msgspec.Struct, frozen=True):
     """What the model reads back: exit code and output, or why the call did not run."""
 
     call_id: str
@@ -79,8 +77,7 @@ async def call_tool(tools: ToolRunner, call: ToolCall) -> ToolResult:
         return ToolResult(call.call_id, f"the tool failed: {type(exc).__name__}: {exc}", "error")
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRequest:
+class AgentRequest(msgspec.Struct, frozen=True):
     system: str
     history: tuple[HistoryEntry, ...]
     messages: tuple[TurnMessage, ...]
@@ -92,7 +89,7 @@ class AgentRequest:
     """The tools this turn may call; None means the agent gets none."""
     profile: str | None = None
     """The model profile this turn runs on (``domain/profiles.py``); None: the default."""
-    media: Mapping[str, MediaContent] = field(default_factory=dict)
+    media: Mapping[str, MediaContent] = msgspec.field(default_factory=dict)
     """What the model may read of each file of this turn's messages and of the history, by sha."""
 
     def texts(self) -> tuple[str, ...]:
@@ -105,42 +102,36 @@ class AgentRequest:
         return tuple(item for message in self.messages for item in message.media)
 
 
-@dataclass(frozen=True, slots=True)
-class TextDelta:
+class TextDelta(msgspec.Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class ToolStarted:
+class ToolStarted(msgspec.Struct, frozen=True):
     """The agent handed ``call`` to the runner (which may now wait for approval)."""
 
     call: ToolCall
 
 
-@dataclass(frozen=True, slots=True)
-class ToolFinished:
+class ToolFinished(msgspec.Struct, frozen=True):
     """The runner answered the call with the same ``call_id``."""
 
     result: ToolResult
 
 
-@dataclass(frozen=True, slots=True)
-class Final:
+class Final(msgspec.Struct, frozen=True):
     text: str
     usage: Usage | None = None
     """The model's own token count for the turn (all its calls); None when it gave none."""
 
 
-@dataclass(frozen=True, slots=True)
-class ImageMade:
+class ImageMade(msgspec.Struct, frozen=True):
     """An image the model returned with its answer (decoded, not yet checked): the engine checks and
     stores it like an uploaded file and sends it after the reply, as ``attach_file`` would."""
 
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class AgentFailed:
+class AgentFailed(msgspec.Struct, frozen=True):
     """The turn's last event when the agent could not answer (the model endpoint failed...).
 
     ``message`` is for the operator's log only: it may name hosts, ports and exception text,

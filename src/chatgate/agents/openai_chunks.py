@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 
 @dataclass
 class _CallDraft:
@@ -18,8 +20,7 @@ class _CallDraft:
     arguments: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class StreamedCall:
+class StreamedCall(msgspec.Struct, frozen=True):
     call_id: str
     name: str
     arguments: str

@@ -18,24 +18,24 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
+from msgspec.structs import asdict
 
 from chatgate import __version__
 from chatgate.domain.errors import StartupError
 
 
-@dataclass(frozen=True, slots=True)
-class LockRecord:
+class LockRecord(msgspec.Struct, frozen=True):
     pid: int
     start_time: float
     cmdline: list[str]
     version: str
     started_at: float
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @classmethod
     def for_this_process(cls, **extra: Any) -> LockRecord:

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import psutil
 
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
@@ -31,8 +32,7 @@ class StopReport:
     skipped: list[int] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
+class _Snapshot(msgspec.Struct, frozen=True):
     proc: psutil.Process
     start: float
     parent_pid: int

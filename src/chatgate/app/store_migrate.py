@@ -19,11 +19,11 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import asyncpg
+import msgspec
 
 from chatgate.domain.errors import ChatgateError, StoreUnavailable
 from chatgate.store.media_rules import blob_path
@@ -35,8 +35,7 @@ Row = tuple[Any, ...]
 CHUNK = 2000
 
 
-@dataclass(frozen=True)
-class Table:
+class Table(msgspec.Struct, frozen=True):
     name: str
     columns: tuple[str, ...]
     """The SQLite columns read, in order; the PostgreSQL columns written are ``columns + extra``."""

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class PlatformAccess:
+class PlatformAccess(msgspec.Struct, frozen=True):
     allow_all: bool = False
-    allow_users: frozenset[str] = field(default_factory=frozenset)
+    allow_users: frozenset[str] = msgspec.field(default_factory=frozenset)
     pairing: bool = False
     """Strangers in a direct message are offered a pairing code; approved users are allowed."""
-    allow_suffixes: frozenset[str] = field(default_factory=frozenset)
+    allow_suffixes: frozenset[str] = msgspec.field(default_factory=frozenset)
     """User ids ending with one of these are allowed too: a platform whose ids have a hierarchy
     (an email address's ``@example.com``) allows a whole part of it."""
 

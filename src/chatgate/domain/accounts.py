@@ -14,8 +14,9 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 Role = Literal["user", "admin"]
 ROLES: tuple[Role, ...] = ("user", "admin")
@@ -31,8 +32,7 @@ _SCRYPT_MAXMEM = 64 * 1024 * 1024
 MAX_PASSWORD_CHARS = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Account:
+class Account(msgspec.Struct, frozen=True):
     user_id: str
     name: str
     role: Role
@@ -44,8 +44,7 @@ class Account:
         return self.revoked_at is None
 
 
-@dataclass(frozen=True, slots=True)
-class SignInToken:
+class SignInToken(msgspec.Struct, frozen=True):
     token_id: str
     user_id: str
     created_at: float
@@ -56,8 +55,7 @@ class SignInToken:
         return self.revoked_at is None
 
 
-@dataclass(frozen=True, slots=True)
-class WebSession:
+class WebSession(msgspec.Struct, frozen=True):
     """A signed-in browser; ``via`` is the sign-in token it came from (None: a password)."""
 
     session_id: str
@@ -71,8 +69,7 @@ class WebSession:
         return self.ended_at is None and now < self.expires_at
 
 
-@dataclass(frozen=True, slots=True)
-class SignedIn:
+class SignedIn(msgspec.Struct, frozen=True):
     """What a valid session cookie resolves to: the session and its (active) account."""
 
     session: WebSession

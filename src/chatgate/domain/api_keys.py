@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from chatgate.domain.outfiles import OutFile
 from chatgate.domain.usage import Usage
@@ -23,8 +24,7 @@ KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
 _TOKEN_RE = re.compile(r"cg-([0-9a-f]{12})-[A-Za-z0-9_-]{43}")
 
 
-@dataclass(frozen=True, slots=True)
-class ApiKeyRecord:
+class ApiKeyRecord(msgspec.Struct, frozen=True):
     key_id: str
     name: str
     created_at: float
@@ -60,8 +60,7 @@ FAILURE_STATUS = {"model_unavailable": 503, "model_timeout": 504, "timeout": 504
 """The HTTP status of a failed exchange by its outcome; any other failure is 502."""
 
 
-@dataclass(frozen=True, slots=True)
-class ApiExchange:
+class ApiExchange(msgspec.Struct, frozen=True):
     """One admitted API request and, once its turn committed, its answer.
 
     Read from the inbox row of ``(transport, delivery_id)`` and the outbox rows in reply

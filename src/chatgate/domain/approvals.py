@@ -7,8 +7,10 @@ admission resolve them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import Any, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.domain.prompts import Prompt, options_for
 
@@ -16,8 +18,7 @@ ApprovalState = Literal["pending", "approved", "denied", "expired"]
 GrantScope = Literal["session", "always"]
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalRecord:
+class ApprovalRecord(msgspec.Struct, frozen=True):
     """One approval prompt: what was asked, of whom, and how it ended (durable).
 
     ``state`` starts ``pending`` and changes exactly once (``resolve_approval`` is a
@@ -60,8 +61,7 @@ class ApprovalRecord:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalResolution:
+class ApprovalResolution(msgspec.Struct, frozen=True):
     """What ``resolve_approval`` found: the row as recorded after the call, and whether
     *this* call changed it. ``record`` is None when no such prompt exists."""
 
@@ -69,8 +69,7 @@ class ApprovalResolution:
     won: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalAnswer:
+class ApprovalAnswer(msgspec.Struct, frozen=True):
     """An answer committed together with the event that carried it (see ``AdmitRequest``).
 
     ``render`` turns the recorded result into the reply text (pure: it runs inside the

@@ -10,8 +10,9 @@ with where it came from, so its result can be routed after any restart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from chatgate.domain.source import Source
 
@@ -46,8 +47,7 @@ def may_be_child_session(session_key: str) -> bool:
     return ":task:" in session_key
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRecord:
+class TaskRecord(msgspec.Struct, frozen=True):
     id: str
     kind: TaskKind
     parent_key: str

@@ -9,8 +9,9 @@ Values are checked here, so a bad one is refused with its reason before anything
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.schedules import ScheduleError, parse_duration
@@ -22,8 +23,7 @@ MAX_WORD_CHARS = 100
 CRON_FIELDS = 5
 
 
-@dataclass(frozen=True, slots=True)
-class OptionSpec:
+class OptionSpec(msgspec.Struct, frozen=True):
     name: str
     description: str
     required: bool = True

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class CommandSpec:
+class CommandSpec(msgspec.Struct, frozen=True):
     name: str
     summary: str
     aliases: tuple[str, ...] = ()
@@ -33,8 +32,7 @@ _BY_NAME: dict[str, CommandSpec] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Command:
+class Command(msgspec.Struct, frozen=True):
     name: str
     args: str
 

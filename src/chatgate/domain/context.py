@@ -7,13 +7,12 @@ session) go into the turn input instead (see ``render_turn_input``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from chatgate.domain.source import Source
 
 
-@dataclass(frozen=True, slots=True)
-class ChatLabels:
+class ChatLabels(msgspec.Struct, frozen=True):
     """The latest observed human labels of a chat."""
 
     chat_name: str | None = None

@@ -11,7 +11,8 @@ shown on its own; an edit of a message answered before is shown to the agent as 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from chatgate.domain.inbound import Inbound
 

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from chatgate.domain.media import MediaItem
 
 Role = Literal["user", "assistant"]
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
+class HistoryEntry(msgspec.Struct, frozen=True):
     """One transcript row: written by a turn's commit, read as the next turn's history."""
 
     role: Role

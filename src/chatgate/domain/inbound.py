@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from chatgate.domain.source import Source
 
@@ -13,8 +14,7 @@ MAX_TEXT_CHARS = 32_000
 """Longest ``Inbound.text`` admission accepts (characters); decoders refuse longer text early."""
 
 
-@dataclass(frozen=True, slots=True)
-class Attachment:
+class Attachment(msgspec.Struct, frozen=True):
     kind: str
     ref: str
     mime: str | None = None
@@ -22,8 +22,7 @@ class Attachment:
     size: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Inbound:
+class Inbound(msgspec.Struct, frozen=True):
     """A platform event, decoded, with its identities kept apart.
 
     - ``transport`` + ``delivery_id``: what the transport redelivers; the dedupe key.
@@ -49,7 +48,7 @@ class Inbound:
     reply_to: str | None = None
     received_at: float = 0.0
     attachments: tuple[Attachment, ...] = ()
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: dict[str, Any] = msgspec.field(default_factory=dict)
     observes_labels: bool | None = None
     reply_route: str | None = None
 

@@ -6,7 +6,7 @@ approval answer) so the store commits the event and their effects in one transac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from chatgate.domain.approvals import ApprovalAnswer, ApprovalResolution
 from chatgate.domain.background import TASK_TRANSPORT
@@ -20,8 +20,7 @@ INTERNAL_TRANSPORTS = frozenset({SCHEDULE_TRANSPORT, TASK_TRANSPORT})
 them, so they say nothing about where the chat's people are connected."""
 
 
-@dataclass(frozen=True, slots=True)
-class AdmitRequest:
+class AdmitRequest(msgspec.Struct, frozen=True):
     """One inbound event to commit, with what admission decided about it.
 
     ``queued`` is false for control commands: they are recorded as done, their
@@ -52,8 +51,7 @@ class AdmitRequest:
         return self.inbound.transport not in INTERNAL_TRANSPORTS
 
 
-@dataclass(frozen=True, slots=True)
-class AdmitResult:
+class AdmitResult(msgspec.Struct, frozen=True):
     new: bool
     seq: int
     session_key: str
@@ -64,8 +62,7 @@ class AdmitResult:
     """The session, leased on the request's ``claim`` terms, with its items to run."""
 
 
-@dataclass(frozen=True, slots=True)
-class RejectedInbound:
+class RejectedInbound(msgspec.Struct, frozen=True):
     """A delivery acknowledged without being admitted, kept with why (nothing is dropped silently)."""
 
     transport: str
@@ -75,8 +72,7 @@ class RejectedInbound:
     received_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class QueueStats:
+class QueueStats(msgspec.Struct, frozen=True):
     depth: int
     oldest_admitted_at: float | None
     last_error: str | None

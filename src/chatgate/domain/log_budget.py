@@ -19,8 +19,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 PERIOD = 60.0
 BURST = 5
@@ -29,13 +30,12 @@ SUMMARY_FIELD = "left_out"
 """The field a summary line carries (its count): a filter that budgets lines lets these pass."""
 
 
-@dataclass(slots=True)
-class _Kind:
+class _Kind(msgspec.Struct):
     start: float
     logged: int = 0
     left_out: int = 0
     level: int = logging.DEBUG
-    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+    timer: asyncio.TimerHandle | None = None
 
 
 class LogBudget:

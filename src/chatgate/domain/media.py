@@ -13,8 +13,9 @@ import re
 import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 from chatgate.domain.voice import VoiceSettings
 
@@ -37,18 +38,17 @@ class MediaRefused(Exception):
     """An attachment the gateway will not take, with the reason the user and the agent read."""
 
 
-@dataclass(frozen=True, slots=True)
-class MediaLimits:
+class MediaLimits(msgspec.Struct, frozen=True):
     """The operator's bounds on what a turn fetches (``media`` in the config)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
-    platform_max_bytes: dict[str, int] = field(default_factory=dict)
+    platform_max_bytes: dict[str, int] = msgspec.field(default_factory=dict)
     max_pixels: int = DEFAULT_MAX_PIXELS
     inline_chars: int = DEFAULT_INLINE_CHARS
     timeout_seconds: float = 60.0
     history_files: int = DEFAULT_HISTORY_FILES
     """The history's latest files sent to the model again each turn; older ones are named only."""
-    voice: VoiceSettings = field(default_factory=VoiceSettings)
+    voice: VoiceSettings = msgspec.field(default_factory=VoiceSettings)
     """How audio files (voice notes) are transcribed (``domain/voice.py``)."""
     retention_days: float = 0.0
     """Records and blobs older than this are removed (``engine/media_retention.py``); 0 keeps them."""
@@ -60,8 +60,7 @@ class MediaLimits:
         return min(self.platform_max_bytes.get(platform, self.max_bytes), self.max_bytes)
 
 
-@dataclass(frozen=True, slots=True)
-class MediaItem:
+class MediaItem(msgspec.Struct, frozen=True):
     """A stored attachment: its blob's sha256, what its content is, its size and display name."""
 
     sha: str
@@ -85,8 +84,7 @@ class MediaItem:
         return f"{self.name} ({self.mime}, {human_size(self.size)})"
 
 
-@dataclass(frozen=True, slots=True)
-class MediaRecord:
+class MediaRecord(msgspec.Struct, frozen=True):
     """The outcome of one attachment's fetch: the item, or why there is none (``error``).
 
     ``key`` names the attachment: ``<inbox seq>:<index in the message>``."""
@@ -116,8 +114,7 @@ class BlobPieces(Protocol):
     async def aclose(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class BlobStream:
+class BlobStream(msgspec.Struct, frozen=True):
     """A stored blob read piece by piece (about 1 MB each), never whole in memory: a download
     served or an upload made from it holds one piece at a time."""
 
@@ -163,8 +160,7 @@ class FileBody:
             await stream.chunks.aclose()
 
 
-@dataclass(frozen=True, slots=True)
-class MediaContent:
+class MediaContent(msgspec.Struct, frozen=True):
     """An item as the agent gets it: the bytes of an image, the text of a document, or a note."""
 
     item: MediaItem

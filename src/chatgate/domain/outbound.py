@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 LengthUnit = Literal["chars", "utf16"]
 
 
-@dataclass(frozen=True, slots=True)
-class Capabilities:
+class Capabilities(msgspec.Struct, frozen=True):
     edit: bool = False
     drafts: bool = False
     buttons: bool = False
@@ -43,13 +43,11 @@ class Capabilities:
     platform documents it; 0: the adapter uploads no files (the chat reads a line saying so)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
+class Delivered(msgspec.Struct, frozen=True):
     platform_message_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Deferred:
+class Deferred(msgspec.Struct, frozen=True):
     """No route to the chat right now (client offline); try again later."""
 
     reason: str
@@ -64,8 +62,7 @@ relay): this chat waits, and a second chat told to wait meanwhile means the bot'
 ``platform``: every chat of the platform waits."""
 
 
-@dataclass(frozen=True, slots=True)
-class RetryLater:
+class RetryLater(msgspec.Struct, frozen=True):
     """The platform asked us to slow down (``scope`` set), or a transient error happened.
 
     A rate limit (``scope`` set, see ``RateScope``: what the platform said, or what its limit
@@ -78,15 +75,13 @@ class RetryLater:
     scope: RateScope | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Rejected:
+class Rejected(msgspec.Struct, frozen=True):
     """The platform refused this message for good."""
 
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Ambiguous:
+class Ambiguous(msgspec.Struct, frozen=True):
     """No answer: the platform may or may not have shown the message."""
 
     reason: str
@@ -109,8 +104,7 @@ turn's outcome, ``agent_error`` or ``timeout``), so a platform that can style it
 TaskState = Literal["in_progress", "complete", "error"]
 
 
-@dataclass(frozen=True, slots=True)
-class TaskProgress:
+class TaskProgress(msgspec.Struct, frozen=True):
     """One tool call of a turn as a task card shows it (``TaskCardPlatform``)."""
 
     id: str

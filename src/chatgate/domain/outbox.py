@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 OutboxKind = Literal["final", "notice", "command"]
 OutboxStatus = Literal["pending", "sending", "sent", "failed", "ambiguous"]
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxDraft:
+class OutboxDraft(msgspec.Struct, frozen=True):
     """An outbound message to record; the idempotency key makes re-recording a no-op."""
 
     idem_key: str
@@ -20,7 +20,7 @@ class OutboxDraft:
     kind: OutboxKind
     text: str
     in_reply_to: str | None = None
-    target: dict[str, Any] = field(default_factory=dict)
+    target: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def claimed(self, row_id: int, now: float, target: dict[str, Any]) -> OutboxRow:
         """The row this draft is once recorded already claimed: ``sending``, its first attempt
@@ -43,8 +43,7 @@ class OutboxDraft:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxRow:
+class OutboxRow(msgspec.Struct, frozen=True):
     id: int
     idem_key: str
     platform: str
@@ -66,8 +65,7 @@ class OutboxRow:
         return f"o{self.id}"
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxSettlement:
+class OutboxSettlement(msgspec.Struct, frozen=True):
     """What happened to one claimed outbox row."""
 
     id: int
@@ -84,8 +82,7 @@ STUCK_AFTER_SECONDS = 120.0
 """How old an undelivered reply must be before it counts as stuck (when nothing explains the wait)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StuckReply:
+class StuckReply(msgspec.Struct, frozen=True):
     """A reply that should be on its way and is not: the head of its chat, recorded over
     ``STUCK_AFTER_SECONDS`` ago, and either claimed all that time or due with no one claiming
     it. A reply waiting for its retry time (no client connected, a rate limit) is not stuck."""
@@ -105,8 +102,7 @@ class StuckReply:
         return f"#{self.id} {self.platform}/{self.chat_id} {self.status} for {age:.0f}s{held}{error}"
 
 
-@dataclass(frozen=True, slots=True)
-class Undelivered:
+class Undelivered(msgspec.Struct, frozen=True):
     """The outbox as an operator watches it: how many replies are on their way, the oldest, the stuck."""
 
     count: int

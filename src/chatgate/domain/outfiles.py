@@ -10,8 +10,9 @@ its size limit) becomes a plain row saying so instead, decided when the turn is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.media import human_size
 from chatgate.domain.outbox import OutboxDraft
@@ -21,8 +22,7 @@ FILE_KEY = "file"
 """Outbox target key of a file row: ``{"sha", "name", "mime", "size"}``."""
 
 
-@dataclass(frozen=True, slots=True)
-class OutFile:
+class OutFile(msgspec.Struct, frozen=True):
     """One file a turn attached to its reply, already in the blob store."""
 
     sha: str

@@ -9,8 +9,9 @@ bounded time; every code ever issued and every failed approval is durable (the s
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 """31 symbols: A-Z and 2-9 without 0, O, 1, I and L."""
@@ -30,8 +31,7 @@ def looks_like_code(code: str) -> bool:
     return len(code) == CODE_LENGTH and all(ch in CODE_ALPHABET for ch in code)
 
 
-@dataclass(frozen=True, slots=True)
-class PairingLimits:
+class PairingLimits(msgspec.Struct, frozen=True):
     """How long a code lives and what bounds what strangers can make the store hold."""
 
     code_ttl_seconds: float = 3600.0
@@ -45,8 +45,7 @@ class PairingLimits:
     """... for this long (a correct code is refused too while locked)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PairingRequest:
+class PairingRequest(msgspec.Struct, frozen=True):
     """A live code: who asked, where, and until when it can be approved."""
 
     code: str
@@ -58,8 +57,7 @@ class PairingRequest:
     expires_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class PairingIssue:
+class PairingIssue(msgspec.Struct, frozen=True):
     """What ``request_pairing`` decided for one message of a stranger."""
 
     request: PairingRequest | None
@@ -68,8 +66,7 @@ class PairingIssue:
     """Whether a reply with the code was recorded (first message, or the reply interval passed)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PairedUser:
+class PairedUser(msgspec.Struct, frozen=True):
     platform: str
     user_id: str
     user_name: str | None
@@ -80,8 +77,7 @@ class PairedUser:
 ApproveOutcome = Literal["approved", "unknown", "expired", "locked"]
 
 
-@dataclass(frozen=True, slots=True)
-class PairingApproval:
+class PairingApproval(msgspec.Struct, frozen=True):
     """The result of ``approve_pairing``: approved, or why not."""
 
     outcome: ApproveOutcome

@@ -9,15 +9,15 @@ server's prompt cache stays warm.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from chatgate.domain.source import Source
 
 
-@dataclass(frozen=True, slots=True)
-class Personas:
+class Personas(msgspec.Struct, frozen=True):
     default: str = ""
-    overrides: Mapping[str, str] = field(default_factory=dict)
+    overrides: Mapping[str, str] = msgspec.field(default_factory=dict)
     """``platform`` or ``platform:chat_id`` to the prompt used there instead of ``default``."""
 
     def for_source(self, source: Source) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import msgspec
+
 DEFAULT_PROFILE = "default"
 PROFILE_KEY = "profile"
 """Inbound payload key: the profile one event asks for (an API request's ``model``), over the
@@ -20,8 +22,7 @@ PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 """What a profile may be called: it is typed after ``/model`` and sent as an API ``model``."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelProfile:
+class ModelProfile(msgspec.Struct, frozen=True):
     name: str
     model: str = ""
     """The model id the endpoint is asked for (shown by ``/model``)."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from chatgate.domain.shell.danger import DangerRule, Tier
 
@@ -33,14 +34,12 @@ _COMMAND_SHOWN = 1500
 """Longest command shown in a prompt; the rest is named as hidden, never silently cut."""
 
 
-@dataclass(frozen=True, slots=True)
-class PromptOption:
+class PromptOption(msgspec.Struct, frozen=True):
     id: str
     label: str
 
 
-@dataclass(frozen=True, slots=True)
-class Prompt:
+class Prompt(msgspec.Struct, frozen=True):
     """What an adapter shows: text plus one option per offered answer.
 
     ``message_id`` is the platform message showing it, once sent (for editing it when
@@ -56,8 +55,7 @@ class Prompt:
         return prompt_token(self.prompt_id, option_id)
 
 
-@dataclass(frozen=True, slots=True)
-class PromptResolution:
+class PromptResolution(msgspec.Struct, frozen=True):
     """How a prompt ended, as recorded: ``outcome`` plus the text to show for it."""
 
     outcome: PromptOutcome

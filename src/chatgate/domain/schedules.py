@@ -10,9 +10,11 @@ caught up once, never replayed one by one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.domain.errors import ChatgateError
 from chatgate.domain.source import Source
@@ -37,8 +39,7 @@ class ScheduleError(ChatgateError, ValueError):
     """A schedule the user or the config described wrongly; the message says how to fix it."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleTarget:
+class ScheduleTarget(msgspec.Struct, frozen=True):
     """Where a firing goes: a chat (its ``Source``), or an existing session by key.
 
     A session target is resolved at each firing from the session's latest source, so it
@@ -61,8 +62,7 @@ class ScheduleTarget:
         return cls(Source.from_dict(source) if source else None, data.get("session_key"))
 
 
-@dataclass(frozen=True, slots=True)
-class Schedule:
+class Schedule(msgspec.Struct, frozen=True):
     """One schedule as stored. ``next_fire_at`` is None once a ``once`` schedule has fired."""
 
     id: str
@@ -80,7 +80,7 @@ class Schedule:
     last_fired_at: float | None = None
     fired: int = 0
     name: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
 
     def same_definition(self, other: Schedule) -> bool:
         """Whether ``other`` describes the same firings (what a config reload must not reset)."""

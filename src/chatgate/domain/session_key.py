@@ -11,23 +11,22 @@ store, which binds a key to the scope of its first message, and by
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from chatgate.domain.source import Source
 
 DEFAULT_PROFILE = "main"
 
 
-@dataclass(frozen=True, slots=True)
-class IsolationPolicy:
+class IsolationPolicy(msgspec.Struct, frozen=True):
     """Who shares a session in a multi-party chat."""
 
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class PolicyOverride:
+class PolicyOverride(msgspec.Struct, frozen=True):
     group_sessions_per_user: bool | None = None
     thread_sessions_per_user: bool | None = None
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
+class SessionInfo(msgspec.Struct, frozen=True):
     session_key: str
     session_id: str
     platform: str

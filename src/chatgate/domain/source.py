@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 ChatType = Literal["dm", "group", "channel", "thread", "forum"]
 CHAT_TYPES: frozenset[str] = frozenset({"dm", "group", "channel", "thread", "forum"})
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(msgspec.Struct, frozen=True):
     """Where an event came from and who sent it.
 
     ``chat_name``/``chat_topic``/``user_name`` are observations (labels), not
@@ -40,7 +41,7 @@ class Source:
         return canonical_source(cls(**values))
 
 
-_FIELDS = tuple(Source.__dataclass_fields__)
+_FIELDS = Source.__struct_fields__
 _ID_FIELDS = ("chat_id", "user_id", "thread_id", "parent_chat_id", "scope_id", "user_id_alt")
 _LABEL_FIELDS = ("user_name", "chat_name", "chat_topic")
 
@@ -66,7 +67,7 @@ def canonical_source(source: Source) -> Source:
     chat_type = (_clean(source.chat_type) or "dm").lower()
     if chat_type not in CHAT_TYPES:
         raise ValueError(f"unknown chat_type {chat_type!r}; expected one of {sorted(CHAT_TYPES)}")
-    return replace(source, platform=platform, chat_type=chat_type, **changes)  # type: ignore[arg-type]
+    return replace(source, platform=platform, chat_type=chat_type, **changes)
 
 
 def egress_target(source: Source) -> dict[str, str]:

@@ -52,9 +52,10 @@ import bisect
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.outbound import LengthUnit
 
@@ -78,8 +79,7 @@ def measure(text: str, unit: LengthUnit) -> int:
     raise ValueError(f"unknown length unit: {unit!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class _Block:
+class _Block(msgspec.Struct, frozen=True):
     """A fenced code block: a cut at ``first <= p <= last`` falls inside it."""
 
     first: int

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
+
+import msgspec
+from msgspec.structs import asdict
 
 STEPS_KEY = "steps"
 """Outbox target key of a final's tool steps (``dumps``), read back by the web chat's history."""
@@ -20,8 +22,7 @@ MAX_FIELD = 200
 OUTCOMES = ("done", "declined", "failed")
 
 
-@dataclass(slots=True)
-class ToolStep:
+class ToolStep(msgspec.Struct):
     name: str
     detail: str = ""
     outcome: str | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from chatgate.domain.context import ChatLabels
 from chatgate.domain.history import HistoryEntry
@@ -10,8 +10,7 @@ from chatgate.domain.inbound import Inbound
 from chatgate.domain.outbox import OutboxDraft, OutboxRow
 
 
-@dataclass(frozen=True, slots=True)
-class QueuedItem:
+class QueuedItem(msgspec.Struct, frozen=True):
     seq: int
     session_key: str
     inbound: Inbound
@@ -22,8 +21,7 @@ class QueuedItem:
     """Deaths blamed on this item: the process died while it ran isolated (``Claim.isolated``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Claim:
+class Claim(msgspec.Struct, frozen=True):
     """A leased session and the batch of items its next turn must handle."""
 
     session_key: str
@@ -38,8 +36,7 @@ class Claim:
     """What the turn reads first, read in the claim's own transaction (``ClaimTerms.context_rows``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TurnContext:
+class TurnContext(msgspec.Struct, frozen=True):
     """The session's latest transcript rows and its chat's labels, as of its claim."""
 
     history: tuple[HistoryEntry, ...]
@@ -51,8 +48,7 @@ SUSPECT_AFTER_DEATHS = 2
 others, and the process died again) runs isolated from then on."""
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimTerms:
+class ClaimTerms(msgspec.Struct, frozen=True):
     """A scheduler's offer to run a session now: the lease a store may take for it inside
     another write (admission's), as the claim loop would have taken it a moment later."""
 
@@ -64,8 +60,7 @@ class ClaimTerms:
     labels), sparing the turn two reads of its own; None: the turn reads them."""
 
 
-@dataclass(frozen=True, slots=True)
-class TurnOutcome:
+class TurnOutcome(msgspec.Struct, frozen=True):
     """Everything one turn commits in one transaction: transcript rows, the items' outcome, outbox rows."""
 
     session_key: str
@@ -76,8 +71,7 @@ class TurnOutcome:
     outcome: str
 
 
-@dataclass(frozen=True, slots=True)
-class TurnCommit:
+class TurnCommit(msgspec.Struct, frozen=True):
     """What ``Leases.commit_turn`` hands back: the session's next batch, and the rows of the turn
     it claimed for delivery in the same transaction (``sending``, their first attempt counted)."""
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 CHARS_PER_TOKEN = 4
 """The rough rule for English text and code with common BPE tokenizers (cl100k and kin)."""
@@ -25,8 +26,7 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text) // CHARS_PER_TOKEN)
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     prompt_tokens: int
     completion_tokens: int
     estimated: bool = False

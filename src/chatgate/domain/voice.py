@@ -9,8 +9,9 @@ may see it too, as a short notice quoting their voice note.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 TranscriptionMode = Literal["embedded", "openai", "off"]
 
@@ -20,8 +21,7 @@ SAMPLE_RATE = 16_000
 """What both recognisers take: 16 kHz, mono, 16-bit little-endian samples."""
 
 
-@dataclass(frozen=True, slots=True)
-class VoiceSettings:
+class VoiceSettings(msgspec.Struct, frozen=True):
     """``media.voice``: which recogniser, and its bounds."""
 
     transcription: TranscriptionMode = "embedded"

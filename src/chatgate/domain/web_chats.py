@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from chatgate.domain.outbound import FAILURE_KEY
 from chatgate.domain.outfiles import OutFile
@@ -36,16 +37,14 @@ _WORD = re.compile(r"\w+")
 HistoryKind = Literal["me", "bot", "notice", "failure", "prompt"]
 
 
-@dataclass(frozen=True, slots=True)
-class ChatSummary:
+class ChatSummary(msgspec.Struct, frozen=True):
     chat_id: str
     title: str | None
     created_at: float
     last_activity: float
 
 
-@dataclass(frozen=True, slots=True)
-class HistoryItem:
+class HistoryItem(msgspec.Struct, frozen=True):
     """One bubble or card, with the ids the page's protocol frames carry (so it dedupes)."""
 
     kind: HistoryKind

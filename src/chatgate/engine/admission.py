@@ -10,8 +10,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
 from typing import Protocol
+
+from msgspec.structs import replace
 
 from chatgate.domain.commands import parse_command
 from chatgate.domain.errors import ScopeConflict, StoreUnavailable

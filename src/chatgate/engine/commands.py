@@ -8,7 +8,8 @@ does at admission is here. Admission answers every entry inline, never queued.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from chatgate.domain.commands import CONTROL_COMMANDS, CommandSpec, help_text
 from chatgate.domain.inbound import Inbound
@@ -23,8 +24,7 @@ feature is built after admission (schedules, background tasks). It may write (id
 the event's delivery id: a redelivered command reaches it again) before the command commits."""
 
 
-@dataclass(frozen=True, slots=True)
-class ControlCommand:
+class ControlCommand(msgspec.Struct, frozen=True):
     spec: CommandSpec
     reply: Reply
     stops: bool = False

@@ -23,7 +23,8 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbound import (
@@ -52,8 +53,7 @@ log = logging.getLogger(__name__)
 MAX_TYPED_ROWS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class DeliverySettings:
+class DeliverySettings(msgspec.Struct, frozen=True):
     batch: int = 256
     send_timeout: float = 30.0
     max_attempts: int = 8

@@ -21,9 +21,10 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+import msgspec
 
 from chatgate.domain.context import render_turn_input
 from chatgate.domain.errors import StoreUnavailable
@@ -96,12 +97,11 @@ def message_id(inbound: Inbound) -> tuple[str, str]:
     return (inbound.transport, inbound.delivery_id)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnMedia:
+class TurnMedia(msgspec.Struct, frozen=True):
     """The fetched attachments of one turn, by message."""
 
-    by_message: Mapping[tuple[str, str], tuple[MediaRecord, ...]] = field(default_factory=dict)
-    sources: Mapping[tuple[str, str], QueuedItem] = field(default_factory=dict)
+    by_message: Mapping[tuple[str, str], tuple[MediaRecord, ...]] = msgspec.field(default_factory=dict)
+    sources: Mapping[tuple[str, str], QueuedItem] = msgspec.field(default_factory=dict)
     show_transcripts: bool = False
     """Quote each voice note's transcript back to its sender (``media.voice.show_transcript``)."""
 

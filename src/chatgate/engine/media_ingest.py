@@ -18,9 +18,10 @@ import os
 import tempfile
 import warnings
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+import msgspec
 
 from chatgate.domain.media import MediaLimits, MediaRefused, classify, human_size, refine_text, sniff
 
@@ -33,8 +34,7 @@ class TooLarge(MediaRefused):
     """A download past its byte limit (``engine/media_quota.py`` names a quota's instead)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ingested:
+class Ingested(msgspec.Struct, frozen=True):
     """A downloaded file, complete and fsynced: its temporary path, sha256, size and first bytes."""
 
     path: str

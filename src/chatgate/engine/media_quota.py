@@ -10,8 +10,9 @@ file past it is never stored whole.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from chatgate.domain.media import MediaLimits, MediaRefused, human_size
 from chatgate.domain.source import Source
@@ -24,8 +25,7 @@ def owner_of(source: Source) -> str | None:
     return f"{source.platform}:{source.user_id}" if source.user_id else None
 
 
-@dataclass(frozen=True, slots=True)
-class Limit:
+class Limit(msgspec.Struct, frozen=True):
     """The most bytes one download may take, and the refusal when the quota is what binds."""
 
     most: int

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+import msgspec
 
 from chatgate.agents.base import Agent, ToolRunner
 from chatgate.agents.tools.mcp_hub import McpHub
@@ -78,30 +79,29 @@ class EngineStore(
     """Every store role the engine's stages use between them (cursors belong to adapters)."""
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSettings:
+class EngineSettings(msgspec.Struct, frozen=True):
     owner: str
-    access: Mapping[str, PlatformAccess] = field(default_factory=dict)
+    access: Mapping[str, PlatformAccess] = msgspec.field(default_factory=dict)
     """Who may talk, per platform (default deny: a platform without an entry is refused)."""
     profile: str | None = None
     isolation: IsolationPolicy = IsolationPolicy()
-    overrides: Mapping[str, PolicyOverride] = field(default_factory=dict)
+    overrides: Mapping[str, PolicyOverride] = msgspec.field(default_factory=dict)
     turns: TurnSettings = TurnSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     delivery: DeliverySettings = DeliverySettings()
-    approvals: ApprovalSettings = field(default_factory=ApprovalSettings)
+    approvals: ApprovalSettings = msgspec.field(default_factory=ApprovalSettings)
     shell: ShellToolRunner | None = None
     """The shell tool, when tools are enabled: every call goes through the approval gate."""
     mcp: McpHub | None = None
     """The MCP servers (``agent.mcp``), started at open and closed at stop; their tools go
     through the approval gate too."""
-    rate_limits: Mapping[str, RateOverride] = field(default_factory=dict)
+    rate_limits: Mapping[str, RateOverride] = msgspec.field(default_factory=dict)
     """Per platform, the operator's rate limits over the adapter's declared ones."""
     pairing: PairingLimits = PairingLimits()
     """Code lifetime and the bounds on strangers' codes, for platforms with ``pairing`` on."""
-    schedules: ScheduleSettings | None = field(default_factory=ScheduleSettings)
+    schedules: ScheduleSettings | None = msgspec.field(default_factory=ScheduleSettings)
     """The schedule runner and the chat's schedule commands; None turns both off."""
-    tasks: TaskSettings | None = field(default_factory=TaskSettings)
+    tasks: TaskSettings | None = msgspec.field(default_factory=TaskSettings)
     """Background tasks (``/bg``) and, with ``delegation``, the agent's ``delegate`` tool."""
     media: MediaSettings | None = None
     """Fetching attachments before a turn (``engine/media_fetch.py``); None leaves them unfetched."""
@@ -109,15 +109,13 @@ class EngineSettings:
     """The shell tool's companion ``attach_file`` (the agent sends files); None: not offered."""
 
 
-@dataclass(frozen=True, slots=True)
-class AttachLimits:
+class AttachLimits(msgspec.Struct, frozen=True):
     max_bytes: int
     scratch: Path
     """Where a file is copied before the blob store takes it in (beside it: a rename)."""
 
 
-@dataclass(frozen=True, slots=True)
-class MediaSettings:
+class MediaSettings(msgspec.Struct, frozen=True):
     limits: MediaLimits
     scratch: Path
     """Where downloads are written while they stream (beside the blob store: taking one in is a rename)."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Protocol, cast, runtime_checkable
+
+import msgspec
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.media_ports import MediaIntake
@@ -39,8 +40,7 @@ from chatgate.domain.store_roles import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerFeedback:
+class AnswerFeedback(msgspec.Struct, frozen=True):
     """What an approval answer did, for the adapter to show to the person who answered.
 
     ``won`` is true only when this answer was the one recorded; then every view of the
@@ -56,8 +56,7 @@ class AnswerFeedback:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Admitted:
+class Admitted(msgspec.Struct, frozen=True):
     """Returned only after the event is durably committed: now the adapter may ack."""
 
     new: bool
@@ -67,8 +66,7 @@ class Admitted:
     """Set for a new approval answer (a button or ``/approve``/``/deny``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Undecodable:
+class Undecodable(msgspec.Struct, frozen=True):
     """A delivery an adapter could not turn into an ``Inbound`` (a payload shape we do not
     support, a malformed body): recorded with its reason, then acknowledged, never guessed at."""
 
@@ -79,8 +77,7 @@ class Undecodable:
     platform: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(msgspec.Struct, frozen=True):
     """Will never be admitted (unauthorized, invalid, unsupported): acknowledge it upstream, so it
     is not redelivered, and tell the sender ``message`` where the platform can."""
 
@@ -88,8 +85,7 @@ class Refused:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Unavailable:
+class Unavailable(msgspec.Struct, frozen=True):
     """Not committed (the store is down, or the gateway is stopping): do NOT acknowledge; the
     upstream redelivers it (a web client resends, Telegram refetches, the relay replays)."""
 
@@ -116,8 +112,7 @@ class Intake(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class AdapterState:
+class AdapterState(msgspec.Struct, frozen=True):
     connected: bool
     detail: str = ""
 
@@ -365,8 +360,7 @@ class PlatformStores(
     """Every store role a platform may be given; a plugin hands each adapter only the ones it uses."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlatformContext:
+class PlatformContext(msgspec.Struct, frozen=True):
     """What a platform plugin builds its adapters over: the engine's ports and nothing else."""
 
     intake: Intake
@@ -386,7 +380,7 @@ class PlatformContext:
     auth_timeout: float = 10.0
     """Seconds a connection may take to prove who it is (``http.auth_timeout_seconds``): a web
     chat socket without an accepted hello by then is closed."""
-    profiles: Profiles = field(default_factory=Profiles)
+    profiles: Profiles = msgspec.field(default_factory=Profiles)
     """The model profiles (``agent.profiles``): what the API lists and a request's ``model`` picks."""
     media: MediaIntake | None = None
     """Takes in files a platform receives itself (None: ``media.enabled`` is off)."""

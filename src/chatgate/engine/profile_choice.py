@@ -6,7 +6,7 @@ The profile is the one the turn's last event asked for (an API request's ``model
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from chatgate.agents.base import AgentRequest
 from chatgate.domain.profiles import PROFILE_KEY, ModelProfile

@@ -29,8 +29,9 @@ import contextlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
 
 from chatgate.domain.outbound import RateScope
 
@@ -46,8 +47,7 @@ a window measured where the calls arrive must still hold no more than the rate. 
 of the rate at saturation (28.6 of Telegram's 30 calls a second)."""
 
 
-@dataclass(frozen=True, slots=True)
-class PlatformLimits:
+class PlatformLimits(msgspec.Struct, frozen=True):
     chat_min_interval: float = 0.0
     max_rate: float | None = None
     group_max_per_minute: int = 0
@@ -56,8 +56,7 @@ class PlatformLimits:
     """Which chat ids are groups (the adapter knows; the engine does not)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Booking:
+class Booking(msgspec.Struct, frozen=True):
     """A booked slot (``RateBudget.book``): ``wait`` seconds from when it was booked."""
 
     platform: str
@@ -69,24 +68,22 @@ class Booking:
     """The chat's next message slot before this booking (``release`` restores it)."""
 
 
-@dataclass(slots=True)
-class _Chat:
+class _Chat(msgspec.Struct):
     next_message: float = 0.0
     held_until: float = 0.0
-    recent: deque[float] = field(default_factory=deque)
+    recent: deque[float] = msgspec.field(default_factory=deque)
     """Booked message slots of a group chat within the last minute (ascending)."""
 
 
-@dataclass(slots=True)
-class _Platform:
+class _Platform(msgspec.Struct):
     limits: PlatformLimits = PlatformLimits()
-    booked: list[float] = field(default_factory=list)
+    booked: list[float] = msgspec.field(default_factory=list)
     """Booked platform slots not yet long past (ascending)."""
     held_until: float = 0.0
     last_held_chat: str | None = None
     last_held_until: float = 0.0
     last_platform_pause: float = float("-inf")
-    departed: deque[float] = field(default_factory=deque)
+    departed: deque[float] = msgspec.field(default_factory=deque)
     """When calls really went, within the last second (a slot is a plan; a late wake-up is not)."""
 
 
@@ -308,8 +305,7 @@ def _crowded(booked: list[float], slot: float, calls: int, window: float) -> flo
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class RateOverride:
+class RateOverride(msgspec.Struct, frozen=True):
     """An operator's rate limits for one platform (``delivery.rate_limits``); None keeps the adapter's."""
 
     chat_min_interval: float | None = None

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.schedules import (
@@ -37,8 +38,7 @@ class ScheduleSink(Protocol):
     def wake(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ChatScheduleLimits:
+class ChatScheduleLimits(msgspec.Struct, frozen=True):
     min_interval_seconds: float = 60.0
     """The shortest repeat a chat may ask for (a config schedule may go down to 1 s)."""
     max_per_session: int = 20

@@ -13,8 +13,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Protocol
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.inbound import Inbound
@@ -75,8 +77,7 @@ def configured(jobs: Sequence[Schedule], key_for: Callable[[Source], str], now: 
     return rows
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleSettings:
+class ScheduleSettings(msgspec.Struct, frozen=True):
     batch: int = 50
     """Firings handled per pass; a pass that fills it runs again at once."""
     max_sleep: float = 30.0
@@ -86,7 +87,7 @@ class ScheduleSettings:
     """After a storage outage."""
     jobs: tuple[Schedule, ...] = ()
     """The config's schedules (``origin="config"``), completed by ``configured`` at start."""
-    limits: ChatScheduleLimits = field(default_factory=ChatScheduleLimits)
+    limits: ChatScheduleLimits = msgspec.field(default_factory=ChatScheduleLimits)
 
 
 class ScheduleRunner:

@@ -4,16 +4,16 @@ replies to (``DeliveryWorker`` implements it)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol
+
+import msgspec
 
 from chatgate.domain.outbox import OutboxRow
 
 BusyPolicy = Literal["queue", "interrupt"]
 
 
-@dataclass(frozen=True, slots=True)
-class SchedulerSettings:
+class SchedulerSettings(msgspec.Struct, frozen=True):
     max_concurrent_turns: int = 64
     lease_seconds: float = 30.0
     poll_interval: float = 1.0

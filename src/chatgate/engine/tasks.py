@@ -13,8 +13,9 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from chatgate.agents.base import ToolCall, ToolResult, ToolRunner
 from chatgate.domain.background import (
@@ -55,8 +56,7 @@ class TaskStore(Tasks, Transcript, Protocol):
     """Tasks, and the parent's ``session_id`` at dispatch (to tell a ``/new`` afterwards)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TaskSettings:
+class TaskSettings(msgspec.Struct, frozen=True):
     max_running_per_session: int = 10
     """Tasks one session may have running: a bound on what a user or a model can start."""
     delegation: bool = False

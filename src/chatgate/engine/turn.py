@@ -14,8 +14,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Protocol
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.agents.base import (
     Agent,
@@ -63,8 +65,7 @@ log = logging.getLogger(__name__)
 ToolsFactory = Callable[[ToolContext], ToolRunner | None]
 
 
-@dataclass(frozen=True, slots=True)
-class TurnSettings:
+class TurnSettings(msgspec.Struct, frozen=True):
     history_limit: int = 50
     max_attempts: int = 2
     """Deaths blamed on a message (it ran isolated, and the process died) before it is given up."""
@@ -79,14 +80,13 @@ class TurnSettings:
     duplicate_marker: str = "(possible repeat) "
     tool_progress: bool = True
     """Show a running tool as one status line in the preview (``engine/tool_progress.py``)."""
-    personas: Personas = field(default_factory=Personas)
+    personas: Personas = msgspec.field(default_factory=Personas)
     """The operator's system prompt, by platform and chat (``domain/persona.py``)."""
-    profiles: Profiles = field(default_factory=Profiles)
+    profiles: Profiles = msgspec.field(default_factory=Profiles)
     """The model profiles; a turn runs on its session's (``engine/profile_choice.py``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Reply:
+class _Reply(msgspec.Struct, frozen=True):
     text: str
     outcome: str
     preview_message_id: str | None = None

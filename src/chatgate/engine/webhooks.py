@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 from chatgate.domain import bounded_json
 from chatgate.domain.bounded_json import BadJson
@@ -46,8 +47,7 @@ class HookStore(Transcript, OutboxNotices, Protocol):
     """A session target is resolved from its stored source; deliver-only text goes to the outbox."""
 
 
-@dataclass(frozen=True, slots=True)
-class HookRoute:
+class HookRoute(msgspec.Struct, frozen=True):
     name: str
     auth: Literal["hmac", "bearer"]
     secret: bytes
@@ -65,8 +65,7 @@ class HookRoute:
         return f"HookRoute({self.name!r}, {self.auth})"
 
 
-@dataclass(frozen=True, slots=True)
-class HookAnswer:
+class HookAnswer(msgspec.Struct, frozen=True):
     status: int
     body: dict[str, Any]
 

@@ -7,7 +7,7 @@ writer needs no lock); what the transaction records as the reply is this rule.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from chatgate.domain.approvals import ApprovalResolution
 from chatgate.domain.inbox import AdmitRequest

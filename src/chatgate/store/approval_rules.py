@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from chatgate.domain.approvals import ApprovalRecord, ApprovalResolution
 from chatgate.domain.outbox import OutboxDraft
@@ -83,7 +84,7 @@ def _ended(
 ) -> ApprovalRecord:
     return replace(
         rec,
-        state=state,  # type: ignore[arg-type]
+        state=state,
         tier=tier,
         reason=reason,
         answered_by_id=by[0],

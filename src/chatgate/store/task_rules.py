@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from chatgate.domain.background import (
     MAX_RESULT_CHARS,

@@ -15,9 +15,10 @@ import hashlib
 import os
 import stat
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from chatgate.agents.base import ToolCall
 from chatgate.agents.tools.runner import ToolArgumentError
@@ -48,14 +49,12 @@ ATTACH_TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class AttachRequest:
+class AttachRequest(msgspec.Struct, frozen=True):
     path: str
     caption: str
 
 
-@dataclass(frozen=True, slots=True)
-class ReadFile:
+class ReadFile(msgspec.Struct, frozen=True):
     """A file copied to ``scratch`` (for the blob store to take in), hashed and typed by content."""
 
     scratch: str

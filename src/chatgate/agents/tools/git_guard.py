@@ -32,9 +32,10 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+import msgspec
 
 SETTINGS: tuple[tuple[str, str], ...] = (
     ("core.hooksPath", "/dev/null"),  # every hook: /dev/null/<hook> never exists
@@ -141,8 +142,7 @@ exec "$real" "$@"
 """
 
 
-@dataclass(frozen=True, slots=True)
-class GitInstall:
+class GitInstall(msgspec.Struct, frozen=True):
     """The real git and the directory of its own programs (``git --exec-path``)."""
 
     git: str
@@ -171,8 +171,7 @@ def find_git(path: str) -> GitInstall | None:
     return GitInstall(real, exec_path)
 
 
-@dataclass(frozen=True, slots=True)
-class Guard:
+class Guard(msgspec.Struct, frozen=True):
     """One command's guard directory: ``bin/git`` (the guard) and ``libexec`` (the mirror)."""
 
     root: Path

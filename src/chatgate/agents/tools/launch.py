@@ -15,8 +15,9 @@ import contextlib
 import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from chatgate.agents.tools import git_guard
 from chatgate.agents.tools.env import command_env, search_path
@@ -24,8 +25,7 @@ from chatgate.agents.tools.sandbox import BwrapSandbox
 from chatgate.agents.tools.seccomp import NoFilter, unix_socket_filter
 
 
-@dataclass(slots=True)
-class Launch:
+class Launch(msgspec.Struct):
     argv: list[str]
     env: dict[str, str]
     pass_fds: tuple[int, ...] = ()

@@ -19,8 +19,9 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from chatgate.agents.model_images import MAX_IMAGES, base64_bytes
 from chatgate.agents.tools.mcp_settings import McpServerSettings, Policy, bounded, function_name, tool_policy
@@ -39,8 +40,7 @@ CLOSE_GRACE_S = 10.0
 """Beyond the connect timeout, how long a close may take (the SDK's own bounds sum to ~6 s)."""
 
 
-@dataclass(frozen=True, slots=True)
-class McpTool:
+class McpTool(msgspec.Struct, frozen=True):
     """One tool as the model sees it (``exposed``) and as its server names it (``name``)."""
 
     server: str
@@ -64,8 +64,7 @@ class McpTool:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolFile:
+class ToolFile(msgspec.Struct, frozen=True):
     """Bytes a tool produced: an image or audio block, or an embedded binary resource (``file``,
     named by its URI's last segment)."""
 
@@ -74,8 +73,7 @@ class ToolFile:
     name: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class McpOutcome:
+class McpOutcome(msgspec.Struct, frozen=True):
     """What a call gave the model: the (bounded) text, and whether the tool succeeded."""
 
     text: str

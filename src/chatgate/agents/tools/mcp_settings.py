@@ -12,8 +12,9 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 Policy = Literal["ask", "allow", "deny"]
 POLICIES: tuple[Policy, ...] = ("ask", "allow", "deny")
@@ -25,22 +26,21 @@ _FUNCTION_NAME_MAX = 64
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 
 
-@dataclass(frozen=True, slots=True)
-class McpServerSettings:
+class McpServerSettings(msgspec.Struct, frozen=True):
     """One configured server: ``command`` (stdio) or ``url`` (streamable HTTP), not both."""
 
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = msgspec.field(default_factory=dict)
     """The server process's environment on top of the SDK's safe defaults (PATH, HOME...)."""
     cwd: str | None = None
     url: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     """HTTP headers (their values were read from environment variables at start)."""
     policy: Policy | None = None
     """Every tool of this server, unless ``tools`` names it; None: each tool's own tier."""
-    tools: Mapping[str, Policy] = field(default_factory=dict)
+    tools: Mapping[str, Policy] = msgspec.field(default_factory=dict)
     """Per tool (by the server's own name for it), over ``policy``."""
     timeout_s: float = 60.0
     """A call not answered within this long fails (the model is told so)."""

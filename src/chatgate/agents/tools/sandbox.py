@@ -28,9 +28,10 @@ import pwd
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+import msgspec
 
 from chatgate.agents.tools.seccomp import NoFilter, unix_socket_filter
 from chatgate.domain.errors import StartupError
@@ -46,8 +47,7 @@ class SandboxUnavailable(StartupError):
     """The configured sandbox cannot run here; the message says what to do."""
 
 
-@dataclass(frozen=True, slots=True)
-class BwrapSandbox:
+class BwrapSandbox(msgspec.Struct, frozen=True):
     workdir: Path
     network: bool = False
     binary: str = "bwrap"

@@ -15,9 +15,10 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from chatgate.agents.tools.launch import Launch, launched
 from chatgate.agents.tools.sandbox import BwrapSandbox
@@ -47,8 +48,7 @@ SHELL_TOOL_SCHEMA: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ShellResult:
+class ShellResult(msgspec.Struct, frozen=True):
     """What a command did. ``exit_code`` is None when it was killed for timing out;
     negative (``-signal``) when something else killed it. The text the model reads is
     ``agents.tools.runner.format_shell_result``."""

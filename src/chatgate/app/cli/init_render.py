@@ -9,26 +9,25 @@ are their plugins' answers (``Plugin.init_ask``); this module names no platform.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import yaml
 
 from chatgate.app import registry
 from chatgate.platforms.kit.init import InitAnswers
 
 
-@dataclass(slots=True)
-class Answers:
+class Answers(msgspec.Struct):
     agent: str = "echo"
     openai_base_url: str = "https://api.openai.com/v1"
     openai_model: str = "gpt-4o-mini"
     openai_key_env: str = "OPENAI_API_KEY"
-    platforms: list[str] = field(default_factory=lambda: list(registry.ON_BY_DEFAULT))
-    sections: dict[str, InitAnswers] = field(default_factory=dict)
+    platforms: list[str] = msgspec.field(default_factory=lambda: list(registry.ON_BY_DEFAULT))
+    sections: dict[str, InitAnswers] = msgspec.field(default_factory=dict)
     """Each chosen platform's answers, by section name."""
     allow: str = "pairing"
-    allow_users: list[str] = field(default_factory=list)
+    allow_users: list[str] = msgspec.field(default_factory=list)
 
     def secrets(self) -> list[str]:
         """Every variable the answers name (placeholders while the result is validated)."""

@@ -7,7 +7,8 @@ A platform's own rules are its plugin's (``Plugin.check``); these are the core's
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from chatgate.app import registry
 from chatgate.app.config.background import hook_secret_problem
@@ -95,8 +96,7 @@ def served_platforms(config: GatewayConfig) -> list[str]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class Needed:
+class Needed(msgspec.Struct, frozen=True):
     """A secret the config names: the key naming it, the variable, what it holds."""
 
     key: str

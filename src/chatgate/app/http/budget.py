@@ -24,8 +24,9 @@ import ipaddress
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from chatgate.domain.log_budget import LogBudget
 
@@ -34,8 +35,7 @@ SETTLED = 1.0
 """Seconds a connection must have waited before its own address's newcomer may push it out."""
 
 
-@dataclass(frozen=True)
-class ConnectionLimits:
+class ConnectionLimits(msgspec.Struct, frozen=True):
     max_connections: int
     header_timeout: float
     max_unauthenticated: int | None = None

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.shell.allow_defaults import DEFAULT_TABLE
 from chatgate.domain.shell.code_runners import REASON, runs_workdir_code
@@ -34,16 +35,15 @@ _PROGRAM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}|\[")
 _FIELDS = frozenset({"options", "operands", "writes", "asks", "subcommands"})
 
 
-@dataclass(frozen=True, slots=True)
-class ProgramSpec:
+class ProgramSpec(msgspec.Struct, frozen=True):
     """What the analyzer knows about one program (or one subcommand)."""
 
-    options: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, str] = msgspec.field(default_factory=dict)
     """Option -> "" (no argument), "PATH" or "TEXT"."""
     operands: str = "paths"
     writes: bool = False
     asks: bool = False
-    subcommands: Mapping[str, ProgramSpec] = field(default_factory=dict)
+    subcommands: Mapping[str, ProgramSpec] = msgspec.field(default_factory=dict)
 
     @property
     def numeric(self) -> bool:

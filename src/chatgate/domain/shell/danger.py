@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
+
+import msgspec
 
 from chatgate.domain.shell.allow import DEFAULT_ALLOW, AllowList
 from chatgate.domain.shell.proof import prove
@@ -35,8 +36,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-@dataclass(frozen=True, slots=True)
-class DangerRule:
+class DangerRule(msgspec.Struct, frozen=True):
     """One kind of danger: ``pattern`` is searched in every view of a command.
 
     ``max_tier`` is the longest an approval of this rule may be remembered: ``"always"``
@@ -65,8 +65,7 @@ class DangerRule:
             raise ValueError(f"danger rule {self.key!r}: pattern matches the empty string, so every command")
 
 
-@dataclass(frozen=True, slots=True)
-class Assessment:
+class Assessment(msgspec.Struct, frozen=True):
     """What :func:`assess` found; the approval prompt is built from this.
 
     ``unproven`` holds why the command could not be proven safe (empty: proven). A

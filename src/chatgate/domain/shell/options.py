@@ -9,7 +9,8 @@ prefix proves nothing about which option it means.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+import msgspec
 
 from chatgate.domain.shell.allow import ProgramSpec
 from chatgate.domain.shell.strict import shown
@@ -17,15 +18,14 @@ from chatgate.domain.shell.strict import shown
 _NUM = re.compile(r"-[0-9]+")
 
 
-@dataclass(slots=True)
-class Options:
-    canonical: list[str] = field(default_factory=list)
+class Options(msgspec.Struct):
+    canonical: list[str] = msgspec.field(default_factory=list)
     """The arguments with long-option prefixes spelled in full (up to the stop, if any)."""
-    operands: list[str] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
+    operands: list[str] = msgspec.field(default_factory=list)
+    paths: list[str] = msgspec.field(default_factory=list)
     """Values of options that take a ``PATH``."""
-    texts: dict[str, list[str]] = field(default_factory=dict)
-    reasons: list[str] = field(default_factory=list)
+    texts: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    reasons: list[str] = msgspec.field(default_factory=list)
 
     def value(self, option: str, kind: str, value: str) -> None:
         if kind == "PATH":

@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import posixpath
 import re
-from dataclasses import dataclass, field
+
+import msgspec
 
 from chatgate.domain.shell import code_runners
 from chatgate.domain.shell.allow import AllowList, ProgramSpec
@@ -47,8 +48,7 @@ _DEVICES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/stdin"})
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Proof:
+class Proof(msgspec.Struct, frozen=True):
     """``reasons`` empty: proven. ``views``: each command in canonical form, for the rules."""
 
     views: tuple[str, ...]
@@ -59,14 +59,13 @@ class Proof:
         return not self.reasons
 
 
-@dataclass(slots=True)
-class _State:
+class _State(msgspec.Struct):
     workdir: str
     allow: AllowList
-    cwds: list[str] = field(default_factory=list)
-    vars: dict[str, str] = field(default_factory=dict)
-    views: list[str] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
+    cwds: list[str] = msgspec.field(default_factory=list)
+    vars: dict[str, str] = msgspec.field(default_factory=dict)
+    views: list[str] = msgspec.field(default_factory=list)
+    reasons: list[str] = msgspec.field(default_factory=list)
     git: bool = False
     """The current command runs ``git``."""
     writes: bool = False

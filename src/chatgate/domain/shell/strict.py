@@ -10,7 +10,8 @@ the simple redirections, and refuses everything else with a reason a person can 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from chatgate.domain.errors import ChatgateError
 
@@ -20,8 +21,7 @@ Part = tuple[str, str]
 Word = tuple[Part, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Tok:
+class Tok(msgspec.Struct, frozen=True):
     kind: str  # "w" word, "o" operator, "r" redirection
     word: Word = ()
     op: str = ""

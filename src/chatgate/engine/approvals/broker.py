@@ -23,9 +23,11 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.errors import StoreUnavailable
@@ -52,8 +54,7 @@ from chatgate.engine.ports import Adapter, AnswerFeedback, prompting
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class _Waiter:
+class _Waiter(msgspec.Struct):
     future: asyncio.Future[ApprovalRecord]
     session_key: str
     message_id: str | None = None

@@ -8,7 +8,8 @@ recorded outcome.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from chatgate.domain.approvals import ApprovalRecord
 from chatgate.domain.errors import ChatgateError
@@ -28,17 +29,16 @@ from chatgate.domain.source import Source
 from chatgate.engine.ports import AnswerFeedback
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalSettings:
+class ApprovalSettings(msgspec.Struct, frozen=True):
     timeout_s: float = 300.0
-    approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    approvers: Mapping[str, frozenset[str]] = msgspec.field(default_factory=dict)
     """Per platform, the user ids who may answer any prompt of that platform's chats
     (besides the person whose message started the turn)."""
     rules: tuple[DangerRule, ...] = ()
     """Extra danger rules (config), checked after the built-in ones."""
     render_timeout_s: float = 10.0
     """Longest wait for an adapter to show or update a prompt."""
-    allow: AllowList = field(default_factory=lambda: DEFAULT_ALLOW)
+    allow: AllowList = msgspec.field(default_factory=lambda: DEFAULT_ALLOW)
     """Programs a command may use and still run unasked (``approvals.allow``). The sandbox
     proves nothing: it confines what an approved command can change (issue 27)."""
 
@@ -52,8 +52,7 @@ class AnswerRefused(ChatgateError):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class Answerer:
+class Answerer(msgspec.Struct, frozen=True):
     """Who answered, and from which chat."""
 
     platform: str
@@ -179,8 +178,7 @@ def notice_draft(record: ApprovalRecord, idem_key: str, text: str) -> OutboxDraf
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ToolContext:
+class ToolContext(msgspec.Struct, frozen=True):
     """Who and where a turn's tool calls are for: the session, and the requester (the
     sender of the turn's last message), whose chat sees the prompts."""
 
@@ -190,12 +188,11 @@ class ToolContext:
     source: Source
     reply_to: str | None
     target: Mapping[str, str]
-    files: list[OutFile] = field(default_factory=list)
+    files: list[OutFile] = msgspec.field(default_factory=list)
     """Files the turn's tools attached to its reply (``attach_file``), in order."""
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     run: bool
     reason: str = ""
     """For a call that does not run: what the model (and through it the chat) is told."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import msgspec
 
 from chatgate.agents.base import ToolCall, ToolResult, ToolRunner
 from chatgate.agents.tools.attach import (
@@ -37,8 +38,7 @@ class BlobSink(Protocol):
     async def put_blob(self, sha: str, path: str) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class AttachSettings:
+class AttachSettings(msgspec.Struct, frozen=True):
     """``attach_file``: where its copies stream before the blob store takes them, and its limit."""
 
     blobs: BlobSink

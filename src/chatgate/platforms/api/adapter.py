@@ -11,8 +11,9 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
+
+import msgspec
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord, hash_token, token_key_id
 from chatgate.domain.errors import StoreUnavailable
@@ -52,8 +53,7 @@ FILE_MAX_BYTES = 100 * 1024 * 1024
 _REFUSED_STATUS = {"unauthorized": 403, "pairing_required": 403, "not_allowed": 403}
 
 
-@dataclass(frozen=True, slots=True)
-class ApiSettings:
+class ApiSettings(msgspec.Struct, frozen=True):
     model: str = "chatgate"
     env_token: str | None = None
     """Set for ``key_storage: env``: the only accepted bearer token."""
@@ -62,7 +62,7 @@ class ApiSettings:
     max_waiting: int = 256
     client_system: str = "append"
     """``append``, ``replace`` or ``ignore`` the client's system messages (``asks.instructions``)."""
-    keys: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    keys: dict[str, tuple[str | None, str | None]] = msgspec.field(default_factory=dict)
     """Key id to its own persona and rule (None: the defaults)."""
     profiles: tuple[str, ...] = ()
     """The model profiles a request's ``model`` may name besides ``model`` (none with one profile)."""

@@ -14,8 +14,9 @@ import re
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from chatgate.domain.api_keys import ApiExchange, ApiKeyRecord
 from chatgate.domain.inbound import Attachment, Inbound
@@ -55,8 +56,7 @@ def chat_for(key_id: str, conversation: str | None, delivery_id: str) -> str:
     return f"{key_id}/c:{conversation}" if conversation is not None else f"{key_id}/r:{delivery_id}"
 
 
-@dataclass(frozen=True, slots=True)
-class Ask:
+class Ask(msgspec.Struct, frozen=True):
     key: ApiKeyRecord
     delivery_id: str
     chat_id: str
@@ -146,14 +146,13 @@ def _reused_for(existing: ApiExchange, ask: Ask) -> str | None:
 _PATHS = {"chat": "POST /v1/chat/completions", "responses": "POST /v1/responses"}
 
 
-@dataclass(slots=True)
-class Started:
+class Started(msgspec.Struct):
     """An admitted request with its waiter; ``existing`` is what a retry found already stored."""
 
     ask: Ask
     waiter: Waiter
     existing: ApiExchange | None
-    created: int = field(default_factory=lambda: int(time.time()))
+    created: int = msgspec.field(default_factory=lambda: int(time.time()))
     base: str = ""
     """The API's own URL as the client reached it: where the answer's file links point."""
 
@@ -184,23 +183,19 @@ async def begin(adapter: ApiAdapter, ask: Ask, base: str = "") -> Started:
     return Started(ask, waiter, existing, created, base)
 
 
-@dataclass(frozen=True, slots=True)
-class Draft:
+class Draft(msgspec.Struct, frozen=True):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(msgspec.Struct, frozen=True):
     body: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Keepalive:
+class Keepalive(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class Done:
+class Done(msgspec.Struct, frozen=True):
     exchange: ApiExchange | None
     text: str
 
@@ -209,8 +204,7 @@ class Done:
         return self.exchange.state if self.exchange is not None else "completed"
 
 
-@dataclass(frozen=True, slots=True)
-class Closed:
+class Closed(msgspec.Struct, frozen=True):
     code: str
     reason: str
 

@@ -15,8 +15,10 @@ never admitted and never recorded, like any other talk in a channel the bot can 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.domain.edits import EDIT_OF
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound
@@ -31,8 +33,7 @@ PERSON_MESSAGE_TYPES = frozenset({0, 19})
 """A plain message and a reply; joins, pins, boosts and the like are not for the agent."""
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelInfo:
+class ChannelInfo(msgspec.Struct, frozen=True):
     """What the adapter knows of a channel (from discord.py's cache, or ``GET /channels/{id}``)."""
 
     id: str
@@ -45,8 +46,7 @@ class ChannelInfo:
     parent_name: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Addressing:
+class Addressing(msgspec.Struct, frozen=True):
     """Which messages are for the bot (``platforms.discord``)."""
 
     bot_id: str
@@ -56,8 +56,7 @@ class Addressing:
     """Empty: every channel the bot can read (DMs are never filtered by channel)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Bad:
+class Bad(msgspec.Struct, frozen=True):
     """A message we cannot use (malformed, too long): recorded with its reason."""
 
     reason: str

@@ -13,8 +13,9 @@ channel instead, the same as after the token expired).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.engine.ports import Admitted, IntakeAnswer, Refused
 
@@ -46,8 +47,7 @@ def response_for(answer: IntakeAnswer | None) -> dict[str, Any] | None:
     return {"type": DEFERRED_MESSAGE}
 
 
-@dataclass(frozen=True, slots=True)
-class FollowUp:
+class FollowUp(msgspec.Struct, frozen=True):
     token: str
     expires: float
 

@@ -24,8 +24,9 @@ body becomes an ``UnsupportedInteraction`` with its reason; this function never 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.command_options import ASK, command_text
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound, InboundKind
@@ -61,20 +62,18 @@ OPTION_KINDS = {6: "user", 7: "channel", 8: "role", 9: "mentionable", 11: "attac
 ACTION_ROW, TEXT_DISPLAY, LABEL, FILE_UPLOAD = 1, 10, 18, 19
 
 
-@dataclass(frozen=True, slots=True)
-class UnsupportedInteraction:
+class UnsupportedInteraction(msgspec.Struct, frozen=True):
     reason: str
     action_id: str | None
     """The interaction id when it could be read, so the rejection can be recorded."""
 
 
-@dataclass(slots=True)
-class _Decoded:
+class _Decoded(msgspec.Struct):
     kind: InboundKind
     text: str
     payload: dict[str, Any]
     reply_to: str | None = None
-    attachments: list[Attachment] = field(default_factory=list)
+    attachments: list[Attachment] = msgspec.field(default_factory=list)
 
 
 def _render(value: Any) -> str:

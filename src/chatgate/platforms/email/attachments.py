@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from chatgate.domain.media import MediaRefused
 from chatgate.platforms.email.imap import ImapConnection, ImapError
@@ -29,8 +30,7 @@ _REF = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PartRef:
+class PartRef(msgspec.Struct, frozen=True):
     base: str
     uidvalidity: int
     uid: int

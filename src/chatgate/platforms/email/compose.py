@@ -11,17 +11,17 @@ from talking to each other forever.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formataddr, formatdate
+
+import msgspec
 
 from chatgate.platforms.email.threads import MAX_IDS
 
 _RE = re.compile(r"^\s*((re|aw|sv|antw|fwd?)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class Parent:
+class Parent(msgspec.Struct, frozen=True):
     """What a reply needs of the mail it answers."""
 
     message_id: str

@@ -11,7 +11,7 @@ not bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Attachment, Inbound
 from chatgate.domain.source import Source
@@ -24,8 +24,7 @@ PLATFORM = "email"
 TRANSPORT = "email"
 
 
-@dataclass(frozen=True, slots=True)
-class Where:
+class Where(msgspec.Struct, frozen=True):
     """Where a mail sits: the mailbox it was read from, and its place there."""
 
     address: str

@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import re
 import ssl
-from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from chatgate.domain.errors import ChatgateError
 
@@ -34,21 +35,18 @@ class ImapError(ChatgateError):
     """An IMAP command failed or the connection is gone; safe to log."""
 
 
-@dataclass(frozen=True, slots=True)
-class Selected:
+class Selected(msgspec.Struct, frozen=True):
     uidvalidity: int
     uidnext: int
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(msgspec.Struct, frozen=True):
     uid: int
     size: int
     internaldate: float
 
 
-@dataclass(slots=True)
-class TlsHolder:
+class TlsHolder(msgspec.Struct):
     """The TLS context both connections use, made once by the adapter's start (off the loop)."""
 
     context: ssl.SSLContext | None = None
@@ -57,8 +55,7 @@ class TlsHolder:
         return self.context if self.context is not None else ssl.create_default_context()
 
 
-@dataclass(frozen=True, slots=True)
-class ImapSettings:
+class ImapSettings(msgspec.Struct, frozen=True):
     host: str
     port: int
     tls: bool

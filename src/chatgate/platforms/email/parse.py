@@ -9,10 +9,11 @@ header. A mail the parser cannot read at all is an error value, never an excepti
 from __future__ import annotations
 
 import email.policy
-from dataclasses import dataclass, field
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import parseaddr
+
+import msgspec
 
 from chatgate.platforms.email.text import html_to_text, what_they_wrote
 from chatgate.platforms.email.threads import ids_in
@@ -28,8 +29,7 @@ _BULK = frozenset({"bulk", "list", "junk", "auto_reply", "autoreply"})
 _DAEMONS = ("mailer-daemon", "postmaster", "noreply", "no-reply", "do-not-reply", "donotreply")
 
 
-@dataclass(frozen=True, slots=True)
-class Part:
+class Part(msgspec.Struct, frozen=True):
     """An attachment, kept as a reference: where it is, not its bytes."""
 
     index: str
@@ -39,8 +39,7 @@ class Part:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class Mail:
+class Mail(msgspec.Struct, frozen=True):
     message_id: str
     in_reply_to: list[str]
     references: list[str]
@@ -50,10 +49,10 @@ class Mail:
     subject: str
     text: str
     """What the person wrote: text, or HTML reduced to text, without quoted history or signature."""
-    attachments: list[Part] = field(default_factory=list)
+    attachments: list[Part] = msgspec.field(default_factory=list)
     automatic: str | None = None
     """Why this mail must never be answered (an auto-reply, a bounce, a list), or None."""
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     """Bounds that were hit while reading (parts skipped, attachments dropped), for the log."""
 
 
@@ -110,14 +109,13 @@ def _decoded(part: Message) -> str:
     return text[:MAX_BODY_CHARS]
 
 
-@dataclass(slots=True)
-class _Walk:
+class _Walk(msgspec.Struct):
     max_depth: int
     max_attachments: int
-    plain: list[str] = field(default_factory=list)
-    html: list[str] = field(default_factory=list)
-    attachments: list[Part] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    plain: list[str] = msgspec.field(default_factory=list)
+    html: list[str] = msgspec.field(default_factory=list)
+    attachments: list[Part] = msgspec.field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     seen: int = 0
 
     def walk(self, part: Message, index: str, depth: int) -> None:

@@ -27,9 +27,10 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime
+
+import msgspec
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.store_roles import Cursors
@@ -48,8 +49,7 @@ the server's clock is not ours."""
 MAX_BACKOFF = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class Cursor:
+class Cursor(msgspec.Struct, frozen=True):
     uidvalidity: int
     uid: int
     at: float
@@ -70,8 +70,7 @@ class Cursor:
             return None
 
 
-@dataclass(frozen=True, slots=True)
-class Fetched:
+class Fetched(msgspec.Struct, frozen=True):
     """One new mail as the handler gets it."""
 
     envelope: Envelope
@@ -86,8 +85,7 @@ Handler = Callable[[list[Fetched]], Awaitable[int | None]]
 """Admit a batch; return the lowest UID that must be read again (not committed), or None."""
 
 
-@dataclass(frozen=True, slots=True)
-class ReaderSettings:
+class ReaderSettings(msgspec.Struct, frozen=True):
     mailbox: str
     cursor_name: str
     max_bytes: int

@@ -14,8 +14,9 @@ transaction into the next reply. What each failure means:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from email.message import EmailMessage
+
+import msgspec
 
 from chatgate.domain.outbound import Ambiguous, Delivered, DeliveryResult, Rejected, RetryLater
 from chatgate.platforms.email.imap import TlsHolder
@@ -23,8 +24,7 @@ from chatgate.platforms.email.imap import TlsHolder
 TIMEOUT = 30.0
 
 
-@dataclass(frozen=True, slots=True)
-class SmtpSettings:
+class SmtpSettings(msgspec.Struct, frozen=True):
     host: str
     port: int
     security: str

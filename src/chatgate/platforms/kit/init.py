@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import msgspec
 
 from chatgate.domain.errors import ChatgateError
 from chatgate.platforms.kit.section import env_var_name
@@ -29,15 +30,14 @@ class CheckFailed(ChatgateError):
     """A live check did not pass; the message says why and what to do."""
 
 
-@dataclass(slots=True)
-class InitAnswers:
+class InitAnswers(msgspec.Struct):
     """What a plugin's questions produce."""
 
     section: dict[str, Any]
     """Keys written under ``platforms.<name>`` (over the file's current ones)."""
-    secrets: list[str] = field(default_factory=list)
+    secrets: list[str] = msgspec.field(default_factory=list)
     """The environment variables the section names (placeholders while the result is validated)."""
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     """Lines shown after the file is written ("Chat with it: https://t.me/...")."""
 
 

@@ -13,8 +13,9 @@ import argparse
 import importlib.util
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
+
+import msgspec
 
 from chatgate.domain.access import PlatformAccess
 from chatgate.domain.errors import ConfigError
@@ -28,8 +29,7 @@ if TYPE_CHECKING:
 SectionT = TypeVar("SectionT", bound=PlatformSection)
 
 
-@dataclass(frozen=True, slots=True)
-class Extra:
+class Extra(msgspec.Struct, frozen=True):
     """The pip extra a platform needs beyond the defaults, and the modules it installs."""
 
     name: str
@@ -44,8 +44,7 @@ class Extra:
         return f"{what} needs `pip install 'chatgate[{self.name}]'` (the {module} package is not installed)"
 
 
-@dataclass(frozen=True, slots=True)
-class Secret:
+class Secret(msgspec.Struct, frozen=True):
     """A ``*_env`` key of a section: the variable it names must hold a value when enabled."""
 
     key: str
@@ -56,8 +55,7 @@ class Secret:
     """What the variable holds and where it comes from ("the token from @BotFather")."""
 
 
-@dataclass(frozen=True, slots=True)
-class CoreView:
+class CoreView(msgspec.Struct, frozen=True):
     """What of the core config a platform may read (its checks and access rules)."""
 
     http_host: str = "127.0.0.1"
@@ -68,8 +66,7 @@ class CoreView:
     """``delivery.send_timeout_seconds``: a platform call not answered within this is ambiguous."""
 
 
-@dataclass(frozen=True, slots=True)
-class Credential:
+class Credential(msgspec.Struct, frozen=True):
     """A platform credential one process may use at a time, across state directories."""
 
     kind: str
@@ -78,15 +75,14 @@ class Credential:
     """What it is, for the error a second process gets ("bot token")."""
 
 
-@dataclass(slots=True)
-class PlatformBuild:
+class PlatformBuild(msgspec.Struct):
     """What a plugin's ``build`` gives the gateway."""
 
-    adapters: list[Adapter] = field(default_factory=list)
-    credentials: list[Credential] = field(default_factory=list)
-    routes: list[BaseRoute] = field(default_factory=list)
+    adapters: list[Adapter] = msgspec.field(default_factory=list)
+    credentials: list[Credential] = msgspec.field(default_factory=list)
+    routes: list[BaseRoute] = msgspec.field(default_factory=list)
     """Routes of the gateway's HTTP app: a page and its socket, ``/v1/...``, an events endpoint."""
-    preflight: list[Callable[[], Awaitable[str | None]]] = field(default_factory=list)
+    preflight: list[Callable[[], Awaitable[str | None]]] = msgspec.field(default_factory=list)
     """Checks run once the store is open, before anything is served: a problem refuses the
     start-up with its message (accounts with no users)."""
     allowed_origins: frozenset[str] = frozenset()
@@ -104,8 +100,7 @@ Purpose = Literal["read", "change", "create"]
 """What a command does with the store: ``create`` makes an empty state first if there is none."""
 
 
-@dataclass(frozen=True, slots=True)
-class CommandTools:
+class CommandTools(msgspec.Struct, frozen=True):
     """What the ``chatgate`` command lends a platform's own subcommands (``chatgate user``)."""
 
     common: Callable[[argparse.ArgumentParser], None]

@@ -20,10 +20,10 @@ import ipaddress
 import socket
 import ssl
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import h11
+import msgspec
 
 from chatgate.domain.media import MediaRefused
 
@@ -33,8 +33,7 @@ READ_BYTES = 64 * 1024
 _REDIRECTS = {301, 302, 303, 307, 308}
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     scheme: str
     host: str
     port: int

@@ -13,10 +13,11 @@ a transaction of the row's own so the homeserver deduplicates a resend.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from chatgate.domain.errors import NotSent, PlatformCallError, StoreUnavailable
 from chatgate.domain.inbound import Attachment
@@ -120,7 +121,7 @@ class MatrixAdapter(ForwardsToOutbound[MatrixOutbound]):
         off mid-request, an answerless failure retried for nothing)."""
         limit = await api.upload_limit()
         if limit is not None:
-            self.capabilities = dataclasses.replace(type(self).capabilities, max_upload_bytes=limit)
+            self.capabilities = msgspec.structs.replace(type(self).capabilities, max_upload_bytes=limit)
             log.info("Matrix: the homeserver takes uploads up to %s", human_size(limit))
 
     async def _call(self, method: str, where: str, body: Any = None, **options: Any) -> dict[str, Any]:

@@ -15,8 +15,9 @@ bots send) and the bot's own events are skipped too, so two bots never talk in a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.commands import parse_command
 from chatgate.domain.edits import EDIT_OF
@@ -30,8 +31,7 @@ MEDIA = {"m.image": "image", "m.file": "document", "m.audio": "audio", "m.video"
 TEXT_TYPES = frozenset({"m.text", "m.emote"})
 
 
-@dataclass(frozen=True, slots=True)
-class RoomInfo:
+class RoomInfo(msgspec.Struct, frozen=True):
     """What the adapter knows of a room (from /sync state, or read once from the homeserver)."""
 
     room_id: str
@@ -46,8 +46,7 @@ class RoomInfo:
         return self.direct or 0 < self.members <= 2
 
 
-@dataclass(frozen=True, slots=True)
-class Addressing:
+class Addressing(msgspec.Struct, frozen=True):
     """Which messages are for the bot (``platforms.matrix``)."""
 
     bot_id: str
@@ -56,8 +55,7 @@ class Addressing:
     free_response_rooms: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class Bad:
+class Bad(msgspec.Struct, frozen=True):
     """An event we cannot use (malformed, too long): recorded with its reason."""
 
     reason: str

@@ -17,8 +17,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Inbound
@@ -52,8 +53,7 @@ MAX_JOIN_WAIT = 30.0
 Call = Callable[..., Awaitable[dict[str, Any]]]
 
 
-@dataclass(frozen=True, slots=True)
-class JoinPolicy:
+class JoinPolicy(msgspec.Struct, frozen=True):
     mode: str
     """``allowed``, ``anyone`` or ``off`` (``platforms.matrix.auto_join``)."""
     allow_all: bool

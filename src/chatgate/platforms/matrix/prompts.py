@@ -10,8 +10,9 @@ restart, when no process remembers sending it, is still read right.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.prompts import OPTION_IDS, PROMPT_ID_RE, Prompt
@@ -28,8 +29,7 @@ def bare(key: str) -> str:
     return key.replace("\ufe0f", "").strip()
 
 
-@dataclass(frozen=True, slots=True)
-class PromptRef:
+class PromptRef(msgspec.Struct, frozen=True):
     """What a prompt event says about itself: its id and its answers by reaction."""
 
     prompt_id: str

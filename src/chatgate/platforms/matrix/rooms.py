@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from chatgate.domain.errors import PlatformCallError
 from chatgate.platforms.matrix.decode import RoomInfo

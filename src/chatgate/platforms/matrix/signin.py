@@ -6,8 +6,9 @@ homeserver that is down when the gateway starts delays Matrix, not the gateway."
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.store_roles import Cursors
@@ -17,8 +18,7 @@ if TYPE_CHECKING:
     from chatgate.platforms.matrix.api import MatrixApi
 
 
-@dataclass(frozen=True, slots=True)
-class SignedIn:
+class SignedIn(msgspec.Struct, frozen=True):
     user_id: str
     display_name: str | None
     namespace: str

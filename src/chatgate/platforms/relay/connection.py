@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
@@ -56,8 +57,7 @@ UNAUTHORIZED = 4401
 EXPIRED_REASON = "expired"
 
 
-@dataclass(frozen=True, slots=True)
-class RelaySettings:
+class RelaySettings(msgspec.Struct, frozen=True):
     url: str
     gateway_id: str
     secret: str
@@ -74,21 +74,18 @@ class RelaySettings:
     """Fetch a ``media_urls`` URL on a private or loopback address (``media.py``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class OpResult:
+class OpResult(msgspec.Struct, frozen=True):
     success: bool
     message_id: str | None = None
     error: str | None = None
     retry_after: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Unsent:
+class Unsent(msgspec.Struct, frozen=True):
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class NoResult:
+class NoResult(msgspec.Struct, frozen=True):
     reason: str
 
 

@@ -10,9 +10,9 @@ or says why it is not one; ``encode`` writes an outgoing frame.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter, ValidationError
 
 from chatgate.platforms.relay.frames import INTAKE_TYPES, Incoming, Outgoing, describe, read_buffer_id
@@ -27,8 +27,7 @@ _NOT_PARSED = frozenset({"json_invalid", "string_unicode"})
 """Errors of the fast parser itself (not of a frame's fields): the standard parser has the last word."""
 
 
-@dataclass(frozen=True, slots=True)
-class BadFrame:
+class BadFrame(msgspec.Struct, frozen=True):
     """A line that is not a usable frame, with why (logged and counted by the reader).
 
     ``frame_type`` is set when the line was a JSON object with a known ``type``; for an

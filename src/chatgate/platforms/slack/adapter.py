@@ -16,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec.structs import replace
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.log_budget import LogBudget
@@ -69,8 +72,7 @@ log = logging.getLogger(__name__)
 REFUSED_TEXT = "Sorry, you are not allowed to use this bot."
 
 
-@dataclass(frozen=True, slots=True)
-class SlackSettings:
+class SlackSettings(msgspec.Struct, frozen=True):
     """The Slack section with the secrets its ``*_env`` keys name, read from the environment."""
 
     section: SlackSection

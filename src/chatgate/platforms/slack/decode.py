@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.edits import EDIT_OF
 from chatgate.domain.inbound import MAX_TEXT_CHARS, Inbound
@@ -38,8 +39,7 @@ TEXT_SUBTYPES = frozenset({"thread_broadcast", "file_share", "me_message"})
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 
 
-@dataclass(frozen=True, slots=True)
-class IntakeRules:
+class IntakeRules(msgspec.Struct, frozen=True):
     """Which channel messages reach the agent (DMs always do, subject to access)."""
 
     bot_user_id: str

@@ -15,9 +15,10 @@ import hashlib
 import hmac
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
+
+import msgspec
 
 from chatgate.domain import bounded_json
 from chatgate.domain.bounded_json import BadJson
@@ -37,8 +38,7 @@ WINDOW_SECONDS = 300
 """Slack's own rule: a request signed more than five minutes from now is refused."""
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(msgspec.Struct, frozen=True):
     status: int
     code: str
     reason: str

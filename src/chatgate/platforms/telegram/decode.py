@@ -24,8 +24,9 @@ callback query id, ``message_ref`` the message the button is attached to, and
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from chatgate.domain.inbound import Attachment, Inbound
 from chatgate.domain.prompts import parse_prompt_token
@@ -37,15 +38,13 @@ TRANSPORT = "telegram"
 ALLOWED_UPDATES = ["message", "callback_query"]
 
 
-@dataclass(frozen=True, slots=True)
-class Decoded:
+class Decoded(msgspec.Struct, frozen=True):
     inbound: Inbound
     callback_id: str | None = None
     """Set for a button press: the query to answer once admission decided."""
 
 
-@dataclass(frozen=True, slots=True)
-class UnsupportedUpdate:
+class UnsupportedUpdate(msgspec.Struct, frozen=True):
     reason: str
     callback_id: str | None = None
 

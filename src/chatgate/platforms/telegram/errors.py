@@ -19,8 +19,9 @@ token is redacted by the caller).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.media import FileBody
@@ -32,8 +33,7 @@ class Call(Protocol):
     async def __call__(self, method: str, request_timeout: float, /, **params: Any) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class FilePart:
+class FilePart(msgspec.Struct, frozen=True):
     """A file an upload carries: its name and type as Telegram is told them, and its stored body."""
 
     name: str

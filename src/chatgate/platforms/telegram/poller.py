@@ -29,9 +29,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from pydantic import ValidationError
 
 from chatgate.domain.errors import ChatgateError, MaybeSent, StoreUnavailable
@@ -47,8 +47,7 @@ timeout while one waits to be stored: getUpdates takes whole seconds)."""
 REQUEST_TIMEOUT = 20
 
 
-@dataclass(frozen=True, slots=True)
-class Raw:
+class Raw(msgspec.Struct, frozen=True):
     """One entry of a getUpdates answer: decoded, or the reason it could not be."""
 
     update_id: int

@@ -26,7 +26,8 @@ from __future__ import annotations
 import bisect
 import html
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)[^`\n]*$")
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
@@ -72,8 +73,7 @@ def _render_line(line: str) -> str:
     return _Inline(line).render() if line else ""
 
 
-@dataclass(frozen=True, slots=True)
-class _Atom:
+class _Atom(msgspec.Struct, frozen=True):
     end: int
     html: str
 

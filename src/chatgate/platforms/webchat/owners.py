@@ -12,9 +12,9 @@ loopback name, so a DNS-rebinding page (a name of the attacker's) is refused too
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 from starlette.requests import HTTPConnection
 
 from chatgate.platforms.kit.origins import names_this_host, origin_allowed
@@ -25,8 +25,7 @@ TOKEN_HEADER = "x-chatgate-token"
 MAX_USER_ID_CHARS = 200
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
+class Owner(msgspec.Struct, frozen=True):
     user_id: str
     name: str
     """For the log: the account's name, or the browser's user id."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import msgspec
 from starlette.requests import HTTPConnection
 
 from chatgate.domain.accounts import SignedIn, csrf_matches, hash_secret, session_id_of
@@ -27,8 +27,7 @@ COOKIE = "chatgate_session"
 CSRF_HEADER = "x-csrf-token"
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(msgspec.Struct, frozen=True):
     status: int
     code: str
     message: str

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, ClaimTerms, QueuedItem, TurnContext

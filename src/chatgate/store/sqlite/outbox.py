@@ -13,8 +13,9 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import cast
+
+from msgspec.structs import replace
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus, Undelivered

@@ -24,8 +24,9 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
 from chatgate.store.sqlite.space import SpareSpace, is_disk_full
@@ -35,8 +36,7 @@ T = TypeVar("T")
 WriteFn = Callable[[sqlite3.Connection], Any]
 
 
-@dataclass(slots=True)
-class _Write:
+class _Write(msgspec.Struct):
     fn: WriteFn
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
