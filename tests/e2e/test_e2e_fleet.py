@@ -18,6 +18,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,18 @@ KILLS = int(os.environ.get("FLEET_KILLS", "5"))
 DB_RESTARTS = int(os.environ.get("FLEET_DB_RESTARTS", "2"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(max(600, CHATS * PER_CHAT // 5 + 30 * KILLS))]
 LAUNCHER = [sys.executable, str(Path(__file__).parents[1] / "support" / "recording_agent.py")]
+
+
+def _troubles(fleet: list[GatewayProcess]) -> str:
+    """The warnings and errors each process logged, for a failure that one process ran no turn."""
+    lines = []
+    for i, gateway in enumerate(fleet):
+        for log in sorted(gateway.tmp.glob("gateway-*.log")):
+            found = [
+                x for x in log.read_text(errors="replace").splitlines() if "WARNING" in x or "ERROR" in x
+            ]
+            lines += [f"p{i} {log.name}: {x[:300]}" for x in found[-15:]]
+    return "\n".join(lines)
 
 
 def overlaps(journal: list[dict[str, object]], ended_at: dict[int, float]) -> list[str]:
@@ -215,5 +228,8 @@ async def chaos(
     )
     assert (finals["n"], finals["d"]) == (total, total), context
     turns = read_journal(str(journal))
-    assert len({int(e["pid"]) for e in turns}) >= PROCESSES, "every process ran turns"  # type: ignore[arg-type]
+    ran = Counter(int(e["pid"]) for e in turns if e["ev"] == "start")  # type: ignore[call-overload]
+    assert len(ran) >= PROCESSES, (
+        f"every process ran turns: {sorted(ran.items())} {context}\n{_troubles(fleet)}"
+    )
     assert overlaps(turns, ended_at) == [], context
