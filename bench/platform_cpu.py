@@ -15,6 +15,10 @@ pushed at ``--rate`` a second over ``--channels`` channels (DMs on Slack, free-r
 guild channels on Discord), and the subject's CPU (``psutil``: user + system of that process
 alone, so other load does not count) is read from before the first push until every message
 was answered. Subjects alternate (bare, gateway, bare, ...) for ``--runs`` rounds.
+``--baseline-src DIR`` adds a third subject, ``baseline``: the same gateway importing chatgate
+from another checkout's ``src/`` (before a change, say), in the same rotation, and
+``gateway_to_baseline`` per platform. A start-only comparison: ``--messages 5 --channels 5
+--settle 0.3 --runs 8``.
 
 Each run also reads ``start_to_connect_s``, from the exec to the fake seeing the subject's
 IDENTIFY (Discord) or its Socket Mode connection said hello (Slack; polled every 10 ms), and
@@ -162,6 +166,8 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
         env |= {**SLACK_ENV, DISCORD_TOKEN_ENV: DISCORD_TOKEN}
         env |= {"BENCH_SLACK_BOT_TOKEN": BOT_TOKEN, "BENCH_SLACK_APP_TOKEN": APP_TOKEN}
         env |= {"BENCH_DISCORD_TOKEN": DISCORD_TOKEN}
+        if subject == "baseline":  # the gateway from another checkout's src/ (``--baseline-src``)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (args.baseline_src, env.get("PYTHONPATH")) if p)
         err = (tmp / "subject.log").open("wb")
         execed = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
@@ -206,9 +212,9 @@ def _median(runs: list[dict[str, Any]], key: str) -> float | None:
     return round(statistics.median(values), 3) if values else None
 
 
-def _ratio(summary: dict[str, Any], key: str) -> float | None:
-    gateway, bare = summary["gateway"][key], summary["bare"][key]
-    return round(gateway / bare, 2) if gateway is not None and bare else None
+def _ratio(summary: dict[str, Any], key: str, against: str = "bare") -> float | None:
+    gateway, other = summary["gateway"][key], summary[against][key]
+    return round(gateway / other, 2) if gateway is not None and other else None
 
 
 async def main_async(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
@@ -218,12 +224,13 @@ async def main_async(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
         "byte_compiled": not args.no_compile,
     }
     if not args.no_compile:
-        byte_compile(args.python, [str(ROOT / "src")])
+        byte_compile(args.python, [str(ROOT / "src"), *([args.baseline_src] if args.baseline_src else [])])
+    subjects = ["bare", "gateway", *(["baseline"] if args.baseline_src else [])]
     ok = True
     for platform in args.platforms.split(","):
-        runs: dict[str, list[dict[str, Any]]] = {"bare": [], "gateway": []}
+        runs: dict[str, list[dict[str, Any]]] = {s: [] for s in subjects}
         for rep in range(args.runs):
-            for subject in ("bare", "gateway"):
+            for subject in subjects:
                 print(f"[platform_cpu] {platform} run {rep + 1}/{args.runs}: {subject}", file=sys.stderr)
                 result = await one_run(platform, subject, args)
                 ok = ok and result["answered"] == args.messages
@@ -234,6 +241,8 @@ async def main_async(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
         summary["ratio"] = _ratio(summary, "cpu_ms_per_message")
         summary["start_ratio"] = _ratio(summary, "start_to_connect_s")
         summary["rss_ratio"] = _ratio(summary, "peak_rss_mb")
+        if args.baseline_src:
+            summary["gateway_to_baseline"] = {k: _ratio(summary, k, "baseline") for k in FIGURES}
         out[platform] = summary
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     return out, ok
@@ -251,6 +260,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last reply")
     parser.add_argument("--python", default=sys.executable, help="the subjects' interpreter")
     parser.add_argument("--no-compile", action="store_true", help="do not byte-compile src/ first")
+    parser.add_argument("--baseline-src", default=None, help="also run a gateway from this checkout's src/")
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     args = parser.parse_args()
     if args.quick:
