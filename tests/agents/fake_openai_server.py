@@ -1,4 +1,4 @@
-"""A scriptable OpenAI-compatible server on 127.0.0.1 for testing real SDK clients.
+"""A scriptable OpenAI-compatible server on 127.0.0.1 for testing real clients (the agent's, the SDK).
 
 It runs uvicorn on its own event loop in a background thread, so the test's
 event loop holds only client-side tasks and a test can prove that a client
@@ -55,7 +55,7 @@ class Fail:
     type: str = "server_error"
     code: str | None = None
     retry_after_ms: int | None = None
-    """Sent as ``retry-after-ms`` so SDK retries in tests need not wait long."""
+    """Sent as ``retry-after-ms`` so retries in tests need not wait long."""
 
 
 @dataclass(frozen=True)

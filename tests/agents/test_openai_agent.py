@@ -1,4 +1,4 @@
-"""OpenAIAgent against a real local HTTP server, through the real openai SDK."""
+"""OpenAIAgent against a real local HTTP server (its own aiohttp client; the SDK only checks the fake)."""
 
 from __future__ import annotations
 
@@ -141,10 +141,10 @@ async def test_http_401_yields_non_retryable_agent_error(
 
     assert error.retryable is False
     assert "401" in error.message
-    assert len(server.requests) == 1  # auth failures are not retried by the SDK either
+    assert len(server.requests) == 1  # an auth failure is not transient: not retried
 
 
-async def test_sdk_retries_transient_500_within_max_retries_then_streams_normally(
+async def test_client_retries_transient_500_within_max_retries_then_streams_normally(
     server: FakeOpenAIServer, make_agent: AgentFactory
 ) -> None:
     server.script(Fail(500, "blip", retry_after_ms=10), Reply("recovered", chunks=3))

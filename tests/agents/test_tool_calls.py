@@ -1,4 +1,4 @@
-"""The OpenAI agent's tool loop, against the fake server through the real openai SDK."""
+"""The OpenAI agent's tool loop, against the fake server over real HTTP."""
 
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ async def collect(agent: OpenAIAgent, request: AgentRequest) -> list[AgentEvent]
 async def lingering_tasks(before: set[asyncio.Task[Any]]) -> set[asyncio.Task[Any]]:
     """Tasks started since ``before`` that are still running after a bounded chance to end.
 
-    After a stream reaches ``[DONE]`` the openai SDK leaves its SSE reader generator open;
-    when the garbage collector finds it, asyncio starts a short task that closes it. That
-    task is not ours and ends by itself, so the property is: nothing stays behind.
+    An async generator a library leaves open (the openai SDK's SSE reader did, after
+    ``[DONE]``) is closed by a short task asyncio starts when the garbage collector finds it.
+    Such a task is not ours and ends by itself, so the property is: nothing stays behind.
     """
     gc.collect()
     extra = asyncio.all_tasks() - before

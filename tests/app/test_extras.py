@@ -42,12 +42,12 @@ def check_without(module: str, config: dict, tmp_path: Path) -> subprocess.Compl
             "platforms.telegram.enabled: Telegram needs `pip install 'chatgate[telegram]'`",
         ),
         (
-            "openai",
+            "aiohttp",  # the OpenAI-compatible agent's client (agents/model_http.py)
             {"agent": {"kind": "openai"}},
             "agent.kind: the openai agent needs `pip install 'chatgate[openai]'`",
         ),
         (
-            "openai",
+            "aiohttp",
             {"media": {"voice": {"transcription": "openai"}}},
             "media.voice.transcription: the openai transcription needs `pip install 'chatgate[openai]'`",
         ),
@@ -63,5 +63,5 @@ def test_a_feature_without_its_extra_is_a_config_error_naming_the_extra(module, 
 def test_the_defaults_need_no_extra(tmp_path):
     done = check_without("aiohttp", {}, tmp_path)
     assert done.returncode == 0, done.stderr
-    done = check_without("openai", {}, tmp_path)
+    done = check_without("asyncpg", {}, tmp_path)
     assert done.returncode == 0, done.stderr

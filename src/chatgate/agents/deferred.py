@@ -1,8 +1,10 @@
-"""An agent built in a worker thread, so that a slow SDK import does not delay the platforms.
+"""An agent built in a worker thread, so that its imports do not delay the platforms.
 
-Importing the OpenAI SDK costs 1-1.4 s of CPU (``openai.types`` defines hundreds of
-pydantic models); done in ``Gateway.__init__`` it delayed the first Telegram poll,
-and so every restart's downtime, by that much. ``DeferredAgent`` starts the build
+An agent's client can be slow to import: the OpenAI SDK the OpenAI-compatible agent used
+to be built on cost 1-1.4 s of CPU (``openai.types`` defines hundreds of pydantic
+models), and done in ``Gateway.__init__`` it delayed the first Telegram poll, and so
+every restart's downtime, by that much. Its own client (``model_http.py``) is light, but
+any agent's first turn may still wait for its build. ``DeferredAgent`` starts the build
 in a thread when the gateway starts (``warm``) and hands a turn to the real agent
 once it exists; a turn that starts earlier waits for it. A build that fails ends
 every turn with a non-retryable ``AgentFailed`` naming the reason (and is logged once).

@@ -1,17 +1,21 @@
 """What a failed model call means: a short reason for humans, and whether retrying can help.
 
-Kept apart from the agent because the SDK's exception types, and one quirk of its aiohttp
-transport, are facts about the SDK, not about the tool loop.
+Kept apart from the agent: the client's error types (``model_http.py``) are facts about HTTP,
+not about the tool loop.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-import aiohttp
-import openai
-
 from chatgate.agents.base import FailureKind
+from chatgate.agents.model_http import (
+    ModelCallError,
+    ModelStatusError,
+    ModelStreamError,
+    ModelTimeout,
+    ModelUnreachable,
+)
 
 MAX_REASON_CHARS = 300
 
@@ -31,18 +35,15 @@ _UNAVAILABLE_STATUSES = frozenset({429, 502, 503})
 
 def describe(exc: Exception, timeout_s: float) -> Failure:
     """A short reason for the operator, whether retrying may succeed, and the kind of failure."""
-    if isinstance(exc, openai.APITimeoutError) and not _refused(exc):
+    if isinstance(exc, ModelTimeout):
         return Failure(f"model endpoint timed out (no data for {timeout_s:g}s)", True, "timeout")
-    if isinstance(exc, openai.APIConnectionError):
-        refusal = _refusal(exc)
-        if refusal is not None:  # the aiohttp transport calls a refusal a timeout, with "ssl:default"
-            return Failure(f"model endpoint refused the connection ({refusal.os_error})", True, "unavailable")
-        cause = exc.__cause__
-        detail = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
-        return Failure(f"could not reach model endpoint ({detail})", True, "unavailable")
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        reason = _body_message(exc.body) or exc.response.reason_phrase or "error"
+    if isinstance(exc, ModelUnreachable):
+        if exc.refused:
+            return Failure(f"model endpoint refused the connection ({exc})", True, "unavailable")
+        return Failure(f"could not reach model endpoint ({exc})", True, "unavailable")
+    if isinstance(exc, ModelStatusError):
+        status = exc.status
+        reason = _body_message(exc.body) or exc.reason or "error"
         # 408 is a timeout reported by the server; same remedy as 429/5xx.
         retryable = status in (408, 429) or status >= 500
         kind: FailureKind = "failed"
@@ -51,26 +52,12 @@ def describe(exc: Exception, timeout_s: float) -> Failure:
         elif status in _UNAVAILABLE_STATUSES:
             kind = "unavailable"
         return Failure(f"HTTP {status} from model endpoint: {reason}", retryable, kind)
-    if isinstance(exc, openai.APIError):
+    if isinstance(exc, ModelStreamError):
         # An error event inside an otherwise successful stream; no status to judge by.
-        return Failure(f"model endpoint reported an error mid-stream: {exc.message}", False, "failed")
+        return Failure(f"model endpoint reported an error mid-stream: {exc}", False, "failed")
+    if isinstance(exc, ModelCallError):
+        return Failure(f"model call failed ({exc})", False, "failed")
     return Failure(f"model call failed ({type(exc).__name__}: {exc})", False, "failed")
-
-
-def _refused(exc: BaseException) -> bool:
-    """Whether the connection was refused or unreachable, which the aiohttp transport reports as a
-    connect *timeout* (its exception map picks the first match, ``ClientConnectionError``)."""
-    return _refusal(exc) is not None
-
-
-def _refusal(exc: BaseException) -> aiohttp.ClientConnectorError | None:
-    cause = exc.__cause__
-    while cause is not None:
-        timed_out = isinstance(cause, aiohttp.ServerTimeoutError)
-        if isinstance(cause, aiohttp.ClientConnectorError) and not timed_out:
-            return cause
-        cause = cause.__cause__
-    return None
 
 
 def _body_message(body: object) -> str | None:

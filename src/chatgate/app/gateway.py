@@ -269,7 +269,7 @@ class Gateway:
         await self.fleet_credentials.announce(self.adapters)
         life.opened("intake", self._stop_intake)  # the first to go: nothing new is acknowledged
         if isinstance(self.agent, DeferredAgent):
-            self.agent.warm()  # after the adapters: their first poll does not wait for an SDK import
+            self.agent.warm()  # after the adapters: their first poll does not wait for the agent's imports
         self.approvals.render_all(expired_prompts)
 
     async def _take_fleet_credentials(self) -> set[str]:

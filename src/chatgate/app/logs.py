@@ -145,8 +145,8 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler, LAST_PROBLEM]
     root.setLevel(level)
-    # Libraries log every request (uvicorn each WebSocket open/close, httpx and the OpenAI SDK
-    # each HTTP call, aiohttp its access lines) at INFO: noise for an operator, kept for DEBUG.
+    # Libraries log every request (uvicorn each WebSocket open/close, httpx each HTTP call,
+    # aiohttp its access lines) at INFO: noise for an operator, kept for DEBUG.
     quiet = logging.DEBUG if level == "DEBUG" else logging.WARNING
     for name in LIBRARY_CHATTER:
         logging.getLogger(name).setLevel(quiet)
@@ -156,7 +156,7 @@ def setup_logging(level: str, fmt: LogFormat = "text") -> None:
 LIBRARY_CHATTER = (
     "uvicorn.access", "uvicorn.error", "openai", "aiohttp", "httpx", "httpcore", "httpx2", "httpcore2",
 )  # fmt: skip
-"""Library loggers quiet below WARNING unless debugging. The OpenAI SDK may run on httpx or on
-its successor httpx2 (logger "httpx2": one "HTTP Request: ..." line per model call), so both."""
+"""Library loggers quiet below WARNING unless debugging. httpx and its successor httpx2 (the
+MCP client's) log one "HTTP Request: ..." line per call, so both."""
 STRANGER_FACING = ("uvicorn.error", "asyncio")
 """Library loggers whose lines strangers can cause, budgeted by ``LibraryBudget``."""

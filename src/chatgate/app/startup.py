@@ -25,8 +25,8 @@ def build_agent(config: GatewayConfig) -> Agent:
         named = {DEFAULT_PROFILE: config.agent.openai, **config.agent.profiles}
         keys = {name: _api_key(name, profile) for name, profile in named.items()}
 
-        def build() -> Agent:  # imports the OpenAI SDK (~1 s of CPU): in a thread, after start
-            from chatgate.agents.openai_agent import OpenAIAgent  # the SDK, in a thread after start
+        def build() -> Agent:  # imports the agent and its client: in a thread, after start
+            from chatgate.agents.openai_agent import OpenAIAgent  # in a thread, after start
 
             agents: dict[str, Agent] = {
                 name: OpenAIAgent(

@@ -3,9 +3,9 @@
 ``embedded`` is PocketSphinx, whose wheel ships an English acoustic model and dictionary: it
 needs no download at run time and sends the audio nowhere. ``openai`` posts the decoded audio
 (as a 16 kHz WAV) to an OpenAI-compatible ``/v1/audio/transcriptions`` endpoint. Both run off
-the event loop (decoding and PocketSphinx in a thread of their own, the endpoint over the async
-SDK), within ``media.voice.timeout_seconds``. A failure is the voice note's only: its record
-keeps the reason, and the model and the user read it.
+the event loop (decoding and PocketSphinx in a thread of their own, the endpoint over
+aiohttp), within ``media.voice.timeout_seconds``. A failure is the voice note's only: its
+record keeps the reason, and the model and the user read it.
 """
 
 from __future__ import annotations
@@ -88,21 +88,36 @@ class Transcriber:
 
     async def _openai(self, pcm: bytes) -> str:
         try:
-            import openai  # the openai extra (a config without it is refused at start-up)
+            import aiohttp  # the openai extra, as the client below: only a transcription needs it
+
+            from chatgate.agents.model_http import ModelCallError, ModelEndpoint, ModelStatusError  # ditto
         except ImportError:
             raise MediaRefused("the openai transcription needs chatgate[openai] installed") from None
         key = os.environ.get(self.settings.api_key_env, "")
         if not key:
             raise MediaRefused(f"{self.settings.api_key_env} is not set (media.voice.openai.api_key_env)")
         wav = await self._run(wav_bytes, pcm)
-        extra: dict[str, Any] = {"language": self.settings.language} if self.settings.language else {}
-        async with openai.AsyncOpenAI(base_url=self.settings.base_url, api_key=key, max_retries=1) as client:
-            try:
-                result = await client.audio.transcriptions.create(
-                    model=self.settings.model, file=("voice.wav", wav, "audio/wav"), **extra
-                )
-            except openai.APIStatusError as exc:
-                raise MediaRefused(f"the transcription service answered HTTP {exc.status_code}") from None
-            except openai.APIError as exc:
-                raise MediaRefused(f"the transcription service failed ({type(exc).__name__})") from None
-        return str(result.text)
+
+        def form() -> aiohttp.FormData:
+            fields = aiohttp.FormData()
+            fields.add_field("model", self.settings.model)
+            if self.settings.language:
+                fields.add_field("language", self.settings.language)
+            fields.add_field("file", wav, filename="voice.wav", content_type="audio/wav")
+            return fields
+
+        endpoint = ModelEndpoint(
+            self.settings.base_url, key, timeout_s=self.settings.timeout_seconds, max_retries=1
+        )
+        try:
+            result = await endpoint.post_form("/audio/transcriptions", form)
+        except ModelStatusError as exc:
+            raise MediaRefused(f"the transcription service answered HTTP {exc.status}") from None
+        except ModelCallError as exc:
+            raise MediaRefused(f"the transcription service failed ({type(exc).__name__})") from None
+        finally:
+            await endpoint.aclose()
+        text = result.get("text") if isinstance(result, dict) else None
+        if not isinstance(text, str):
+            raise MediaRefused("the transcription service answered without a text")
+        return text

@@ -17,7 +17,8 @@ from chatgate.platforms.kit.plugin import Extra
 if TYPE_CHECKING:
     from chatgate.app.config.model import GatewayConfig
 
-OPENAI = Extra("openai", ("openai",))
+OPENAI = Extra("openai", ("aiohttp",))
+"""The OpenAI-compatible agent and transcription speak HTTP on aiohttp (``agents/model_http.py``)."""
 POSTGRES = Extra("postgres", ("asyncpg",))
 MCP = Extra("mcp", ("mcp",))
 

@@ -9,8 +9,8 @@ failure is one of the ``errors.py`` classes (``ApiRefused``, ``NotSent``, ``Mayb
 
 aiohttp, not httpx, by measurement: against the Bot API double one sendMessage cost
 0.21 ms of CPU with aiohttp's client and 1.8-2.7 ms with httpx's (h11 parses in pure
-Python), and the gateway makes two or three such calls per message. The OpenAI SDK
-loads aiohttp too once it is installed, so with that agent it costs nothing extra.
+Python), and the gateway makes two or three such calls per message. The OpenAI-compatible
+agent's client is on aiohttp too, so with that agent it costs nothing extra.
 """
 
 from __future__ import annotations

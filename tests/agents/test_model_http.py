@@ -1,0 +1,269 @@
+"""The agent's HTTP client against a real aiohttp server on 127.0.0.1 that answers as a test
+scripts it: the SSE framing servers really send, error events mid-stream, and the SDK's retry
+rules (``retry-after``, ``x-should-retry``) that the client keeps."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from chatgate.agents.base import AgentFailed, AgentRequest, Final, TextDelta, TurnMessage
+from chatgate.agents.model_http import (
+    MAX_RETRY_AFTER,
+    ModelCallError,
+    ModelEndpoint,
+    ModelStatusError,
+    ModelStreamError,
+)
+from chatgate.agents.openai_agent import OpenAIAgent
+from chatgate.agents.sse import Event, EventTooLarge, SseDecoder
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+FRAMES = (
+    b": keep-alive\r\n"
+    b'data: {"choices": [{"delta": {"content": "Hel"}}]}\r\n\r\n'
+    b"event: note\n"
+    b"data: first line\n"
+    b"data: second line\n\n"
+    b'data:{"choices": [{"delta": {"content": "lo"}}]}\r\r'
+    b"data: [DONE]\n\n"
+)
+WHOLE = [
+    Event(None, b'{"choices": [{"delta": {"content": "Hel"}}]}'),
+    Event("note", b"first line\nsecond line"),
+    Event(None, b'{"choices": [{"delta": {"content": "lo"}}]}'),
+    Event(None, b"[DONE]"),
+]
+
+
+def test_the_decoder_finds_the_same_events_wherever_the_reads_split_the_stream() -> None:
+    assert SseDecoder().feed(FRAMES) == WHOLE
+    for size in range(1, len(FRAMES) + 1):
+        decoder = SseDecoder()
+        events = [e for i in range(0, len(FRAMES), size) for e in decoder.feed(FRAMES[i : i + size])]
+        assert events == WHOLE, size
+    rng = random.Random(7)
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(1, len(FRAMES)), 12))
+        decoder = SseDecoder()
+        pieces = [FRAMES[a:b] for a, b in zip([0, *cuts], [*cuts, len(FRAMES)], strict=True)]
+        assert [e for piece in pieces for e in decoder.feed(piece)] == WHOLE, cuts
+
+
+def test_an_event_that_never_ends_is_refused_at_the_bound() -> None:
+    decoder = SseDecoder(max_event_bytes=1000)
+    decoder.feed(b"data: " + b"x" * 900 + b"\n")
+    with pytest.raises(EventTooLarge):
+        for _ in range(10):
+            decoder.feed(b"y" * 50)  # one line that never ends
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
+    runners: list[web.AppRunner] = []
+
+    async def start(handler: Handler) -> str:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        runners.append(runner)
+        port = runner.addresses[0][1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()
+
+
+def request() -> AgentRequest:
+    return AgentRequest(
+        system="s", history=(), messages=(TurnMessage(text="hi"),), model_input="hi", session_key="t:s"
+    )
+
+
+async def test_an_error_event_after_some_text_fails_the_turn_with_the_servers_message(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    async def handler(req: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(req)
+        await response.write(b'data: {"choices": [{"delta": {"content": "partial"}}]}\n\n')
+        await response.write(b'data: {"error": {"message": "the model is overloaded"}}\n\n')
+        return response
+
+    agent = OpenAIAgent(base_url=await serve(handler), model="m", api_key="sk-test", max_retries=0)
+    try:
+        events = [event async for event in agent.stream(request())]
+    finally:
+        await agent.aclose()
+    assert events[0] == TextDelta("partial")
+    (failure,) = events[1:]
+    assert isinstance(failure, AgentFailed)
+    assert failure.message == "model endpoint reported an error mid-stream: the model is overloaded"
+    assert not failure.retryable
+
+
+async def test_crlf_framing_and_comments_stream_the_same_text(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    async def handler(req: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(req)
+        for i in range(0, len(FRAMES), 7):  # small writes: the client reads them as they come
+            await response.write(FRAMES[i : i + 7].replace(b"event: note", b"event: ping"))
+        return response
+
+    agent = OpenAIAgent(base_url=await serve(handler), model="m", api_key="sk-test", max_retries=0)
+    try:
+        events = [event async for event in agent.stream(request())]
+    finally:
+        await agent.aclose()
+    # The named ``ping`` event carries no JSON: the stream fails there, after the first delta.
+    assert events[0] == TextDelta("Hel")
+    assert isinstance(events[1], AgentFailed) and "not JSON" in events[1].message
+
+
+async def test_a_retry_after_is_waited_for_then_the_call_streams(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    arrivals: list[float] = []
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        arrivals.append(time.monotonic())
+        if len(arrivals) == 1:
+            return web.json_response(
+                {"error": {"message": "slow down"}}, status=429, headers={"retry-after-ms": "300"}
+            )
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(req)
+        await response.write(b'data: {"choices": [{"delta": {"content": "ok"}}]}\n\ndata: [DONE]\n\n')
+        return response
+
+    agent = OpenAIAgent(base_url=await serve(handler), model="m", api_key="sk-test", max_retries=2)
+    try:
+        events = [event async for event in agent.stream(request())]
+    finally:
+        await agent.aclose()
+    assert events == [TextDelta("ok"), Final("ok")]
+    assert len(arrivals) == 2
+    assert arrivals[1] - arrivals[0] >= 0.29  # the server's 300 ms, not the 0.5-s backoff's jitter
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [
+        (503, {"x-should-retry": "false"}),  # the server says not to
+        (429, {"retry-after": str(int(MAX_RETRY_AFTER) + 60)}),  # longer than a turn should wait
+        (400, {}),  # not a transient status
+    ],
+)
+async def test_what_the_server_says_not_to_retry_is_asked_once(
+    serve: Callable[[Handler], Awaitable[str]], status: int, headers: dict[str, str]
+) -> None:
+    calls = 0
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        nonlocal calls
+        calls += 1
+        return web.json_response({"error": {"message": "no"}}, status=status, headers=headers)
+
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=2)
+    try:
+        with pytest.raises(ModelStatusError) as raised:
+            await endpoint.stream("/chat/completions", {"model": "m"})
+    finally:
+        await endpoint.aclose()
+    assert calls == 1
+    assert raised.value.status == status
+    assert raised.value.body == {"error": {"message": "no"}}
+
+
+async def test_x_should_retry_true_retries_even_a_client_error(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    calls = 0
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        nonlocal calls
+        calls += 1
+        return web.json_response(
+            {"error": "busy"}, status=400, headers={"x-should-retry": "true", "retry-after": "0.05"}
+        )
+
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=2)
+    try:
+        with pytest.raises(ModelStatusError):
+            await endpoint.stream("/chat/completions", {"model": "m"})
+    finally:
+        await endpoint.aclose()
+    assert calls == 3  # the first try and both retries
+
+
+async def test_a_huge_error_body_is_read_only_up_to_its_bound(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    async def handler(req: web.Request) -> web.StreamResponse:
+        return web.Response(status=500, body=b"x" * (5 * 1024 * 1024))
+
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=0)
+    try:
+        with pytest.raises(ModelStatusError) as raised:
+            await endpoint.stream("/chat/completions", {"model": "m"})
+    finally:
+        await endpoint.aclose()
+    assert isinstance(raised.value.body, str) and len(raised.value.body) == 64 * 1024
+
+
+async def test_a_chunk_that_is_not_json_fails_the_stream(serve: Callable[[Handler], Awaitable[str]]) -> None:
+    async def handler(req: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(req)
+        await response.write(b"data: {not json\n\n")
+        return response
+
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=0)
+    stream = await endpoint.stream("/chat/completions", {"model": "m"})
+    try:
+        with pytest.raises(ModelStreamError, match="not JSON"):
+            await anext(stream)
+    finally:
+        await stream.close()
+        await endpoint.aclose()
+
+
+async def test_the_environments_proxy_carries_the_calls_and_no_proxy_bypasses_it(
+    serve: Callable[[Handler], Awaitable[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hosts: list[str] = []
+
+    async def proxy(req: web.Request) -> web.StreamResponse:
+        hosts.append(req.host)  # a proxy is asked for the endpoint's host, not its own
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(req)
+        await response.write(b'data: {"choices": [{"delta": {"content": "via"}}]}\n\ndata: [DONE]\n\n')
+        return response
+
+    proxy_base = await serve(proxy)
+    monkeypatch.setenv("HTTP_PROXY", proxy_base.removesuffix("/v1"))
+    monkeypatch.setenv("NO_PROXY", "direct.invalid")
+    endpoint = ModelEndpoint("http://model.invalid/v1", "sk-test", timeout_s=5.0, max_retries=0)
+    bypassed = ModelEndpoint("http://direct.invalid/v1", "sk-test", timeout_s=5.0, max_retries=0)
+    try:
+        stream = await endpoint.stream("/chat/completions", {"model": "m"})
+        chunks = [chunk async for chunk in stream]
+        await stream.close()
+        with pytest.raises(ModelCallError):  # straight to a host that does not exist
+            await bypassed.stream("/chat/completions", {"model": "m"})
+    finally:
+        await endpoint.aclose()
+        await bypassed.aclose()
+    assert chunks == [{"choices": [{"delta": {"content": "via"}}]}]
+    assert hosts == ["model.invalid"]
