@@ -7,7 +7,9 @@ Three clients stream the same reply from the project's fake OpenAI-compatible se
 - ``sdk_create_httpx``: the SDK's typed ``chat.completions.create`` on its default httpx
   transport (what the openai agent used before);
 - ``sdk_post_aiohttp``: the SDK's low-level ``post`` with plain-dict chunks on its aiohttp
-  transport (what the openai agent uses now: ``agents/openai_agent.py``);
+  transport (what the openai agent used until it got its own client);
+- ``agent_client``: ``chatgate.agents.model_http.ModelEndpoint``, the agent's client now
+  (one aiohttp POST, the SDK's retry rules, an SSE decoder, typed errors);
 - ``bare_aiohttp``: a hand-written aiohttp request and SSE split, no SDK (the floor).
 
 CPU is this thread's (``time.thread_time``), so other load on the machine does not count.
@@ -31,6 +33,8 @@ from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "agents"))
 from fake_openai_server import API_KEY, FakeOpenAIServer, Reply
+
+from chatgate.agents.model_http import ModelEndpoint
 
 REPLY = "Sure: here is a short answer from the model."
 MESSAGES = [
@@ -56,6 +60,18 @@ async def sdk_post(client: AsyncOpenAI) -> str:
     async for chunk in stream:
         for choice in chunk.get("choices") or ():  # type: ignore[attr-defined]
             parts.append((choice.get("delta") or {}).get("content") or "")
+    return "".join(parts)
+
+
+async def agent_client(endpoint: ModelEndpoint) -> str:
+    stream = await endpoint.stream("/chat/completions", {"model": "m", "messages": MESSAGES, "stream": True})
+    parts: list[str] = []
+    try:
+        async for chunk in stream:
+            for choice in chunk.get("choices") or ():
+                parts.append((choice.get("delta") or {}).get("content") or "")
+    finally:
+        await stream.close()
     return "".join(parts)
 
 
@@ -92,16 +108,19 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
             lean = AsyncOpenAI(
                 base_url=server.base_url, api_key=API_KEY, max_retries=0, http_client=DefaultAioHttpClient()
             )
+            endpoint = ModelEndpoint(server.base_url, API_KEY, timeout_s=60.0, max_retries=0)
             async with aiohttp.ClientSession() as session:
                 subjects: dict[str, Callable[[], Awaitable[str]]] = {
                     "sdk_create_httpx": functools.partial(sdk_create, typed),
                     "sdk_post_aiohttp": functools.partial(sdk_post, lean),
+                    "agent_client": functools.partial(agent_client, endpoint),
                     "bare_aiohttp": functools.partial(bare, session, server.base_url),
                 }
                 for name, call in subjects.items():
                     figures.setdefault(name, []).append(await cpu_ms_per_call(call, args.calls))
             await typed.close()
             await lean.close()
+            await endpoint.aclose()
     finally:
         server.stop()
     medians = {name: round(statistics.median(values), 3) for name, values in figures.items()}

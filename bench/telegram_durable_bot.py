@@ -3,8 +3,8 @@
 
 Like ``telegram_echo_bot.py`` (the gateway's own Bot API client, long polling, a batch's
 updates answered concurrently), but each text message also costs what durability and an
-agent cannot do without: one call to the same OpenAI-compatible model through the same SDK
-path as the gateway's agent (the low-level ``post`` on its aiohttp transport, streamed),
+agent cannot do without: one call to the same OpenAI-compatible model through the same
+client as the gateway's agent (``chatgate.agents.model_http``: one streamed POST on aiohttp),
 then one SQLite commit at ``synchronous=FULL`` in WAL mode (the message and its answer, on
 a thread of its own) before ``sendMessage``; the offset advances after the batch's answers.
 No sessions, history, outbox or retries.
@@ -23,8 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from openai import AsyncOpenAI, AsyncStream, DefaultAioHttpClient
-
+from chatgate.agents.model_http import ModelEndpoint
 from chatgate.platforms.telegram.botapi import BotApi
 
 
@@ -57,19 +56,20 @@ class Journal:
         self._conn.close()
 
 
-async def ask(model: AsyncOpenAI, text: str) -> str:
+async def ask(model: ModelEndpoint, text: str) -> str:
     body = {"model": "bench", "messages": [{"role": "user", "content": text}], "stream": True}
-    chunks = await model.post(
-        "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=AsyncStream[object]
-    )
+    chunks = await model.stream("/chat/completions", body)
     parts: list[str] = []
-    async for chunk in chunks:
-        if isinstance(chunk, dict):
-            parts.extend((c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or [])
+    try:
+        async for chunk in chunks:
+            if isinstance(chunk, dict):
+                parts.extend((c.get("delta") or {}).get("content") or "" for c in chunk.get("choices") or [])
+    finally:
+        await chunks.close()
     return "".join(parts)
 
 
-async def answer(api: BotApi, model: AsyncOpenAI, journal: Journal, update: dict[str, Any]) -> None:
+async def answer(api: BotApi, model: ModelEndpoint, journal: Journal, update: dict[str, Any]) -> None:
     message = update.get("message") or {}
     if "text" not in message:
         return
@@ -81,9 +81,7 @@ async def answer(api: BotApi, model: AsyncOpenAI, journal: Journal, update: dict
 
 async def main(base: str, model_base: str, db_path: str) -> None:
     api = BotApi(os.environ["BENCH_TELEGRAM_TOKEN"], base)
-    model = AsyncOpenAI(
-        base_url=model_base, api_key=os.environ["BENCH_OPENAI_KEY"], http_client=DefaultAioHttpClient()
-    )
+    model = ModelEndpoint(model_base, os.environ["BENCH_OPENAI_KEY"], timeout_s=120.0, max_retries=2)
     journal = Journal(db_path)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -101,7 +99,7 @@ async def main(base: str, model_base: str, db_path: str) -> None:
     await asyncio.wait({task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
     task.cancel()
     await api.aclose()
-    await model.close()
+    await model.aclose()
     journal.close()
 
 
