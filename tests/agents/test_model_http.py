@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
-from chatgate.agents.base import AgentFailed, AgentRequest, Final, TextDelta, TurnMessage
+from chatgate.agents.base import AgentEvent, AgentFailed, AgentRequest, Final, TextDelta, TurnMessage
 from chatgate.agents.model_http import (
     MAX_RETRY_AFTER,
     ModelCallError,
@@ -83,27 +83,49 @@ async def serve() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
         await runner.cleanup()
 
 
-def request() -> AgentRequest:
-    return AgentRequest(
+async def sse(req: web.Request, *writes: bytes) -> web.StreamResponse:
+    """An event-stream answer made of ``writes``, each its own write to the socket."""
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(req)
+    for data in writes:
+        await response.write(data)
+    return response
+
+
+async def agent_events(base_url: str, max_retries: int = 0) -> list[AgentEvent]:
+    """Every event of one turn of an ``OpenAIAgent`` aimed at ``base_url``."""
+    request = AgentRequest(
         system="s", history=(), messages=(TurnMessage(text="hi"),), model_input="hi", session_key="t:s"
     )
+    agent = OpenAIAgent(base_url=base_url, model="m", api_key="sk-test", max_retries=max_retries)
+    try:
+        return [event async for event in agent.stream(request)]
+    finally:
+        await agent.aclose()
+
+
+async def refusal(base_url: str, max_retries: int) -> ModelStatusError:
+    """The error a streamed call to ``base_url`` ends with (it must end with one)."""
+    endpoint = ModelEndpoint(base_url, "sk-test", timeout_s=5.0, max_retries=max_retries)
+    try:
+        with pytest.raises(ModelStatusError) as raised:
+            await endpoint.stream("/chat/completions", {"model": "m"})
+    finally:
+        await endpoint.aclose()
+    return raised.value
 
 
 async def test_an_error_event_after_some_text_fails_the_turn_with_the_servers_message(
     serve: Callable[[Handler], Awaitable[str]],
 ) -> None:
     async def handler(req: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(req)
-        await response.write(b'data: {"choices": [{"delta": {"content": "partial"}}]}\n\n')
-        await response.write(b'data: {"error": {"message": "the model is overloaded"}}\n\n')
-        return response
+        return await sse(
+            req,
+            b'data: {"choices": [{"delta": {"content": "partial"}}]}\n\n',
+            b'data: {"error": {"message": "the model is overloaded"}}\n\n',
+        )
 
-    agent = OpenAIAgent(base_url=await serve(handler), model="m", api_key="sk-test", max_retries=0)
-    try:
-        events = [event async for event in agent.stream(request())]
-    finally:
-        await agent.aclose()
+    events = await agent_events(await serve(handler))
     assert events[0] == TextDelta("partial")
     (failure,) = events[1:]
     assert isinstance(failure, AgentFailed)
@@ -115,17 +137,11 @@ async def test_crlf_framing_and_comments_stream_the_same_text(
     serve: Callable[[Handler], Awaitable[str]],
 ) -> None:
     async def handler(req: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(req)
-        for i in range(0, len(FRAMES), 7):  # small writes: the client reads them as they come
-            await response.write(FRAMES[i : i + 7].replace(b"event: note", b"event: ping"))
-        return response
+        frames = FRAMES.replace(b"event: note", b"event: ping")
+        # Small writes: the client reads them as they come, split anywhere.
+        return await sse(req, *(frames[i : i + 7] for i in range(0, len(frames), 7)))
 
-    agent = OpenAIAgent(base_url=await serve(handler), model="m", api_key="sk-test", max_retries=0)
-    try:
-        events = [event async for event in agent.stream(request())]
-    finally:
-        await agent.aclose()
+    events = await agent_events(await serve(handler))
     # The named ``ping`` event carries no JSON: the stream fails there, after the first delta.
     assert events[0] == TextDelta("Hel")
     assert isinstance(events[1], AgentFailed) and "not JSON" in events[1].message
@@ -140,21 +156,14 @@ async def test_a_retry_after_is_waited_for_then_the_call_streams(
         arrivals.append(time.monotonic())
         if len(arrivals) == 1:
             return web.json_response(
-                {"error": {"message": "slow down"}}, status=429, headers={"retry-after-ms": "300"}
+                {"error": {"message": "slow down"}}, status=429, headers={"retry-after-ms": "1500"}
             )
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(req)
-        await response.write(b'data: {"choices": [{"delta": {"content": "ok"}}]}\n\ndata: [DONE]\n\n')
-        return response
+        return await sse(req, b'data: {"choices": [{"delta": {"content": "ok"}}]}\n\ndata: [DONE]\n\n')
 
-    agent = OpenAIAgent(base_url=await serve(handler), model="m", api_key="sk-test", max_retries=2)
-    try:
-        events = [event async for event in agent.stream(request())]
-    finally:
-        await agent.aclose()
+    events = await agent_events(await serve(handler), max_retries=2)
     assert events == [TextDelta("ok"), Final("ok")]
     assert len(arrivals) == 2
-    assert arrivals[1] - arrivals[0] >= 0.29  # the server's 300 ms, not the 0.5-s backoff's jitter
+    assert arrivals[1] - arrivals[0] >= 1.45  # the server's 1.5 s; the backoff would be at most 0.5 s
 
 
 @pytest.mark.parametrize(
@@ -175,15 +184,10 @@ async def test_what_the_server_says_not_to_retry_is_asked_once(
         calls += 1
         return web.json_response({"error": {"message": "no"}}, status=status, headers=headers)
 
-    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=2)
-    try:
-        with pytest.raises(ModelStatusError) as raised:
-            await endpoint.stream("/chat/completions", {"model": "m"})
-    finally:
-        await endpoint.aclose()
+    error = await refusal(await serve(handler), max_retries=2)
     assert calls == 1
-    assert raised.value.status == status
-    assert raised.value.body == {"error": {"message": "no"}}
+    assert error.status == status
+    assert error.body == {"error": {"message": "no"}}
 
 
 async def test_x_should_retry_true_retries_even_a_client_error(
@@ -198,12 +202,7 @@ async def test_x_should_retry_true_retries_even_a_client_error(
             {"error": "busy"}, status=400, headers={"x-should-retry": "true", "retry-after": "0.05"}
         )
 
-    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=2)
-    try:
-        with pytest.raises(ModelStatusError):
-            await endpoint.stream("/chat/completions", {"model": "m"})
-    finally:
-        await endpoint.aclose()
+    assert (await refusal(await serve(handler), max_retries=2)).status == 400
     assert calls == 3  # the first try and both retries
 
 
@@ -213,21 +212,13 @@ async def test_a_huge_error_body_is_read_only_up_to_its_bound(
     async def handler(req: web.Request) -> web.StreamResponse:
         return web.Response(status=500, body=b"x" * (5 * 1024 * 1024))
 
-    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=0)
-    try:
-        with pytest.raises(ModelStatusError) as raised:
-            await endpoint.stream("/chat/completions", {"model": "m"})
-    finally:
-        await endpoint.aclose()
-    assert isinstance(raised.value.body, str) and len(raised.value.body) == 64 * 1024
+    body = (await refusal(await serve(handler), max_retries=0)).body
+    assert isinstance(body, str) and len(body) == 64 * 1024
 
 
 async def test_a_chunk_that_is_not_json_fails_the_stream(serve: Callable[[Handler], Awaitable[str]]) -> None:
     async def handler(req: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(req)
-        await response.write(b"data: {not json\n\n")
-        return response
+        return await sse(req, b"data: {not json\n\n")
 
     endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=0)
     stream = await endpoint.stream("/chat/completions", {"model": "m"})
@@ -246,10 +237,7 @@ async def test_the_environments_proxy_carries_the_calls_and_no_proxy_bypasses_it
 
     async def proxy(req: web.Request) -> web.StreamResponse:
         hosts.append(req.host)  # a proxy is asked for the endpoint's host, not its own
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(req)
-        await response.write(b'data: {"choices": [{"delta": {"content": "via"}}]}\n\ndata: [DONE]\n\n')
-        return response
+        return await sse(req, b'data: {"choices": [{"delta": {"content": "via"}}]}\n\ndata: [DONE]\n\n')
 
     proxy_base = await serve(proxy)
     monkeypatch.setenv("HTTP_PROXY", proxy_base.removesuffix("/v1"))
