@@ -255,3 +255,20 @@ async def test_the_environments_proxy_carries_the_calls_and_no_proxy_bypasses_it
         await bypassed.aclose()
     assert chunks == [{"choices": [{"delta": {"content": "via"}}]}]
     assert hosts == ["model.invalid"]
+
+
+async def test_a_server_that_ignores_stream_and_answers_whole_still_gives_the_reply(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    async def handler(req: web.Request) -> web.StreamResponse:
+        assert (await req.json())["stream"] is True
+        message = {"role": "assistant", "content": "the whole answer"}
+        usage = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return web.json_response({"object": "chat.completion", "choices": [choice], "usage": usage})
+
+    events = await agent_events(await serve(handler))
+    assert events[0] == TextDelta("the whole answer")
+    (final,) = events[1:]
+    assert isinstance(final, Final) and final.text == "the whole answer"
+    assert final.usage is not None and (final.usage.prompt_tokens, final.usage.completion_tokens) == (7, 3)

@@ -186,6 +186,10 @@ class ModelStream:
             self._response.close()
 
     async def _read(self) -> AsyncGenerator[Any, None]:
+        if self._response.content_type == "application/json":
+            yield await self._whole()  # a server that ignored ``stream``: one chunk of it all
+            self._done = True
+            return
         decoder = SseDecoder(MAX_EVENT_BYTES)
         async for piece in self._response.content.iter_any():
             for event in decoder.feed(piece):
@@ -194,6 +198,20 @@ class ModelStream:
                     return
                 yield _chunk(event.name, event.data)
         self._done = True
+
+    async def _whole(self) -> Any:
+        """A whole completion, as the one chunk that streams the same (``message`` as ``delta``)."""
+        raw = await _read_at_most(self._response, MAX_EVENT_BYTES + 1)
+        if len(raw) > MAX_EVENT_BYTES:
+            raise ModelStreamError(f"the answer is larger than {MAX_EVENT_BYTES} bytes")
+        value = _chunk(None, raw)
+        choices = value.get("choices") if isinstance(value, dict) else None
+        if isinstance(choices, list):
+            value["choices"] = [
+                {**c, "delta": c.get("message")} if isinstance(c, dict) and "message" in c else c
+                for c in choices
+            ]
+        return value
 
 
 async def _drained(response: aiohttp.ClientResponse) -> bool:

@@ -106,8 +106,9 @@ class Transcriber:
             fields.add_field("file", wav, filename="voice.wav", content_type="audio/wav")
             return fields
 
-        endpoint = ModelEndpoint(
-            self.settings.base_url, key, timeout_s=self.settings.timeout_seconds, max_retries=1
+        # Made off the loop: it looks up the environment's proxy, and .netrc on disk with it.
+        endpoint = await asyncio.to_thread(
+            ModelEndpoint, self.settings.base_url, key, timeout_s=self.settings.timeout_seconds, max_retries=1
         )
         try:
             result = await endpoint.post_form("/audio/transcriptions", form)
