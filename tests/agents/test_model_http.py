@@ -4,6 +4,8 @@ rules (``retry-after``, ``x-should-retry``) that the client keeps."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -11,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
+from chatgate.agents import model_http
 from chatgate.agents.base import AgentEvent, AgentFailed, AgentRequest, Final, TextDelta, TurnMessage
 from chatgate.agents.model_http import (
     MAX_RETRY_AFTER,
@@ -18,6 +21,7 @@ from chatgate.agents.model_http import (
     ModelEndpoint,
     ModelStatusError,
     ModelStreamError,
+    ModelTimeout,
 )
 from chatgate.agents.openai_agent import OpenAIAgent
 from chatgate.agents.sse import Event, EventTooLarge, SseDecoder
@@ -26,7 +30,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 FRAMES = (
     b": keep-alive\r\n"
-    b'data: {"choices": [{"delta": {"content": "Hel"}}]}\r\n\r\n'
+    b'data: {"choices": [{"delta": {"content": "Hel"}}]}\r\n\n'  # CRLF, then an LF blank line
     b"event: note\n"
     b"data: first line\n"
     b"data: second line\n\n"
@@ -53,6 +57,10 @@ def test_the_decoder_finds_the_same_events_wherever_the_reads_split_the_stream()
         decoder = SseDecoder()
         pieces = [FRAMES[a:b] for a, b in zip([0, *cuts], [*cuts, len(FRAMES)], strict=True)]
         assert [e for piece in pieces for e in decoder.feed(piece)] == WHOLE, cuts
+
+
+def test_a_byte_order_mark_opening_the_stream_is_not_part_of_the_first_field() -> None:
+    assert SseDecoder().feed(b"\xef\xbb\xbf" + FRAMES) == WHOLE
 
 
 def test_an_event_that_never_ends_is_refused_at_the_bound() -> None:
@@ -272,3 +280,97 @@ async def test_a_server_that_ignores_stream_and_answers_whole_still_gives_the_re
     (final,) = events[1:]
     assert isinstance(final, Final) and final.text == "the whole answer"
     assert final.usage is not None and (final.usage.prompt_tokens, final.usage.completion_tokens) == (7, 3)
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+async def test_the_body_not_its_label_says_whether_it_is_a_stream_or_a_whole_answer(
+    serve: Callable[[Handler], Awaitable[str]], content_type: str
+) -> None:
+    whole = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}}]}'
+    streamed = b'data: {"choices": [{"delta": {"content": "streamed"}}]}\n\ndata: [DONE]\n\n'
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        return web.Response(
+            body=streamed if req.query.get("as") == "sse" else whole, content_type=content_type
+        )
+
+    base = await serve(handler)
+    endpoint = ModelEndpoint(base, "sk-test", timeout_s=5.0, max_retries=0)
+    try:
+        texts = []
+        for path in ("/chat/completions?as=sse", "/chat/completions?as=json"):
+            stream = await endpoint.stream(path, {"model": "m"})
+            texts += [c["choices"][0]["delta"]["content"] async for c in stream]
+            await stream.close()
+    finally:
+        await endpoint.aclose()
+    assert texts == ["streamed", "whole"]
+
+
+async def test_a_turn_cancelled_while_its_answer_ends_gives_its_connection_back(
+    serve: Callable[[Handler], Awaitable[str]],
+) -> None:
+    async def handler(req: web.Request) -> web.StreamResponse:
+        response = await sse(req, b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n')
+        await asyncio.sleep(1.0)  # the body's end comes late: ``close`` waits for it
+        with contextlib.suppress(ConnectionError):
+            await response.write_eof()
+        return response
+
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=0)
+    stream = await endpoint.stream("/chat/completions", {"model": "m"})
+    assert [c async for c in stream] == [{"choices": [{"delta": {"content": "hi"}}]}]
+    closing = asyncio.create_task(stream.close())
+    await asyncio.sleep(0.01)  # inside the drain
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    try:
+        connector = endpoint._pool().connector
+        assert connector is not None and not connector._acquired  # closed, not held until GC
+    finally:
+        await endpoint.aclose()
+
+
+async def test_a_call_that_cannot_get_a_connection_in_time_times_out(
+    serve: Callable[[Handler], Awaitable[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = asyncio.Event()
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        response = await sse(req, b": working\n\n")
+        await release.wait()  # holds its connection
+        return response
+
+    monkeypatch.setattr(model_http, "MAX_CONNECTIONS", 2)
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=0.5, max_retries=0)
+    held = [await endpoint.stream("/chat/completions", {"model": "m"}) for _ in range(2)]
+    try:
+        with pytest.raises(ModelTimeout):
+            await endpoint.stream("/chat/completions", {"model": "m"})  # the pool is full
+    finally:
+        release.set()
+        for stream in held:
+            await stream.close()
+        await endpoint.aclose()
+
+
+async def test_the_organization_and_project_of_the_environment_are_sent(
+    serve: Callable[[Handler], Awaitable[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        seen.append((req.headers.get("OpenAI-Organization"), req.headers.get("OpenAI-Project")))
+        return await sse(req, b"data: [DONE]\n\n")
+
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-2")
+    endpoint = ModelEndpoint(await serve(handler), "sk-test", timeout_s=5.0, max_retries=0)
+    try:
+        stream = await endpoint.stream("/chat/completions", {"model": "m"})
+        assert [c async for c in stream] == []
+        await stream.close()
+    finally:
+        await endpoint.aclose()
+    assert seen == [("org-1", "proj-2")]

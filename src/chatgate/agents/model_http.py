@@ -11,12 +11,15 @@ is kept, as its documented rules:
 - Retries (``max_retries``, default 2) of a connection failure, a timeout, and the statuses
   408, 409, 429 and 5xx, unless the server says ``x-should-retry: false`` (``true`` retries
   any status). The wait is ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)
-  when the server gives one of at most 60 s, else 0.5 s doubling to at most 8 s, less up to
-  a quarter at random. A longer ``retry-after`` is not waited for: the error goes back.
+  when the server gives one of at most 120 s, else 0.5 s doubling to at most 8 s, less up to
+  a quarter at random. A longer ``retry-after`` is not waited for: the error goes back; one
+  that is not a finite number is ignored.
   Nothing is retried once the response's body has begun: a stream cut mid-reply fails the
   call, and the engine decides about the turn.
-- ``timeout_s`` bounds the connect and every read (a stalled stream fails, a slow one does
-  not).
+- ``timeout_s`` bounds getting a connection (a free one from the pool, the DNS lookup and
+  the connect) and every read (a stalled stream fails, a slow one does not).
+- ``OPENAI_ORG_ID`` and ``OPENAI_PROJECT_ID``, when set, are sent as the SDK sent them
+  (``OpenAI-Organization``, ``OpenAI-Project``).
 - Errors are typed (``ModelCallError`` and its subclasses below); ``openai_errors.py`` turns
   them into the reasons the operator reads.
 """
@@ -28,6 +31,7 @@ import contextlib
 import email.utils
 import json
 import math
+import os
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -41,7 +45,10 @@ from chatgate.agents.sse import MAX_EVENT_BYTES, EventTooLarge, SseDecoder
 
 INITIAL_RETRY_DELAY = 0.5
 MAX_RETRY_DELAY = 8.0
-MAX_RETRY_AFTER = 60.0
+MAX_RETRY_AFTER = 120.0
+MAX_CONNECTIONS = 1000
+"""Connections to one endpoint at once, as the SDK's pool allowed; a turn beyond it waits for
+one, within ``timeout_s``."""
 MAX_ERROR_BODY = 64 * 1024
 """An error response's body is read up to this; the reason shown is a few hundred characters."""
 MAX_ANSWER_BODY = 1024 * 1024
@@ -49,6 +56,7 @@ MAX_ANSWER_BODY = 1024 * 1024
 DRAIN_SECONDS = 0.05
 """How long a finished answer's end may take to arrive before its connection is dropped instead."""
 _RETRY_STATUSES = frozenset({408, 409, 429})
+USER_AGENT = "chatgate (OpenAI-compatible agent; aiohttp)"
 
 
 class ModelCallError(Exception):
@@ -91,8 +99,10 @@ class ModelEndpoint:
 
     def __init__(self, base_url: str, api_key: str, *, timeout_s: float, max_retries: int) -> None:
         self._base = base_url.rstrip("/")
-        self._headers = {"Authorization": f"Bearer {api_key}"}
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
+        self._headers = {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT, **_account_headers()}
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
+        )
         self._max_retries = max_retries
         self._proxy = _env_proxy(self._base)
         self._session: aiohttp.ClientSession | None = None
@@ -128,7 +138,12 @@ class ModelEndpoint:
     def _pool(self) -> aiohttp.ClientSession:
         if self._session is None:
             proxy, auth = self._proxy
-            self._session = aiohttp.ClientSession(timeout=self._timeout, proxy=proxy, proxy_auth=auth)
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS),
+                timeout=self._timeout,
+                proxy=proxy,
+                proxy_auth=auth,
+            )
         return self._session
 
     async def _send(
@@ -180,18 +195,26 @@ class ModelStream:
         so the connection goes back to the pool: a new connection per model call would cost
         a connect, and a resolver thread, every turn."""
         await self._chunks.aclose()
-        if self._done and await _drained(self._response):
-            self._response.release()
-        else:
-            self._response.close()
+        reused = False
+        try:
+            reused = self._done and await _drained(self._response)
+        finally:  # a cancel during the drain closes the connection too
+            if reused:
+                self._response.release()
+            else:
+                self._response.close()
 
     async def _read(self) -> AsyncGenerator[Any, None]:
-        if self._response.content_type == "application/json":
-            yield await self._whole()  # a server that ignored ``stream``: one chunk of it all
-            self._done = True
-            return
-        decoder = SseDecoder(MAX_EVENT_BYTES)
+        decoder: SseDecoder | None = None
         async for piece in self._response.content.iter_any():
+            if decoder is None:
+                if piece.lstrip()[:1] == b"{":
+                    # A server that ignored ``stream`` (whatever its Content-Type says; an event
+                    # stream never starts with a brace): the whole completion is one chunk.
+                    yield await self._whole(piece)
+                    self._done = True
+                    return
+                decoder = SseDecoder(MAX_EVENT_BYTES)
             for event in decoder.feed(piece):
                 if event.data.startswith(b"[DONE]"):
                     self._done = True
@@ -199,9 +222,9 @@ class ModelStream:
                 yield _chunk(event.name, event.data)
         self._done = True
 
-    async def _whole(self) -> Any:
+    async def _whole(self, first: bytes) -> Any:
         """A whole completion, as the one chunk that streams the same (``message`` as ``delta``)."""
-        raw = await _read_at_most(self._response, MAX_EVENT_BYTES + 1)
+        raw = first + await _read_at_most(self._response, MAX_EVENT_BYTES + 1 - len(first))
         if len(raw) > MAX_EVENT_BYTES:
             raise ModelStreamError(f"the answer is larger than {MAX_EVENT_BYTES} bytes")
         value = _chunk(None, raw)
@@ -295,7 +318,7 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
             seconds = float(value) / scale
         except ValueError:
             continue
-        return seconds if math.isfinite(seconds) else MAX_RETRY_AFTER + 1
+        return seconds if math.isfinite(seconds) else None
     value = headers.get("retry-after")
     if value is None:
         return None
@@ -303,6 +326,11 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return email.utils.parsedate_to_datetime(value).timestamp() - time.time()
     except (TypeError, ValueError):
         return None
+
+
+def _account_headers() -> dict[str, str]:
+    names = (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project"))
+    return {header: os.environ[env] for env, header in names if os.environ.get(env)}
 
 
 def _env_proxy(base_url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:

@@ -4,7 +4,8 @@ The WHATWG event-stream rules the OpenAI-compatible servers follow: lines end in
 CR; a blank line ends an event; ``data:`` lines join with LF; ``event:`` names it; a line
 starting with ``:`` is a comment (keep-alives); one space after the colon is dropped. When a
 read ends in CR and the next begins with LF, that LF is dropped: a CRLF split across two
-reads is one line ending, not two.
+reads is one line ending, not two. A UTF-8 byte-order mark that opens the stream is dropped
+(one split across the first reads is not recognized).
 
 An event larger than ``max_event_bytes`` is refused (``EventTooLarge``): the endpoint is the
 operator's, but a server that never ends an event must not grow the buffer without bound.
@@ -38,11 +39,16 @@ class SseDecoder:
         self._size = 0
         self._name: str | None = None
         self._after_cr = False
+        self._started = False
 
     def feed(self, chunk: bytes) -> list[Event]:
         """The events ``chunk`` completes, in order."""
         if self._after_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]  # the LF of a CRLF the previous read split
+        self._after_cr = False
+        if not self._started and chunk:
+            self._started = True
+            chunk = chunk.removeprefix(b"\xef\xbb\xbf")  # one byte-order mark may open a stream
         if not chunk:
             return []
         self._after_cr = chunk.endswith(b"\r")
