@@ -235,11 +235,12 @@ def new_task_values(task: TaskRecord) -> tuple[object, ...]:
 
 SESSION_INFO = (
     "SELECT s.key, s.session_id, s.platform, s.chat_id, s.created_at, s.last_activity,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'),"
+    " (SELECT COUNT(*) FROM inbox i {queued} WHERE i.session_key = s.key AND i.status = 'queued'),"
     " s.lease_owner, s.last_error,"
-    " (SELECT COUNT(*) FROM inbox i WHERE i.session_key = s.key AND i.status = 'queued'"
+    " (SELECT COUNT(*) FROM inbox i {queued} WHERE i.session_key = s.key AND i.status = 'queued'"
     " AND i.claimed_by IS NULL) FROM sessions s"
 )
+"""``{queued}``: the backend's hint for the index of queued items (SQLite's ``QUEUED_ROWS``), or ''."""
 
 
 def session_info_of(row: Row) -> SessionInfo:

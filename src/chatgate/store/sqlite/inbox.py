@@ -24,6 +24,7 @@ from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.labels import observe_labels
 from chatgate.store.sqlite.outbox import insert_outbox
+from chatgate.store.sqlite.plans import QUEUED_ROWS
 
 
 def _insert_event(conn: sqlite3.Connection, req: AdmitRequest, inbound_json: str, now: float) -> int | None:
@@ -55,7 +56,7 @@ def _amend_waiting(conn: sqlite3.Connection, req: AdmitRequest, seq: int, now: f
     if target is None or not req.queued:
         return False
     row = conn.execute(
-        "SELECT seq, inbound_json FROM inbox WHERE session_key = ? AND status = 'queued'"
+        f"SELECT seq, inbound_json FROM inbox {QUEUED_ROWS} WHERE session_key = ? AND status = 'queued'"
         " AND claimed_by IS NULL AND seq < ? AND json_extract(inbound_json, '$.message_ref') = ?"
         " ORDER BY seq DESC LIMIT 1",
         (req.session_key, seq, target),
@@ -91,11 +92,12 @@ def _cancel_queued(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> t
     """``/stop`` and ``/new``: (items cancelled, of which waiting). Only messages no turn
     has picked up count as waiting; a running one is stopped, not dropped."""
     waiting = conn.execute(
-        "SELECT COUNT(*) FROM inbox WHERE session_key = ? AND status = 'queued' AND claimed_by IS NULL",
+        f"SELECT COUNT(*) FROM inbox {QUEUED_ROWS} WHERE session_key = ? AND status = 'queued'"
+        " AND claimed_by IS NULL",
         (req.session_key,),
     ).fetchone()[0]
     cancelled = conn.execute(
-        "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
+        f"UPDATE inbox {QUEUED_ROWS} SET status = 'cancelled', finished_at = ?, outcome = ?"
         " WHERE session_key = ? AND status = 'queued'",
         (now, f"cancelled by {req.inbound.text.strip()[:40]}", req.session_key),
     ).rowcount
@@ -148,7 +150,7 @@ def admit(conn: sqlite3.Connection, req: AdmitRequest, now: float) -> AdmitResul
 
 def cancel_running(conn: sqlite3.Connection, session_key: str, reason: str, now: float) -> int:
     return conn.execute(
-        "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
+        f"UPDATE inbox {QUEUED_ROWS} SET status = 'cancelled', finished_at = ?, outcome = ?"
         " WHERE session_key = ? AND status = 'queued' AND claimed_by IS NOT NULL",
         (now, reason[:80], session_key),
     ).rowcount

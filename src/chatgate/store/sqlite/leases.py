@@ -22,6 +22,7 @@ from chatgate.store.sqlite.claims import claim_sessions, take_batch
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import writes
 from chatgate.store.sqlite.outbox import insert_claimed, insert_outbox
+from chatgate.store.sqlite.plans import QUEUED_ROWS
 from chatgate.store.sqlite.tasks import TaskSql
 from chatgate.store.sqlite.transcript import append_transcript
 from chatgate.store.turn_rules import CompletesTurns, TurnStatements
@@ -95,8 +96,8 @@ class TurnSql(TurnStatements):
             [(s,) for s in seqs],
         )
         self._c.execute(
-            "UPDATE inbox SET attempts = MAX(attempts - 1, 0), claimed_by = NULL, isolated = 0"
-            " WHERE session_key = ? AND claimed_by = ? AND status = 'queued'",
+            f"UPDATE inbox {QUEUED_ROWS} SET attempts = MAX(attempts - 1, 0), claimed_by = NULL,"
+            " isolated = 0 WHERE session_key = ? AND claimed_by = ? AND status = 'queued'",
             (session_key, owner),
         )
 

@@ -23,6 +23,7 @@ from chatgate.store.codec import draft_columns, dumps
 from chatgate.store.rows import OUTBOX, STUCK, STUCK_WHERE, outbox_row, stuck_reply
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
+from chatgate.store.sqlite.plans import OPEN_ROWS
 
 
 def insert_outbox(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> None:
@@ -43,7 +44,7 @@ def insert_claimed(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> 
     A new row's id is above every existing one, so "no open row in the chat" is exactly
     ``claim_outbox``'s head-of-chat rule."""
     open_row = conn.execute(
-        "SELECT 1 FROM outbox WHERE platform = ? AND chat_id = ?"
+        f"SELECT 1 FROM outbox {OPEN_ROWS} WHERE platform = ? AND chat_id = ?"
         " AND status IN ('pending', 'sending', 'ambiguous') LIMIT 1",
         (draft.platform, draft.chat_id),
     ).fetchone()
@@ -65,15 +66,16 @@ def insert_claimed(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> 
 def requeue_mid_send(conn: sqlite3.Connection) -> None:
     """Rows a dead process left ``sending`` go back to ``pending`` as possible duplicates."""
     conn.execute(
-        "UPDATE outbox SET status = 'pending', possibly_duplicate = 1, next_attempt_at = NULL"
-        " WHERE status = 'sending'"
+        f"UPDATE outbox {OPEN_ROWS} SET status = 'pending', possibly_duplicate = 1,"
+        " next_attempt_at = NULL WHERE status IN ('pending', 'sending', 'ambiguous') AND status = 'sending'"
     )
 
 
 def claim_outbox(conn: sqlite3.Connection, limit: int, now: float) -> list[OutboxRow]:
     """Claim due head-of-chat rows; a row left ambiguous is claimed as a possible duplicate."""
     rows = conn.execute(
-        f"SELECT {OUTBOX} FROM outbox o WHERE o.status IN ('pending', 'ambiguous')"
+        f"SELECT {OUTBOX} FROM outbox o {OPEN_ROWS} WHERE o.status IN ('pending', 'sending', 'ambiguous')"
+        " AND o.status != 'sending'"
         " AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= ?)"
         " AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.platform = o.platform"
         " AND p.chat_id = o.chat_id AND p.id < o.id AND p.status IN ('pending', 'sending', 'ambiguous'))"
@@ -162,7 +164,7 @@ def outbox_status(conn: sqlite3.Connection, idem_key: str) -> OutboxStatus | Non
 
 def undelivered_in_chat(conn: sqlite3.Connection, platform: str, chat_id: str) -> int:
     row = conn.execute(
-        "SELECT COUNT(*) FROM outbox WHERE platform = ? AND chat_id = ?"
+        f"SELECT COUNT(*) FROM outbox {OPEN_ROWS} WHERE platform = ? AND chat_id = ?"
         " AND status IN ('pending', 'sending', 'ambiguous')",
         (platform, chat_id),
     ).fetchone()
@@ -235,7 +237,7 @@ def undelivered(conn: sqlite3.Connection, now: float, stuck_after: float, most: 
     ).fetchone()
     where = STUCK_WHERE.format(cutoff="?", now="?")
     rows = conn.execute(
-        f"SELECT {STUCK.format(holder='NULL')} FROM outbox o WHERE {where} ORDER BY o.id LIMIT ?",
+        f"SELECT {STUCK.format(holder='NULL')} FROM outbox o {OPEN_ROWS} WHERE {where} ORDER BY o.id LIMIT ?",
         (now - stuck_after, now, most),
     ).fetchall()
     return Undelivered(int(count), oldest, tuple(stuck_reply(r) for r in rows))

@@ -15,6 +15,7 @@ from chatgate.store.rows import TASK, new_task_values, task_of
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.inbox import admit
+from chatgate.store.sqlite.plans import QUEUED_ROWS
 
 
 class TaskSql(rules.TaskStatements):
@@ -43,7 +44,7 @@ class TaskSql(rules.TaskStatements):
             (status, note[:200], now, task.id),
         )
         self._c.execute(
-            "UPDATE inbox SET status = 'cancelled', finished_at = ?, outcome = ?"
+            f"UPDATE inbox {QUEUED_ROWS} SET status = 'cancelled', finished_at = ?, outcome = ?"
             " WHERE session_key = ? AND status = 'queued'",
             (now, f"{status}: {note}"[:80], task.child_key),
         )
