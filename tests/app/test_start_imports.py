@@ -62,3 +62,9 @@ def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(
     assert "chatgate.platforms.telegram.botapi" in at_poll
     assert not (at_poll | after) & set(UNCONFIGURED), sorted((at_poll | after) & set(UNCONFIGURED))
     assert "mcp" not in at_poll | after, "the MCP SDK is imported only when agent.mcp.servers is set"
+    # No platform here brought a WebSocket route, so uvicorn was told to load no WebSocket
+    # protocol, and neither it nor the websockets library was imported (about 1 MB).
+    websocket = sorted(
+        m for m in after if m == "websockets" or m.startswith(("websockets.", "uvicorn.protocols.websockets"))
+    )
+    assert not websocket, websocket

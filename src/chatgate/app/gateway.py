@@ -300,7 +300,7 @@ class Gateway:
     async def _start_http(self) -> None:
         from chatgate.app.http.app import build_app  # imported in a thread already (``_start``)
         from chatgate.app.http.guard import AcceptErrorThrottle
-        from chatgate.app.http.server import http_server
+        from chatgate.app.http.server import has_websockets, http_server
 
         http = self.config.http
         loop = asyncio.get_running_loop()
@@ -318,7 +318,7 @@ class Gateway:
             hooks=self.hooks,
         )
         assert self._sock is not None
-        self._server = http_server(app, http)
+        self._server = http_server(app, http, websockets=has_websockets(self._routes))
         self._server_task = asyncio.create_task(
             self._server.serve(sockets=[self._sock]), name="chatgate-http"
         )

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import uvicorn
+from starlette.routing import BaseRoute, Mount, WebSocketRoute
 from starlette.types import ASGIApp
 
 from chatgate.app.config.model import HttpConfig
@@ -62,12 +63,23 @@ def connection_budget(http: HttpConfig) -> Budget:
     )
 
 
-def http_server(app: ASGIApp, http: HttpConfig) -> HttpServer:
+def has_websockets(routes: Iterable[BaseRoute]) -> bool:
+    """Whether any route (in any ``Mount``) takes WebSocket connections."""
+    return any(
+        isinstance(r, WebSocketRoute) or (isinstance(r, Mount) and has_websockets(r.routes)) for r in routes
+    )
+
+
+def http_server(app: ASGIApp, http: HttpConfig, websockets: bool = True) -> HttpServer:
+    """``websockets=False`` (no platform brought a WebSocket route) keeps uvicorn from importing
+    its WebSocket protocol and the ``websockets`` library, about 1 MB; an upgrade request is
+    then answered as plain HTTP (404)."""
     budget = connection_budget(http)
     config = uvicorn.Config(
         Edge(app, budget, list(http.trusted_proxies)),
         log_config=None,
         lifespan="off",
+        ws="auto" if websockets else "none",
         proxy_headers=False,  # uvicorn's default believes X-Forwarded-For from 127.0.0.1; Edge decides
         ws_max_size=4 * 1024 * 1024,
         ws_ping_interval=20.0,
