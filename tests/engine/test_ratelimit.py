@@ -176,3 +176,63 @@ def test_after_a_platform_wide_pause_calls_are_spaced_for_a_minute_then_burst_ag
     assert waits == pytest.approx([0.0, 0.1, 0.2])
     later = [budget.take(TG, f"d{n}", now=70.0) for n in range(3)]
     assert later == [0.0, 0.0, 0.0], "the minute is over: the rate's worth goes at once again"
+
+
+def test_the_budget_holds_only_the_chats_whose_state_still_applies() -> None:
+    """A gateway answers new chats for as long as it runs: a chat whose slot and pauses have
+    passed (and, for a group, whose minute is over) is dropped, so memory follows the chats of
+    the last few seconds, not every chat ever answered (about 1 KB each before)."""
+    budget = _budget(
+        chat_min_interval=1.0, max_rate=150.0, group_max_per_minute=20, is_group=lambda c: c[0] == "-"
+    )
+    for n in range(10_000):
+        budget.take(TG, f"c{n}", now=n * 0.01)  # 100 new chats a second, each answered once
+    # The chats booked in the last second are live (about 101); a few spent ones wait for the sweep.
+    assert budget.chats_held <= 2 * 101, budget.chats_held
+    budget.penalize(TG, "c1", 30.0, now=100.0)  # a pause still ahead keeps its chat
+    budget.take(TG, "-5", now=100.0)  # so does a group's minute
+    for n in range(500):
+        budget.take(TG, f"d{n}", now=110.0 + n * 0.01)
+    assert budget.delay(TG, "c1", now=115.0) == pytest.approx(15.0)
+    assert budget.take(TG, "-5", now=120.0) == 0.0
+    assert budget.delay(TG, "-5", now=120.0) == pytest.approx(1.0)
+    assert budget.chats_held <= 2 * 103, budget.chats_held
+
+
+class _KeepsEveryChat(RateBudget):
+    """The budget as it was: every chat's state kept (the reference for the one that drops)."""
+
+    def _drop_spent(self, now: float) -> None:
+        return None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_dropping_spent_chats_changes_no_slot(seed: int) -> None:
+    """The same random calls (messages, typing, 429s of each scope, releases; private chats and
+    groups; time moving by random steps) to a budget that drops spent chats and to one that
+    keeps every chat get the same slots and delays, call for call."""
+    rng = random.Random(seed)
+    limits = PlatformLimits(
+        chat_min_interval=1.0, max_rate=10.0, group_max_per_minute=5, is_group=lambda c: c[0] == "-"
+    )
+    budgets = [RateBudget(), _KeepsEveryChat()]
+    for budget in budgets:
+        budget.configure(TG, limits)
+    chats = [f"{'-' if n % 4 == 0 else ''}{n}" for n in range(40)]
+    now, booked = 0.0, [[], []]
+    for _ in range(3_000):
+        now += rng.choice((0.0, 0.01, 0.1, 0.5, 2.0, 30.0))
+        chat, op, scope, pick = rng.choice(chats), rng.random(), rng.choice(("chat", "channel")), rng.random()
+        seen = []
+        for budget, mine in zip(budgets, booked, strict=True):
+            if op < 0.6:
+                booking = budget.book(TG, chat, "message" if op < 0.5 else "typing", now=now)
+                mine.append(booking)
+                seen.append((booking.slot, booking.wait))
+            elif op < 0.7 and mine:
+                budget.release(mine.pop(int(pick * len(mine))))
+            elif op < 0.75:
+                seen.append(budget.penalize(TG, chat, 3.0, scope, now=now))
+            seen.append((budget.delay(TG, chat, now=now), budget.held(TG, chat, now=now)))
+        assert seen[: len(seen) // 2] == seen[len(seen) // 2 :], (now, chat, seen)
+    assert budgets[0].chats_held < budgets[1].chats_held

@@ -37,6 +37,9 @@ from chatgate.domain.outbound import RateScope
 
 CallKind = Literal["message", "typing"]
 GROUP_WINDOW = 60.0
+SWEEP = 4
+"""Chats a new chat's booking looks at for spent state: more than the one it adds, so the
+budget shrinks back to its live chats."""
 PLATFORM_MEMORY = 60.0
 """After a platform-wide pause, a 429 within this long is taken as platform-wide at once."""
 WINDOW_GUARD = 0.05
@@ -71,8 +74,17 @@ class Booking(msgspec.Struct, frozen=True):
 class _Chat(msgspec.Struct):
     next_message: float = 0.0
     held_until: float = 0.0
-    recent: deque[float] = msgspec.field(default_factory=deque)
-    """Booked message slots of a group chat within the last minute (ascending)."""
+    recent: deque[float] | None = None
+    """Booked message slots of a group chat within the last minute (ascending); None for a chat
+    that is not a group (an empty deque is 600 bytes, and most chats are not groups)."""
+
+    def spent(self, now: float) -> bool:
+        """Nothing of this chat's state still applies: a new ``_Chat`` would book the same slots."""
+        return (
+            self.next_message <= now
+            and self.held_until <= now
+            and not (self.recent and self.recent[-1] > now - GROUP_WINDOW)
+        )
 
 
 class _Platform(msgspec.Struct):
@@ -88,10 +100,22 @@ class _Platform(msgspec.Struct):
 
 
 class RateBudget:
+    """The slots of every platform and chat.
+
+    A chat's state is kept only while some of it applies (a slot or a pause still ahead, a
+    group's minute not over): the chats least recently booked are dropped once spent, so the
+    budget holds the chats of the last few seconds, not every chat the gateway ever answered
+    (``max_chats`` bounds it even while all of them are live)."""
+
     def __init__(self, max_chats: int = 100_000) -> None:
         self._platforms: dict[str, _Platform] = {}
         self._chats: OrderedDict[tuple[str, str], _Chat] = OrderedDict()
         self._max_chats = max_chats
+
+    @property
+    def chats_held(self) -> int:
+        """How many chats' state the budget holds now."""
+        return len(self._chats)
 
     def configure(self, platform: str, limits: PlatformLimits) -> None:
         self._platform(platform).limits = limits
@@ -125,10 +149,12 @@ class RateBudget:
             if slot <= now:
                 state.departed.append(now)  # it goes now: the caller does not wait
         if kind == "message":
-            chat = self._chat(platform, chat_id)
+            chat = self._chat(platform, chat_id, now)
             before = chat.next_message
             chat.next_message = max(chat.next_message, slot + state.limits.chat_min_interval)
             if self._is_group(state, chat_id):
+                if chat.recent is None:
+                    chat.recent = deque()
                 chat.recent.append(slot)
         return Booking(platform, chat_id, kind, slot, max(0.0, slot - now), before)
 
@@ -148,8 +174,9 @@ class RateBudget:
             return
         if chat.next_message == booking.slot + state.limits.chat_min_interval:
             chat.next_message = booking.before
-        with contextlib.suppress(ValueError):
-            chat.recent.remove(booking.slot)
+        if chat.recent is not None:
+            with contextlib.suppress(ValueError):
+                chat.recent.remove(booking.slot)
 
     def depart(self, platform: str, now: float | None = None) -> float:
         """After waiting for a slot: seconds more to wait before the call really goes (0: go now).
@@ -182,7 +209,7 @@ class RateBudget:
         now = time.monotonic() if now is None else now
         until = now + seconds
         state = self._platform(platform)
-        chat = self._chat(platform, chat_id)
+        chat = self._chat(platform, chat_id, now)
         chat.held_until = max(chat.held_until, until)
         if scope == "chat" and (  # the scope was not said: two chats waiting at once is the bot's limit
             (state.last_held_chat not in (None, chat_id) and state.last_held_until > now)
@@ -204,16 +231,29 @@ class RateBudget:
             state = self._platforms[platform] = _Platform()
         return state
 
-    def _chat(self, platform: str, chat_id: str) -> _Chat:
+    def _chat(self, platform: str, chat_id: str, now: float) -> _Chat:
         key = (platform, chat_id)
         chat = self._chats.get(key)
         if chat is None:
+            self._drop_spent(now)
             chat = self._chats[key] = _Chat()
             if len(self._chats) > self._max_chats:
                 self._chats.popitem(last=False)
         else:
             self._chats.move_to_end(key)
         return chat
+
+    def _drop_spent(self, now: float) -> None:
+        """Look at the least recently booked chats (``SWEEP`` of them): drop each that is spent,
+        and move one still live (a long pause, a group's minute) to the back, so that it does not
+        keep the spent ones behind it. Each new chat pays at most ``SWEEP`` looks."""
+        chats = self._chats
+        for _ in range(min(SWEEP, len(chats))):
+            key, oldest = next(iter(chats.items()))
+            if oldest.spent(now):
+                del chats[key]
+            else:
+                chats.move_to_end(key)
 
     @staticmethod
     def _is_group(state: _Platform, chat_id: str) -> bool:
@@ -234,6 +274,8 @@ class RateBudget:
         """When the group's minute has room for one more message (its slots are booked in order)."""
         limit = state.limits.group_max_per_minute
         recent = chat.recent
+        if recent is None:
+            return 0.0
         while recent and recent[0] <= now - GROUP_WINDOW:
             recent.popleft()
         if limit <= 0 or len(recent) < limit:
