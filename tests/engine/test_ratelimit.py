@@ -236,3 +236,16 @@ def test_dropping_spent_chats_changes_no_slot(seed: int) -> None:
             seen.append((budget.delay(TG, chat, now=now), budget.held(TG, chat, now=now)))
         assert seen[: len(seen) // 2] == seen[len(seen) // 2 :], (now, chat, seen)
     assert budgets[0].chats_held < budgets[1].chats_held
+
+
+def test_at_the_cap_the_least_recently_booked_chat_is_forgotten_not_the_latest_pause() -> None:
+    """With every chat live (paused) and the cap reached, a new chat costs the oldest pause,
+    as a budget that keeps the order of booking would; the sweep moves no live chat then."""
+    budget = RateBudget(max_chats=5)
+    for n, chat in enumerate("ABCDE"):
+        budget.penalize(TG, chat, 100.0, "channel", now=float(n))
+    budget.take(TG, "F", now=5.0)
+    assert budget.chats_held == 5
+    assert {c: budget.held(TG, c, now=6.0) for c in "ABCDE"} == pytest.approx(
+        {"A": 0.0, "B": 95.0, "C": 96.0, "D": 97.0, "E": 98.0}
+    )

@@ -246,12 +246,16 @@ class RateBudget:
     def _drop_spent(self, now: float) -> None:
         """Look at the least recently booked chats (``SWEEP`` of them): drop each that is spent,
         and move one still live (a long pause, a group's minute) to the back, so that it does not
-        keep the spent ones behind it. Each new chat pays at most ``SWEEP`` looks."""
+        keep the spent ones behind it. Each new chat pays at most ``SWEEP`` looks. At the cap a
+        live chat stays where it is: the cap then forgets the least recently booked one."""
         chats = self._chats
+        full = len(chats) >= self._max_chats  # the cap evicts the head: keep it the least recent
         for _ in range(min(SWEEP, len(chats))):
             key, oldest = next(iter(chats.items()))
             if oldest.spent(now):
                 del chats[key]
+            elif full:
+                return
             else:
                 chats.move_to_end(key)
 

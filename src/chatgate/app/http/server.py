@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator
 
 import uvicorn
@@ -70,10 +71,30 @@ def has_websockets(routes: Iterable[BaseRoute]) -> bool:
     )
 
 
+class UpgradeRefused(logging.Filter):
+    """uvicorn without a WebSocket protocol warns of each upgrade request, and tells the operator
+    to install a WebSocket library: advice that is wrong here (none is needed) and a warning any
+    stranger could write, and that would become ``/status``'s last error. Such a request is
+    answered 404; its lines go to DEBUG."""
+
+    LINES = ("Unsupported upgrade request.", "No supported WebSocket library detected.")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and str(record.msg).startswith(self.LINES):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+UPGRADE_REFUSED = UpgradeRefused()
+
+
 def http_server(app: ASGIApp, http: HttpConfig, websockets: bool = True) -> HttpServer:
     """``websockets=False`` (no platform brought a WebSocket route) keeps uvicorn from importing
     its WebSocket protocol and the ``websockets`` library, about 1 MB; an upgrade request is
-    then answered as plain HTTP (404)."""
+    then answered as plain HTTP (404), quietly (``UpgradeRefused``)."""
+    if not websockets:
+        logging.getLogger("uvicorn.error").addFilter(UPGRADE_REFUSED)  # once: the same instance
     budget = connection_budget(http)
     config = uvicorn.Config(
         Edge(app, budget, list(http.trusted_proxies)),
