@@ -18,6 +18,8 @@ from chatgate.store.postgres.database import PgRole
 from chatgate.store.postgres.forwards import reads
 from chatgate.store.rows import SESSION_INFO, session_info_of
 
+_SESSION_INFO = SESSION_INFO.format(queued="")
+
 
 async def append_transcript(
     conn: asyncpg.Connection, session_id: str, session_key: str, entries: Sequence[HistoryEntry], now: float
@@ -47,12 +49,12 @@ async def session_source(conn: asyncpg.Connection, session_key: str) -> Source |
 
 
 async def session_info(conn: asyncpg.Connection, session_key: str) -> SessionInfo | None:
-    row = await conn.fetchrow(SESSION_INFO.format(queued="") + " WHERE s.key = $1", session_key)
+    row = await conn.fetchrow(_SESSION_INFO + " WHERE s.key = $1", session_key)
     return session_info_of(row) if row else None
 
 
 async def list_sessions(conn: asyncpg.Connection, limit: int = 100) -> list[SessionInfo]:
-    rows = await conn.fetch(SESSION_INFO.format(queued="") + " ORDER BY s.last_activity DESC LIMIT $1", limit)
+    rows = await conn.fetch(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT $1", limit)
     return [session_info_of(r) for r in rows]
 
 

@@ -18,6 +18,8 @@ from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
 from chatgate.store.sqlite.plans import QUEUED_ROWS
 
+_SESSION_INFO = SESSION_INFO.format(queued=QUEUED_ROWS)
+
 
 def append_transcript(
     conn: sqlite3.Connection, session_id: str, session_key: str, entries: Sequence[HistoryEntry], now: float
@@ -45,16 +47,12 @@ def session_source(conn: sqlite3.Connection, session_key: str) -> Source | None:
 
 
 def session_info(conn: sqlite3.Connection, session_key: str) -> SessionInfo | None:
-    row = conn.execute(
-        SESSION_INFO.format(queued=QUEUED_ROWS) + " WHERE s.key = ?", (session_key,)
-    ).fetchone()
+    row = conn.execute(_SESSION_INFO + " WHERE s.key = ?", (session_key,)).fetchone()
     return session_info_of(row) if row else None
 
 
 def list_sessions(conn: sqlite3.Connection, limit: int = 100) -> list[SessionInfo]:
-    rows = conn.execute(
-        SESSION_INFO.format(queued=QUEUED_ROWS) + " ORDER BY s.last_activity DESC LIMIT ?", (limit,)
-    )
+    rows = conn.execute(_SESSION_INFO + " ORDER BY s.last_activity DESC LIMIT ?", (limit,))
     return [session_info_of(r) for r in rows.fetchall()]
 
 
