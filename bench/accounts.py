@@ -39,6 +39,7 @@ from chatgate.domain.accounts import (
     new_id,
     new_sign_in_token,
 )
+from chatgate.platforms.kit.conform import conform
 from chatgate.store.sqlite import SqliteStore
 
 
@@ -103,10 +104,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "bench.db"
         token = await seed(db)
-        config = GatewayConfig(
-            http={"port": 0},
-            agent={"echo": {"chunk_delay_ms": 0}},
-            platforms={"web": {"auth": "accounts", "sign_in_attempts_per_minute": 10_000}},
+        config = conform(
+            GatewayConfig,
+            dict(
+                http={"port": 0},
+                agent={"echo": {"chunk_delay_ms": 0}},
+                platforms={"web": {"auth": "accounts", "sign_in_attempts_per_minute": 10_000}},
+            ),
         )
         gateway = Gateway(config, Path(tmp) / "state", store=SqliteStore(db))
         await gateway.start()

@@ -135,12 +135,13 @@ async def _discord_gateway(
 ) -> Stop:
     from chatgate.app.config import GatewayConfig
     from chatgate.app.gateway import Gateway
+    from chatgate.platforms.kit.conform import conform
 
     extra: dict[str, Any] = {"delivery": {"rate_limits": {"discord": {"per_second": rate}}}} if rate else {}
     config = discord_config(
         fake, world, tmp, discord={"free_response_channels": channels}, agent=INSTANT_ECHO, **extra
     )
-    gateway = Gateway(GatewayConfig(**config), tmp / "state")
+    gateway = Gateway(conform(GatewayConfig, config), tmp / "state")
     await gateway.start()
     return gateway.stop
 

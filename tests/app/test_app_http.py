@@ -12,6 +12,7 @@ import pytest
 
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.kit.conform import conform
 from chatgate.store.sqlite.health import WRITE_EVERY
 
 
@@ -20,7 +21,7 @@ async def gateway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
     for name in list(__import__("os").environ):
         if name.startswith("CHATGATE_"):
             monkeypatch.delenv(name)
-    config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
+    config = conform(GatewayConfig, dict(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}}))
     gw = Gateway(config, tmp_path)
     await gw.start()
     yield gw
@@ -105,10 +106,13 @@ async def test_readyz_turns_503_as_soon_as_shutdown_starts_while_turns_drain(
     for name in list(__import__("os").environ):
         if name.startswith("CHATGATE_"):
             monkeypatch.delenv(name)
-    config = GatewayConfig(
-        http={"port": 0},
-        agent={"echo": {"chunk_delay_ms": 300, "chunk_chars": 1}},
-        shutdown={"drain_seconds": 10},
+    config = conform(
+        GatewayConfig,
+        dict(
+            http={"port": 0},
+            agent={"echo": {"chunk_delay_ms": 300, "chunk_chars": 1}},
+            shutdown={"drain_seconds": 10},
+        ),
     )
     gw = Gateway(config, tmp_path)
     await gw.start()

@@ -15,6 +15,7 @@ import pytest
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
 from chatgate.domain.errors import AddressInUse
+from chatgate.platforms.kit.conform import conform
 
 PROBE = str(Path(__file__).parents[1] / "support" / "mcp_probe_server.py")
 
@@ -26,9 +27,14 @@ async def test_a_failed_start_closes_the_mcp_servers_it_started(tmp_path: Path) 
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        config = GatewayConfig(
-            http={"port": port},
-            agent={"mcp": {"servers": {"probe": {"command": sys.executable, "args": [PROBE], "env": env}}}},
+        config = conform(
+            GatewayConfig,
+            dict(
+                http={"port": port},
+                agent={
+                    "mcp": {"servers": {"probe": {"command": sys.executable, "args": [PROBE], "env": env}}}
+                },
+            ),
         )
         gateway = Gateway(config, tmp_path / "state")
         before = {p.pid for p in psutil.Process().children(recursive=True)}

@@ -9,7 +9,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+import msgspec
 
 from chatgate.app import registry
 from chatgate.app.config.model import GatewayConfig
@@ -17,19 +17,19 @@ from chatgate.app.config.model import GatewayConfig
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "chatgate.example.yaml"
 
 
-def _models(annotation: Any) -> list[type[BaseModel]]:
+def _models(annotation: Any) -> list[type[msgspec.Struct]]:
     if typing.get_origin(annotation) is dict:
         return []
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
         return [annotation]
     return [m for arg in typing.get_args(annotation) for m in _models(arg)]
 
 
-def _keys(model: type[BaseModel], seen: frozenset[type] = frozenset()) -> set[str]:
+def _keys(model: type[msgspec.Struct], seen: frozenset[type] = frozenset()) -> set[str]:
     found: set[str] = set()
-    for name, field in model.model_fields.items():
-        found.add(field.alias or name)
-        for inner in _models(field.annotation):
+    for field in msgspec.structs.fields(model):
+        found.add(field.encode_name)
+        for inner in _models(field.type):
             if inner not in seen:
                 found |= _keys(inner, seen | {model})
     return found
@@ -54,13 +54,13 @@ def _missing(block: str, keys: set[str]) -> list[str]:
 def test_every_core_key_is_in_its_section_of_the_example() -> None:
     lines = EXAMPLE.read_text().splitlines()
     missing = []
-    for name, field in GatewayConfig.model_fields.items():
-        key = field.alias or name
+    for field in msgspec.structs.fields(GatewayConfig):
+        key = field.encode_name
         if key == "platforms":
             continue
         block = _block(lines, re.compile(rf"^#? ?{key}:"), re.compile(r"^[a-z_]+:"))
         assert block, f"no {key}: section"
-        for inner in _models(field.annotation):
+        for inner in _models(field.type):
             missing += [f"{key}.{k}" for k in _missing(block, _keys(inner))]
     assert missing == []
 

@@ -24,6 +24,7 @@ from chatgate.app.descriptors import DESCRIPTOR_RESERVE
 from chatgate.app.gateway import Gateway
 from chatgate.app.http.guard import AcceptErrorThrottle
 from chatgate.app.startup import StartupError
+from chatgate.platforms.kit.conform import conform
 from support.procs import GatewayProcess
 from support.web_harness import WebClient
 
@@ -79,8 +80,9 @@ async def quick_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Gat
     for name in list(__import__("os").environ):
         if name.startswith("CHATGATE_"):
             monkeypatch.delenv(name)
-    config = GatewayConfig(
-        http={"port": 0, "header_timeout_seconds": 0.3}, agent={"echo": {"chunk_delay_ms": 0}}
+    config = conform(
+        GatewayConfig,
+        dict(http={"port": 0, "header_timeout_seconds": 0.3}, agent={"echo": {"chunk_delay_ms": 0}}),
     )
     gateway = Gateway(config, tmp_path)
     await gateway.start()
@@ -130,7 +132,7 @@ async def test_a_cap_the_process_cannot_hold_is_refused_at_start_naming_the_key(
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or hard >= 1_000_000:
         pytest.skip(f"the hard descriptor limit ({hard}) is above any cap the config accepts")
-    config = GatewayConfig(http={"port": 0, "max_connections": hard})
+    config = conform(GatewayConfig, dict(http={"port": 0, "max_connections": hard}))
     with pytest.raises(StartupError, match=r"http\.max_connections.*LimitNOFILE"):
         await Gateway(config, tmp_path).start()
 

@@ -18,6 +18,7 @@ from websockets.asyncio.client import connect
 
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.kit.conform import conform
 
 # The benchmarks each load both cores for a few seconds: one worker runs them in turn.
 pytestmark = pytest.mark.xdist_group("bench")
@@ -173,7 +174,7 @@ def test_platform_cpu_bench_quick_run_answers_every_message_for_both_subjects_on
 
 
 async def test_gateway_disables_nagle_on_accepted_web_sockets(tmp_path: Path) -> None:
-    config = GatewayConfig(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}})
+    config = conform(GatewayConfig, dict(http={"port": 0}, agent={"echo": {"chunk_delay_ms": 0}}))
     gateway = Gateway(config, tmp_path / "state")
     await gateway.start()
     try:

@@ -19,6 +19,7 @@ from chatgate.app import registry
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.gateway import Gateway
 from chatgate.app.locks import credential_lock, is_held
+from chatgate.platforms.kit.conform import conform
 from support.engine_harness import wait_until
 from support.procs import free_port
 
@@ -31,11 +32,14 @@ def _toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _config(tmp_path: Path, **toy: Any) -> GatewayConfig:
-    return GatewayConfig(
-        http={"port": 0},
-        agent={"echo": {"chunk_delay_ms": 0}},
-        locks={"credential_dir": str(tmp_path / "locks")},
-        platforms={"web": {"enabled": False}, "toy": {"enabled": True, "allow_users": ["alice"], **toy}},
+    return conform(
+        GatewayConfig,
+        dict(
+            http={"port": 0},
+            agent={"echo": {"chunk_delay_ms": 0}},
+            locks={"credential_dir": str(tmp_path / "locks")},
+            platforms={"web": {"enabled": False}, "toy": {"enabled": True, "allow_users": ["alice"], **toy}},
+        ),
     )
 
 

@@ -17,7 +17,7 @@ from chatgate.platforms.kit.section import PlatformSection
 class ToySection(PlatformSection):
     port: int = 0
     """Where the toy's line server listens (0: any free port)."""
-    allow_users: list[str] = []  # noqa: RUF012  (pydantic copies it per instance)
+    allow_users: list[str] = []  # noqa: RUF012  (msgspec copies an empty list per instance)
     """Who may talk on it (default deny, as everywhere)."""
     fail_at_start: bool = False
     """Make the adapter's start raise once its server is listening (the lifecycle test)."""

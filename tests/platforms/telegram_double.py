@@ -766,6 +766,7 @@ STOP_TIMEOUT = 20.0
 def telegram_config(double: BotApiDouble, tmp_path: Any, **overrides: Any) -> Any:
     """A gateway config with only Telegram enabled, pointed at ``double``; ``overrides`` merge in."""
     from chatgate.app.config import GatewayConfig
+    from chatgate.platforms.kit.conform import conform
 
     telegram: dict[str, Any] = {
         "enabled": True,
@@ -783,7 +784,7 @@ def telegram_config(double: BotApiDouble, tmp_path: Any, **overrides: Any) -> An
         "shutdown": {"drain_seconds": 5, "outbox_flush_seconds": 2},
     }
     values.update(overrides)
-    return GatewayConfig(**values)
+    return conform(GatewayConfig, values)
 
 
 class Gateways:

@@ -11,6 +11,7 @@ from discord_fake.state import TOKEN, TOKEN_ENV
 
 from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.config.secrets import check_secrets
+from chatgate.platforms.kit.conform import conform
 from support.procs import GatewayProcess
 
 __all__ = ["fake", "world"]
@@ -19,22 +20,26 @@ __all__ = ["fake", "world"]
 def test_an_unset_token_variable_is_named_with_what_to_do(
     tmp_path: Path, fake: FakeDiscord, world: World
 ) -> None:
-    config = GatewayConfig(**discord_config(fake, world, tmp_path))
+    config = conform(GatewayConfig, discord_config(fake, world, tmp_path))
     with pytest.raises(
         ConfigError, match=r"platforms\.discord\.token_env: environment variable .* is not set"
     ):
         check_secrets(config, {})
     check_secrets(config, {TOKEN_ENV: TOKEN})
-    missing = GatewayConfig(**discord_config(fake, world, tmp_path, discord={"token_env": None}))
+    missing = conform(
+        GatewayConfig, dict(**discord_config(fake, world, tmp_path, discord={"token_env": None}))
+    )
     with pytest.raises(ConfigError, match=r"platforms\.discord\.token_env: required"):
         check_secrets(missing, {})
 
 
 def test_unknown_keys_and_bad_values_are_named(tmp_path: Path, fake: FakeDiscord, world: World) -> None:
     with pytest.raises(ValueError, match="require_mentoin"):
-        GatewayConfig(**discord_config(fake, world, tmp_path, discord={"require_mentoin": False}))
+        conform(
+            GatewayConfig, dict(**discord_config(fake, world, tmp_path, discord={"require_mentoin": False}))
+        )
     with pytest.raises(ValueError, match="catch_up_hours"):
-        GatewayConfig(**discord_config(fake, world, tmp_path, discord={"catch_up_hours": -1}))
+        conform(GatewayConfig, dict(**discord_config(fake, world, tmp_path, discord={"catch_up_hours": -1})))
 
 
 @pytest.mark.slow

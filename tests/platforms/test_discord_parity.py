@@ -31,6 +31,7 @@ from discord_fake.state import ANNOUNCEMENT_THREAD, PRIVATE_THREAD, PUBLIC_THREA
 
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.kit.conform import conform
 from relaysim import RelaySimulator
 from support.relay_harness import GW, SECRET, RecordingAgent, relay_config
 
@@ -99,7 +100,7 @@ async def _native(
 ) -> Any:
     agent = RecordingAgent()
     config = discord_config(fake, world, tmp, discord={"allow_users": [ANN.id]})
-    gateway = Gateway(GatewayConfig(**config), tmp / "native", agent=agent)
+    gateway = Gateway(conform(GatewayConfig, config), tmp / "native", agent=agent)
     await gateway.start()
     try:
         await wait_for(

@@ -11,6 +11,7 @@ from mail_servers import PASSWORD, MailServers
 from chatgate.platforms.email.checks import check_mailbox
 from chatgate.platforms.email.plugin import PLUGIN
 from chatgate.platforms.email.section import EmailSection
+from chatgate.platforms.kit.conform import conform
 from chatgate.platforms.kit.init import Aborted, CheckFailed, Prompter
 
 
@@ -47,19 +48,20 @@ async def test_init_asks_checks_the_mailbox_live_and_writes_the_section(
     ]
     out = capsys.readouterr().out
     assert f"Email: {bot} logs in on 127.0.0.1 (IDLE)" in out and PASSWORD not in out
-    EmailSection.model_validate({"enabled": True, **answers.section})
+    conform(EmailSection, {"enabled": True, **answers.section})
 
 
 async def test_a_wrong_password_fails_the_check_without_showing_it(mail_servers: MailServers) -> None:
     bot = mail_servers.add_user("bot")
-    section = EmailSection.model_validate(
+    section = conform(
+        EmailSection,
         {
             "enabled": True,
             "address": bot,
             "imap_host": "127.0.0.1",
             "smtp_host": "127.0.0.1",
             **_local(mail_servers),
-        }
+        },
     )
     with pytest.raises(CheckFailed) as failed:
         await asyncio.to_thread(check_mailbox, section, "not-the-password")

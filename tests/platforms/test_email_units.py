@@ -8,7 +8,6 @@ from email.message import EmailMessage
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from chatgate.domain.source import Source
 from chatgate.engine.authz import Authorizer
@@ -20,6 +19,7 @@ from chatgate.platforms.email.plugin import PLUGIN
 from chatgate.platforms.email.section import EmailSection
 from chatgate.platforms.email.text import html_to_text, what_they_wrote
 from chatgate.platforms.email.threads import chat_of_root, our_chat, reply_message_id, thread_chat
+from chatgate.platforms.kit.conform import Invalid, conform
 from chatgate.platforms.kit.plugin import CoreView
 from chatgate.platforms.kit.skipped import Skipped
 
@@ -190,13 +190,13 @@ def _section(**values: object) -> EmailSection:
         "enabled": True, "address": "Bot@Example.test", "imap_host": "imap.x", "smtp_host": "smtp.x",
         "password_env": "EMAIL_PASSWORD",
     }  # fmt: skip
-    return EmailSection.model_validate({**base, **values})
+    return conform(EmailSection, {**base, **values})
 
 
 def test_the_section_requires_its_servers_and_reads_addresses_and_domains() -> None:
-    with pytest.raises(ValidationError):
-        EmailSection.model_validate({"enabled": True, "address": "bot@x.test"})
-    with pytest.raises(ValidationError):
+    with pytest.raises(Invalid):
+        conform(EmailSection, {"enabled": True, "address": "bot@x.test"})
+    with pytest.raises(Invalid):
         _section(allow_from=["not-an-address"])
     section = _section(allow_from=["Ann@Example.test", "@friends.test"], sends_per_minute=30)
     assert section.address == "bot@example.test" and section.domain == "example.test"

@@ -12,6 +12,7 @@ from telegram_double import Gateways
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.platforms import platform_access
 from chatgate.app.startup import CredentialInUse
+from chatgate.platforms.kit.conform import conform
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -74,7 +75,7 @@ def test_unknown_keys_and_bad_values_are_refused_by_name(tmp_path: Path) -> None
 def test_slack_is_deny_by_default_and_cannot_also_be_relayed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = GatewayConfig(platforms={"slack": {"enabled": True, "allow_users": ["U1"]}})
+    config = conform(GatewayConfig, dict(platforms={"slack": {"enabled": True, "allow_users": ["U1"]}}))
     rules = platform_access(config)
     assert rules["slack"].allow_users == frozenset({"U1"}) and rules["slack"].allow_all is False
     monkeypatch.setenv("B", "xoxb-1")

@@ -9,6 +9,7 @@ from telegram_double import TOKEN
 
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.kit.conform import conform
 
 ENV = "MY_TELEGRAM_TOKEN"
 
@@ -62,7 +63,7 @@ def test_a_malformed_token_is_refused_without_echoing_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ENV, "not a token secret-ish-value")
-    config = GatewayConfig(platforms={"telegram": {"enabled": True, "token_env": ENV}})
+    config = conform(GatewayConfig, dict(platforms={"telegram": {"enabled": True, "token_env": ENV}}))
     with pytest.raises(ConfigError) as err:
         Gateway(config, tmp_path / "state")
     assert "platforms.telegram.token_env" in str(err.value)

@@ -144,7 +144,7 @@ async def test_a_platform_wide_limit_of_5_per_second_costs_no_message_and_no_att
     double.global_limit = 5  # the gateway keeps its Telegram default of 30/s: the double is stricter
     users = _dms(20, base=9500)
     config = _config(double, tmp_path, users)
-    config = config.model_copy(update={"delivery": config.delivery.model_copy(update={"max_attempts": 3})})
+    config = replace(config, delivery=replace(config.delivery, max_attempts=3))
     gateway = await gateways.start(config)
     for round_ in range(2):
         for user in users:

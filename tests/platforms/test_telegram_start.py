@@ -19,6 +19,7 @@ from chatgate.agents.echo import EchoAgent
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
 from chatgate.app.startup import build_agent
+from chatgate.platforms.kit.conform import conform
 from support.procs import GatewayProcess
 
 ADA = User(9101, "Ada")
@@ -61,7 +62,7 @@ async def test_a_gateway_refused_for_a_held_bot_token_imports_no_http_client_nor
     log = (second.tmp / "gateway-1.log").read_text(errors="replace")  # all of it: logs() is a tail
     assert "already in use" in log, log[-2000:]
     imported = _imported(log)
-    assert {"chatgate", "pydantic", "yaml"} <= imported, "no -X importtime output to check"
+    assert {"chatgate", "msgspec", "yaml"} <= imported, "no -X importtime output to check"
     assert not {"httpx", "aiohttp", "aiogram", "openai"} & imported, sorted(imported)
 
 
@@ -104,7 +105,9 @@ async def test_an_agent_that_cannot_be_built_ends_each_turn_with_a_non_retryable
 def test_the_openai_agent_is_deferred_and_a_missing_key_is_still_refused_at_start_up(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    config = GatewayConfig(agent={"kind": "openai", "openai": {"api_key_env": "CG_TEST_OPENAI_KEY"}})
+    config = conform(
+        GatewayConfig, dict(agent={"kind": "openai", "openai": {"api_key_env": "CG_TEST_OPENAI_KEY"}})
+    )
     monkeypatch.setenv("CG_TEST_OPENAI_KEY", "sk-placeholder")
     agent = build_agent(config)
     assert isinstance(agent, DeferredAgent) and agent.name == "openai"

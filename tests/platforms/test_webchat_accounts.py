@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from msgspec.structs import replace
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from chatgate.store.sqlite import SqliteStore
@@ -243,9 +244,7 @@ async def test_the_signed_in_user_is_the_approval_identity(
     workdir = tmp_path / "work"
     (workdir / "x").mkdir(parents=True)
     config = accounts_config()
-    config = config.model_copy(
-        update={"tools": config.tools.model_copy(update={"enabled": True, "workdir": str(workdir)})}
-    )
+    config = replace(config, tools=replace(config.tools, enabled=True, workdir=str(workdir)))
     gateway = await start_gateway(config, store=SqliteStore(db))
     ann = await sign_in(gateway.port, {"token": users["ann"].token})
     bob = await sign_in(gateway.port, {"token": users["bob"].token})

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from chatgate.store.sqlite import SqliteStore
 from support.accounts_harness import User, accounts_config, seed
@@ -102,9 +103,7 @@ async def test_an_approval_card_survives_a_reload_when_signed_in(
     workdir = tmp_path / "work"
     (workdir / "x").mkdir(parents=True)
     config = accounts_config()
-    config = config.model_copy(
-        update={"tools": config.tools.model_copy(update={"enabled": True, "workdir": str(workdir)})}
-    )
+    config = replace(config, tools=replace(config.tools, enabled=True, workdir=str(workdir)))
     gateway = await start_gateway(config, store=SqliteStore(db))
     page = await sign_in_page((await browsers()).page, gateway.port, users["ann"])
     await send(page, "!sh rm -rf ./x")

@@ -20,6 +20,7 @@ import pytest
 from chatgate.agents.base import AgentEvent, AgentRequest, Final
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.kit.conform import conform
 from chatgate.platforms.relay.adapter import RelayHub
 from chatgate.platforms.relay.platform import RelayPlatform
 from relaysim import RelaySimulator
@@ -68,7 +69,7 @@ def relay_config(url: str, tmp: Path, extra: dict[str, Any] | None = None, **rel
         "shutdown": {"drain_seconds": 2, "outbox_flush_seconds": 3, "adapter_close_seconds": 3},
     }
     config.update(extra or {})
-    return GatewayConfig(**config)
+    return conform(GatewayConfig, config)
 
 
 class RelayWorld:

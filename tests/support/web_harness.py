@@ -23,6 +23,7 @@ from websockets.asyncio.client import ClientConnection
 
 from chatgate.app.config import GatewayConfig
 from chatgate.app.gateway import Gateway
+from chatgate.platforms.kit.conform import conform
 from chatgate.store.base import Store
 
 # Generous: a noisy 2-core CI machine may stall for seconds; nothing here waits this long when healthy.
@@ -36,7 +37,7 @@ def web_config(**overrides: Any) -> GatewayConfig:
     """A loopback gateway on an ephemeral port with a fast echo agent, plus ``overrides``."""
     values: dict[str, Any] = {"http": {"port": 0}, "agent": {"echo": {"chunk_delay_ms": 5}}}
     values.update(overrides)
-    return GatewayConfig(**values)
+    return conform(GatewayConfig, values)
 
 
 @pytest.fixture(autouse=True)

@@ -121,11 +121,12 @@ async def run(tmp_path: Path) -> AsyncIterator[Any]:
     """Start real in-process gateways on ``tmp_path/state`` (stopped at the end)."""
     from chatgate.app.config import GatewayConfig
     from chatgate.app.gateway import Gateway
+    from chatgate.platforms.kit.conform import conform
 
     started: list[Gateway] = []
 
     async def start(config: dict[str, Any]) -> Gateway:
-        gateway = Gateway(GatewayConfig(**config), tmp_path / "state")
+        gateway = Gateway(conform(GatewayConfig, config), tmp_path / "state")
         await gateway.start()
         started.append(gateway)
         return gateway

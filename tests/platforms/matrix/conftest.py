@@ -47,9 +47,10 @@ class Gateways:
     async def start(self, config: dict[str, Any], bot: Account, state: str = "state") -> Any:
         from chatgate.app.config import GatewayConfig
         from chatgate.app.gateway import Gateway
+        from chatgate.platforms.kit.conform import conform
 
         self._env.setenv(TOKEN_ENV, bot.token)
-        gateway = Gateway(GatewayConfig(**config), self.tmp_path / state)
+        gateway = Gateway(conform(GatewayConfig, config), self.tmp_path / state)
         try:
             await gateway.start()
         except BaseException:

@@ -12,6 +12,7 @@ import pytest
 from chatgate.domain.errors import ConfigError, MaybeSent, NotSent
 from chatgate.domain.outbound import Ambiguous, Rejected, RetryLater
 from chatgate.domain.prompts import Prompt, PromptOption
+from chatgate.platforms.kit.conform import conform
 from chatgate.platforms.kit.plugin import CoreView
 from chatgate.platforms.kit.skipped import Skipped
 from chatgate.platforms.matrix.api import error_of, path, retry_after
@@ -157,7 +158,7 @@ def test_the_section_needs_a_homeserver_and_a_secret_that_is_set() -> None:
     with pytest.raises(ValueError, match="user_id is required"):
         MatrixSection(enabled=True, homeserver="https://m.example.org", password_env="MX_PASSWORD")
     with pytest.raises(ValueError, match="name of an environment variable"):
-        MatrixSection(access_token_env="syt_YWxpY2U_dDBdmrlhOZSBRAzbqfcS_3KrD6i")
+        conform(MatrixSection, {"access_token_env": "syt_YWxpY2U_dDBdmrlhOZSBRAzbqfcS_3KrD6i"})
     access = PLUGIN.access(MatrixSection(allow_users=["@ann:example.org"], pairing=True), core)
     assert access["matrix"].allow_users == frozenset({"@ann:example.org"}) and access["matrix"].pairing
 

@@ -16,7 +16,7 @@ ENV = {BOT_TOKEN_ENV: BOT_TOKEN, APP_TOKEN_ENV: APP_TOKEN, SIGNING_SECRET_ENV: S
 
 
 def slack_values(fake: FakeSlack, tmp_path: Path, **overrides: Any) -> dict[str, Any]:
-    """Config values (a dict, for ``GatewayConfig(**values)`` or a subprocess's YAML)."""
+    """Config values (a dict, for ``conform(GatewayConfig, values)`` or a subprocess's YAML)."""
     slack: dict[str, Any] = {
         "enabled": True,
         "bot_token_env": BOT_TOKEN_ENV,
@@ -38,8 +38,9 @@ def slack_values(fake: FakeSlack, tmp_path: Path, **overrides: Any) -> dict[str,
 
 def slack_config(fake: FakeSlack, tmp_path: Path, **overrides: Any) -> Any:
     from chatgate.app.config import GatewayConfig
+    from chatgate.platforms.kit.conform import conform
 
-    return GatewayConfig(**slack_values(fake, tmp_path, **overrides))
+    return conform(GatewayConfig, dict(**slack_values(fake, tmp_path, **overrides)))
 
 
 def rows(db: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:

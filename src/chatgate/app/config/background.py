@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+import msgspec
 
 from chatgate.domain.schedules import Schedule, ScheduleError, ScheduleTarget, check_spec, parse_duration
 from chatgate.domain.source import Source
-from chatgate.platforms.kit.section import EnvName, Section
+from chatgate.platforms.kit.section import Check, EnvName, Section
 
 if TYPE_CHECKING:
     from chatgate.engine.schedules import ScheduleSettings
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 ROUTE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
-class TargetConfig(Section):
+class TargetConfig(Section, kw_only=True):
     """A chat (``platform`` + ``chat_id``, and the rest of its source) or a session by its key."""
 
     session: str | None = None
@@ -31,13 +31,11 @@ class TargetConfig(Section):
     thread_id: str | None = None
     scope_id: str | None = None
 
-    @model_validator(mode="after")
-    def _one_kind(self) -> TargetConfig:
+    def __post_init__(self) -> None:
         if self.session is None and not (self.platform and self.chat_id):
             raise ValueError("name a chat (platform and chat_id) or a session (its key)")
         if self.session is not None and (self.platform or self.chat_id):
             raise ValueError("name either a session or a chat (platform, chat_id), not both")
-        return self
 
     def target(self) -> ScheduleTarget:
         if self.session is not None:
@@ -54,18 +52,17 @@ class TargetConfig(Section):
         return ScheduleTarget(source, None)
 
 
-class ScheduleConfig(Section):
+class ScheduleConfig(Section, kw_only=True):
     every: str | None = None
     """An interval: ``30s``, ``10m``, ``1h30m``, ``1d`` (phase: from the first start)."""
     cron: str | None = None
     """Five fields (minute hour day month weekday) or six with seconds first, in UTC."""
-    text: str = Field(min_length=1, max_length=4000)
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
     target: TargetConfig
     deliver_only: bool = False
     """Post ``text`` to the target chat as it is, without running the agent."""
 
-    @model_validator(mode="after")
-    def _one_timing(self) -> ScheduleConfig:
+    def __post_init__(self) -> None:
         if (self.every is None) == (self.cron is None):
             raise ValueError("give exactly one of every (an interval such as 10m) or cron (an expression)")
         try:
@@ -75,7 +72,6 @@ class ScheduleConfig(Section):
                 check_spec("cron", self.cron or "")
         except ScheduleError as exc:
             raise ValueError(str(exc)) from None
-        return self
 
     def timing(self) -> tuple[Literal["every", "cron"], str]:
         if self.every is not None:
@@ -83,26 +79,25 @@ class ScheduleConfig(Section):
         return "cron", self.cron or ""
 
 
-class SchedulesConfig(Section):
+def _schedule_names(jobs: dict[str, Any]) -> dict[str, Any]:
+    for name in jobs:
+        if not ROUTE_NAME.match(name):
+            raise ValueError(f"{name!r}: a schedule name is lower-case letters, digits, - and _")
+    return jobs
+
+
+class SchedulesConfig(Section, kw_only=True):
     enabled: bool = True
     """The runner, and ``/remind``, ``/every``, ``/schedules`` in chats."""
-    jobs: dict[str, ScheduleConfig] = {}
+    jobs: Annotated[dict[str, ScheduleConfig], Check(_schedule_names)] = {}
     """Schedules by name; their ids are ``config:<name>``."""
-    chat_min_interval_seconds: float = Field(60.0, ge=1)
+    chat_min_interval_seconds: Annotated[float, msgspec.Meta(ge=1)] = 60.0
     """The shortest repeat ``/every`` accepts in a chat."""
-    chat_max_per_session: int = Field(20, ge=1, le=1000)
+    chat_max_per_session: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 20
     """How many schedules one chat's session may hold."""
-    chat_max_per_user: int = Field(50, ge=1, le=100_000)
+    chat_max_per_user: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 50
     """Chat schedules one user may hold across all their chats on a platform (a bound on what
     one person can make the gateway keep and fire, whatever the number of chats)."""
-
-    @field_validator("jobs")
-    @classmethod
-    def _names(cls, jobs: dict[str, Any]) -> dict[str, Any]:
-        for name in jobs:
-            if not ROUTE_NAME.match(name):
-                raise ValueError(f"{name!r}: a schedule name is lower-case letters, digits, - and _")
-        return jobs
 
     def settings(self) -> ScheduleSettings | None:
         """The engine's schedule settings (None: off), the jobs as ``config:<name>`` rows."""
@@ -135,16 +130,16 @@ class SchedulesConfig(Section):
         return ScheduleSettings(jobs=tuple(jobs), limits=limits)
 
 
-class BackgroundConfig(Section):
+class BackgroundConfig(Section, kw_only=True):
     enabled: bool = True
     """``/bg``, ``/tasks`` and ``/cancel`` in chats."""
-    max_running_per_session: int = Field(10, ge=1, le=1000)
+    max_running_per_session: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 10
 
 
-class DelegationConfig(Section):
+class DelegationConfig(Section, kw_only=True):
     enabled: bool = False
     """Offer the agent the ``delegate(task)`` tool (needs an agent that calls tools)."""
-    max_age_hours: float = Field(48.0, gt=0)
+    max_age_hours: Annotated[float, msgspec.Meta(gt=0)] = 48.0
     """A delegated task still pending this long after its dispatch is closed at the next start."""
 
 
@@ -161,43 +156,42 @@ def task_settings(background: BackgroundConfig, delegation: DelegationConfig) ->
     )
 
 
-class HookRouteConfig(Section):
+class HookRouteConfig(Section, kw_only=True):
     auth: Literal["hmac", "bearer"] = "hmac"
     """``hmac``: the hex SHA-256 HMAC of ``<timestamp>.<delivery id>.<body>``, keyed by the
     secret, in ``signature_header`` (docs/background-work.md has a worked example);
     ``bearer``: ``Authorization: Bearer <secret>``."""
     secret_env: EnvName
     """The environment variable that holds the route's secret (required; never in the YAML)."""
-    signature_header: str = Field("X-Chatgate-Signature", min_length=1, max_length=100)
-    signature_prefix: str = Field("sha256=", max_length=100)
-    delivery_header: str = Field("X-Delivery-Id", min_length=1, max_length=100)
+    signature_header: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "X-Chatgate-Signature"
+    signature_prefix: Annotated[str, msgspec.Meta(max_length=100)] = "sha256="
+    delivery_header: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "X-Delivery-Id"
     """The header whose value names the delivery: a retry with the same value runs once. It is
     signed, so a captured body cannot be replayed under a new id."""
-    timestamp_header: str = Field("X-Chatgate-Timestamp", min_length=1, max_length=100)
+    timestamp_header: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "X-Chatgate-Timestamp"
     """(``hmac``) The header with the Unix time, in seconds, at which the delivery was signed."""
-    max_age_seconds: float = Field(300.0, ge=1, le=86_400)
+    max_age_seconds: Annotated[float, msgspec.Meta(ge=1, le=86_400)] = 300.0
     """(``hmac``) How far a delivery's signed timestamp may be from the gateway's clock, either
     way; an older (or later) one is refused as stale, so a captured delivery expires."""
-    template: str = Field("Webhook $route: $body", min_length=1, max_length=4000)
+    template: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)] = "Webhook $route: $body"
     """The prompt: ``$route``, ``$body`` (the JSON), ``${a.b}`` for a field of the body."""
     target: TargetConfig
     deliver_only: bool = False
     """Post the rendered template to the target chat without running the agent."""
-    max_body_bytes: int = Field(256 * 1024, ge=1, le=4 * 1024 * 1024)
+    max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=4 * 1024 * 1024)] = 256 * 1024
 
 
-class HooksConfig(Section):
+def _route_names(routes: dict[str, Any]) -> dict[str, Any]:
+    for name in routes:
+        if not ROUTE_NAME.match(name):
+            raise ValueError(f"{name!r}: a route name is lower-case letters, digits, - and _")
+    return routes
+
+
+class HooksConfig(Section, kw_only=True):
     enabled: bool = False
-    routes: dict[str, HookRouteConfig] = {}
+    routes: Annotated[dict[str, HookRouteConfig], Check(_route_names)] = {}
     """``POST /hooks/<name>`` per route."""
-
-    @field_validator("routes")
-    @classmethod
-    def _names(cls, routes: dict[str, Any]) -> dict[str, Any]:
-        for name in routes:
-            if not ROUTE_NAME.match(name):
-                raise ValueError(f"{name!r}: a route name is lower-case letters, digits, - and _")
-        return routes
 
 
 def hook_secret_problem(hooks: HooksConfig, environ: Any) -> str | None:

@@ -13,13 +13,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
-from pydantic import BaseModel, ValidationError
 
 from chatgate.app import registry
 from chatgate.app.config.platforms import PlatformSections
-
-KeyPath = tuple[str | int, ...]
+from chatgate.platforms.kit.conform import Invalid, KeyPath
+from chatgate.platforms.kit.section import Section
 
 
 def parse_yaml(path: Path, text: str) -> tuple[Any, dict[KeyPath, int]]:
@@ -51,19 +51,16 @@ def _index(node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int]) -> None:
             _index(item, (*prefix, i), lines)
 
 
-def describe(exc: ValidationError, where: str, model: type[BaseModel], lines: dict[KeyPath, int]) -> str:
-    """Every error of ``exc`` on its own line: key, line, problem, and a spelling hint."""
+def describe(exc: Invalid, where: str, model: type[Section], lines: dict[KeyPath, int]) -> str:
+    """Every problem of ``exc`` on its own line: key, line, problem, and a spelling hint."""
     out = [f"invalid configuration in {where}:"]
-    for err in exc.errors():
-        loc: KeyPath = tuple(err["loc"])
+    for problem in exc.problems:
+        loc = problem.path
         key = ".".join(str(p) for p in loc) or "(top level)"
         line = _line_of(loc, lines)
         at = f" (line {line})" if line else ""
-        if err["type"] == "extra_forbidden":
-            problem = "unknown key" + _did_you_mean(model, loc)
-        else:
-            problem = str(err["msg"]).removeprefix("Value error, ")  # our messages stand on their own
-        out.append(f"  {key}{at}: {problem}")
+        message = "unknown key" + _did_you_mean(model, loc) if problem.unknown else problem.message
+        out.append(f"  {key}{at}: {message}")
     out.append("See docs/configuration.md for every key and its default.")
     return "\n".join(out)
 
@@ -75,7 +72,7 @@ def _line_of(loc: KeyPath, lines: dict[KeyPath, int]) -> int | None:
     return None
 
 
-def _did_you_mean(model: type[BaseModel], loc: KeyPath) -> str:
+def _did_you_mean(model: type[Section], loc: KeyPath) -> str:
     fields = _fields_at(model, loc[:-1])
     if not fields or not loc:
         return " (check the spelling)"
@@ -85,15 +82,15 @@ def _did_you_mean(model: type[BaseModel], loc: KeyPath) -> str:
     return f"; valid keys here: {', '.join(sorted(fields))}"
 
 
-def _fields_at(model: type[BaseModel], loc: KeyPath) -> list[str]:
-    """The field names of the section at ``loc`` (through nested sections, lists and dicts)."""
-    current: type[BaseModel] | None = model
+def _fields_at(model: type[Section], loc: KeyPath) -> list[str]:
+    """The key names of the section at ``loc`` (through nested sections, lists and dicts)."""
+    current: type[msgspec.Struct] | None = model
     i = 0
     while i < len(loc) and current is not None:
-        field = current.model_fields.get(str(loc[i]))
+        field = _field_types(current).get(str(loc[i]))
         if field is None:
             return []
-        if field.annotation is PlatformSections:
+        if field is PlatformSections:
             if i + 1 == len(loc):
                 return registry.names()  # a misspelt platform: the names it could be
             name = str(loc[i + 1])
@@ -101,23 +98,34 @@ def _fields_at(model: type[BaseModel], loc: KeyPath) -> list[str]:
             i += 2
             continue
         # a list or dict of sections: the next part is an index or a name
-        i += 2 if _is_container(field.annotation) else 1
-        current = _model_in(field.annotation)
-    return list(current.model_fields) if current is not None and i == len(loc) else []
+        i += 2 if _is_container(field) else 1
+        current = _section_in(field)
+    return list(_field_types(current)) if current is not None and i == len(loc) else []
+
+
+def _field_types(section: type[msgspec.Struct]) -> dict[str, Any]:
+    return {f.encode_name: _bare(f.type) for f in msgspec.structs.fields(section)}
+
+
+def _bare(annotation: Any) -> Any:
+    """The type under ``Annotated`` and ``| None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _bare(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _bare(rest[0]) if len(rest) == 1 else annotation
+    return annotation
 
 
 def _is_container(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (list, dict)
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The section model an annotation holds: itself, in a list/dict value, or in an Optional."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+def _section_in(annotation: Any) -> type[msgspec.Struct] | None:
+    """The section an annotation holds: itself, or in a list's or dict's values."""
+    annotation = _bare(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, msgspec.Struct):
         return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (list, dict, typing.Union, types.UnionType):
-        for arg in reversed(typing.get_args(annotation)):
-            found = _model_in(arg)
-            if found is not None:
-                return found
+    if _is_container(annotation):
+        return _section_in(typing.get_args(annotation)[-1])
     return None

@@ -6,14 +6,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+import msgspec
 
 from chatgate.app.config.env import overlay
-from chatgate.app.config.errors import KeyPath, describe, parse_yaml
+from chatgate.app.config.errors import describe, parse_yaml
 from chatgate.app.config.extras import check_extras
 from chatgate.app.config.model import ConfigError, GatewayConfig
 from chatgate.app.config.rates import rate_limit_problem
 from chatgate.app.config.secrets import ANY_SECRET, check_secrets, served_platforms
+from chatgate.platforms.kit.conform import Invalid, KeyPath, conform
 
 
 def load_config(
@@ -37,10 +38,10 @@ def load_config(
         data = data or {}
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must contain a mapping at the top level")
-    data = overlay(data, os.environ, GatewayConfig.model_fields)
+    data = overlay(data, os.environ, [f.encode_name for f in msgspec.structs.fields(GatewayConfig)])
     try:
-        config = GatewayConfig(**data)
-    except ValidationError as exc:
+        config = conform(GatewayConfig, data)
+    except Invalid as exc:
         where += " (and CHATGATE_* environment variables)"
         raise ConfigError(describe(exc, where, GatewayConfig, lines)) from exc
     if check_installed and (needs := check_extras(config)) is not None:

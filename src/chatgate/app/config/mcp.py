@@ -8,22 +8,45 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+import msgspec
 
 from chatgate.agents.tools.mcp_settings import SERVER_NAME, McpServerSettings
 from chatgate.domain.errors import StartupError
-from chatgate.platforms.kit.section import EnvName, Section
+from chatgate.platforms.kit.section import Check, EnvName, Section
 
 PolicyName = Literal["ask", "allow", "deny"]
 
 
-class McpServerConfig(Section):
+def _command(value: str) -> str:
+    if not value.strip():
+        raise ValueError("command is empty")
+    return value
+
+
+def _url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+def _server_names(value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+    for name in value:
+        if not SERVER_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name[:40]!r} is not a usable server name: a letter, then letters, digits, _ or -"
+                " (at most 32; it prefixes the tool names the model sees)"
+            )
+    return value
+
+
+class McpServerConfig(Section, kw_only=True):
     """``agent.mcp.servers.<name>``: ``command`` (a stdio server) or ``url`` (streamable HTTP)."""
 
-    command: str | None = None
+    command: Annotated[str, Check(_command)] | None = None
     """The program that runs the server (found on PATH), spoken to over its stdin and stdout."""
     args: list[str] = []
     env: dict[str, str] = {}
@@ -31,7 +54,7 @@ class McpServerConfig(Section):
     env_from: dict[str, EnvName] = {}
     """Variables for the server process taken from the gateway's: ``SERVER_VAR: GATEWAY_VAR``."""
     cwd: str | None = None
-    url: str | None = None
+    url: Annotated[str, Check(_url)] | None = None
     """An MCP streamable HTTP endpoint (``http://`` or ``https://``)."""
     headers_env: dict[str, EnvName] = {}
     """HTTP headers whose values are read from the gateway's variables: ``Authorization: MY_TOKEN_VAR``."""
@@ -40,54 +63,25 @@ class McpServerConfig(Section):
     (read-only → allow; destructive or not said → ask)."""
     tools: dict[str, PolicyName] = {}
     """Per tool, by the server's own name for it, over ``policy``."""
-    timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
     """A call not answered within this long fails; the model is told so."""
-    connect_timeout_seconds: float = Field(30.0, gt=0, le=600)
+    connect_timeout_seconds: Annotated[float, msgspec.Meta(gt=0, le=600)] = 30.0
     """Starting or reaching the server and listing its tools, at start and at each restart."""
-    output_cap: int = Field(16_000, ge=256, le=10_000_000)
+    output_cap: Annotated[int, msgspec.Meta(ge=256, le=10_000_000)] = 16_000
     """Bytes of a call's result the model reads; the rest is cut with a note saying how much."""
 
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
+    def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ValueError("set either command (a stdio server) or url (streamable HTTP), not both")
         if self.url is not None and (self.args or self.env or self.env_from or self.cwd):
             raise ValueError("args, env, env_from and cwd are for a stdio server (command), not a url")
         if self.command is not None and self.headers_env:
             raise ValueError("headers_env is for an HTTP server (url), not a command")
-        return self
-
-    @field_validator("command")
-    @classmethod
-    def _command(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("command is empty")
-        return value
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None:
-            parts = urlsplit(value)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"{value!r} is not an http:// or https:// URL")
-        return value
 
 
-class McpConfig(Section):
-    servers: dict[str, McpServerConfig] = {}
+class McpConfig(Section, kw_only=True):
+    servers: Annotated[dict[str, McpServerConfig], Check(_server_names)] = {}
     """By name; a server's name prefixes its tools' names (``time`` → ``time__get_current_time``)."""
-
-    @field_validator("servers")
-    @classmethod
-    def _names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
-        for name in value:
-            if not SERVER_NAME.fullmatch(name):
-                raise ValueError(
-                    f"{name[:40]!r} is not a usable server name: a letter, then letters, digits, _ or -"
-                    " (at most 32; it prefixes the tool names the model sees)"
-                )
-        return value
 
 
 def mcp_servers(config: McpConfig, environ: Mapping[str, str]) -> list[McpServerSettings]:

@@ -5,7 +5,9 @@ Its own module so the media feature's keys sit with their one consumer's types.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+import msgspec
 
 from chatgate.domain.media import (
     DEFAULT_HISTORY_FILES,
@@ -17,12 +19,11 @@ from chatgate.domain.media import (
     MediaLimits,
 )
 from chatgate.domain.voice import DEFAULT_MAX_SECONDS, TranscriptionMode, VoiceSettings
+from chatgate.platforms.kit.section import Section
 
 
-class VoiceOpenAIConfig(BaseModel):
+class VoiceOpenAIConfig(Section, kw_only=True):
     """``media.voice.openai``: an OpenAI-compatible ``/v1/audio/transcriptions`` endpoint."""
-
-    model_config = ConfigDict(extra="forbid")
 
     base_url: str = "https://api.openai.com/v1"
     model: str = "whisper-1"
@@ -32,20 +33,18 @@ class VoiceOpenAIConfig(BaseModel):
     """An ISO-639-1 hint (``en``, ``de``...); unset, the service detects the language."""
 
 
-class VoiceConfig(BaseModel):
+class VoiceConfig(Section, kw_only=True):
     """Voice notes and audio files: transcribed once, the transcript read by the model."""
-
-    model_config = ConfigDict(extra="forbid")
 
     transcription: TranscriptionMode = "embedded"
     """``embedded`` (PocketSphinx, English, offline), ``openai`` (the endpoint below) or ``off``."""
-    max_seconds: float = Field(DEFAULT_MAX_SECONDS, gt=0)
+    max_seconds: Annotated[float, msgspec.Meta(gt=0)] = DEFAULT_MAX_SECONDS
     """The longest voice note transcribed; a longer one is refused with a note."""
-    timeout_seconds: float = Field(300.0, gt=0)
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     """Decoding and transcribing one voice note."""
     show_transcript: bool = True
     """Send the user what was heard, as a short reply to their voice note."""
-    openai: VoiceOpenAIConfig = VoiceOpenAIConfig()
+    openai: VoiceOpenAIConfig = msgspec.field(default_factory=VoiceOpenAIConfig)
 
     def settings(self) -> VoiceSettings:
         return VoiceSettings(
@@ -60,30 +59,28 @@ class VoiceConfig(BaseModel):
         )
 
 
-class MediaConfig(BaseModel):
+class MediaConfig(Section, kw_only=True):
     """Attachments: size, time and pixel bounds, and how much of a document the model reads."""
-
-    model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
     """Fetch the files people send before the agent answers; off, the agent sees only the text."""
-    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1)
+    max_bytes: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_MAX_BYTES
     """The largest file fetched, on every platform (bytes)."""
     platform_max_bytes: dict[str, int] = {}
     """Per platform name, a lower limit than ``max_bytes`` (a platform's own limit applies anyway)."""
-    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1)
+    max_pixels: Annotated[int, msgspec.Meta(ge=1)] = DEFAULT_MAX_PIXELS
     """The most pixels an image may decode to (a decompression bomb claims far more)."""
-    inline_chars: int = Field(DEFAULT_INLINE_CHARS, ge=0)
+    inline_chars: Annotated[int, msgspec.Meta(ge=0)] = DEFAULT_INLINE_CHARS
     """Characters of a text file's or a PDF's text the model reads; the rest is cut, and it is told."""
-    timeout_seconds: float = Field(60.0, gt=0)
+    timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 60.0
     """How long one file's download may take."""
-    history_files: int = Field(DEFAULT_HISTORY_FILES, ge=0)
+    history_files: Annotated[int, msgspec.Meta(ge=0)] = DEFAULT_HISTORY_FILES
     """The history's latest files the model is sent again each turn; older ones are named only."""
-    voice: VoiceConfig = VoiceConfig()
+    voice: VoiceConfig = msgspec.field(default_factory=VoiceConfig)
     """How voice notes are transcribed (docs/media.md, "Voice notes")."""
-    retention_days: float = Field(DEFAULT_RETENTION_DAYS, ge=0)
+    retention_days: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_RETENTION_DAYS
     """Files (their records and blobs) older than this many days are removed; 0 keeps them forever."""
-    quota_mb_per_user: float = Field(DEFAULT_QUOTA_MB, ge=0)
+    quota_mb_per_user: Annotated[float, msgspec.Meta(ge=0)] = DEFAULT_QUOTA_MB
     """The megabytes of files one user may have stored at once (what retention has not removed
     yet); a file past it is refused with a note. 0: no quota."""
 

@@ -6,23 +6,24 @@ platform sections' ``pairing: true`` switches live with each platform in ``confi
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+import msgspec
 
 from chatgate.domain.pairing import PairingLimits
+from chatgate.platforms.kit.section import Section
 
 
-class PairingConfig(BaseModel):
+class PairingConfig(Section, kw_only=True):
     """DM pairing limits, for every platform with ``pairing: true`` (docs/operations.md)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    code_ttl_seconds: float = Field(3600.0, gt=0)
-    max_pending: int = Field(20, ge=1, le=1000)
+    code_ttl_seconds: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+    max_pending: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 20
     """Codes waiting for approval per platform; a stranger past that gets none."""
-    reply_interval_seconds: float = Field(600.0, ge=0)
+    reply_interval_seconds: Annotated[float, msgspec.Meta(ge=0)] = 600.0
     """A stranger who keeps writing is sent their code again at most this often."""
-    max_failed_approvals: int = Field(5, ge=1)
-    lockout_seconds: float = Field(900.0, gt=0)
+    max_failed_approvals: Annotated[int, msgspec.Meta(ge=1)] = 5
+    lockout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 900.0
     """After max_failed_approvals wrong codes, ``chatgate pairing approve`` refuses every code this long."""
 
     def limits(self) -> PairingLimits:

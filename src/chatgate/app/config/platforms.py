@@ -10,13 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pydantic import ConfigDict, GetCoreSchemaHandler, create_model
-from pydantic_core import core_schema
-
 from chatgate.app import registry
+from chatgate.platforms.kit.conform import BAD, KeyPath, Problem, conform, conform_at, is_bad
 from chatgate.platforms.kit.section import PlatformSection
-
-_MODELS: dict[tuple[str, ...], Any] = {}
 
 
 class PlatformSections:
@@ -51,34 +47,29 @@ class PlatformSections:
         return f"PlatformSections({self._sections!r})"
 
     @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(cls.validate)
-
-    @classmethod
-    def validate(cls, data: Any) -> PlatformSections:
+    def conform(cls, data: Any, path: KeyPath, problems: list[Problem]) -> Any:
+        """Each named platform's section by its plugin's class; a name that is not one is unknown."""
         if isinstance(data, PlatformSections):
             return data
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise ValueError("must be a mapping of platform sections (web:, telegram:, ...)")
-        names = [n for n in data if n in registry.PLUGINS]
-        names += [n for n in registry.ON_BY_DEFAULT if n not in names]
-        model = _model_for(tuple(names))
-        validated = model.model_validate(data)  # an unknown name is extra_forbidden, at its line
-        return cls({name: getattr(validated, name) for name in names})
+            problems.append(Problem(path, "must be a mapping of platform sections (web:, telegram:, ...)"))
+            return BAD
+        sections: dict[str, PlatformSection] = {}
+        for name, raw in data.items():
+            if name not in registry.PLUGINS:
+                problems.append(Problem((*path, str(name)), "unknown key", unknown=True))
+                continue
+            sections[name] = conform_at(registry.plugin(name).section, raw, (*path, name), problems)
+        for name in registry.ON_BY_DEFAULT:
+            if name not in sections and name not in data:
+                sections[name] = registry.plugin(name).section()
+        if any(is_bad(s) for s in sections.values()) or len(sections) < len(data):
+            return BAD
+        return cls(sections)
 
-
-def _model_for(names: tuple[str, ...]) -> Any:
-    """A pydantic model whose fields are these platforms' sections (built once per set of names)."""
-    model = _MODELS.get(names)
-    if model is None:
-        fields: dict[str, Any] = {}
-        for name in names:
-            section = registry.plugin(name).section
-            fields[name] = (section, section())
-        model = create_model("platforms", __config__=ConfigDict(extra="forbid"), **fields)
-        _MODELS[names] = model
-    return model
+    @classmethod
+    def validate(cls, data: Any) -> PlatformSections:
+        """The sections of ``data`` (``Invalid`` when it is not valid): a config built in code."""
+        return conform(cls, data)

@@ -8,19 +8,20 @@ keeps the adapter's value. A platform name that is not served is a start-up erro
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
+
+import msgspec
 
 from chatgate.engine.ratelimit import RateOverride
+from chatgate.platforms.kit.section import Section
 
 
-class RateLimitsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    chat_interval_seconds: float | None = Field(None, ge=0, le=3600)
+class RateLimitsConfig(Section, kw_only=True):
+    chat_interval_seconds: Annotated[float, msgspec.Meta(ge=0, le=3600)] | None = None
     """Least time between two messages to one chat."""
-    per_second: float | None = Field(None, ge=0, le=10_000)
+    per_second: Annotated[float, msgspec.Meta(ge=0, le=10_000)] | None = None
     """Calls per second across the platform (sends, edits, typing); 0 removes the limit."""
-    group_per_minute: int | None = Field(None, ge=0, le=100_000)
+    group_per_minute: Annotated[int, msgspec.Meta(ge=0, le=100_000)] | None = None
     """Messages per minute to one group chat, where the adapter tells groups apart; 0 removes it."""
 
     def override(self) -> RateOverride:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from typing import Annotated, ClassVar
+
+import msgspec
 
 from chatgate.platforms.discord.endpoint import DEFAULT_API_BASE
 from chatgate.platforms.kit.section import EnvName, PlatformSection
 
 
-class DiscordSection(PlatformSection):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+class DiscordSection(PlatformSection, kw_only=True):
+    numbers_as_text: ClassVar[bool] = True
 
     token_env: EnvName | None = None
     """Name of the environment variable that holds the bot token (required when enabled)."""
@@ -26,7 +28,7 @@ class DiscordSection(PlatformSection):
     """Channel ids where every message is for the bot, mention or not."""
     pairing: bool = False
     """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
-    catch_up_hours: float = Field(24.0, ge=0, le=24 * 30)
+    catch_up_hours: Annotated[float, msgspec.Meta(ge=0, le=24 * 30)] = 24.0
     """After downtime, read back what channels active this recently got meanwhile (0: none)."""
     command_guilds: list[str] = []
     """Guild ids to register the slash commands in (instant); empty: globally."""

@@ -9,6 +9,7 @@ from typing import Any
 from chatgate.domain.access import PlatformAccess
 from chatgate.engine.ports import PlatformContext
 from chatgate.platforms.email.section import EmailSection
+from chatgate.platforms.kit.conform import conform
 from chatgate.platforms.kit.init import InitAnswers, Prompter, split_list
 from chatgate.platforms.kit.plugin import CoreView, Credential, Extra, PlatformBuild, Plugin, Secret
 
@@ -101,7 +102,7 @@ class EmailPlugin(Plugin[EmailSection]):
         if args.email_allow_from:
             values["allow_from"] = split_list(args.email_allow_from)
         answers = InitAnswers(section=values, secrets=[env])
-        section = EmailSection.model_validate({"enabled": True, **values})
+        section = conform(EmailSection, {"enabled": True, **values})
         p.checked_secret(
             env, "the mailbox password", "Email", lambda password: check_mailbox(section, password)
         )

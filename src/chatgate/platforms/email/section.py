@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+import msgspec
 
 from chatgate.platforms.kit.section import EnvName, PlatformSection
 
@@ -13,8 +13,8 @@ SmtpSecurity = Literal["tls", "starttls", "none"]
 SentCopy = Literal["bcc", "append", "provider"]
 
 
-class EmailSection(PlatformSection):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+class EmailSection(PlatformSection, kw_only=True):
+    numbers_as_text: ClassVar[bool] = True
 
     address: str = ""
     """The mailbox's own address: replies come from it (required when enabled)."""
@@ -24,7 +24,7 @@ class EmailSection(PlatformSection):
     """Variable holding the mailbox password (an app password for Gmail, Outlook, Fastmail)."""
 
     imap_host: str = ""
-    imap_port: int = Field(993, ge=1, le=65535)
+    imap_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 993
     imap_security: ImapSecurity = "tls"
     """``tls`` (implicit TLS, port 993) or ``none`` (plain text: a local test server only)."""
     imap_user: str = ""
@@ -33,7 +33,7 @@ class EmailSection(PlatformSection):
     """The folder read for incoming mail."""
 
     smtp_host: str = ""
-    smtp_port: int = Field(587, ge=1, le=65535)
+    smtp_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 587
     smtp_security: SmtpSecurity = "starttls"
     """``starttls`` (port 587), ``tls`` (implicit TLS, port 465) or ``none`` (a local test server)."""
     smtp_user: str = ""
@@ -49,7 +49,7 @@ class EmailSection(PlatformSection):
 
     idle: bool = True
     """Wait for new mail with IMAP IDLE where the server has it; otherwise poll."""
-    poll_seconds: float = Field(60.0, ge=0.2, le=3600)
+    poll_seconds: Annotated[float, msgspec.Meta(ge=0.2, le=3600)] = 60.0
     """The polling interval without IDLE, and the longest IDLE before a fresh look."""
 
     allow_from: list[str] = []
@@ -59,31 +59,29 @@ class EmailSection(PlatformSection):
     pairing: bool = False
     """Strangers get a one-time code by mail for the operator (``chatgate pairing``)."""
 
-    sends_per_minute: float = Field(20.0, gt=0, le=6000)
+    sends_per_minute: Annotated[float, msgspec.Meta(gt=0, le=6000)] = 20.0
     """The mailbox's sending budget (providers limit it: Gmail about 20 a minute)."""
-    replies_per_thread_per_hour: int = Field(12, ge=1, le=1000)
+    replies_per_thread_per_hour: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 12
     """Loop guard: a thread that got this many replies within the hour gets no more until it cools."""
 
-    max_message_bytes: int = Field(2_000_000, ge=10_000, le=50_000_000)
+    max_message_bytes: Annotated[int, msgspec.Meta(ge=10_000, le=50_000_000)] = 2_000_000
     """Larger mail is not downloaded: it is recorded as refused, and its sender is not answered."""
-    max_attachments: int = Field(20, ge=0, le=1000)
-    max_file_bytes: int = Field(10_000_000, ge=0, le=35_000_000)
+    max_attachments: Annotated[int, msgspec.Meta(ge=0, le=1000)] = 20
+    max_file_bytes: Annotated[int, msgspec.Meta(ge=0, le=35_000_000)] = 10_000_000
     """The largest file the agent may send as an attachment (0: none). Base64 makes the mail a
     third larger, and providers refuse mail over 25 MB (Gmail) or less, so 10 MB stays safe."""
-    max_mime_depth: int = Field(8, ge=1, le=50)
+    max_mime_depth: Annotated[int, msgspec.Meta(ge=1, le=50)] = 8
 
     message_id_domain: str = ""
     """The domain of the Message-IDs of replies (empty: the domain of ``address``)."""
 
-    @model_validator(mode="after")
-    def _addresses(self) -> EmailSection:
+    def __post_init__(self) -> None:
         self.address = self.address.strip().lower()
         if self.enabled and ("@" not in self.address or not self.imap_host or not self.smtp_host):
             raise ValueError("address, imap_host and smtp_host are required when platforms.email is enabled")
         for entry in self.allow_from:
             if "@" not in entry:
                 raise ValueError(f"allow_from: {entry!r} is neither an address nor an @domain")
-        return self
 
     @property
     def login(self) -> str:

@@ -1,33 +1,34 @@
 """What every config section shares, the core's and each platform's: unknown keys refused,
-choices in any case, ``*_env`` keys that hold a variable's name and never a secret."""
+choices in any case, ``*_env`` keys that hold a variable's name and never a secret.
+
+A section is a ``msgspec.Struct``; ``conform.py`` builds one from the YAML's data and says
+what is wrong with every key at once. A key's own rule is ``Annotated[T, Check(fn)]``; a rule
+over several keys is the section's ``__post_init__`` (a ``ValueError`` names the section).
+"""
 
 from __future__ import annotations
 
-import typing
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
-
-
-def fold_literal_case(model: type[BaseModel], data: Any) -> Any:
-    """``log_level: info`` means ``INFO``: a choice is matched whatever its case."""
-    if not isinstance(data, dict):
-        return data
-    folded = dict(data)
-    for name, field in model.model_fields.items():
-        value = folded.get(name)
-        if not isinstance(value, str) or typing.get_origin(field.annotation) is not typing.Literal:
-            continue
-        for choice in typing.get_args(field.annotation):
-            if isinstance(choice, str) and choice.casefold() == value.casefold():
-                folded[name] = choice
-    return folded
+import msgspec
 
 
-def env_var_name(value: str | None) -> str | None:
+class Check:
+    """``Annotated`` metadata: ``fn`` gets the key's converted value and returns the value to
+    keep; its ``ValueError`` is reported at that key."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __repr__(self) -> str:
+        return f"Check({getattr(self.fn, '__name__', self.fn)!r})"
+
+
+def env_var_name(value: str) -> str:
     """A ``*_env`` key holds the *name* of a variable; a pasted secret is refused, never echoed."""
-    if value is None:
-        return None
     name = value.strip()
     looks_like_a_name = (
         bool(name) and (name[0].isalpha() or name[0] == "_") and name.replace("_", "").isalnum()
@@ -41,22 +42,26 @@ def env_var_name(value: str | None) -> str | None:
     return name
 
 
-EnvName = Annotated[str, AfterValidator(env_var_name)]
+EnvName = Annotated[str, Check(env_var_name)]
 """A ``*_env`` key: the name of the environment variable that holds a secret, never the secret."""
 
 
-class Section(BaseModel):
-    """A block of the config file: unknown keys are mistakes, choices match in any case."""
+class Section(msgspec.Struct, kw_only=True):
+    """A block of the config file: unknown keys are mistakes, choices match in any case.
 
-    model_config = ConfigDict(extra="forbid")
+    Build one from a file's data with ``conform(Section, data)``; calling the class is for
+    code that already holds valid values (defaults, tests), and runs only ``__post_init__``."""
 
-    @model_validator(mode="before")
+    numbers_as_text: ClassVar[bool] = False
+    """A number written where text is expected is taken as that text (ids: ``allow_users: [42]``)."""
+
     @classmethod
-    def _any_case_choices(cls, data: Any) -> Any:
-        return fold_literal_case(cls, data)
+    def before(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The section's raw keys before they are checked: a default that depends on another key."""
+        return data
 
 
-class PlatformSection(Section):
-    """``platforms.<name>``: a platform's own keys, validated by its plugin's model."""
+class PlatformSection(Section, kw_only=True):
+    """``platforms.<name>``: a platform's own keys, validated by its plugin's section."""
 
     enabled: bool = False

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+import msgspec
 
-from chatgate.platforms.kit.section import EnvName, PlatformSection
+from chatgate.platforms.kit.section import Check, PlatformSection, env_var_name
 
 AutoJoin = Literal["allowed", "anyone", "off"]
 TOKEN_PREFIXES = ("syt_", "mat_", "mct_")
@@ -14,15 +14,29 @@ TOKEN_PREFIXES = ("syt_", "mat_", "mct_")
 (their underscores would pass the kit's name check)."""
 
 
-class MatrixSection(PlatformSection):
+def _not_a_token(value: str) -> str:
+    if value.startswith(TOKEN_PREFIXES):
+        raise ValueError(
+            "this must be the name of an environment variable (like MATRIX_ACCESS_TOKEN), and what"
+            " is here is an access token; remove it from the file, export MATRIX_ACCESS_TOKEN=..."
+            " and give that variable's name here"
+        )
+    return value
+
+
+VarName = Annotated[str, Check(_not_a_token), Check(env_var_name)]
+"""A ``*_env`` key that is refused with Matrix's own advice when it holds an access token."""
+
+
+class MatrixSection(PlatformSection, kw_only=True):
     homeserver: str = ""
     """The homeserver's client-server API base, ``https://matrix.example.org`` (required)."""
     user_id: str = ""
     """The bot's Matrix id, ``@bot:example.org``: required for password login; with a token,
     checked against ``whoami`` when set."""
-    access_token_env: EnvName | None = None
+    access_token_env: VarName | None = None
     """Name of the environment variable that holds the bot's access token."""
-    password_env: EnvName | None = None
+    password_env: VarName | None = None
     """Or: the variable holding the bot's password (a login at each start, on ``device_id``)."""
     device_id: str = "CHATGATE"
     """The device a password login signs in as (the same device at every start)."""
@@ -39,27 +53,14 @@ class MatrixSection(PlatformSection):
     auto_join: AutoJoin = "allowed"
     """Invites to accept: from allowed users (``allowed``; anyone when ``allow_all`` or
     ``pairing`` is on), from ``anyone``, or none (``off``: join rooms by hand)."""
-    sync_timeout_seconds: int = Field(30, ge=1, le=120)
+    sync_timeout_seconds: Annotated[int, msgspec.Meta(ge=1, le=120)] = 30
     """How long one /sync long poll waits on the homeserver for new events."""
-    timeline_limit: int = Field(50, ge=1, le=500)
+    timeline_limit: Annotated[int, msgspec.Meta(ge=1, le=500)] = 50
     """Events per room in one /sync answer; a longer gap is read back with /messages."""
-    max_catch_up_events: int = Field(5000, ge=0, le=100_000)
+    max_catch_up_events: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 5000
     """At most this many events per room are read back after downtime (older ones are recorded
     as skipped, never answered)."""
 
-    @field_validator("access_token_env", "password_env")
-    @classmethod
-    def _not_a_token(cls, value: str | None) -> str | None:
-        if value is not None and value.startswith(TOKEN_PREFIXES):
-            raise ValueError(
-                "this must be the name of an environment variable (like MATRIX_ACCESS_TOKEN), and what"
-                " is here is an access token; remove it from the file, export MATRIX_ACCESS_TOKEN=..."
-                " and give that variable's name here"
-            )
-        return value
-
-    @model_validator(mode="after")
-    def _one_credential(self) -> MatrixSection:
+    def __post_init__(self) -> None:
         if self.enabled and self.password_env and not self.user_id:
             raise ValueError("user_id is required with password_env (the login names the user)")
-        return self

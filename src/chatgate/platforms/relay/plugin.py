@@ -10,6 +10,7 @@ from chatgate.domain.access import PlatformAccess
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.errors import ConfigError
 from chatgate.engine.ports import PlatformContext
+from chatgate.platforms.kit.conform import conform
 from chatgate.platforms.kit.init import InitAnswers, Prompter, split_list
 from chatgate.platforms.kit.plugin import CoreView, Credential, PlatformBuild, Plugin, Secret
 from chatgate.platforms.relay.section import RelaySection
@@ -151,7 +152,7 @@ class RelayPlugin(Plugin[RelaySection]):
         values = {"url": url, "gateway_id": gateway_id, "secret_env": secret, "platforms": entries}
         from chatgate.platforms.relay.probe import hello  # websockets: only when checked
 
-        section = RelaySection.model_validate({"enabled": True, **values})
+        section = conform(RelaySection, {"enabled": True, **values})
         p.checked_secret(secret, "the relay secret", "Relay", lambda value: hello(section, value))
         return InitAnswers(section=values, secrets=[secret])
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import ConfigDict, Field
+import msgspec
 
 from chatgate.platforms.kit.section import EnvName, PlatformSection
 
@@ -12,8 +12,8 @@ EVENTS_PATH = "/slack/events"
 """Where Slack posts events, interactions and slash commands in HTTP mode (the app's Request URL)."""
 
 
-class SlackSection(PlatformSection):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+class SlackSection(PlatformSection, kw_only=True):
+    numbers_as_text: ClassVar[bool] = True
 
     mode: Literal["socket", "http"] = "socket"
     """``socket``: Socket Mode, no public URL (needs ``app_token_env``); ``http``: Slack posts
@@ -40,6 +40,6 @@ class SlackSection(PlatformSection):
     streaming: bool = True
     """Stream replies in threads with Slack's native streaming (one message that grows, then is
     sealed with the final) where the workspace has it; otherwise, or when false, edited previews."""
-    slash_command: str = Field("/chatgate", pattern=r"^/[a-z0-9_-]{1,31}$")
+    slash_command: Annotated[str, msgspec.Meta(pattern=r"^/[a-z0-9_-]{1,31}$")] = "/chatgate"
     """The app's slash command for the controls: ``/chatgate stop`` is ``/stop``."""
-    api_base: str = Field("https://slack.com/api/", pattern=r"^https?://.+/$")
+    api_base: Annotated[str, msgspec.Meta(pattern=r"^https?://.+/$")] = "https://slack.com/api/"

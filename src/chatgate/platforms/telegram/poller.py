@@ -32,12 +32,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from pydantic import ValidationError
 
 from chatgate.domain.errors import ChatgateError, MaybeSent, StoreUnavailable
 from chatgate.domain.store_roles import Cursors
 from chatgate.platforms.telegram.errors import ApiRefused, Call
-from chatgate.platforms.telegram.models import Update
+from chatgate.platforms.telegram.models import Update, parse_update
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF = 30.0
@@ -70,10 +69,9 @@ def split_raw(result: Any) -> list[Raw]:
             log.warning("skipping a Telegram update without an update_id")
             continue
         try:
-            items.append(Raw(update_id, Update.model_validate(entry)))
-        except ValidationError as exc:
-            fields = ", ".join(".".join(str(p) for p in e["loc"]) for e in exc.errors()[:3])
-            items.append(Raw(update_id, None, f"malformed update ({exc.error_count()} error(s): {fields})"))
+            items.append(Raw(update_id, parse_update(entry)))
+        except msgspec.ValidationError as exc:
+            items.append(Raw(update_id, None, f"malformed update ({str(exc)[:200]})"))
     return items
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from typing import Annotated, ClassVar
+
+import msgspec
 
 from chatgate.platforms.kit.section import EnvName, PlatformSection
 
 DEFAULT_API_BASE = "https://api.telegram.org"
 
 
-class TelegramSection(PlatformSection):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+class TelegramSection(PlatformSection, kw_only=True):
+    numbers_as_text: ClassVar[bool] = True
 
     token_env: EnvName | None = None
     """Name of the environment variable that holds the bot token (required when enabled)."""
@@ -19,6 +21,6 @@ class TelegramSection(PlatformSection):
     pairing: bool = False
     """Strangers who write in a DM get a one-time code for the operator (``chatgate pairing``)."""
     api_base: str = DEFAULT_API_BASE
-    poll_timeout_seconds: int = Field(25, ge=1, le=50)
+    poll_timeout_seconds: Annotated[int, msgspec.Meta(ge=1, le=50)] = 25
     drop_pending_updates: bool = False
     """Skip the updates Telegram holds at start-up instead of answering the backlog."""
