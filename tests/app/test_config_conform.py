@@ -30,7 +30,7 @@ def test_every_mistake_is_reported_at_once_each_at_its_own_key() -> None:
         "http.prot": "unknown key",
         # a mapping's key is in the path (msgspec alone would say `profiles[...]`)
         "agent.profiles.fast.timeout_seconds": "expected a number, got text",
-        "sessions.busy_policy": "'shout' is not one of: queue, interrupt",
+        "sessions.busy_policy": "must be one of: queue, interrupt",
     }
 
 
@@ -112,3 +112,62 @@ def test_calling_a_section_gives_a_fresh_default_for_each_config() -> None:
     one.http.port = 1
     one.approvals.approvers["web"] = ["ann"]
     assert two.http.port == 8765 and two.approvals.approvers == {}
+
+
+def test_the_unauthenticated_default_follows_max_connections_however_it_is_written() -> None:
+    for written in ("10", " 10", 10.0):
+        assert conform(GatewayConfig, {"http": {"max_connections": written}}).http.max_unauthenticated == 10
+    # a bad max_connections is reported once, at its own key, not again at the key it sets
+    assert _problems({"http": {"max_connections": 0}}) == {
+        "http.max_connections": "expected a whole number >= 1"
+    }
+
+
+def test_numbers_from_a_variable_are_read_as_python_reads_them() -> None:
+    for written in ("9000 ", "+9000", "9_000", "9000\r"):
+        assert conform(GatewayConfig, {"http": {"port": written}}).http.port == 9000
+    assert conform(GatewayConfig, {"delivery": {"max_age_seconds": " 2.5\r"}}).delivery.max_age_seconds == 2.5
+
+
+def test_a_value_that_is_not_a_choice_is_not_echoed() -> None:
+    token = "7777000111:AAH-secret-token-do-not-log-9f8e7d"
+    problems = _problems({"platforms": {"web": {"auth": token}}, "store": {"backend": token}})
+    assert problems == {
+        "platforms.web.auth": "must be one of: none, token, accounts",
+        "store.backend": "must be one of: sqlite, postgres",
+    }
+
+
+def test_a_matrix_token_is_refused_even_with_spaces_around_it() -> None:
+    section = {
+        "enabled": True,
+        "homeserver": "https://m.example",
+        "access_token_env": " syt_Ym90_AbCdEfGhIjKlMn_0a1B2c",
+    }
+    problems = _problems({"platforms": {"matrix": section}})
+    assert list(problems) == ["platforms.matrix.access_token_env"]
+    assert "is an access token" in problems["platforms.matrix.access_token_env"]
+    assert "syt_" not in problems["platforms.matrix.access_token_env"]
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        (
+            {"store": {"url": "postgresql://u@db/chat", "postgres": {"schema": "fleet\n"}}},
+            "store.postgres.schema",
+        ),
+        ({"platforms": {"slack": {"slash_command": "/ask\n"}}}, "platforms.slack.slash_command"),
+    ],
+)
+def test_a_pattern_must_match_the_whole_value_with_no_line_end_after_it(
+    data: dict[str, object], key: str
+) -> None:
+    assert list(_problems(data)) == [key]
+
+
+def test_a_yaml_anchor_used_inside_itself_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "chatgate.yaml"
+    path.write_text("log_level: INFO\nhttp: &a\n  trusted_proxies: [*a]\n")
+    with pytest.raises(ConfigError, match=r"line 2: a YAML anchor is used inside itself"):
+        load_config(path)

@@ -211,3 +211,13 @@ async def test_an_update_that_keeps_failing_unexpectedly_is_retried_then_skipped
         adapter.stop_intake()
         await adapter.aclose()
         await store.close()
+
+
+def test_an_update_key_named_like_our_own_slot_is_an_unsupported_kind_not_decoded() -> None:
+    from chatgate.platforms.telegram.models import parse_update  # the unit beside the double's tests
+
+    assert parse_update({"update_id": 5, "others": None}).other_kinds() == []
+    assert parse_update({"update_id": 6, "others": {"x": 1}, "poll": {"id": "p"}}).other_kinds() == [
+        "others",
+        "poll",
+    ]

@@ -34,21 +34,27 @@ def parse_yaml(path: Path, text: str) -> tuple[Any, dict[KeyPath, int]]:
         raise ValueError(f"config file {where} is not valid YAML: {problem}") from exc
     lines: dict[KeyPath, int] = {}
     if node is not None:
-        _index(node, (), lines)
+        _index(node, (), lines, path, ())
     return data, lines
 
 
-def _index(node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int]) -> None:
+def _index(
+    node: yaml.Node, prefix: KeyPath, lines: dict[KeyPath, int], path: Path, above: tuple[int, ...]
+) -> None:
+    if id(node) in above:  # an anchor used inside itself: no config is infinitely deep
+        line = node.start_mark.line + 1
+        raise ValueError(f"config file {path}, line {line}: a YAML anchor is used inside itself")
+    above = (*above, id(node))
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode):
-                path = (*prefix, str(key.value))
-                lines[path] = key.start_mark.line + 1
-                _index(value, path, lines)
+                at = (*prefix, str(key.value))
+                lines[at] = key.start_mark.line + 1
+                _index(value, at, lines, path, above)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[(*prefix, i)] = item.start_mark.line + 1
-            _index(item, (*prefix, i), lines)
+            _index(item, (*prefix, i), lines, path, above)
 
 
 def describe(exc: Invalid, where: str, model: type[Section], lines: dict[KeyPath, int]) -> str:

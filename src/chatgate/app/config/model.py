@@ -29,6 +29,7 @@ from chatgate.domain.errors import ConfigError as ConfigError
 from chatgate.domain.profiles import DEFAULT_PROFILE, PROFILE_NAME, ModelProfile, Profiles
 from chatgate.domain.shell.allow import load_allow
 from chatgate.domain.shell.danger import load_rules
+from chatgate.platforms.kit.conform import whole_number
 from chatgate.platforms.kit.section import Check, EnvName
 from chatgate.platforms.kit.section import Section as _Section
 
@@ -74,8 +75,10 @@ class HttpConfig(_Section, kw_only=True):
 
     @classmethod
     def before(cls, data: dict[str, Any]) -> dict[str, Any]:
-        connections = data.get("max_connections", 1000)
-        if "max_unauthenticated" not in data and isinstance(connections, int):
+        if "max_unauthenticated" in data:
+            return data
+        connections = whole_number(data.get("max_connections", 1000))
+        if connections is not None and connections >= 1:  # else max_connections' own problem is said
             data["max_unauthenticated"] = min(256, connections)  # unset: within the connections
         return data
 
@@ -95,7 +98,7 @@ class SqliteConfig(_Section, kw_only=True):
 
 
 class PostgresConfig(_Section, kw_only=True):
-    schema_: Annotated[str, msgspec.Meta(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = msgspec.field(
+    schema_: Annotated[str, msgspec.Meta(pattern=r"^[a-z_][a-z0-9_]{0,62}\Z")] = msgspec.field(
         default="public", name="schema"
     )
     """The schema the fleet's tables live in (created if missing); one fleet per schema."""

@@ -23,7 +23,7 @@ class ApiKeyPolicy(Section, kw_only=True):
 class ApiSection(PlatformSection, kw_only=True):
     """The OpenAI-compatible API (``/v1/...``) on the gateway's HTTP server (docs/api.md)."""
 
-    model: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/-]+$")] = (
+    model: Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:/-]+\Z")] = (
         "chatgate"
     )
     """The model name clients ask for (``GET /v1/models`` lists it); any other name is a 400."""

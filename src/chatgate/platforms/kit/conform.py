@@ -15,6 +15,7 @@ lists and mappings is ours; each scalar is msgspec's (``strict=False``: ``"9000"
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 import typing
@@ -204,8 +205,8 @@ def _scalar(tp: Any, data: Any, path: KeyPath, problems: list[Problem], as_text:
         return data
     if as_text and isinstance(data, int | float) and not isinstance(data, bool) and _takes_text(tp):
         data = str(data)
-    if isinstance(data, str) and _bare(tp) is bool:
-        data = _YES_NO.get(data.strip().lower(), data)
+    if isinstance(data, str):
+        data = _from_text(data, _bare(tp))
     choices = _choices(tp)
     if choices and isinstance(data, str):
         data = next((c for c in choices if isinstance(c, str) and c.casefold() == data.casefold()), data)
@@ -218,6 +219,27 @@ def _scalar(tp: Any, data: Any, path: KeyPath, problems: list[Problem], as_text:
 
 _YES_NO = {"yes": True, "y": True, "on": True, "t": True, "no": False, "n": False, "off": False, "f": False}
 """What a variable may say for a boolean beyond msgspec's ``true``/``false``/``1``/``0``."""
+
+
+def _from_text(text: str, base: Any) -> Any:
+    """A variable's text as the number or boolean it spells as Python would read it
+    (``" 9000"``, ``"+1"``, ``"9_000"``, ``"yes"``); anything else is left for msgspec to refuse."""
+    if base is bool:
+        return _YES_NO.get(text.strip().lower(), text)
+    if base is int or base is float:
+        with contextlib.suppress(ValueError):
+            return base(text)
+    return text
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as an int the way a key of type ``int`` would take it, else None."""
+    if isinstance(value, str):
+        value = _from_text(value, int)
+    try:
+        return msgspec.convert(value, int, strict=False)
+    except msgspec.ValidationError:
+        return None
 
 
 def _bare(tp: Any) -> Any:
@@ -248,7 +270,7 @@ def _plain(message: str, data: Any, choices: tuple[Any, ...]) -> str:
     """msgspec's ``Expected `int` >= 0, got `str``` said for the person editing the file."""
     message = message.split(" - at `$", 1)[0]
     if choices:
-        return f"{data!r} is not one of: {', '.join(str(c) for c in choices)}"
+        return f"must be one of: {', '.join(str(c) for c in choices)}"  # never the value: it may be a secret
     for word, plain in _WORDS.items():
         message = message.replace(word, plain)
     return message.replace("Expected ", "expected ", 1)

@@ -24,7 +24,7 @@ def _not_a_token(value: str) -> str:
     return value
 
 
-VarName = Annotated[str, Check(_not_a_token), Check(env_var_name)]
+VarName = Annotated[str, Check(env_var_name), Check(_not_a_token)]
 """A ``*_env`` key that is refused with Matrix's own advice when it holds an access token."""
 
 

@@ -40,6 +40,6 @@ class SlackSection(PlatformSection, kw_only=True):
     streaming: bool = True
     """Stream replies in threads with Slack's native streaming (one message that grows, then is
     sealed with the final) where the workspace has it; otherwise, or when false, edited previews."""
-    slash_command: Annotated[str, msgspec.Meta(pattern=r"^/[a-z0-9_-]{1,31}$")] = "/chatgate"
+    slash_command: Annotated[str, msgspec.Meta(pattern=r"^/[a-z0-9_-]{1,31}\Z")] = "/chatgate"
     """The app's slash command for the controls: ``/chatgate stop`` is ``/stop``."""
-    api_base: Annotated[str, msgspec.Meta(pattern=r"^https?://.+/$")] = "https://slack.com/api/"
+    api_base: Annotated[str, msgspec.Meta(pattern=r"^https?://.+/\Z")] = "https://slack.com/api/"

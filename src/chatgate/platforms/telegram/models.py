@@ -89,11 +89,12 @@ class Update(msgspec.Struct, kw_only=True):
         return list(self.others)
 
 
-_READ = frozenset(f.encode_name for f in msgspec.structs.fields(Update))
+_READ = frozenset(f.encode_name for f in msgspec.structs.fields(Update)) - {"others"}
 
 
 def parse_update(entry: dict[str, Any]) -> Update:
     """One update of a getUpdates result (``msgspec.ValidationError`` names the bad field)."""
-    update = msgspec.convert(entry, Update, strict=False)
+    read = {k: v for k, v in entry.items() if k != "others"}  # ours, never the sender's
+    update = msgspec.convert(read, Update, strict=False)
     others = tuple(sorted(k for k, v in entry.items() if v and k not in _READ))
     return msgspec.structs.replace(update, others=others)

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Fn = Callable[[asyncpg.Connection], Awaitable[T]]
 
-_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RETRIES = 3
 UNREACHABLE: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
@@ -71,7 +71,7 @@ class PgDatabase:
         command_timeout: float = 30.0,
         reap_grace: float = 5.0,
     ) -> None:
-        if not _SCHEMA_NAME.match(schema):
+        if not _SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema {schema!r}: use lower-case letters, digits and _ (at most 63)")
         self.dsn = dsn
         self.schema = schema
