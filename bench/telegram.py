@@ -338,8 +338,18 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "gateway_first_poll_le_0_5_s": gateway["start_to_first_poll_s"] is not None
             and gateway["start_to_first_poll_s"] <= 0.5,
         },
+        "targets_issue_33": {
+            "gateway_rss_le_60_mb": gateway["peak_rss_mb"] is not None and gateway["peak_rss_mb"] <= 60,
+            "cpu_per_message_le_1_5x_durable": _at_most((to_durable or {}).get("cpu_ms_per_message"), 1.5),
+            "p50_le_1_3x_durable": _at_most((to_durable or {}).get("first_reply_p50_ms"), 1.3),
+        },
         "correct": all(r["correct"] for rs in runs.values() for r in rs),
     }
+
+
+def _at_most(ratio: float | None, limit: float) -> bool | None:
+    """Whether a ratio is within its limit; None when it was not measured (``--agent echo``)."""
+    return None if ratio is None else ratio <= limit
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -71,6 +71,20 @@ async def test_two_gateways_started_together_on_one_state_dir_exactly_one_wins(t
             task.cancel()
 
 
+async def test_a_sigterm_while_the_parts_are_built_ends_the_start_with_0_even_if_code_catches_it(
+    tmp_path: Path,
+) -> None:
+    gateway = GatewayProcess(tmp_path, FAST)
+    await gateway.start(
+        wait=False, launcher=[sys.executable, str(Path(__file__).with_name("stop_while_building.py"))]
+    )
+    assert gateway.proc is not None
+    # before: the handler raised into the broad `except`, the stop was lost and the gateway ran on
+    assert await asyncio.wait_for(gateway.proc.wait(), 60) == 0, gateway.logs()
+    assert "stopped before it finished starting; nothing had started" in gateway.logs()
+    assert " is running: " not in gateway.logs()
+
+
 async def test_lock_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     dead = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
     await dead.wait()

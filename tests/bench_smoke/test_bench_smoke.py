@@ -261,6 +261,11 @@ def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_re
         "gateway_rss_le_90_mb",
         "gateway_first_poll_le_0_5_s",
     }
+    assert set(result["targets_issue_33"]) == {
+        "gateway_rss_le_60_mb",
+        "cpu_per_message_le_1_5x_durable",
+        "p50_le_1_3x_durable",
+    }
     assert list(tmp_path.iterdir()) == []  # each run's state dir was removed
 
 

@@ -50,6 +50,9 @@ async def _run(config: GatewayConfig, state_dir: Path, lock: FileLock) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if _STOP_REQUESTED.is_set():  # a SIGTERM while the parts were built: nothing has started
+        log.info("stopped before it finished starting; nothing had started")
+        return 0
     try:
         await gateway.start()
     except BaseException:
@@ -144,18 +147,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     except LockUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG
-    # Until the event loop takes SIGTERM over (in _run), a stop request still ends the start
-    # cleanly with 0: the default action would kill the process with the signal instead.
-    signal.signal(signal.SIGTERM, _stop_before_start)
+    # Until the event loop takes SIGTERM over (in _run), a stop request is noted and acted on
+    # there, ending the start cleanly with 0: the default action would kill the process with the
+    # signal. It is a flag, not an exception raised from the handler: raised wherever the main
+    # thread happens to be, such an exception was caught and wrapped by library code (pydantic
+    # turned it into a SchemaError: exit 1) or swallowed, and then the stop was lost.
+    signal.signal(signal.SIGTERM, _note_stop)
     try:
         if args.reset_state and config.store.url is not None:
             log.info("--reset-state: the store is PostgreSQL, not a file in the state dir; nothing was reset")
         elif args.reset_state:
             _reset_damaged_state(_database_path(config, state_dir))
         return asyncio.run(_run(config, state_dir, lock))
-    except _StopBeforeStart:
-        log.info("stopped before it finished starting; nothing had started")
-        return 0
     except (AddressInUse, CredentialInUse, StateDamaged) as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG  # like the runtime lock: a restart will not fix it
@@ -166,12 +169,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         lock.release()
 
 
-class _StopBeforeStart(Exception):
-    """SIGTERM arrived while the gateway was still being built."""
+_STOP_REQUESTED = threading.Event()
+"""SIGTERM arrived while the gateway was still being built."""
 
 
-def _stop_before_start(signum: int, frame: object) -> None:
-    raise _StopBeforeStart
+def _note_stop(signum: int, frame: object) -> None:
+    _STOP_REQUESTED.set()
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
