@@ -79,17 +79,22 @@ class ScheduleConfig(Section, kw_only=True):
         return "cron", self.cron or ""
 
 
-def _schedule_names(jobs: dict[str, Any]) -> dict[str, Any]:
-    for name in jobs:
-        if not ROUTE_NAME.match(name):
-            raise ValueError(f"{name!r}: a schedule name is lower-case letters, digits, - and _")
-    return jobs
+def _names_of(what: str) -> Check:
+    """Every key of the mapping is a name for ``what``: lower-case letters, digits, - and _."""
+
+    def check(named: dict[str, Any]) -> dict[str, Any]:
+        for name in named:
+            if not ROUTE_NAME.match(name):
+                raise ValueError(f"{name!r}: a {what} name is lower-case letters, digits, - and _")
+        return named
+
+    return Check(check)
 
 
 class SchedulesConfig(Section, kw_only=True):
     enabled: bool = True
     """The runner, and ``/remind``, ``/every``, ``/schedules`` in chats."""
-    jobs: Annotated[dict[str, ScheduleConfig], Check(_schedule_names)] = {}
+    jobs: Annotated[dict[str, ScheduleConfig], _names_of("schedule")] = {}
     """Schedules by name; their ids are ``config:<name>``."""
     chat_min_interval_seconds: Annotated[float, msgspec.Meta(ge=1)] = 60.0
     """The shortest repeat ``/every`` accepts in a chat."""
@@ -181,16 +186,9 @@ class HookRouteConfig(Section, kw_only=True):
     max_body_bytes: Annotated[int, msgspec.Meta(ge=1, le=4 * 1024 * 1024)] = 256 * 1024
 
 
-def _route_names(routes: dict[str, Any]) -> dict[str, Any]:
-    for name in routes:
-        if not ROUTE_NAME.match(name):
-            raise ValueError(f"{name!r}: a route name is lower-case letters, digits, - and _")
-    return routes
-
-
 class HooksConfig(Section, kw_only=True):
     enabled: bool = False
-    routes: Annotated[dict[str, HookRouteConfig], Check(_route_names)] = {}
+    routes: Annotated[dict[str, HookRouteConfig], _names_of("route")] = {}
     """``POST /hooks/<name>`` per route."""
 
 
