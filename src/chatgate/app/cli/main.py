@@ -147,11 +147,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except LockUnavailable as exc:
         print(f"chatgate: {exc}", file=sys.stderr)
         return EX_CONFIG
-    # Until the event loop takes SIGTERM over (in _run), a stop request is noted and acted on
-    # there, ending the start cleanly with 0: the default action would kill the process with the
-    # signal. It is a flag, not an exception raised from the handler: raised wherever the main
-    # thread happens to be, such an exception was caught and wrapped by library code (pydantic
-    # turned it into a SchemaError: exit 1) or swallowed, and then the stop was lost.
+    # Until the loop takes SIGTERM over (in _run), a stop is noted and acted on there (exit 0). A
+    # flag, not an exception raised wherever the main thread is: library code wrapped or swallowed it.
     signal.signal(signal.SIGTERM, _note_stop)
     try:
         if args.reset_state and config.store.url is not None:
