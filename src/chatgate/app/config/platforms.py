@@ -57,16 +57,18 @@ class PlatformSections:
             problems.append(Problem(path, "must be a mapping of platform sections (web:, telegram:, ...)"))
             return BAD
         sections: dict[str, PlatformSection] = {}
+        ok = True
         for name, raw in data.items():
             if name not in registry.PLUGINS:
                 problems.append(Problem((*path, str(name)), "unknown key", unknown=True))
+                ok = False
                 continue
             sections[name] = conform_at(registry.plugin(name).section, raw, (*path, name), problems)
-        for name in registry.ON_BY_DEFAULT:
-            if name not in sections and name not in data:
-                sections[name] = registry.plugin(name).section()
-        if any(is_bad(s) for s in sections.values()) or len(sections) < len(data):
+            ok = ok and not is_bad(sections[name])
+        if not ok:
             return BAD
+        for name in registry.ON_BY_DEFAULT:
+            sections.setdefault(name, registry.plugin(name).section())
         return cls(sections)
 
     @classmethod

@@ -94,7 +94,7 @@ _READ = frozenset(f.encode_name for f in msgspec.structs.fields(Update)) - {"oth
 
 def parse_update(entry: dict[str, Any]) -> Update:
     """One update of a getUpdates result (``msgspec.ValidationError`` names the bad field)."""
-    read = {k: v for k, v in entry.items() if k != "others"}  # ours, never the sender's
+    read = entry if "others" not in entry else {k: v for k, v in entry.items() if k != "others"}  # our slot
     update = msgspec.convert(read, Update, strict=False)
     others = tuple(sorted(k for k, v in entry.items() if v and k not in _READ))
-    return msgspec.structs.replace(update, others=others)
+    return msgspec.structs.replace(update, others=others) if others else update
