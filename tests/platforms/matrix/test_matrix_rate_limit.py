@@ -72,7 +72,8 @@ async def test_m_limit_exceeded_pauses_the_platform_for_retry_after_and_nothing_
     assert await check_answered_once(conversations, bot.user_id) == 0
     waits = [(r.created, float(m.group(1))) for r in caplog.records if (m := WAITS.search(r.getMessage()))]
     assert waits, "Synapse never answered M_LIMIT_EXCEEDED (the limit did not bite)"
-    assert all(0 < w <= 5 for _, w in waits), waits  # the homeserver's retry_after_ms, not a guess
+    # the homeserver's retry_after_ms, not a guess: Synapse says 0 when its bucket refills within the ms
+    assert all(0 <= w <= 5 for _, w in waits), waits
     # Honoured: no message leaves after a 429 is taken and before its delay is over. A call that
     # left earlier (in flight, or cleared by the budget before the 429 came back) is not inside.
     early = [
