@@ -10,28 +10,55 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Iterable, Iterator
+from email.utils import formatdate
 
 import uvicorn
 from starlette.routing import BaseRoute, Mount, WebSocketRoute
 from starlette.types import ASGIApp
+from uvicorn.server import ServerState
 
 from chatgate.app.config.model import HttpConfig
 from chatgate.app.http.budget import Budget, ConnectionLimits, networks
 from chatgate.app.http.edge import Edge
 from chatgate.app.http.guard import guarded_http
 
-TICK_SECONDS = 1.0
+
+class DatedOnAsk(ServerState):
+    """uvicorn's state shared by its connections, whose ``Date`` header is made when an answer
+    reads it (at most once a second) instead of by a tick of the server's loop."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._config = config
+        self._second = -1
+        self._headers: list[tuple[bytes, bytes]] = []
+        super().__init__()
+
+    @property
+    def default_headers(self) -> list[tuple[bytes, bytes]]:
+        now = int(time.time())
+        if now != self._second:
+            date = [(b"date", formatdate(now, usegmt=True).encode())] if self._config.date_header else []
+            self._headers, self._second = date + self._config.encoded_headers, now
+        return self._headers
+
+    @default_headers.setter
+    def default_headers(self, value: list[tuple[bytes, bytes]]) -> None:
+        """uvicorn assigns it (``ServerState()``, its tick); here it is made on reading instead."""
 
 
 class HttpServer(uvicorn.Server):
-    """uvicorn without its own signal handling (the gateway owns shutdown), ticking once a
-    second instead of ten times: an idle gateway's every wakeup costs CPU, and the tick only
-    refreshes the ``Date`` header (to the second) and looks for ``should_exit``, which
-    ``request_exit`` now signals at once."""
+    """uvicorn without its own signal handling (the gateway owns shutdown) and without its tick.
+
+    uvicorn's main loop wakes ten times a second to refresh the ``Date`` header and look for
+    ``should_exit``. An idle gateway's every wakeup costs CPU, and its probes come seconds
+    apart: the date is made when an answer asks for it (``DatedOnAsk``), and the loop waits
+    only for ``request_exit``."""
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
+        self.server_state = DatedOnAsk(config)
         self._exit = asyncio.Event()
 
     @contextlib.contextmanager
@@ -43,11 +70,7 @@ class HttpServer(uvicorn.Server):
         self._exit.set()
 
     async def main_loop(self) -> None:
-        counter = 0
-        while not await self.on_tick(counter):
-            counter = (counter + 10) % 864000  # uvicorn's own tick counts tenths: a date each time
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._exit.wait(), TICK_SECONDS)
+        await self._exit.wait()
 
 
 def connection_budget(http: HttpConfig) -> Budget:
