@@ -1,6 +1,6 @@
 """Run ``chatgate run`` (Telegram only) in this process and record what it had imported
-when its first ``getUpdates`` arrived: ``python first_poll_probe.py DIR`` writes
-``DIR/modules.json`` and exits with the gateway's code.
+when its first ``getUpdates`` arrived: ``python first_poll_probe.py DIR [--webhook]`` writes
+``DIR/modules.json`` and exits with the gateway's code (``--webhook``: with a webhook route).
 
 The Bot API double runs on a thread of its own with its own event loop, so ``sys.modules``
 at its first ``getUpdates`` is exactly what the gateway had imported by then. The HTTP
@@ -77,7 +77,7 @@ class DoubleThread(threading.Thread):
         await asyncio.Event().wait()  # a daemon thread: ends with the process
 
 
-def main(out: Path) -> int:
+def main(out: Path, webhook: bool) -> int:
     from chatgate.app.cli.main import main as chatgate
 
     double = DoubleThread()
@@ -93,6 +93,10 @@ def main(out: Path) -> int:
         },
         "locks": {"credential_dir": str(out / "locks")},
     }
+    if webhook:  # a route of its own: the HTTP server starts with the gateway
+        route = {"secret_env": "PROBE_HOOK_SECRET", "target": {"platform": "telegram", "chat_id": "1"}}
+        config["hooks"] = {"enabled": True, "routes": {"ci": route}}
+        os.environ["PROBE_HOOK_SECRET"] = "probe-hook-secret"
     (out / "chatgate.yaml").write_text(json.dumps(config), encoding="utf-8")
     os.environ[TOKEN_ENV] = TOKEN
 
@@ -110,4 +114,4 @@ def main(out: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(Path(sys.argv[1]), "--webhook" in sys.argv[2:]))

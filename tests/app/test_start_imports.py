@@ -39,10 +39,14 @@ UNCONFIGURED = (
 """A Telegram-only config (the web chat disabled) never imports another platform's code."""
 
 
-def _probe(tmp_path: Path) -> dict[str, Any]:
+def _probe(tmp_path: Path, *flags: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATGATE_")}
     done = subprocess.run(
-        [sys.executable, str(PROBE), str(tmp_path)], capture_output=True, text=True, timeout=100, env=env
+        [sys.executable, str(PROBE), str(tmp_path), *flags],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads((tmp_path / "modules.json").read_text(encoding="utf-8"))
@@ -53,11 +57,10 @@ def _probe(tmp_path: Path) -> dict[str, Any]:
 def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(tmp_path: Path) -> None:
     result = _probe(tmp_path)
     at_poll, after = set(result["at_first_poll"]), set(result["after_start"])
-    # Nothing on the loop's thread waited for uvicorn or starlette: the start imports them in
-    # a thread once the platforms poll (a MainThread entry here would be a start that blocked).
-    assert all(h["thread"] != "MainThread" and h["released"] for h in result["held"]), result["held"]
     assert not at_poll & set(HTTP_STACK), sorted(at_poll & set(HTTP_STACK))
-    assert set(HTTP_STACK) <= after, "the HTTP server still starts, after the poll"
+    # No platform here brought a route and no webhook is set: the HTTP server would start at
+    # its first connection (``test_http_on_demand.py``), and none came in this gateway's life.
+    assert not after & set(HTTP_STACK), sorted(after & set(HTTP_STACK))
     assert not (at_poll | after) & set(CLI_ONLY), sorted((at_poll | after) & set(CLI_ONLY))
     assert "chatgate.platforms.telegram.botapi" in at_poll
     assert not (at_poll | after) & set(UNCONFIGURED), sorted((at_poll | after) & set(UNCONFIGURED))
@@ -72,3 +75,14 @@ def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(
         m for m in after if m == "websockets" or m.startswith(("websockets.", "uvicorn.protocols.websockets"))
     )
     assert not websocket, websocket
+
+
+def test_with_a_webhook_route_the_http_stack_comes_after_the_first_poll_in_a_thread(tmp_path: Path) -> None:
+    result = _probe(tmp_path, "--webhook")
+    at_poll, after = set(result["at_first_poll"]), set(result["after_start"])
+    assert not at_poll & set(HTTP_STACK), sorted(at_poll & set(HTTP_STACK))
+    assert set(HTTP_STACK) <= after, "a gateway with a route serves from its start"
+    # Nothing on the loop's thread waited for uvicorn or starlette: the start imports them in
+    # a thread once the platforms poll (a MainThread entry here would be a start that blocked).
+    assert result["held"], "the probe held no import of the HTTP stack"
+    assert all(h["thread"] != "MainThread" and h["released"] for h in result["held"]), result["held"]

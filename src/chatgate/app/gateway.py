@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import logging
 import os
 import socket
@@ -22,6 +21,7 @@ from chatgate.app.config.background import webhooks_for
 from chatgate.app.descriptors import DescriptorBudgetError, ensure_descriptors
 from chatgate.app.engine_settings import engine_settings
 from chatgate.app.fleet import CredentialHeld, FleetCredentials, FleetNotices, StandbyAdapter
+from chatgate.app.http.on_demand import StartOnFirstConnection, import_http_stack
 from chatgate.app.lifetime import Lifetime
 from chatgate.app.locks import (
     FileLock,
@@ -49,9 +49,7 @@ if TYPE_CHECKING:
     from chatgate.app.http.server import HttpServer
 
 log = logging.getLogger(__name__)
-HTTP_SERVER = "chatgate.app.http.server"
 _UNSET = object()
-"""uvicorn, starlette and the ASGI app: the largest share of a start's imports."""
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -113,6 +111,7 @@ class Gateway:
         self._lifetime = Lifetime()
         self._server: HttpServer | None = None
         self._server_task: asyncio.Task[None] | None = None
+        self._on_demand: StartOnFirstConnection | None = None
         self._sock: socket.socket | None = None
         self._loop_handler: Any = _UNSET
         self.port: int | None = None
@@ -246,10 +245,12 @@ class Gateway:
         life.opened("loop lag monitor", self.lag.stop)
         self._bind()  # a port in use fails the start before any platform connects
         life.opened("HTTP socket", self._close_socket)
-        # uvicorn, starlette and the pages: imported in a thread while the platforms make their
-        # first calls, so a restart's first poll does not wait for them.
-        http_imports = asyncio.ensure_future(asyncio.to_thread(importlib.import_module, HTTP_SERVER))
-        life.opened("HTTP imports", lambda: asyncio.gather(http_imports, return_exceptions=True))
+        http_imports = None
+        if self._routes or self.hooks is not None:
+            # uvicorn, starlette and the pages: imported in a thread while the platforms make
+            # their first calls, so a restart's first poll does not wait for them.
+            http_imports = asyncio.ensure_future(asyncio.to_thread(import_http_stack))
+            life.opened("HTTP imports", lambda: asyncio.gather(http_imports, return_exceptions=True))
         close_budget = self.config.shutdown.adapter_close_seconds
         for name, adapter in self.adapters.items():
             # Before its start: ``aclose`` also undoes a start that raised part-way.
@@ -259,9 +260,8 @@ class Gateway:
                 await adapter.start_sending()  # another process of the fleet polls
             else:
                 await adapter.start()
-        await http_imports
         life.opened("HTTP server", self._stop_http)
-        await self._start_http()
+        await self._serve_http(http_imports)
         self.engine.start()
         life.opened("engine", self._stop_engine)
         self.fleet_credentials.start()
@@ -297,8 +297,24 @@ class Gateway:
         self._sock = bind_socket(self.config.http.host, self.config.http.port)
         self.port = self._sock.getsockname()[1]
 
-    async def _start_http(self) -> None:
-        from chatgate.app.http.app import build_app  # imported in a thread already (``_start``)
+    async def _serve_http(self, imports: asyncio.Future[Any] | None) -> None:
+        """Serve now, or from the first connection on (no platform route nor webhook: ``on_demand``)."""
+        if imports is not None:
+            await imports
+            await self._start_http()
+            return
+        assert self._sock is not None
+        self._on_demand = StartOnFirstConnection(self._sock, self._start_http_on_demand)
+        self._on_demand.arm()
+        http = self.config.http
+        log.info("chatgate listening on http://%s:%d/ (serving from the first request)", http.host, self.port)
+
+    async def _start_http_on_demand(self) -> None:
+        await asyncio.to_thread(import_http_stack)
+        await self._start_http(announce=False)
+
+    async def _start_http(self, announce: bool = True) -> None:
+        from chatgate.app.http.app import build_app  # imported in a thread already (``import_http_stack``)
         from chatgate.app.http.guard import AcceptErrorThrottle
         from chatgate.app.http.server import has_websockets, http_server
 
@@ -327,7 +343,8 @@ class Gateway:
                 await self._server_task
                 raise StartupError("the HTTP server stopped during start-up; see the log above")
             await asyncio.sleep(0.01)
-        log.info("chatgate listening on http://%s:%d/", http.host, self.port)
+        if announce:
+            log.info("chatgate listening on http://%s:%d/", http.host, self.port)
 
     async def stop(self) -> None:
         """Stop intake, let turns finish within the budget, flush the outbox, close: the start in reverse.
@@ -365,6 +382,8 @@ class Gateway:
 
     async def _stop_http(self) -> None:
         timeout = self.config.shutdown.adapter_close_seconds
+        if self._on_demand is not None:
+            await self._on_demand.aclose()  # no start from now on (one under way is cancelled)
         if self._server is not None and self._server_task is not None:
             self._server.request_exit()
             done, _ = await asyncio.wait({self._server_task}, timeout=timeout)
