@@ -11,12 +11,11 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import msgspec
 import psutil
 
-from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable, runtime_lock
+from chatgate.app.locks import LockRecord
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ def _alive(pid: int, start: float | None) -> bool:
 def _wait_gone(record: LockRecord, timeout: float) -> bool:
     """Wait until the process named by pid + start time is gone (a zombie counts as gone)."""
     deadline = time.monotonic() + timeout
-    while record.process() is not None:
+    while record.alive():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
@@ -102,7 +101,7 @@ def stop_gateway(
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
         _wait_gone(record, 10.0)
-    report.stopped = record.process() is None
+    report.stopped = not record.alive()
     _reap_orphans(descendants, report, child_grace)
     report.seconds = time.monotonic() - started
     return report
@@ -124,42 +123,3 @@ def _reap_orphans(descendants: list[_Snapshot], report: StopReport, grace: float
                 pending.remove(snap)
                 progress = True
     report.skipped = [snap.proc.pid for snap in pending]
-
-
-def acquire_runtime_lock(state_dir: Path, replace: bool, replace_timeout: float) -> FileLock:
-    """The state dir's runtime lock; with ``replace``, stop the gateway holding it first."""
-    lock = runtime_lock(state_dir)
-    record = LockRecord.for_this_process(state_dir=str(state_dir))
-    try:
-        lock.acquire(record)
-    except LockHeld as held:
-        if not replace:
-            raise
-        if held.record is None:
-            raise LockUnavailable(
-                f"{held.path} is locked by a process that left no record; stop it by hand"
-            ) from held
-        report = stop_gateway(held.record, timeout=replace_timeout)
-        log.info(
-            "replaced gateway pid %d in %.1fs (forced: %s, orphans reaped: %s, skipped: %s)",
-            report.pid,
-            report.seconds,
-            report.forced,
-            report.reaped,
-            report.skipped,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                lock.acquire(record)
-                break
-            except LockHeld:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-    if lock.previous is not None and lock.previous.process() is None:
-        log.warning(
-            "the previous gateway (pid %d) did not shut down cleanly; resuming its unfinished work",
-            lock.previous.pid,
-        )
-    return lock

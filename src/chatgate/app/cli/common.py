@@ -6,8 +6,6 @@ import argparse
 import os
 from pathlib import Path
 
-import platformdirs
-
 from chatgate.app.config import ConfigError, GatewayConfig, load_config
 from chatgate.app.config.envfile import env_file_path, load_env_file
 
@@ -17,9 +15,15 @@ EX_CONFIG = 78
 EX_FORCED = 70
 
 
+def default_state_dir() -> str:
+    import platformdirs  # only when no state directory is given: about 0.2 MB a gateway keeps
+
+    return platformdirs.user_state_dir("chatgate")
+
+
 def resolve_state_dir(cli_value: str | None, config: GatewayConfig) -> Path:
     """--state-dir, then CHATGATE_STATE_DIR / state_dir in the config, then the platform default."""
-    chosen = cli_value or config.state_dir or platformdirs.user_state_dir("chatgate")
+    chosen = cli_value or config.state_dir or default_state_dir()
     return Path(chosen).expanduser().resolve()
 
 
@@ -52,7 +56,7 @@ def early_state_dir(args: argparse.Namespace) -> Path:
     try:
         config = load_config(path.expanduser() if path else None, check_installed=False, need_secrets=False)
     except ConfigError:
-        chosen = os.environ.get("CHATGATE_STATE_DIR") or platformdirs.user_state_dir("chatgate")
+        chosen = os.environ.get("CHATGATE_STATE_DIR") or default_state_dir()
         return Path(chosen).expanduser().resolve()
     return resolve_state_dir(None, config)
 

@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import platformdirs
-
 from chatgate import __version__
 from chatgate.app import registry
 from chatgate.app.cli import collector
@@ -25,6 +23,7 @@ from chatgate.app.cli.common import (
     EX_FORCED,
     EX_USAGE,
     admin_config,
+    default_state_dir,
     described,
     load_from_args,
     load_secrets_file,
@@ -34,7 +33,7 @@ from chatgate.app.config import ConfigError, GatewayConfig
 from chatgate.app.config.secrets import check_secrets
 from chatgate.app.locks import FileLock, LockHeld, LockRecord, LockUnavailable
 from chatgate.app.logs import setup_logging
-from chatgate.app.replace import acquire_runtime_lock
+from chatgate.app.runtime_lock import acquire_runtime_lock
 from chatgate.domain.errors import StoreUnavailable
 
 log = logging.getLogger("chatgate")
@@ -374,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         lines = "".join(f"  {line}\n" for name in registry.names() for line in registry.plugin(name).guide)
-        state_dir = platformdirs.user_state_dir("chatgate")
+        state_dir = default_state_dir()
         print(GUIDE.format(version=__version__, state_dir=state_dir, platform_lines=lines), end="")
         return 0
     if args.command != "run":  # only a gateway's start is worth the collector's rest
