@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any
 
 import pytest
 
+from chatgate.app import gateway as gateway_module
 from chatgate.app.gateway import Gateway
 from support.web_harness import _no_chatgate_env, start_gateway, web_config
 
@@ -60,16 +62,36 @@ async def test_a_gateway_never_asked_stops_and_frees_its_port(start_gateway: Any
         await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
 
 
-async def test_a_stop_while_the_server_starts_is_clean(start_gateway: Any) -> None:
+async def test_a_stop_while_the_server_starts_is_clean(
+    start_gateway: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The HTTP stack is already imported in this test process: a slow import (a cold disk)
+    # is made to block, so the stop comes while the start is under way.
+    importing, release = threading.Event(), threading.Event()
+
+    def slow_import() -> None:
+        importing.set()
+        release.wait(10)
+
+    monkeypatch.setattr(gateway_module, "import_http_stack", slow_import)
+    loop = asyncio.get_running_loop()
+    handler = loop.get_exception_handler()
     gateway: Gateway = await start_gateway(web_config(platforms=NO_ROUTES))
     port = gateway.port
     assert port is not None
     _, writer = await asyncio.open_connection("127.0.0.1", port)  # knocks: the start begins
-    await asyncio.sleep(0)
-    await asyncio.wait_for(gateway.stop(), 30)
+    assert await asyncio.to_thread(importing.wait, 10), "the first connection started no import"
+    try:
+        await asyncio.wait_for(gateway.stop(), 30)
+    finally:
+        release.set()
     writer.close()
     with pytest.raises(OSError):
         await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 5)
+    await asyncio.sleep(0.2)  # a start that outlived the stop would go on now, and log
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert loop.get_exception_handler() is handler
+    assert gateway._server is None, "the server was started after the gateway stopped"
 
 
 async def test_with_the_web_chat_the_server_starts_with_the_gateway(

@@ -61,6 +61,9 @@ def test_the_first_poll_waits_for_neither_the_http_stack_nor_the_other_commands(
     # No platform here brought a route and no webhook is set: the HTTP server would start at
     # its first connection (``test_http_on_demand.py``), and none came in this gateway's life.
     assert not after & set(HTTP_STACK), sorted(after & set(HTTP_STACK))
+    # The lock record's start time comes from /proc, and the state directory is given: a start
+    # loads neither psutil nor platformdirs (about 0.8 MB it would keep).
+    assert not {"psutil", "platformdirs"} & after, sorted({"psutil", "platformdirs"} & after)
     assert not (at_poll | after) & set(CLI_ONLY), sorted((at_poll | after) & set(CLI_ONLY))
     assert "chatgate.platforms.telegram.botapi" in at_poll
     assert not (at_poll | after) & set(UNCONFIGURED), sorted((at_poll | after) & set(UNCONFIGURED))
@@ -83,6 +86,6 @@ def test_with_a_webhook_route_the_http_stack_comes_after_the_first_poll_in_a_thr
     assert not at_poll & set(HTTP_STACK), sorted(at_poll & set(HTTP_STACK))
     assert set(HTTP_STACK) <= after, "a gateway with a route serves from its start"
     # Nothing on the loop's thread waited for uvicorn or starlette: the start imports them in
-    # a thread once the platforms poll (a MainThread entry here would be a start that blocked).
-    assert result["held"], "the probe held no import of the HTTP stack"
+    # a thread once the platforms poll (a MainThread entry here would be a start that blocked;
+    # under load the thread may not have reached the import by the first poll: no entry).
     assert all(h["thread"] != "MainThread" and h["released"] for h in result["held"]), result["held"]

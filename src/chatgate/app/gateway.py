@@ -376,7 +376,7 @@ class Gateway:
         await asyncio.to_thread(self._release_credentials)
 
     async def _close_socket(self) -> None:
-        if self._sock is not None and self._server is None:
+        if self._sock is not None and (self._server is None or not self._server.started):
             self._sock.close()  # bound, but never served (uvicorn closes the socket it served)
         self._sock = None
 
@@ -384,6 +384,8 @@ class Gateway:
         timeout = self.config.shutdown.adapter_close_seconds
         if self._on_demand is not None:
             await self._on_demand.aclose()  # no start from now on (one under way is cancelled)
+            if self._server is None:
+                await self._close_socket()  # refused from now on, not queued until the end
         if self._server is not None and self._server_task is not None:
             self._server.request_exit()
             done, _ = await asyncio.wait({self._server_task}, timeout=timeout)

@@ -25,7 +25,7 @@ import msgspec
 from msgspec.structs import asdict
 
 from chatgate import __version__
-from chatgate.app.proc_start import own_start_time, runs
+from chatgate.app.proc_start import SAME_START, own_start_time, runs
 from chatgate.domain.errors import StartupError
 
 if TYPE_CHECKING:
@@ -77,7 +77,9 @@ class LockRecord(msgspec.Struct, frozen=True):
         if not self.alive():
             return None
         try:
-            return psutil.Process(self.pid)
+            proc = psutil.Process(self.pid)
+            # The pid may have been reused since ``alive``: psutil's own guard holds this start.
+            return proc if abs(proc.create_time() - self.start_time) <= SAME_START else None
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return None
 
