@@ -16,6 +16,7 @@ import msgspec
 import psutil
 
 from chatgate.app.locks import LockRecord
+from chatgate.app.proc_start import runs
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +53,7 @@ def _snapshot(root: psutil.Process) -> list[_Snapshot]:
 def _alive(pid: int, start: float | None) -> bool:
     """The process of this pid and start time runs (a zombie is dead: it only waits to be reaped,
     and a supervisor may reap the stopped gateway late, which must not spare its orphans)."""
-    try:
-        proc = psutil.Process(pid)
-        same = start is not None and abs(proc.create_time() - start) < 0.01
-        return same and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+    return start is not None and runs(pid, start)
 
 
 def _wait_gone(record: LockRecord, timeout: float) -> bool:

@@ -40,11 +40,6 @@ class StartOnFirstConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
 
-    @property
-    def started(self) -> bool:
-        """Whether a connection came and the start began (it may still be under way)."""
-        return self._task is not None
-
     def arm(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self._sock.fileno(), self._knocked)
@@ -69,8 +64,6 @@ class StartOnFirstConnection:
 
     async def aclose(self) -> None:
         """No start from now on; a start under way is cancelled (its server is the caller's to stop)."""
-        if self._loop is not None and self._sock.fileno() != -1:
-            self._disarm()
-        self._loop = None
+        self._disarm()
         if self._task is not None:
             await cancel_and_wait([self._task])
