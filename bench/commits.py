@@ -11,9 +11,11 @@ checkout's ``src/`` first, interleaved (baseline, this tree, baseline, ...).
 
 Prints one JSON object: per tree, ``writes_per_message`` (queued writes: admission, session
 claim, turn commit, row claim, settlement, and the empty claims a wake-up makes),
-``commits_per_message`` (transactions) and ``bytes_written_per_message`` (each commit writes
-every page it changed to the WAL whole; see ``bytes_written``), medians over ``--runs``.
-Exits 1 unless every message got exactly one reply. Wall-clock and CPU figures are left out
+``commits_per_message`` (transactions), ``bytes_written_per_message`` (each commit writes
+every page it changed to the WAL whole; see ``bytes_written``) and
+``writer_busy_ms_per_message`` (wall time the writer spent in transactions, their fsyncs
+included: on a disk whose fsync is slow this is what bounds the messages a second), medians
+over ``--runs``. Exits 1 unless every message got exactly one reply. CPU figures are left out
 on purpose: in one process with the client, on a shared machine, they were noise;
 ``telegram.py`` measures those.
 """
@@ -44,8 +46,11 @@ async def measure(messages: int, chats: int) -> dict[str, object]:
     from support.engine_harness import PLATFORM, RecordingAdapter, make_inbound, wait_until
 
     batches: list[int] = []
+    busy: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-commits-") as tmp:
-        store = SqliteStore(Path(tmp) / "chatgate.db", on_commit=lambda size, _s: batches.append(size))
+        store = SqliteStore(
+            Path(tmp) / "chatgate.db", on_commit=lambda size, s: (batches.append(size), busy.append(s))
+        )
         adapter = RecordingAdapter()
         settings = EngineSettings(owner="bench", access={PLATFORM: PlatformAccess(allow_all=True)})
         engine = build_engine(
@@ -55,12 +60,13 @@ async def measure(messages: int, chats: int) -> dict[str, object]:
         engine.start()
         await asyncio.sleep(0.3)  # the start's own claims
         batches.clear()
+        busy.clear()
         written = bytes_written()
         for i in range(messages):
             await engine.admission.admit(make_inbound(f"m{i}", chat_id=f"c{i % chats}"))
             await wait_until(lambda: len(adapter.delivered) > i, 30.0, f"the reply to m{i}")  # noqa: B023
             await asyncio.sleep(0.03)  # its settlement, and the claims it wakes, commit first
-        counted = list(batches)
+        counted, busy_s = list(batches), sum(busy)
         written = None if written is None else (bytes_written() or 0) - written
         await engine.stop(1.0, 1.0)
         await store.close()
@@ -69,6 +75,7 @@ async def measure(messages: int, chats: int) -> dict[str, object]:
         "chatgate": str(Path(chatgate.__file__).parent),
         "writes_per_message": sum(counted) / messages,
         "commits_per_message": len(counted) / messages,
+        "writer_busy_ms_per_message": round(busy_s / messages * 1000, 3),
         "bytes_written_per_message": None if written is None else round(written / messages),
         "correct": sorted(replies) == sorted(f"echo: m{i}" for i in range(messages)),
     }
@@ -122,7 +129,12 @@ def main() -> int:
     for name, results in runs.items():
         out[name] = {
             key: statistics.median(float(r[key]) for r in results)  # type: ignore[arg-type]
-            for key in ("writes_per_message", "commits_per_message", "bytes_written_per_message")
+            for key in (
+                "writes_per_message",
+                "commits_per_message",
+                "bytes_written_per_message",
+                "writer_busy_ms_per_message",
+            )
             if all(r.get(key) is not None for r in results)
         } | {"chatgate": results[0]["chatgate"], "runs": results}
     out["correct"] = all(r["correct"] for results in runs.values() for r in results)

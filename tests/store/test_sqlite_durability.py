@@ -1,10 +1,13 @@
-"""Which commits fsync: claims recovery can redo commit at ``synchronous=NORMAL``, the rest
-at the configured level (FULL by default), observed on the store's real writer connection.
+"""Which commits fsync: claims recovery can redo and 'sent' settlements commit without one,
+the rest are made durable before their callers hear of them, observed on the store's real
+writer connection and at its fsync of the WAL.
 
-In WAL mode a NORMAL commit is in the OS's page cache once it returns and reaches the disk
-with the next fsync of the WAL, which a later FULL commit does for every frame before it:
-a SIGKILL loses none of them (shown below with a child killed mid-flight), and a power cut
-only a tail of claims that recovery redoes (docs/architecture.md, "Which commits fsync").
+In WAL mode the writer connection runs at ``synchronous=NORMAL`` and the writer fsyncs the
+WAL itself after a durable batch (``store/sqlite/wal_file.py``). A commit without that fsync
+is in the OS's page cache once it returns and reaches the disk with the next fsync of the
+WAL, which covers every frame before it: a SIGKILL loses none of them (shown below with a
+child killed mid-flight), and a power cut only a tail of at most ``SYNC_LAG`` of writes whose
+loss is harmless (docs/architecture.md, "Which commits fsync").
 """
 
 from __future__ import annotations
@@ -15,26 +18,46 @@ import signal
 import sys
 import textwrap
 import threading
+import time
 from typing import Any
 
+import pytest
+
+from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxSettlement
+from chatgate.store.sqlite import wal_file
 
 NAMES = {"0": "OFF", "1": "NORMAL", "2": "FULL", "3": "EXTRA"}
 
 
 class CommitLevels:
-    """A trace of the writer connection: the ``synchronous`` level in force at each COMMIT.
+    """What reached the disk at each COMMIT of the writer connection: ``FULL`` when the
+    connection's own ``synchronous`` made SQLite fsync the WAL (``FULL``/``EXTRA``) or the writer
+    fsynced the WAL before its next commit, else the connection's level (``NORMAL``/``OFF``).
 
     It follows every ``PRAGMA synchronous = X`` the connection runs, starting from the level
-    read from the connection itself when the trace is installed (the writer is idle then).
+    read from the connection itself when the trace is installed (the writer is idle then), and
+    every ``fdatasync`` the writer makes (the real call, wrapped: it still reaches the disk).
     """
 
-    def __init__(self, writer: Any) -> None:
+    def __init__(self, writer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         self.level = NAMES[str(writer.execute("PRAGMA synchronous").fetchone()[0])]
-        self.commits: list[str] = []
+        self._commits: list[list[Any]] = []
         self.pragmas = 0
+        self.syncs: list[float] = []
+        """When the writer fsynced the WAL (monotonic)."""
         self._lock = threading.Lock()
         writer.set_trace_callback(self._trace)
+        real = wal_file._datasync
+
+        def datasync(fd: int) -> None:
+            real(fd)
+            with self._lock:
+                self.syncs.append(time.monotonic())
+                if self._commits:
+                    self._commits[-1][1] = True
+
+        monkeypatch.setattr(wal_file, "_datasync", datasync)
 
     def _trace(self, statement: str) -> None:  # on the writer thread
         with self._lock:
@@ -43,19 +66,19 @@ class CommitLevels:
                 self.level = NAMES.get(found[1], found[1])
                 self.pragmas += 1
             elif statement.strip() == "COMMIT":
-                self.commits.append(self.level)
+                self._commits.append([self.level, False])
 
     def take(self) -> list[str]:
         with self._lock:
-            taken, self.commits = self.commits, []
-        return taken
+            taken, self._commits = self._commits, []
+        return ["FULL" if synced or level in ("FULL", "EXTRA") else level for level, synced in taken]
 
 
-async def test_claims_and_cursors_commit_at_normal_everything_acknowledged_or_sent_at_full(
-    open_store, make, connect_seam
+async def test_claims_cursors_and_sent_settlements_commit_at_normal_what_is_acked_or_sent_at_full(
+    open_store, make, connect_seam, monkeypatch
 ):
     store = await open_store(connect=connect_seam)
-    levels = CommitLevels(connect_seam.writer)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
 
     await store.admit(make.request("d1", "k1"))
     assert levels.take() == ["FULL"], "admission: the upstream ack waits for it"
@@ -70,27 +93,148 @@ async def test_claims_and_cursors_commit_at_normal_everything_acknowledged_or_se
     (row,) = await store.claim_outbox(10)
     assert levels.take() == ["FULL"], "row claim: a send follows it (a resend of a 'sending' row is marked)"
     await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p1")])
-    assert levels.take() == ["FULL"], "settlement"
+    assert levels.take() == ["NORMAL"], "'sent': lost, the row is 'sending' again and resent marked"
 
 
-async def test_a_turn_commit_that_claims_its_reply_is_one_full_commit_and_the_send_needs_no_other(
-    open_store, make, connect_seam
+async def test_a_reply_costs_one_full_commit_when_its_turn_commit_claims_it(
+    open_store, make, connect_seam, monkeypatch
 ):
     store = await open_store(connect=connect_seam)
     await store.admit(make.request("d1", "k1"))
     (claim,) = await store.claim_sessions("w", 4, 30.0, 10)
-    levels = CommitLevels(connect_seam.writer)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
     committed = await store.commit_turn("w", make.outcome(claim, make.draft("r1")), 30.0, 10, 1)
     assert levels.take() == ["FULL"], "the turn and its row's claim, durable before the send"
     (row,) = committed.sending
     await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p1")])
-    assert levels.take() == ["FULL"], "settlement: the only other commit of the reply"
+    assert levels.take() == ["NORMAL"], "the settlement: the next durable commit carries it"
 
 
-async def test_a_batch_with_any_durable_write_commits_at_full(open_store, make, connect_seam):
+async def _four_rows_sending(store, make):
+    """Four replies, each the head of its own chat, claimed by one turn commit."""
+    await store.admit(make.request("d1", "k1"))
+    (claim,) = await store.claim_sessions("w", 4, 30.0, 10)
+    drafts = [make.draft(f"r{i}", f"c{i}") for i in range(4)]
+    return (await store.commit_turn("w", make.outcome(claim, *drafts), 30.0, 10, 4)).sending
+
+
+async def test_a_settlement_that_is_not_sent_commits_at_full(open_store, make, connect_seam, monkeypatch):
+    store = await open_store(connect=connect_seam)
+    rows = await _four_rows_sending(store, make)
+    assert len(rows) == 4
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    later = time.time() + 60
+    await store.settle_outbox([OutboxSettlement(rows[0].id, "pending", retry_at=later, counts_attempt=False)])
+    await store.settle_outbox([OutboxSettlement(rows[1].id, "failed", error="refused")])
+    await store.settle_outbox([OutboxSettlement(rows[2].id, "ambiguous", retry_at=later)])
+    await store.settle_outbox(
+        [
+            OutboxSettlement(rows[3].id, "sent", platform_message_id="p3"),
+            OutboxSettlement(rows[0].id, "failed"),
+        ]
+    )
+    assert levels.take() == ["FULL"] * 4, "lost, each would have an undelivered row resent as a duplicate"
+
+
+async def test_a_relaxed_commit_reaches_the_disk_within_the_sync_lag(
+    open_store, make, connect_seam, monkeypatch
+):
+    monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LAG", 0.3)
+    store = await open_store(connect=connect_seam)
+    (row, *_) = await _four_rows_sending(store, make)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p0")])
+    committed = time.monotonic()
+    assert levels.take() == ["NORMAL"], "the settlement returned before any fsync"
+    deadline = committed + 10
+    while not levels.syncs:
+        assert time.monotonic() < deadline, "the relaxed commit never reached the disk"
+        await asyncio.sleep(0.02)
+    assert levels.syncs[0] - committed >= 0.25, "not before the lag: a durable commit may come"
+    await asyncio.sleep(0.6)
+    assert len(levels.syncs) == 1, "nothing relaxed is left, so nothing more is done"
+
+
+async def test_a_durable_commit_after_a_relaxed_one_leaves_nothing_to_sync(
+    open_store, make, connect_seam, monkeypatch
+):
+    monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LAG", 0.3)
+    store = await open_store(connect=connect_seam)
+    (first, second, *_) = await _four_rows_sending(store, make)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    await store.settle_outbox([OutboxSettlement(first.id, "sent", platform_message_id="p0")])
+    await store.admit(make.request("d2", "k2"))  # its fsync covers the settlement's frames too
+    assert levels.take() == ["NORMAL", "FULL"]
+    await asyncio.sleep(0.8)
+    assert len(levels.syncs) == 1, "only the admission's"
+    await store.set_cursor("c", "1")  # a relaxed write that changes a row arms the lag again
+    await store.settle_outbox([OutboxSettlement(second.id, "sent", platform_message_id="p1")])
+    deadline = time.monotonic() + 10
+    while len(levels.syncs) == 1:
+        assert time.monotonic() < deadline, "the relaxed commits never reached the disk"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_clean_stop_syncs_relaxed_commits_at_once(open_store, make, connect_seam, monkeypatch):
+    store = await open_store(connect=connect_seam)  # the default lag: a second
+    (row, *_) = await _four_rows_sending(store, make)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p0")])
+    started = time.monotonic()
+    await store.close()
+    assert len(levels.syncs) == 1 and levels.syncs[0] - started < 0.9, "the stop did not wait for the lag"
+
+
+async def test_a_failed_fsync_fails_the_durable_batch_and_runs_nothing_twice(
+    open_store, make, connect_seam, monkeypatch, query
+):
     store = await open_store(connect=connect_seam)
     await store.admit(make.request("d0", "k0"))
-    levels = CommitLevels(connect_seam.writer)
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(wal_file, "_datasync", broken)
+    with pytest.raises(StoreUnavailable, match=r"committed but not made durable.*Input/output error"):
+        await store.admit(make.request("d1", "k1"))
+    monkeypatch.undo()
+    again = await store.admit(make.request("d1", "k1"))  # the upstream redelivers: recognized
+    assert not again.new
+    assert query("SELECT COUNT(*) FROM inbox WHERE delivery_id = 'd1'") == [(1,)]
+
+
+async def test_a_failed_fsync_after_the_lag_is_logged_and_tried_again(
+    open_store, make, connect_seam, monkeypatch, caplog
+):
+    monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LAG", 0.2)
+    store = await open_store(connect=connect_seam)
+    (row, *_) = await _four_rows_sending(store, make)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    working = wal_file._datasync
+    failures: list[float] = []
+
+    def broken(fd: int) -> None:
+        failures.append(time.monotonic())
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(wal_file, "_datasync", broken)
+    await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p0")])
+    deadline = time.monotonic() + 10
+    while len(failures) < 2:
+        assert time.monotonic() < deadline, f"tried {len(failures)} times"
+        await asyncio.sleep(0.02)
+    assert failures[1] - failures[0] >= 0.15, "tried again a lag later, not in a loop"
+    assert "could not fsync" in caplog.text and "Input/output error" in caplog.text
+    monkeypatch.setattr(wal_file, "_datasync", working)
+    while not levels.syncs:
+        assert time.monotonic() < deadline, "never synced once the disk answered again"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_batch_with_any_durable_write_commits_at_full(open_store, make, connect_seam, monkeypatch):
+    store = await open_store(connect=connect_seam)
+    await store.admit(make.request("d0", "k0"))
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
     async with connect_seam.writer_paused(store):  # the plug is a lease renewal: NORMAL
         claims = asyncio.ensure_future(store.claim_sessions("w", 4, 30.0, 10))
         admit = asyncio.ensure_future(store.admit(make.request("d1", "k1")))
@@ -100,17 +244,19 @@ async def test_a_batch_with_any_durable_write_commits_at_full(open_store, make, 
     await store.set_cursor("c", "2")
     await store.set_cursor("c", "3")
     assert levels.take() == ["NORMAL", "NORMAL"]
-    assert levels.pragmas == 3, "the level is set only when it changes"
+    assert levels.pragmas == 0, "the connection stays at NORMAL: the writer fsyncs, not SQLite"
 
 
-async def test_a_store_configured_below_full_never_raises_a_commit(open_store, make, connect_seam):
+async def test_a_store_configured_below_full_never_raises_a_commit(
+    open_store, make, connect_seam, monkeypatch
+):
     store = await open_store(connect=connect_seam, synchronous="OFF")
-    levels = CommitLevels(connect_seam.writer)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
     await store.admit(make.request("d1", "k1"))
     await store.claim_sessions("w", 4, 30.0, 10)
     await store.set_cursor("c", "1")
     assert levels.take() == ["OFF", "OFF", "OFF"]
-    assert levels.pragmas == 0
+    assert levels.pragmas == 0 and levels.syncs == [], "the configured OFF: no fsync by anyone"
 
 
 _CURSOR_FOREVER = textwrap.dedent(

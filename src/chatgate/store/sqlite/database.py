@@ -190,9 +190,12 @@ class Database:
     async def write(self, fn: Callable[[sqlite3.Connection], T], *, redoable: bool = False) -> T:
         """Queue ``fn`` to the writer; returns its result once its transaction committed.
 
-        ``redoable``: a claim whose loss after a power cut recovery redoes (a session claim,
-        a lease renewal, an upstream cursor); it may commit without an fsync of its own
-        (``GroupCommitWriter``). Nothing the gateway acknowledged or sent may depend on it.
+        ``redoable``: a write whose loss after a power cut is harmless: recovery redoes it (a
+        session claim, a lease renewal, an upstream cursor), or a reply it recorded as sent is
+        sent again marked as a possible duplicate (a 'sent' settlement). It may commit without
+        an fsync of its own (``GroupCommitWriter``); the next durable commit, or a checkpoint
+        within ``SYNC_LAG``, carries it to the disk. Whatever the gateway acknowledges or sends
+        next depends on a later durable commit, never on it alone.
         """
         if not self._opened:
             raise StoreUnavailable("store is not open")

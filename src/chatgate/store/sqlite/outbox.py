@@ -186,8 +186,13 @@ class SqliteOutbox(SqliteRole):
         def settle(conn: sqlite3.Connection) -> bool:
             return settle_outbox(conn, settlements, now)
 
+        # A row is 'sending' only by a FULL commit (a turn's commit or ``claim_outbox``), so a
+        # lost 'sent' leaves it 'sending': a restart resends it marked as a possible duplicate,
+        # as after a death mid-send. Any other outcome stays FULL: lost, it would have a row
+        # that was never delivered (or was refused) sent again, wrongly marked.
+        sent_only = all(s.status == "sent" for s in settlements)
         try:
-            return await self._db.write(settle)
+            return await self._db.write(settle, redoable=sent_only)
         except StoreUnavailable:
             # Left ``sending``, a row holds its chat's later replies until a restart (one
             # process: no lease hands it on, as on PostgreSQL): record what happened as soon

@@ -7,12 +7,16 @@ batch is rolled back and re-run one write per transaction, so one bad write
 never fails its neighbours. Results are handed back to the event loop only
 after the commit returned: a caller never sees "written" for an uncommitted row.
 
-A write queued as ``redoable`` (a claim whose loss after a power cut recovery redoes)
-lets its batch commit at ``relaxed`` durability (``synchronous=NORMAL``: no fsync of
-the WAL) when every write of the batch is redoable; any other write makes the batch
-commit at the configured level. In WAL mode a later fsync of the WAL covers every frame
-before it, so a power cut can lose only a tail of redoable commits, never one before a
-durable commit, and a process crash loses none (the OS has the pages).
+A write queued as ``redoable`` (one whose loss after a power cut is harmless: a claim
+recovery redoes, a 'sent' settlement) lets its batch commit without an fsync when every
+write of the batch is redoable; any other write makes the batch durable before its callers
+hear of it. In WAL mode with a configured level above ``NORMAL`` the connection runs at
+``NORMAL`` and the writer fsyncs the WAL itself after a durable batch (``wal_file.py``);
+otherwise SQLite syncs every commit at the configured level. An fsync of the WAL covers
+every frame before it, so a power cut can lose only a tail of redoable commits, never one
+before a durable commit, and a process crash loses none (the OS has the pages). That tail
+is bounded in time: once relaxed commits have waited ``SYNC_LAG`` for a durable one, the
+writer fsyncs the WAL anyway (``make_durable``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import msgspec
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
 from chatgate.store.sqlite.space import SpareSpace, is_disk_full
+from chatgate.store.sqlite.wal_file import WalFile
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,10 +49,18 @@ class _Write(msgspec.Struct):
 
 
 _STOP = object()
+
+
+class _NotSynced(StoreUnavailable):
+    """A batch committed whose fsync failed: its callers are told, and it is not run again."""
+
+
 DEFERRED_RETRY = 1.0
 """Seconds between tries of deferred writes while no other write arrives."""
 RELIEVE_EVERY = 1.0
 """Seconds between checkpoints forced by a full disk (each failing batch would ask for one)."""
+SYNC_LAG = 1.0
+"""Seconds a relaxed commit may wait for a durable commit to carry it to the disk."""
 
 
 def _wrap(exc: BaseException) -> BaseException:
@@ -92,8 +105,8 @@ class GroupCommitWriter:
         self._durable = durable
         self.relaxed = relaxed
         """The level of an all-redoable batch; only WAL makes a later fsync cover earlier commits."""
-        self._synchronous = durable
-        """The connection's ``synchronous`` now (the connect function sets ``durable``)."""
+        self._wal: WalFile | None = None
+        """Set when the writer, not SQLite, fsyncs the WAL (``relaxed`` below ``durable``)."""
         self._space = space
         self._relieved_at = -RELIEVE_EVERY
         self._max_batch = max(1, max_batch)
@@ -105,6 +118,9 @@ class GroupCommitWriter:
         self._closed = False
         self._deferred: dict[str, WriteFn] = {}
         self._deferred_lock = threading.Lock()
+        self.sync_lag = SYNC_LAG
+        self._unsynced_since: float | None = None
+        """When the oldest relaxed commit no fsync has covered yet was made (monotonic)."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
@@ -141,8 +157,7 @@ class GroupCommitWriter:
         if not pending:
             return
         try:
-            self._sync(conn, redoable=False)
-            self._transaction(conn, list(pending.values()))
+            self._transaction(conn, list(pending.values()), durable=True)
         except Exception as exc:
             log.debug("%d deferred writes still cannot commit: %s", len(pending), exc)
             return
@@ -161,13 +176,6 @@ class GroupCommitWriter:
         self._queue.put(_Write(fn, future, loop, redoable))
         return await future
 
-    def _sync(self, conn: sqlite3.Connection, redoable: bool) -> None:
-        """Set the connection's durability for the next transaction (before its BEGIN)."""
-        level = self.relaxed if redoable else self._durable
-        if level != self._synchronous:
-            conn.execute(f"PRAGMA synchronous = {level}")
-            self._synchronous = level
-
     def _run(self) -> None:
         try:
             conn = self._connect()
@@ -175,23 +183,35 @@ class GroupCommitWriter:
             self._startup_error = exc
             self._ready.set()
             return
+        try:
+            if self.relaxed != self._durable:  # WAL (the connect function says): we fsync it
+                conn.execute(f"PRAGMA synchronous = {self.relaxed}")
+                self._wal = WalFile.of(conn)
+        except BaseException as exc:  # reported to start()
+            conn.close()
+            self._startup_error = exc
+            self._ready.set()
+            return
         self._ready.set()
         try:
             self._loop_forever(conn)
         finally:
+            if self._wal is not None:
+                self._wal.close()
             conn.close()
 
     def _loop_forever(self, conn: sqlite3.Connection) -> None:
         stopping = False
         while not stopping:
             try:
-                first = self._queue.get(timeout=DEFERRED_RETRY if self._deferred else None)
+                first = self._queue.get(timeout=self._idle_timeout())
             except queue.Empty:
                 self._run_deferred(conn)
+                self._sync_if_due(conn)
                 continue
             self._run_deferred(conn)
             if first is _STOP:
-                return
+                break
             batch: list[_Write] = [first]  # type: ignore[list-item]
             while len(batch) < self._max_batch:
                 try:
@@ -203,14 +223,43 @@ class GroupCommitWriter:
                     break
                 batch.append(nxt)  # type: ignore[arg-type]
             self._commit_batch(conn, batch)
+            self._sync_if_due(conn)
+        if self._unsynced_since is not None:
+            self.make_durable()  # a clean stop leaves nothing for a power cut to take
+
+    def _idle_timeout(self) -> float | None:
+        waits = [DEFERRED_RETRY] if self._deferred else []
+        if self._unsynced_since is not None:
+            waits.append(max(0.0, self._unsynced_since + self.sync_lag - time.monotonic()))
+        return min(waits, default=None)
+
+    def _sync_if_due(self, conn: sqlite3.Connection) -> None:
+        since = self._unsynced_since
+        if since is not None and time.monotonic() - since >= self.sync_lag:
+            self.make_durable()
+
+    def make_durable(self) -> bool:
+        """Carry every relaxed commit to the disk; True when it did (else it is tried again later)."""
+        wal = self._wal
+        if wal is not None:  # else SQLite syncs at the configured level: nothing waits
+            try:
+                wal.sync()
+            except OSError as exc:
+                log.warning("could not fsync %s (%s); trying again in %.0f s", wal.path, exc, self.sync_lag)
+                self._unsynced_since = time.monotonic()
+                return False
+        self._unsynced_since = None
+        return True
 
     def _commit_batch(self, conn: sqlite3.Connection, batch: list[_Write]) -> None:
         started = time.perf_counter()
         outcomes: list[tuple[_Write, Any, BaseException | None]]
         try:
-            self._sync(conn, redoable=all(w.redoable for w in batch))
-            results = self._transaction(conn, [w.fn for w in batch])
+            durable = not all(w.redoable for w in batch)
+            results = self._transaction(conn, [w.fn for w in batch], durable=durable)
             outcomes = [(w, r, None) for w, r in zip(batch, results, strict=True)]
+        except _NotSynced as exc:  # committed, not durable: never run again, each is told
+            outcomes = [(w, None, exc) for w in batch]
         except BaseException as exc:
             if len(batch) == 1:
                 outcomes = [(batch[0], None, _wrap(exc))]
@@ -229,14 +278,15 @@ class GroupCommitWriter:
 
     def _isolated(self, conn: sqlite3.Connection, write: _Write) -> tuple[_Write, Any, BaseException | None]:
         try:
-            self._sync(conn, write.redoable)
-            (result,) = self._transaction(conn, [write.fn])
+            (result,) = self._transaction(conn, [write.fn], durable=not write.redoable)
             return write, result, None
         except BaseException as exc:
             return write, None, _wrap(exc)
 
-    def _transaction(self, conn: sqlite3.Connection, fns: list[WriteFn]) -> list[Any]:
-        """One transaction; on a full disk, make room (checkpoint, spare file) and try once more."""
+    def _transaction(self, conn: sqlite3.Connection, fns: list[WriteFn], *, durable: bool) -> list[Any]:
+        """One transaction; on a full disk, make room (checkpoint, spare file) and try once more.
+        ``durable``: on the disk before this returns (else a later fsync carries it there)."""
+        changes = conn.total_changes
         try:
             results = _transaction(conn, fns)
         except sqlite3.Error as exc:
@@ -244,6 +294,18 @@ class GroupCommitWriter:
                 raise
             log.warning("the disk was full; checkpointed the WAL to make room and retried the write")
             results = _transaction(conn, fns)
+        if self._wal is not None and conn.total_changes != changes:  # it wrote WAL frames
+            if durable:
+                try:
+                    self._wal.sync()
+                except OSError as exc:
+                    raise _NotSynced(
+                        f"sqlite write committed but not made durable: fsync of {self._wal.path} failed"
+                        f" ({exc}); check the disk"
+                    ) from exc
+                self._unsynced_since = None
+            elif self._unsynced_since is None:
+                self._unsynced_since = time.monotonic()
         if self._space is not None:
             self._space.reserve()
         return results
