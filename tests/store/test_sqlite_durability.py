@@ -13,6 +13,7 @@ loss is harmless (docs/architecture.md, "Which commits fsync").
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import sys
@@ -37,7 +38,8 @@ class CommitLevels:
 
     It follows every ``PRAGMA synchronous = X`` the connection runs, starting from the level
     read from the connection itself when the trace is installed (the writer is idle then), and
-    every ``fdatasync`` the writer makes (the real call, wrapped: it still reaches the disk).
+    every ``fdatasync`` the writer makes (the real call, wrapped: it still reaches the disk),
+    each checked to be of this database's ``-wal`` file (the same inode).
     """
 
     def __init__(self, writer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -47,10 +49,15 @@ class CommitLevels:
         self.syncs: list[float] = []
         """When the writer fsynced the WAL (monotonic)."""
         self._lock = threading.Lock()
+        (main,) = [
+            file for _, name, file in writer.execute("PRAGMA database_list").fetchall() if name == "main"
+        ]
+        wal_inode = os.stat(f"{main}-wal").st_ino
         writer.set_trace_callback(self._trace)
         real = wal_file._datasync
 
         def datasync(fd: int) -> None:
+            assert os.fstat(fd).st_ino == wal_inode, "the writer fsynced a file that is not the WAL"
             real(fd)
             with self._lock:
                 self.syncs.append(time.monotonic())
@@ -185,50 +192,78 @@ async def test_a_clean_stop_syncs_relaxed_commits_at_once(open_store, make, conn
     assert len(levels.syncs) == 1 and levels.syncs[0] - started < 0.9, "the stop did not wait for the lag"
 
 
-async def test_a_failed_fsync_fails_the_durable_batch_and_runs_nothing_twice(
-    open_store, make, connect_seam, monkeypatch, query
+def refuse_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Make the disk refuse every fsync of the WAL, as a failing disk does; returns the tries."""
+    tries: list[float] = []
+
+    def refused(fd: int) -> None:
+        tries.append(time.monotonic())
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(wal_file, "_datasync", refused)
+    return tries
+
+
+async def test_a_failed_fsync_refuses_every_later_write_until_a_restart(
+    open_store, make, connect_seam, monkeypatch, caplog
 ):
     store = await open_store(connect=connect_seam)
     await store.admit(make.request("d0", "k0"))
-
-    def broken(fd: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(wal_file, "_datasync", broken)
-    with pytest.raises(StoreUnavailable, match=r"committed but not made durable.*Input/output error"):
+    working = wal_file._datasync
+    tries = refuse_fsyncs(monkeypatch)
+    with pytest.raises(StoreUnavailable, match=r"refused to fsync .*Input/output error.*restart chatgate"):
         await store.admit(make.request("d1", "k1"))
-    monkeypatch.undo()
-    again = await store.admit(make.request("d1", "k1"))  # the upstream redelivers: recognized
-    assert not again.new
-    assert query("SELECT COUNT(*) FROM inbox WHERE delivery_id = 'd1'") == [(1,)]
+    assert "refused to fsync" in caplog.text
+    monkeypatch.setattr(wal_file, "_datasync", working)  # the disk answers again: too late
+    with pytest.raises(StoreUnavailable, match="restart chatgate"):
+        await store.admit(make.request("d1", "k1"))  # the redelivery: never acked without an fsync
+    with pytest.raises(StoreUnavailable, match="restart chatgate"):
+        await store.set_cursor("c", "1")  # relaxed writes too: their frames would follow lost ones
+    assert len(tries) == 1
+    await store.close()
+    store = await open_store()  # the restart: what the disk has is trusted again
+    again = await store.admit(make.request("d1", "k1"))
+    assert not again.new, "the committed row was on the disk after all: recognized, not run twice"
+    assert (await store.admit(make.request("d2", "k2"))).new
 
 
-async def test_a_failed_fsync_after_the_lag_is_logged_and_tried_again(
-    open_store, make, connect_seam, monkeypatch, caplog
+async def test_a_failed_fsync_after_the_lag_refuses_every_later_write(
+    open_store, make, connect_seam, monkeypatch
 ):
     monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LAG", 0.2)
     store = await open_store(connect=connect_seam)
     (row, *_) = await _four_rows_sending(store, make)
-    levels = CommitLevels(connect_seam.writer, monkeypatch)
-    working = wal_file._datasync
-    failures: list[float] = []
-
-    def broken(fd: int) -> None:
-        failures.append(time.monotonic())
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(wal_file, "_datasync", broken)
+    tries = refuse_fsyncs(monkeypatch)
     await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p0")])
     deadline = time.monotonic() + 10
-    while len(failures) < 2:
-        assert time.monotonic() < deadline, f"tried {len(failures)} times"
+    while not tries:
+        assert time.monotonic() < deadline, "the lag's fsync never came"
         await asyncio.sleep(0.02)
-    assert failures[1] - failures[0] >= 0.15, "tried again a lag later, not in a loop"
-    assert "could not fsync" in caplog.text and "Input/output error" in caplog.text
+    await asyncio.sleep(0.6)
+    assert len(tries) == 1, "final: not tried again"
+    with pytest.raises(StoreUnavailable, match="restart chatgate"):
+        await store.admit(make.request("d2", "k2"))
+
+
+async def test_a_write_deferred_by_a_failed_fsync_never_runs_a_second_time(
+    open_store, make, connect_seam, monkeypatch, query
+):
+    store = await open_store(connect=connect_seam)
+    (row, *_) = await _four_rows_sending(store, make)
+    working = wal_file._datasync
+    refuse_fsyncs(monkeypatch)
+    wait = OutboxSettlement(row.id, "pending", retry_at=time.time() + 60, counts_attempt=False)
+    with pytest.raises(StoreUnavailable):
+        await store.settle_outbox([wait])  # committed (attempt given back), then the fsync failed
+    assert query("SELECT status, attempts FROM outbox WHERE id = ?", row.id) == [("pending", 0)]
     monkeypatch.setattr(wal_file, "_datasync", working)
-    while not levels.syncs:
-        assert time.monotonic() < deadline, "never synced once the disk answered again"
-        await asyncio.sleep(0.02)
+    with pytest.raises(StoreUnavailable, match="restart chatgate"):
+        await store.set_cursor("c", "1")
+    await asyncio.sleep(1.5)  # deferred writes are tried every second while any wait
+    await store.close()  # and once more as the writer stops
+    assert query("SELECT status, attempts FROM outbox WHERE id = ?", row.id) == [("pending", 0)], (
+        "the settlement ran again: its attempt given back twice"
+    )
 
 
 async def test_a_batch_with_any_durable_write_commits_at_full(open_store, make, connect_seam, monkeypatch):

@@ -193,8 +193,8 @@ class Database:
         ``redoable``: a write whose loss after a power cut is harmless: recovery redoes it (a
         session claim, a lease renewal, an upstream cursor), or a reply it recorded as sent is
         sent again marked as a possible duplicate (a 'sent' settlement). It may commit without
-        an fsync of its own (``GroupCommitWriter``); the next durable commit, or a checkpoint
-        within ``SYNC_LAG``, carries it to the disk. Whatever the gateway acknowledges or sends
+        an fsync of its own (``GroupCommitWriter``); the next durable commit, or an fsync
+        ``SYNC_LAG`` later, carries it to the disk. Whatever the gateway acknowledges or sends
         next depends on a later durable commit, never on it alone.
         """
         if not self._opened:

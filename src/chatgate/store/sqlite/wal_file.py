@@ -34,12 +34,12 @@ class WalFile:
         return cls(next(str(file) for _, name, file in rows if name == "main"))
 
     def sync(self) -> None:
-        """Make every write to the WAL so far durable; raises ``OSError`` if the disk refuses."""
+        """Make every write to the WAL so far durable; raises ``OSError`` if the disk refuses.
+
+        Called after a commit that wrote frames, so a missing file is an error too (a path that
+        is not SQLite's would otherwise turn durability off unseen)."""
         if self._fd is None:
-            try:
-                self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            except FileNotFoundError:
-                return  # no WAL file: nothing was ever written to one
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         _datasync(self._fd)
 
     def close(self) -> None:

@@ -52,7 +52,11 @@ _STOP = object()
 
 
 class _NotSynced(StoreUnavailable):
-    """A batch committed whose fsync failed: its callers are told, and it is not run again."""
+    """The disk refused an fsync of the WAL. Linux reports a write-back error once and may have
+    dropped the pages, so a later fsync can succeed with frames missing, and recovery stops at
+    the first bad frame, taking every later commit with it: nothing written from then on can be
+    trusted to reach the disk. The writer refuses every write until a restart (which recovers
+    what is on the disk), as PostgreSQL stops at a failed fsync."""
 
 
 DEFERRED_RETRY = 1.0
@@ -121,6 +125,7 @@ class GroupCommitWriter:
         self.sync_lag = SYNC_LAG
         self._unsynced_since: float | None = None
         """When the oldest relaxed commit no fsync has covered yet was made (monotonic)."""
+        self._sync_failure: _NotSynced | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
@@ -154,7 +159,7 @@ class GroupCommitWriter:
     def _run_deferred(self, conn: sqlite3.Connection) -> None:
         with self._deferred_lock:
             pending = dict(self._deferred)
-        if not pending:
+        if not pending or self._sync_failure is not None:
             return
         try:
             self._transaction(conn, list(pending.values()), durable=True)
@@ -171,6 +176,8 @@ class GroupCommitWriter:
         """Commit ``fn``; ``redoable``: its loss after a power cut is harmless (see the module)."""
         if self._closed:
             raise StoreUnavailable("store is closed")
+        if self._sync_failure is not None:
+            raise StoreUnavailable(str(self._sync_failure))
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._queue.put(_Write(fn, future, loop, redoable))
@@ -240,25 +247,39 @@ class GroupCommitWriter:
 
     def make_durable(self) -> bool:
         """Carry every relaxed commit to the disk; True when it did (else it is tried again later)."""
-        wal = self._wal
-        if wal is not None:  # else SQLite syncs at the configured level: nothing waits
+        if self._wal is not None:  # else SQLite syncs at the configured level: nothing waits
             try:
-                wal.sync()
-            except OSError as exc:
-                log.warning("could not fsync %s (%s); trying again in %.0f s", wal.path, exc, self.sync_lag)
-                self._unsynced_since = time.monotonic()
+                self._sync_wal(self._wal)
+            except _NotSynced:
                 return False
         self._unsynced_since = None
         return True
+
+    def _sync_wal(self, wal: WalFile) -> None:
+        """fsync the WAL; a refusal is final (``_NotSynced``)."""
+        try:
+            wal.sync()
+        except OSError as exc:
+            self._unsynced_since = None  # nothing more is tried
+            self._sync_failure = _NotSynced(
+                f"the disk refused to fsync {wal.path} ({exc}), so what was committed since the last"
+                " good fsync may not be on it: chatgate refuses every write until it is restarted."
+                " Check the disk (dmesg, free space), then restart chatgate"
+            )
+            log.error("%s", self._sync_failure)
+            raise self._sync_failure from exc
+        self._unsynced_since = None
 
     def _commit_batch(self, conn: sqlite3.Connection, batch: list[_Write]) -> None:
         started = time.perf_counter()
         outcomes: list[tuple[_Write, Any, BaseException | None]]
         try:
+            if self._sync_failure is not None:
+                raise self._sync_failure
             durable = not all(w.redoable for w in batch)
             results = self._transaction(conn, [w.fn for w in batch], durable=durable)
             outcomes = [(w, r, None) for w, r in zip(batch, results, strict=True)]
-        except _NotSynced as exc:  # committed, not durable: never run again, each is told
+        except _NotSynced as exc:  # perhaps committed, not durable: never run again, each is told
             outcomes = [(w, None, exc) for w in batch]
         except BaseException as exc:
             if len(batch) == 1:
@@ -278,6 +299,8 @@ class GroupCommitWriter:
 
     def _isolated(self, conn: sqlite3.Connection, write: _Write) -> tuple[_Write, Any, BaseException | None]:
         try:
+            if self._sync_failure is not None:
+                raise self._sync_failure
             (result,) = self._transaction(conn, [write.fn], durable=not write.redoable)
             return write, result, None
         except BaseException as exc:
@@ -296,14 +319,7 @@ class GroupCommitWriter:
             results = _transaction(conn, fns)
         if self._wal is not None and conn.total_changes != changes:  # it wrote WAL frames
             if durable:
-                try:
-                    self._wal.sync()
-                except OSError as exc:
-                    raise _NotSynced(
-                        f"sqlite write committed but not made durable: fsync of {self._wal.path} failed"
-                        f" ({exc}); check the disk"
-                    ) from exc
-                self._unsynced_since = None
+                self._sync_wal(self._wal)
             elif self._unsynced_since is None:
                 self._unsynced_since = time.monotonic()
         if self._space is not None:
