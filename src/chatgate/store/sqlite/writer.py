@@ -16,12 +16,13 @@ otherwise SQLite syncs every commit at the configured level. An fsync of the WAL
 every frame before it, so a power cut can lose only a tail of redoable commits, never one
 before a durable commit, and a process crash loses none (the OS has the pages). That tail
 is bounded in time: once relaxed commits have waited ``SYNC_LAG`` for a durable one, the
-writer fsyncs the WAL anyway (``make_durable``).
+writer fsyncs the WAL anyway (``_make_durable``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import queue
 import sqlite3
@@ -214,7 +215,7 @@ class GroupCommitWriter:
                 first = self._queue.get(timeout=self._idle_timeout())
             except queue.Empty:
                 self._run_deferred(conn)
-                self._sync_if_due(conn)
+                self._sync_if_due()
                 continue
             self._run_deferred(conn)
             if first is _STOP:
@@ -230,9 +231,9 @@ class GroupCommitWriter:
                     break
                 batch.append(nxt)  # type: ignore[arg-type]
             self._commit_batch(conn, batch)
-            self._sync_if_due(conn)
+            self._sync_if_due()
         if self._unsynced_since is not None:
-            self.make_durable()  # a clean stop leaves nothing for a power cut to take
+            self._make_durable()  # a clean stop leaves nothing for a power cut to take
 
     def _idle_timeout(self) -> float | None:
         waits = [DEFERRED_RETRY] if self._deferred else []
@@ -240,20 +241,16 @@ class GroupCommitWriter:
             waits.append(max(0.0, self._unsynced_since + self.sync_lag - time.monotonic()))
         return min(waits, default=None)
 
-    def _sync_if_due(self, conn: sqlite3.Connection) -> None:
+    def _sync_if_due(self) -> None:
         since = self._unsynced_since
         if since is not None and time.monotonic() - since >= self.sync_lag:
-            self.make_durable()
+            self._make_durable()
 
-    def make_durable(self) -> bool:
-        """Carry every relaxed commit to the disk; True when it did (else it is tried again later)."""
-        if self._wal is not None:  # else SQLite syncs at the configured level: nothing waits
-            try:
+    def _make_durable(self) -> None:
+        """Carry every relaxed commit to the disk (only set when the writer fsyncs the WAL)."""
+        if self._wal is not None:
+            with contextlib.suppress(_NotSynced):  # logged, and final: see ``_sync_wal``
                 self._sync_wal(self._wal)
-            except _NotSynced:
-                return False
-        self._unsynced_since = None
-        return True
 
     def _sync_wal(self, wal: WalFile) -> None:
         """fsync the WAL; a refusal is final (``_NotSynced``)."""
