@@ -14,7 +14,13 @@ private chats at R messages/s, chat ``i % C`` for message ``i``.
 - ``durable``: ``bench/telegram_durable_bot.py``, the least a durable gateway does: the
   same client, one call to the same fake model through the gateway agent's SDK path, and
   one SQLite commit at ``synchronous=FULL`` per message before it answers (only with the
-  ``openai`` agent).
+  ``openai`` agent). It holds the poll until the batch is answered: durable only because
+  Telegram redelivers what was not acknowledged, so one slow answer would stall every chat.
+- ``durable_acked``: the same bot with ``--ack-first``, the least a gateway that must not
+  stall does: the message committed and acknowledged before the model call, the answer
+  committed before it is sent. Two ``FULL`` commits a message, as the gateway's contract
+  needs (``ratios_to_durable_acked``; ``floor_cost_of_acking_first`` is its ratio to
+  ``durable``).
 - ``baseline`` (with ``--baseline-src DIR``): the gateway again, importing chatgate from
   another checkout's ``src/`` (e.g. main's), so old and new run interleaved in one run.
 
@@ -71,7 +77,8 @@ from telegram_double import TOKEN, BotApiDouble, User, private  # noqa: E402
 TOKEN_ENV = "BENCH_TELEGRAM_TOKEN"
 MODEL_KEY_ENV = "BENCH_OPENAI_KEY"
 MODEL_REPLY = "Sure: here is a short answer from the model."
-SUBJECTS = ("gateway", "bare", "durable")
+SUBJECTS = ("gateway", "bare", "durable", "durable_acked")
+FLOORS = ("durable", "durable_acked")  # they call the model, so only with --agent openai
 
 
 def log(msg: str) -> None:
@@ -150,11 +157,13 @@ class Watch:
 def command(subject: str, args: argparse.Namespace, tmp: Path, base: str, model: str | None) -> list[str]:
     if subject == "bare":
         return [args.python, str(ROOT / "bench" / "telegram_echo_bot.py"), base]
-    if subject == "durable":
+    if subject in FLOORS:
         assert model is not None
+        flags = ["--ack-first"] if subject == "durable_acked" else []
         return [
             args.python,
             str(ROOT / "bench" / "telegram_durable_bot.py"),
+            *flags,
             base,
             model,
             str(tmp / "floor.db"),
@@ -275,7 +284,7 @@ def compile_subject_trees(args: argparse.Namespace) -> list[str]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     compiled = compile_subject_trees(args)
-    subjects = [s for s in SUBJECTS if s != "durable" or args.agent == "openai"]
+    subjects = [s for s in SUBJECTS if s not in FLOORS or args.agent == "openai"]
     if args.baseline_src:
         subjects.insert(0, "baseline")
     model: FakeOpenAIServer | None = None
@@ -305,6 +314,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     ratios = {key: ratio(gateway[key], bare[key]) for key in keys}
     durable, baseline = summary.get("durable"), summary.get("baseline")
     to_durable = {key: ratio(gateway[key], durable[key]) for key in keys} if durable else None
+    acked = summary.get("durable_acked")
+    to_acked = {key: ratio(gateway[key], acked[key]) for key in keys} if acked else None
+    acking_cost = {key: ratio(acked[key], durable[key]) for key in keys} if acked and durable else None
     against_baseline = None
     if baseline is not None:
         against_baseline = {
@@ -329,6 +341,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         **summary,
         "ratios": ratios,
         "ratios_to_durable": to_durable,
+        "ratios_to_durable_acked": to_acked,
+        "floor_cost_of_acking_first": acking_cost,
         "ratios_baseline": against_baseline,
         "targets": {
             "cpu_per_message_le_1_5x": ratios["cpu_ms_per_message"] is not None

@@ -9,8 +9,16 @@ then one SQLite commit at ``synchronous=FULL`` in WAL mode (the message and its 
 a thread of its own) before ``sendMessage``; the offset advances after the batch's answers.
 No sessions, history, outbox or retries.
 
-Usage: ``telegram_durable_bot.py API_BASE MODEL_BASE DB_PATH`` with the token in
-``BENCH_TELEGRAM_TOKEN`` and the model's key in ``BENCH_OPENAI_KEY``.
+That floor holds the whole poll behind the batch's model calls: it is durable only because
+Telegram redelivers what was not acknowledged, and one slow answer stalls every chat. With
+``--ack-first`` it is the least a gateway that must not stall does: the batch's messages
+are committed (one ``FULL`` transaction) and acknowledged before any model call, and each
+answer is committed (a second ``FULL`` transaction) before its ``sendMessage``, so a
+restart neither loses a message nor asks the model twice. Two commits a message, still no
+sessions, history, outbox, settlement or retries.
+
+Usage: ``telegram_durable_bot.py [--ack-first] API_BASE MODEL_BASE DB_PATH`` with the token
+in ``BENCH_TELEGRAM_TOKEN`` and the model's key in ``BENCH_OPENAI_KEY``.
 """
 
 from __future__ import annotations
@@ -51,6 +59,24 @@ class Journal:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._pool, self._commit, update_id, chat_id, text, answer)
 
+    def _admit(self, rows: list[tuple[int, int, str]]) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.executemany("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, NULL)", rows)
+        self._conn.execute("COMMIT")
+
+    async def admit(self, rows: list[tuple[int, int, str]]) -> None:
+        """``--ack-first``: a batch's messages, durable before its offset is acknowledged."""
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._admit, rows)
+
+    def _answer(self, update_id: int, answer: str) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.execute("UPDATE messages SET answer = ? WHERE update_id = ?", (answer, update_id))
+        self._conn.execute("COMMIT")
+
+    async def answer(self, update_id: int, answer: str) -> None:
+        """``--ack-first``: the answer, durable before it is sent."""
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._answer, update_id, answer)
+
     def close(self) -> None:
         self._pool.shutdown()
         self._conn.close()
@@ -79,7 +105,15 @@ async def answer(api: BotApi, model: ModelEndpoint, journal: Journal, update: di
     await api.call("sendMessage", 20, chat_id=chat_id, text=reply)
 
 
-async def main(base: str, model_base: str, db_path: str) -> None:
+async def answer_admitted(
+    api: BotApi, model: ModelEndpoint, journal: Journal, message: dict[str, Any], update_id: int
+) -> None:
+    reply = await ask(model, message["text"])
+    await journal.answer(update_id, reply)
+    await api.call("sendMessage", 20, chat_id=message["chat"]["id"], text=reply)
+
+
+async def main(base: str, model_base: str, db_path: str, ack_first: bool) -> None:
     api = BotApi(os.environ["BENCH_TELEGRAM_TOKEN"], base)
     model = ModelEndpoint(model_base, os.environ["BENCH_OPENAI_KEY"], timeout_s=120.0, max_retries=2)
     journal = Journal(db_path)
@@ -95,13 +129,35 @@ async def main(base: str, model_base: str, db_path: str) -> None:
             if updates:
                 offset = updates[-1]["update_id"] + 1
 
-    task = asyncio.create_task(poll())
+    turns: set[asyncio.Task[None]] = set()
+
+    async def poll_acking_first() -> None:
+        nonlocal offset
+        while True:
+            updates = await api.call("getUpdates", 40, offset=offset, timeout=25)
+            texts = [(u["update_id"], u["message"]) for u in updates if "text" in (u.get("message") or {})]
+            if texts:
+                await journal.admit([(uid, m["chat"]["id"], m["text"]) for uid, m in texts])
+            if updates:
+                offset = updates[-1]["update_id"] + 1
+            for update_id, message in texts:
+                turn = asyncio.create_task(answer_admitted(api, model, journal, message, update_id))
+                turns.add(turn)
+                turn.add_done_callback(turns.discard)
+
+    task = asyncio.create_task(poll_acking_first() if ack_first else poll())
     await asyncio.wait({task, asyncio.create_task(stop.wait())}, return_when=asyncio.FIRST_COMPLETED)
-    task.cancel()
+    for turn in (task, *turns):
+        turn.cancel()
+    await asyncio.gather(task, *turns, return_exceptions=True)
     await api.aclose()
     await model.aclose()
     journal.close()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    positional = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if set(flags) - {"--ack-first"} or len(positional) != 3:
+        sys.exit(__doc__)
+    asyncio.run(main(*positional, ack_first="--ack-first" in flags))

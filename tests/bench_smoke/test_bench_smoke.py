@@ -234,13 +234,13 @@ def test_intake_bench_quick_relay_floor_run_reports_cpu_per_message_and_the_rati
     assert list(tmp_path.iterdir()) == []
 
 
-def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_reports_ratios(
+def test_telegram_bench_quick_run_answers_every_message_for_every_subject_and_reports_ratios(
     tmp_path: Path,
 ) -> None:
     result = run_bench("telegram.py", "--dir", str(tmp_path))
     assert result["correct"] is True, result
     assert result["workload"]["agent"] == "openai"
-    for subject in ("gateway", "bare"):
+    for subject in ("gateway", "bare", "durable", "durable_acked"):
         figures = result[subject]
         for key in ("first_reply_p50_ms", "first_reply_p99_ms", "cpu_ms_per_message", "peak_rss_mb"):
             assert figures[key] > 0, (subject, key)
@@ -254,7 +254,13 @@ def test_telegram_bench_quick_run_answers_every_message_for_both_subjects_and_re
     gateway_cpu = result["gateway"]["cpu_ms_per_message"]
     assert 0 < result["gateway"]["main_thread_cpu_ms_per_message"] <= gateway_cpu + 0.5
     for key in ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb"):
-        assert result["ratios"][key] > 0, key
+        for ratios in (
+            "ratios",
+            "ratios_to_durable",
+            "ratios_to_durable_acked",
+            "floor_cost_of_acking_first",
+        ):
+            assert result[ratios][key] > 0, (ratios, key)
     assert set(result["targets"]) == {
         "cpu_per_message_le_1_5x",
         "p50_le_2x",
