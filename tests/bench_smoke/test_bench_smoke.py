@@ -275,6 +275,16 @@ def test_telegram_bench_quick_run_answers_every_message_for_every_subject_and_re
     assert list(tmp_path.iterdir()) == []  # each run's state dir was removed
 
 
+def test_telegram_render_bench_reports_each_text_against_html_escape() -> None:
+    result = run_bench("telegram_render.py")
+    texts = result["texts"]
+    assert set(texts) == {"one_line_reply", "answer_1500_chars", "answer_4000_chars"}
+    for name, figures in texts.items():
+        assert figures["render_us"] > 0 and figures["floor_escape_us"] > 0, name
+        assert figures["ratio"] == round(figures["render_us"] / figures["floor_escape_us"], 1), name
+    assert texts["answer_4000_chars"]["chars"] > texts["answer_1500_chars"]["chars"] > 1500
+
+
 def test_slack_ack_bench_quick_run_acknowledges_and_answers_every_event(tmp_path: Path) -> None:
     result = run_bench("slack_ack.py", "--dir", str(tmp_path))
     assert result["events"] == 100 and result["channels"] == 10

@@ -35,10 +35,19 @@ _LINK = re.compile(r"\[([^\[\]\n]+)\]\(([^()\s]+)\)")
 _SAFE_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 _LANG = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 _DELIMS: tuple[tuple[str, str], ...] = (("**", "b"), ("__", "b"), ("~~", "s"), ("*", "i"), ("_", "i"))
+_EMPHASIS = re.compile(r"[*_~]")  # the characters every delimiter of _DELIMS starts with
 
 
 def escape(text: str) -> str:
     return html.escape(text, quote=False)
+
+
+def _run_end(s: str, i: int) -> int:
+    """The end of the run of backticks that starts at ``i``."""
+    j = i
+    while j < len(s) and s[j] == "`":
+        j += 1
+    return j
 
 
 def markdown_to_html(text: str) -> str:
@@ -95,33 +104,23 @@ class _Inline:
 
     def _find_code_spans(self) -> None:
         s = self.text
-        i = 0
-        while i < len(s):
-            if s[i] != "`":
-                i += 1
-                continue
-            j = i
-            while j < len(s) and s[j] == "`":
-                j += 1
+        i = s.find("`")
+        while i >= 0:
+            j = _run_end(s, i)
             run = j - i
-            k = j
             close = None
-            while k < len(s):
-                if s[k] != "`":
-                    k += 1
-                    continue
-                m = k
-                while m < len(s) and s[m] == "`":
-                    m += 1
+            k = s.find("`", j)
+            while k >= 0:
+                m = _run_end(s, k)
                 if m - k == run:
                     close = k
                     break
-                k = m
+                k = s.find("`", m)
             if close is not None and s[j:close].strip():
                 self.atoms[i] = _Atom(close + run, f"<code>{escape(s[j:close])}</code>")
-                i = close + run
+                i = s.find("`", close + run)
             else:
-                i = j  # an unmatched run of backticks is literal text
+                i = s.find("`", j)  # an unmatched run of backticks is literal text
 
     def _find_links(self) -> None:
         spans = list(self.atoms.items())
@@ -149,6 +148,17 @@ class _Inline:
             found.append(pos)
         return found
 
+    def _plain_until(self, i: int, end: int) -> int:
+        """The first position from ``i`` (before ``end``) where a construct may start: an
+        emphasis delimiter's character or an atom. Escaping the run before it at once, not
+        character by character, is what keeps a long reply cheap."""
+        found = _EMPHASIS.search(self.text, i, end)
+        stop = found.start() if found is not None else end
+        idx = bisect.bisect_left(self._starts, i)
+        if idx < len(self._starts) and self._starts[idx] < stop:
+            stop = self._starts[idx]
+        return stop
+
     def _can_open(self, delim: str, pos: int) -> bool:
         s, n = self.text, len(delim)
         nxt = pos + n
@@ -172,6 +182,11 @@ class _Inline:
         s = self.text
         out: list[str] = []
         while i < end:
+            plain = self._plain_until(i, end)
+            if plain > i:  # no construct starts in s[i:plain]: escaped as one run
+                out.append(escape(s[i:plain]))
+                i = plain
+                continue
             atom = self.atoms.get(i)
             if atom is not None and atom.end <= end:
                 out.append(atom.html)
