@@ -77,6 +77,17 @@ from telegram_double import TOKEN, BotApiDouble, User, private  # noqa: E402
 TOKEN_ENV = "BENCH_TELEGRAM_TOKEN"
 MODEL_KEY_ENV = "BENCH_OPENAI_KEY"
 MODEL_REPLY = "Sure: here is a short answer from the model."
+LONG_REPLY_LINE = (
+    "Here is **how** it works: each `session` has its own row, and a reply is _streamed_ "
+    "as edits (see [the docs](https://example.org/docs)); 2 * 3 < 7 & snake_case stays.\n"
+)
+
+
+def model_reply(chars: int | None) -> str:
+    """The fake model's answer: the one-liner, or ``chars`` characters of Markdown a model writes."""
+    return MODEL_REPLY if chars is None else (LONG_REPLY_LINE * (chars // len(LONG_REPLY_LINE) + 1))[:chars]
+
+
 SUBJECTS = ("gateway", "bare", "durable", "durable_acked")
 FLOORS = ("durable", "durable_acked")  # they call the model, so only with --agent openai
 
@@ -289,7 +300,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         subjects.insert(0, "baseline")
     model: FakeOpenAIServer | None = None
     if args.agent == "openai":
-        model = FakeOpenAIServer(behaviours=[Reply(MODEL_REPLY)])
+        model = FakeOpenAIServer(behaviours=[Reply(model_reply(args.reply_chars), chunks=args.chunks)])
         model.start()
     load_before = os.getloadavg()
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in subjects}
@@ -333,6 +344,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "rate_per_s": args.rate,
             "runs": args.runs,
             "agent": args.agent,
+            "reply_chars": len(model_reply(args.reply_chars)),
+            "chunks": args.chunks,
             "gateway_src": args.gateway_src,
             "baseline_src": args.baseline_src,
             "byte_compiled": compiled,
@@ -374,6 +387,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=2, help="runs of each subject, interleaved")
     p.add_argument("--agent", choices=("openai", "echo"), default="openai")
     p.add_argument("--settle", type=float, default=3.0, help="seconds from first poll to the load")
+    p.add_argument(
+        "--reply-chars", type=int, default=None, help="a Markdown answer this long, not the one-liner"
+    )
+    p.add_argument("--chunks", type=int, default=1, help="stream the model's answer in this many pieces")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the last reply")
     p.add_argument("--python", default=sys.executable, help="the interpreter of both subjects")
     p.add_argument("--gateway-src", default=None, help="put this checkout's src/ first for the gateway")
