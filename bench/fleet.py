@@ -25,6 +25,7 @@ import asyncio
 import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -131,6 +132,7 @@ async def run(store: dict[str, Any], processes: int, agent: str, args: argparse.
     for proc, _, _ in gateways:
         await stop_gateway(proc, 30)
     await asyncio.gather(*drains)
+    shutil.rmtree(root, ignore_errors=True)
     correct = all(finals == [f"echo: m{i}" for i in range(args.messages)] for finals in results)
     latencies.sort()
     return {
@@ -164,20 +166,25 @@ async def database_transactions(dsn: str) -> int:
 async def fresh_database() -> str:
     """A database of the run's own, so its transaction count is the run's alone."""
     name = f"bench_fleet_{uuid.uuid4().hex[:10]}"
-    conn = await asyncpg.connect(DSN)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
+    await _ddl(f'CREATE DATABASE "{name}"')
     return name
 
 
 async def drop_database(name: str) -> None:
+    await _ddl(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def _ddl(statement: str) -> None:
+    """One statement on the server, logged with how long it took: on a busy server a database's
+    creation or drop can wait long, and a slow run should say where its time went."""
+    started = time.perf_counter()
     conn = await asyncpg.connect(DSN)
     try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(statement)
     finally:
         await conn.close()
+    verb = " ".join(statement.split()[:2])  # CREATE DATABASE, DROP DATABASE
+    log(f"[fleet] {verb}: {time.perf_counter() - started:.2f} s")
 
 
 def db_limit(runs: list[dict[str, Any]]) -> int | None:
