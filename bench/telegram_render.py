@@ -6,9 +6,10 @@ Every send and every preview edit of a Telegram reply renders the text so far
 is rendered many times. The floor is ``html.escape`` of the same text: what any sender
 in Telegram's HTML mode pays to show text at all.
 
-Texts: the one-line answer of ``telegram.py``'s fake model, and a 1,500- and a
-4,000-character answer with the Markdown a model writes (bold, italics, code spans, a
-link, a fenced block, and a literal ``*`` and ``snake_case``). For each: the median over
+Texts: the one-line answer of ``telegram.py``'s fake model, a 1,500- and a 4,000-character
+answer with the Markdown a model writes (bold, italics, code spans, a link, a fenced block,
+and a literal ``*`` and ``snake_case``), and a 4,000-character line of nothing but code
+spans (a list of file names: an atom every 14 characters). For each: the median over
 ``--rounds`` of the microseconds one render takes (``--reps`` renders a round), the
 floor's, and their ratio. Prints one JSON object.
 """
@@ -37,6 +38,7 @@ def texts() -> dict[str, str]:
         "one_line_reply": "Sure: here is a short answer from the model.",
         "answer_1500_chars": (PARAGRAPH * 8)[:1460] + CODE,
         "answer_4000_chars": (PARAGRAPH * 20)[:3950] + CODE,
+        "code_spans_4000_chars": ("`src/app.py`, " * 300)[:4000],
     }
 
 

@@ -285,7 +285,7 @@ def test_telegram_bench_quick_run_answers_every_message_for_every_subject_and_re
 def test_telegram_render_bench_reports_each_text_against_html_escape() -> None:
     result = run_bench("telegram_render.py")
     texts = result["texts"]
-    assert set(texts) == {"one_line_reply", "answer_1500_chars", "answer_4000_chars"}
+    assert set(texts) == {"one_line_reply", "answer_1500_chars", "answer_4000_chars", "code_spans_4000_chars"}
     for name, figures in texts.items():
         assert figures["render_us"] > 0 and figures["floor_escape_us"] > 0, name
         assert figures["ratio"] == round(figures["render_us"] / figures["floor_escape_us"], 1), name

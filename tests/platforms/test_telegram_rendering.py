@@ -129,6 +129,16 @@ def test_text_without_markdown_is_shown_exactly_as_written(text: str) -> None:
         ("# Title", "<b>Title</b>"),
         ("**unclosed", "**unclosed"),
         ("```\nan open fence runs to the end", "<pre>an open fence runs to the end</pre>"),
+        # Plain text between constructs is escaped as a run: each construct still starts where it does.
+        ("x`a`y *b*", "x<code>a</code>y <i>b</i>"),
+        ("*a [b](http://c) d*", '<i>a <a href="http://c">b</a> d</i>'),
+        ("*a `b* c` d*", "<i>a <code>b* c</code> d</i>"),
+        ("**a `b** c`", "**a <code>b** c</code>"),
+        ("snake_case_`x`_", "snake_case_<code>x</code>_"),
+        (
+            "a & `<b>` & [<](http://x?a=1&b=2)",
+            'a &amp; <code>&lt;b&gt;</code> &amp; <a href="http://x?a=1&amp;b=2">&lt;</a>',
+        ),
     ],
 )
 def test_markdown_constructs_render_to_telegram_html(markdown: str, html: str) -> None:

@@ -35,7 +35,8 @@ _LINK = re.compile(r"\[([^\[\]\n]+)\]\(([^()\s]+)\)")
 _SAFE_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 _LANG = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 _DELIMS: tuple[tuple[str, str], ...] = (("**", "b"), ("__", "b"), ("~~", "s"), ("*", "i"), ("_", "i"))
-_EMPHASIS = re.compile(r"[*_~]")  # the characters every delimiter of _DELIMS starts with
+_EMPHASIS = re.compile("[" + re.escape("".join(sorted({d[0] for d, _ in _DELIMS}))) + "]")
+"""The characters an emphasis delimiter starts with: between two of them (and atoms) is plain text."""
 
 
 def escape(text: str) -> str:
@@ -149,15 +150,15 @@ class _Inline:
         return found
 
     def _plain_until(self, i: int, end: int) -> int:
-        """The first position from ``i`` (before ``end``) where a construct may start: an
-        emphasis delimiter's character or an atom. Escaping the run before it at once, not
-        character by character, is what keeps a long reply cheap."""
-        found = _EMPHASIS.search(self.text, i, end)
-        stop = found.start() if found is not None else end
+        """The first position from ``i`` where a construct may start (an emphasis delimiter's
+        character or an atom), or ``end`` if none does before it. The run before it is escaped
+        at once, not a character at a time. The search stops at the next atom: searching past
+        it would read the rest of the line again at every atom of a line full of code spans."""
         idx = bisect.bisect_left(self._starts, i)
-        if idx < len(self._starts) and self._starts[idx] < stop:
-            stop = self._starts[idx]
-        return stop
+        if idx < len(self._starts) and self._starts[idx] < end:
+            end = self._starts[idx]
+        found = _EMPHASIS.search(self.text, i, end)
+        return found.start() if found is not None else end
 
     def _can_open(self, delim: str, pos: int) -> bool:
         s, n = self.text, len(delim)
