@@ -271,8 +271,6 @@ class GroupCommitWriter:
         started = time.perf_counter()
         outcomes: list[tuple[_Write, Any, BaseException | None]]
         try:
-            if self._sync_failure is not None:
-                raise self._sync_failure
             durable = not all(w.redoable for w in batch)
             results = self._transaction(conn, [w.fn for w in batch], durable=durable)
             outcomes = [(w, r, None) for w, r in zip(batch, results, strict=True)]
@@ -296,8 +294,6 @@ class GroupCommitWriter:
 
     def _isolated(self, conn: sqlite3.Connection, write: _Write) -> tuple[_Write, Any, BaseException | None]:
         try:
-            if self._sync_failure is not None:
-                raise self._sync_failure
             (result,) = self._transaction(conn, [write.fn], durable=not write.redoable)
             return write, result, None
         except BaseException as exc:
@@ -305,7 +301,10 @@ class GroupCommitWriter:
 
     def _transaction(self, conn: sqlite3.Connection, fns: list[WriteFn], *, durable: bool) -> list[Any]:
         """One transaction; on a full disk, make room (checkpoint, spare file) and try once more.
-        ``durable``: on the disk before this returns (else a later fsync carries it there)."""
+        ``durable``: on the disk before this returns (else a later fsync carries it there).
+        Refused after a failed fsync (``_NotSynced``): nothing written since can be trusted."""
+        if self._sync_failure is not None:
+            raise self._sync_failure
         changes = conn.total_changes
         try:
             results = _transaction(conn, fns)
