@@ -48,34 +48,27 @@ class Journal:
             " answer TEXT)"
         )
 
-    def _commit(self, update_id: int, chat_id: int, text: str, answer: str) -> None:
+    def _transaction(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
-        self._conn.execute(
-            "INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?)", (update_id, chat_id, text, answer)
-        )
+        self._conn.executemany(sql, rows)
         self._conn.execute("COMMIT")
+
+    async def _commit(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        """One FULL transaction, on the journal's own thread."""
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._transaction, sql, rows)
 
     async def commit(self, update_id: int, chat_id: int, text: str, answer: str) -> None:
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, self._commit, update_id, chat_id, text, answer)
-
-    def _admit(self, rows: list[tuple[int, int, str]]) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-        self._conn.executemany("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, NULL)", rows)
-        self._conn.execute("COMMIT")
+        await self._commit(
+            "INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?)", [(update_id, chat_id, text, answer)]
+        )
 
     async def admit(self, rows: list[tuple[int, int, str]]) -> None:
         """``--ack-first``: a batch's messages, durable before its offset is acknowledged."""
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._admit, rows)
-
-    def _answer(self, update_id: int, answer: str) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-        self._conn.execute("UPDATE messages SET answer = ? WHERE update_id = ?", (answer, update_id))
-        self._conn.execute("COMMIT")
+        await self._commit("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, NULL)", list(rows))
 
     async def answer(self, update_id: int, answer: str) -> None:
         """``--ack-first``: the answer, durable before it is sent."""
-        await asyncio.get_running_loop().run_in_executor(self._pool, self._answer, update_id, answer)
+        await self._commit("UPDATE messages SET answer = ? WHERE update_id = ?", [(answer, update_id)])
 
     def close(self) -> None:
         self._pool.shutdown()
