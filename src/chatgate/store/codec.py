@@ -12,13 +12,26 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 if TYPE_CHECKING:
     from chatgate.domain.inbox import AdmitRequest
     from chatgate.domain.outbox import OutboxDraft
 
 
+_ENCODER = msgspec.json.Encoder(order="sorted")
+"""Compact, keys sorted, UTF-8 as is: what ``json.dumps(..., ensure_ascii=False, sort_keys=True,
+separators=(",", ":"))`` writes, in an eighth of its time (the writer thread encodes every event,
+its source and every reply's target)."""
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return _ENCODER.encode(value).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    """A JSON column the store wrote (``msgspec``: a third of ``json.loads``'s time)."""
+    return msgspec.json.decode(text)
 
 
 def draft_columns(draft: OutboxDraft, target_json: str, now: float) -> tuple[object, ...]:

@@ -7,13 +7,13 @@ are pure functions of the database and their arguments (``now`` is taken before 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from msgspec.structs import replace
 
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.turns import SUSPECT_AFTER_DEATHS, Claim, ClaimTerms, QueuedItem, TurnContext
+from chatgate.store.codec import loads
 from chatgate.store.sqlite.labels import chat_labels
 from chatgate.store.sqlite.transcript import history
 from chatgate.store.turn_rules import choose
@@ -44,7 +44,7 @@ def take_batch(
         QueuedItem(
             seq=r[0],
             session_key=key,
-            inbound=Inbound.from_dict(json.loads(r[1])),
+            inbound=Inbound.from_dict(loads(r[1])),
             attempts=r[2] + 1,
             crashes=r[3],
         )

@@ -9,7 +9,6 @@ transaction.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from msgspec.structs import replace
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxDraft, OutboxRow, OutboxSettlement, OutboxStatus, Undelivered
-from chatgate.store.codec import draft_columns, dumps
+from chatgate.store.codec import draft_columns, dumps, loads
 from chatgate.store.rows import OUTBOX, STUCK, STUCK_WHERE, outbox_row, stuck_reply
 from chatgate.store.sqlite.database import SqliteRole
 from chatgate.store.sqlite.forwards import reads
@@ -60,7 +59,7 @@ def insert_claimed(conn: sqlite3.Connection, draft: OutboxDraft, now: float) -> 
     ).fetchone()
     if added is None:
         return None
-    return draft.claimed(added[0], now, json.loads(target))
+    return draft.claimed(added[0], now, loads(target))
 
 
 def requeue_mid_send(conn: sqlite3.Connection) -> None:

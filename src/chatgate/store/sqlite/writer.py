@@ -158,6 +158,8 @@ class GroupCommitWriter:
             self._deferred.pop(key, None)
 
     def _run_deferred(self, conn: sqlite3.Connection) -> None:
+        if not self._deferred:  # unlocked: a write deferred before this batch was queued is seen
+            return
         with self._deferred_lock:
             pending = dict(self._deferred)
         if not pending or self._sync_failure is not None:
@@ -319,7 +321,7 @@ class GroupCommitWriter:
             elif self._unsynced_since is None:
                 self._unsynced_since = time.monotonic()
         if self._space is not None:
-            self._space.reserve()
+            self._space.retake()
         return results
 
     def _relieve(self, conn: sqlite3.Connection) -> bool:
