@@ -130,6 +130,17 @@ def cpu_seconds(pid: int) -> float:
     return float(times.user + times.system)
 
 
+def main_thread_cpu(pid: int) -> float:
+    """User + system CPU seconds of the process's main thread (its event loop): the rest of
+    ``cpu_seconds`` is its other threads' (the gateway's SQLite writer and readers, the floor's
+    journal thread), so the split says which side the gap is on."""
+    try:
+        threads = psutil.Process(pid).threads()
+    except psutil.Error:
+        return 0.0
+    return sum(t.user_time + t.system_time for t in threads if t.id == pid)
+
+
 def peak_rss_mb(pid: int) -> float | None:
     """The process's peak resident set so far (``VmHWM``), in MiB; ``None`` once it is gone."""
     try:

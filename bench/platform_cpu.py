@@ -20,7 +20,9 @@ from another checkout's ``src/`` (before a change, say), in the same rotation, a
 ``gateway_to_baseline`` per platform. A start-only comparison: ``--messages 5 --channels 5
 --settle 0.3 --runs 8``.
 
-Each run also reads ``start_to_connect_s``, from the exec to the fake seeing the subject's
+``main_thread_cpu_ms_per_message`` is the part of it on the subject's main thread (its event
+loop); the rest is its other threads' (the gateway's SQLite writer above all). Each run also
+reads ``start_to_connect_s``, from the exec to the fake seeing the subject's
 IDENTIFY (Discord) or its Socket Mode connection said hello (Slack; polled every 10 ms), and
 ``peak_rss_mb`` (``VmHWM`` once every reply is in).
 
@@ -62,7 +64,7 @@ from slack_fake.gateway import ENV as SLACK_ENV  # noqa: E402
 from slack_fake.gateway import slack_values  # noqa: E402
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN  # noqa: E402
 
-from e2e import byte_compile, cpu_seconds, peak_rss_mb, stop_gateway  # noqa: E402
+from e2e import byte_compile, cpu_seconds, main_thread_cpu, peak_rss_mb, stop_gateway  # noqa: E402
 
 INSTANT_ECHO = {"kind": "echo", "echo": {"chunk_delay_ms": 0}}
 """The gateway's agent answers at once, as the bare bots do."""
@@ -179,14 +181,14 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
             await _until(lane.connected, 60, f"{platform} {subject} to connect")
             connected = time.monotonic() - execed
             await asyncio.sleep(args.settle)  # discord.py's guild_ready_timeout; the gateway's late imports
-            cpu0 = cpu_seconds(proc.pid)
+            cpu0, main0 = cpu_seconds(proc.pid), main_thread_cpu(proc.pid)
             started = time.monotonic()
             for i in range(args.messages):
                 await asyncio.sleep(max(0.0, started + i / args.rate - time.monotonic()))
                 await lane.push(lane.ids[i % args.channels], f"m{i}")
             await _until(lambda: lane.replies() >= args.messages, args.timeout, "every reply")
             await asyncio.sleep(0.5)  # a late extra reply would show here
-            cpu = cpu_seconds(proc.pid) - cpu0
+            cpu, main_cpu = cpu_seconds(proc.pid) - cpu0, main_thread_cpu(proc.pid) - main0
             answered = lane.replies()
             peak = peak_rss_mb(proc.pid)
         except TimeoutError as exc:
@@ -198,13 +200,14 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
     return {
         "answered": answered,
         "cpu_ms_per_message": round(cpu * 1000 / args.messages, 3),
+        "main_thread_cpu_ms_per_message": round(main_cpu * 1000 / args.messages, 3),
         "start_to_connect_s": round(connected, 3),
         "peak_rss_mb": peak,
         "exited_on_sigterm": shutdown["exited_on_sigterm"],
     }
 
 
-FIGURES = ("cpu_ms_per_message", "start_to_connect_s", "peak_rss_mb")
+FIGURES = ("cpu_ms_per_message", "main_thread_cpu_ms_per_message", "start_to_connect_s", "peak_rss_mb")
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float | None:

@@ -55,13 +55,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from e2e import (  # bench/ is sys.path[0]
     byte_compile,
     cpu_seconds,
     drain,
     log_problems,
+    main_thread_cpu,
     peak_rss_mb,
     percentile,
     stop_gateway,
@@ -94,17 +93,6 @@ FLOORS = ("durable", "durable_acked")  # they call the model, so only with --age
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def main_thread_cpu(pid: int) -> float:
-    """User + system CPU seconds of the process's main thread (its event loop): the rest of
-    ``cpu_seconds`` is its other threads' (the gateway's SQLite writer and readers, the floor's
-    journal thread), so the split says which side the gap is on."""
-    try:
-        threads = psutil.Process(pid).threads()
-    except psutil.Error:
-        return 0.0
-    return sum(t.user_time + t.system_time for t in threads if t.id == pid)
 
 
 def gateway_config(args: argparse.Namespace, tmp: Path, api_base: str, model_base: str | None) -> Any:

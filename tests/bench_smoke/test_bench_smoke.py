@@ -176,6 +176,8 @@ def test_platform_cpu_bench_quick_run_answers_every_message_for_both_subjects_on
             assert run["answered"] == result["workload"]["messages"] and run["exited_on_sigterm"], run
             assert 0 < run["start_to_connect_s"] < 60, run  # exec to IDENTIFY / hello, within the wait
             assert run["peak_rss_mb"] > 10, run  # an interpreter with its platform library loaded
+            # The loop thread's share: no more than the whole, within a clock tick or two.
+            assert 0 <= run["main_thread_cpu_ms_per_message"] <= run["cpu_ms_per_message"] + 5, run
         assert "ratio" in result[platform]  # None when the bare bot used less than a clock tick
         assert result[platform]["start_ratio"] > 0 and result[platform]["rss_ratio"] > 0, result[platform]
 
