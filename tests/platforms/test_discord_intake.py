@@ -26,7 +26,9 @@ from discord_fake.harness import (
 from discord_fake.server import FakeDiscord
 from discord_fake.state import ANNOUNCEMENT_THREAD, PRIVATE_THREAD, PUBLIC_THREAD
 
+from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.outbound import PREVIEW_CURSOR
+from chatgate.store.sqlite.inbox import SqliteInbox
 
 __all__ = ["fake", "run", "world"]
 
@@ -239,3 +241,35 @@ async def test_an_event_the_lane_fails_to_queue_is_logged_and_the_connection_sta
     assert [m.content for m in fake.view(world.free.id)] == [echo_of("after it")]
     assert fake.gateway.identifies == 1, "the failure dropped the gateway connection"
     assert any("MESSAGE_CREATE event could not be queued" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("catch_up_hours", [24.0, 0.0])
+async def test_a_message_catch_up_reads_back_is_admitted_without_an_fsync_of_its_own(
+    fake: FakeDiscord, world: World, run: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    catch_up_hours: float,
+) -> None:  # fmt: skip
+    """A power cut that takes such an admission takes the catch-up position after it too, so the
+    next start reads the message back. Not a channel's first message (its fsync carries the
+    channel's new catch-up entry), nor an edit (never read back), nor anything without catch-up."""
+    admitted: list[AdmitRequest] = []
+    real = SqliteInbox.admit
+
+    async def seen(self: SqliteInbox, request: AdmitRequest) -> Any:
+        admitted.append(request)
+        return await real(self, request)  # the real admission: only looked at
+
+    monkeypatch.setattr(SqliteInbox, "admit", seen)
+    await run(discord_config(fake, world, tmp_path, discord={"catch_up_hours": catch_up_hours}))
+    await connected(fake)
+    first = await fake.post(world.free, ANN, "meet at 5")
+    await wait_for(lambda: fake.view(world.free.id), 30, "the first reply")
+    await fake.post(world.free, ANN, "bring cake")
+    await wait_for(lambda: len(fake.view(world.free.id)) == 2, 30, "the second reply")
+    await fake.edit(first, "meet at 6")
+    await wait_for(lambda: len(fake.view(world.free.id)) == 3, 30, "the reply to the edit")
+    assert [(r.inbound.text, r.relaxed) for r in admitted] == [
+        ("meet at 5", False),
+        ("bring cake", catch_up_hours > 0),
+        ("meet at 6", False),
+    ]
+    assert "replayable" not in inbox(tmp_path)[1]  # it only matters while the event is admitted

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.domain.outbox import OutboxSettlement
@@ -101,6 +102,32 @@ async def test_claims_cursors_and_sent_settlements_commit_at_normal_what_is_acke
     assert levels.take() == ["FULL"], "row claim: a send follows it (a resend of a 'sending' row is marked)"
     await store.settle_outbox([OutboxSettlement(row.id, "sent", platform_message_id="p1")])
     assert levels.take() == ["NORMAL"], "'sent': lost, the row is 'sending' again and resent marked"
+
+
+async def test_a_replayable_message_is_admitted_at_normal_and_its_turn_commit_carries_it(
+    open_store, make, connect_seam, monkeypatch
+):
+    """Discord's catch-up reads a lost message back, so its admission needs no fsync of its own;
+    anything the admission replies, cancels or answers is sent on its strength and stays FULL."""
+    store = await open_store(connect=connect_seam)
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    await store.admit(replace(make.request("d1", "k1"), redoable=True))
+    assert levels.take() == ["NORMAL"], "a plain replayable message: read back after a power cut"
+    (claim,) = await store.claim_sessions("w", 4, 30.0, 10)
+    await store.commit_turn("w", make.outcome(claim, make.draft("r1")), 30.0, 10, 1)
+    assert levels.take() == ["NORMAL", "FULL"], (
+        "the claim, then the turn commit (its fsync covers the admission)"
+    )
+    for request in (
+        make.request("d2", "k2", reply=make.draft("cmd2", key="k2")),
+        make.request("d3", "k3", cancel_queued=True),
+        make.request("d4", "k4", reset_session=True),
+        make.request("d5", "k5", queued=False),
+    ):
+        await store.admit(replace(request, redoable=True))
+    assert levels.take() == ["FULL"] * 4, "a reply, a cancellation, a reset or a command is acted on at once"
+    await store.admit(make.request("d6", "k6"))
+    assert levels.take() == ["FULL"], "an event no adapter reads back"
 
 
 async def test_a_reply_costs_one_full_commit_when_its_turn_commit_claims_it(

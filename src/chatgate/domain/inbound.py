@@ -36,6 +36,10 @@ class Inbound(msgspec.Struct, frozen=True):
     them; an interaction (whose body has no display labels) never touches them.
     ``reply_route`` names a reply path other than the chat ("interaction": answer
     through the interaction's follow-up), decided by the adapter that decoded it.
+    ``replayable``: the adapter reads this event back from the platform by itself after a
+    restart that lost it (Discord's catch-up reads a channel's history after the last
+    admitted message), so a power cut may take its admission (see ``AdmitRequest.redoable``).
+    It is not stored: it only matters while the event is admitted.
     """
 
     transport: str
@@ -51,6 +55,7 @@ class Inbound(msgspec.Struct, frozen=True):
     payload: dict[str, Any] = msgspec.field(default_factory=dict)
     observes_labels: bool | None = None
     reply_route: str | None = None
+    replayable: bool = False
 
     def labels_observed(self) -> bool:
         if self.observes_labels is not None:

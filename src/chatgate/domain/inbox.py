@@ -33,6 +33,9 @@ class AdmitRequest(msgspec.Struct, frozen=True):
     session is also claimed on those terms in the same transaction when the claim loop
     would claim it (no live lease, no retry pending, no suspect at its head); a store
     may decline (PostgreSQL does) and ``AdmitResult.claim`` says what it took.
+    ``redoable``: the event is replayable (``Inbound.replayable``), so a plain queued
+    admission (``relaxed``) may commit without an fsync of its own; SQLite's writer makes it
+    durable with the next durable commit (the turn's, before any reply) or a second later.
     """
 
     inbound: Inbound
@@ -43,6 +46,21 @@ class AdmitRequest(msgspec.Struct, frozen=True):
     reset_session: bool = False
     answer: ApprovalAnswer | None = None
     claim: ClaimTerms | None = None
+    redoable: bool = False
+
+    @property
+    def relaxed(self) -> bool:
+        """Whether a power cut that takes this admission is harmless: its event is read back
+        after the restart, and the transaction neither replies nor cancels nor answers anything
+        (a reply would be sent on the strength of it)."""
+        return (
+            self.redoable
+            and self.queued
+            and self.reply is None
+            and not self.cancel_queued
+            and not self.reset_session
+            and self.answer is None
+        )
 
     @property
     def from_a_client(self) -> bool:

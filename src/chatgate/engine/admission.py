@@ -174,7 +174,8 @@ class Admission:
             handler = self._handlers.get(command.name)
             text = await handler(inbound, key, command.args) if handler is not None else None
             return await self._control(inbound, key, entry, text)
-        result = await self._admit_queued(AdmitRequest(inbound=inbound, session_key=key))
+        request = AdmitRequest(inbound=inbound, session_key=key, redoable=inbound.replayable)
+        result = await self._admit_queued(request)
         if result.new:
             self._metrics.admitted.labels(platform).inc()
             if result.claim is None:

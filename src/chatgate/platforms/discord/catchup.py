@@ -56,16 +56,24 @@ class ChannelBook:
         if isinstance(found, dict):
             self._last = {str(k): str(v) for k, v in found.items() if str(v).isdigit()}
 
+    @property
+    def reads_back(self) -> bool:
+        """Whether a restart reads channels back at all (``catch_up_hours`` above 0)."""
+        return self._keep > 0
+
     def knows(self, channel_id: str) -> bool:
         return channel_id in self._last
 
-    async def start_channel(self, channel_id: str, message_id: str) -> None:
+    async def start_channel(self, channel_id: str, message_id: str) -> bool:
         """Before a channel's first admission: from now on it is read back after downtime,
-        from just before this message (so a crash before the next flush loses nothing)."""
+        from just before this message (so a crash before the next flush loses nothing).
+        True when the channel's entry was saved just now (this is its first message)."""
         if message_id.isdigit() and not self.knows(channel_id):
             self.note(channel_id, str(int(message_id) - 1))
         if channel_id in self._unsaved:  # noted when its message was queued: saved before it is admitted
             await self.flush()
+            return True
+        return False
 
     def note(self, channel_id: str, message_id: str) -> None:
         """``message_id`` was admitted in ``channel_id`` (ids that are not snowflakes are ignored)."""

@@ -25,6 +25,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from msgspec.structs import replace
+
 from chatgate.domain.errors import PlatformCallError
 from chatgate.domain.inbound import Inbound
 from chatgate.domain.tasks import cancel_and_wait
@@ -280,7 +282,12 @@ class DiscordLane:
                     "unauthorized: neither in platforms.discord.allow_users nor holding an allow_roles role"
                 )
                 event = Undecodable(TRANSPORT, reason, decoded.delivery_id, platform=PLATFORM)
-        await self.book.start_channel(channel.id, str(data.get("id")))
+        first = await self.book.start_channel(channel.id, str(data.get("id")))
+        if isinstance(event, Inbound) and not edit and not first and self.book.reads_back:
+            # Catch-up reads it back after a power cut (docs/architecture.md, "Which commits
+            # fsync"). A channel's first message stays durable: its fsync carries the channel's
+            # new catch-up entry, which a power cut would otherwise take with it.
+            event = replace(event, replayable=True)
         answer = await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
         if isinstance(answer, Unavailable):
             log.warning(

@@ -212,7 +212,8 @@ class SqliteInbox(SqliteRole):
                 self._db.forget_deferred(result.session_key)
             return result
 
-        return await self._db.write(admit_and_claim)
+        # A replayable plain message (``AdmitRequest.relaxed``) needs no fsync of its own.
+        return await self._db.write(admit_and_claim, redoable=request.relaxed)
 
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()
