@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from discord_fake.state import ANNOUNCEMENT_THREAD, PRIVATE_THREAD, PUBLIC_THREA
 
 from chatgate.domain.inbox import AdmitRequest
 from chatgate.domain.outbound import PREVIEW_CURSOR
+from chatgate.store.sqlite.cursors import SqliteCursors
 from chatgate.store.sqlite.inbox import SqliteInbox
 
 __all__ = ["fake", "run", "world"]
@@ -249,16 +251,22 @@ async def test_a_message_catch_up_reads_back_is_admitted_without_an_fsync_of_its
     catch_up_hours: float,
 ) -> None:  # fmt: skip
     """A power cut that takes such an admission takes the catch-up position after it too, so the
-    next start reads the message back. Not a channel's first message (its fsync carries the
-    channel's new catch-up entry), nor an edit (never read back), nor anything without catch-up."""
-    admitted: list[AdmitRequest] = []
-    real = SqliteInbox.admit
+    next start reads the message back; a new channel's entry is written durably before its first
+    message. Not an edit (never read back), nor anything without catch-up."""
+    seen: list[tuple[str, str, bool]] = []
+    admit, set_cursor = SqliteInbox.admit, SqliteCursors.set_cursor
 
-    async def seen(self: SqliteInbox, request: AdmitRequest) -> Any:
-        admitted.append(request)
-        return await real(self, request)  # the real admission: only looked at
+    async def admitted(self: SqliteInbox, request: AdmitRequest) -> Any:
+        seen.append(("admit", request.inbound.text, request.relaxed))
+        return await admit(self, request)  # the real admission: only looked at
 
-    monkeypatch.setattr(SqliteInbox, "admit", seen)
+    async def stored(self: SqliteCursors, name: str, value: str, *, durable: bool = False) -> None:
+        if name == "discord:channels" and world.free.id in json.loads(value):
+            seen.append(("book", world.free.id, durable))
+        await set_cursor(self, name, value, durable=durable)
+
+    monkeypatch.setattr(SqliteInbox, "admit", admitted)
+    monkeypatch.setattr(SqliteCursors, "set_cursor", stored)
     await run(discord_config(fake, world, tmp_path, discord={"catch_up_hours": catch_up_hours}))
     await connected(fake)
     first = await fake.post(world.free, ANN, "meet at 5")
@@ -267,9 +275,13 @@ async def test_a_message_catch_up_reads_back_is_admitted_without_an_fsync_of_its
     await wait_for(lambda: len(fake.view(world.free.id)) == 2, 30, "the second reply")
     await fake.edit(first, "meet at 6")
     await wait_for(lambda: len(fake.view(world.free.id)) == 3, 30, "the reply to the edit")
-    assert [(r.inbound.text, r.relaxed) for r in admitted] == [
-        ("meet at 5", False),
-        ("bring cake", catch_up_hours > 0),
-        ("meet at 6", False),
+    relaxed = catch_up_hours > 0
+    admissions = [entry for entry in seen if entry[0] == "admit"]
+    assert admissions == [
+        ("admit", "meet at 5", relaxed),
+        ("admit", "bring cake", relaxed),
+        ("admit", "meet at 6", False),
     ]
+    if relaxed:  # the channel's entry, durable, before its first message
+        assert seen[0] == ("book", world.free.id, True), seen
     assert "replayable" not in inbox(tmp_path)[1]  # it only matters while the event is admitted

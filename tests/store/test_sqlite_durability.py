@@ -96,6 +96,8 @@ async def test_claims_cursors_and_sent_settlements_commit_at_normal_what_is_acke
     assert levels.take() == ["NORMAL"], "lease renewal"
     await store.set_cursor("telegram:1", "5001")
     assert levels.take() == ["NORMAL"], "cursor: a lost one refetches, admission dedupes"
+    await store.set_cursor("discord:channels", '{"1": "5"}', durable=True)
+    assert levels.take() == ["FULL"], "a position relaxed admissions rely on (a new channel's)"
     await store.complete_turn("w", make.outcome(claim, make.draft("r1")), 30.0, 10)
     assert levels.take() == ["FULL"], "turn commit: transcript, inbox done, the reply's row"
     (row,) = await store.claim_outbox(10)

@@ -275,8 +275,10 @@ class Cursors(Protocol):
         """The value last stored under ``name``."""
         ...
 
-    async def set_cursor(self, name: str, value: str) -> None:
-        """Store ``value`` under ``name``; returns only after it is committed."""
+    async def set_cursor(self, name: str, value: str, *, durable: bool = False) -> None:
+        """Store ``value`` under ``name``; returns only after it is committed. A position lost to
+        a power cut is fetched again from the one before; ``durable``: this one must be on the
+        disk before it returns (it adds what nothing before it would fetch again)."""
         ...
 
 

@@ -64,16 +64,13 @@ class ChannelBook:
     def knows(self, channel_id: str) -> bool:
         return channel_id in self._last
 
-    async def start_channel(self, channel_id: str, message_id: str) -> bool:
+    async def start_channel(self, channel_id: str, message_id: str) -> None:
         """Before a channel's first admission: from now on it is read back after downtime,
-        from just before this message (so a crash before the next flush loses nothing).
-        True when the channel's entry was saved just now (this is its first message)."""
+        from just before this message (so a crash before the next flush loses nothing)."""
         if message_id.isdigit() and not self.knows(channel_id):
             self.note(channel_id, str(int(message_id) - 1))
         if channel_id in self._unsaved:  # noted when its message was queued: saved before it is admitted
             await self.flush()
-            return True
-        return False
 
     def note(self, channel_id: str, message_id: str) -> None:
         """``message_id`` was admitted in ``channel_id`` (ids that are not snowflakes are ignored)."""
@@ -94,9 +91,15 @@ class ChannelBook:
         kept = sorted(self.recent(), key=lambda item: int(item[1]), reverse=True)[:MAX_CHANNELS]
         self._last = dict(kept)
         self._dirty = False
+        # No yield from here until ``set_cursor`` has queued its write: a message of a channel
+        # this saves, once ``start_channel`` no longer sees it unsaved, is queued after it.
         saving, self._unsaved = self._unsaved, set()
         try:
-            await self._cursors.set_cursor(self.name, json.dumps(self._last, sort_keys=True))
+            # A new channel's entry is durable: a power cut must not take it with the channel's
+            # messages, whose admissions rely on it (they commit without an fsync of their own).
+            await self._cursors.set_cursor(
+                self.name, json.dumps(self._last, sort_keys=True), durable=bool(saving)
+            )
         except StoreError as exc:
             self._unsaved |= saving
             self._dirty = True  # written again at the next flush; meanwhile catch-up would re-read more

@@ -282,12 +282,9 @@ class DiscordLane:
                     "unauthorized: neither in platforms.discord.allow_users nor holding an allow_roles role"
                 )
                 event = Undecodable(TRANSPORT, reason, decoded.delivery_id, platform=PLATFORM)
-        first = await self.book.start_channel(channel.id, str(data.get("id")))
-        if isinstance(event, Inbound) and not edit and not first and self.book.reads_back:
-            # Catch-up reads it back after a power cut (docs/architecture.md, "Which commits
-            # fsync"). A channel's first message stays durable: its fsync carries the channel's
-            # new catch-up entry, which a power cut would otherwise take with it.
-            event = replace(event, replayable=True)
+        await self.book.start_channel(channel.id, str(data.get("id")))  # its entry is durable
+        if isinstance(event, Inbound) and not edit and self.book.reads_back:
+            event = replace(event, replayable=True)  # read back after a power cut (ChannelBook)
         answer = await self._intake.submit(event, patience=WAIT_UNTIL_STOPPED)
         if isinstance(answer, Unavailable):
             log.warning(

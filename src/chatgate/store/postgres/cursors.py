@@ -30,6 +30,6 @@ class PgCursors(PgRole):
 
     get_cursor = reads(get_cursor)
 
-    async def set_cursor(self, name: str, value: str) -> None:
-        now = time.time()
+    async def set_cursor(self, name: str, value: str, *, durable: bool = False) -> None:
+        now = time.time()  # every PostgreSQL commit is durable
         await self._db.write(lambda c: set_cursor(c, name, value, now))

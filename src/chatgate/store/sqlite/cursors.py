@@ -27,8 +27,8 @@ class SqliteCursors(SqliteRole):
 
     get_cursor = reads(get_cursor)
 
-    async def set_cursor(self, name: str, value: str) -> None:
+    async def set_cursor(self, name: str, value: str, *, durable: bool = False) -> None:
         now = time.time()
-        # Redoable: a cursor lost to a power cut refetches from the one before, and admission
-        # recognizes every redelivered event by its delivery id.
-        await self._db.write(lambda c: set_cursor(c, name, value, now), redoable=True)
+        # Redoable unless asked: a cursor lost to a power cut refetches from the one before, and
+        # admission recognizes every redelivered event by its delivery id.
+        await self._db.write(lambda c: set_cursor(c, name, value, now), redoable=not durable)
