@@ -31,5 +31,6 @@ class PgCursors(PgRole):
     get_cursor = reads(get_cursor)
 
     async def set_cursor(self, name: str, value: str, *, durable: bool = False) -> None:
-        now = time.time()  # every PostgreSQL commit is durable
+        """``durable`` changes nothing here: every PostgreSQL commit is on the disk when it returns."""
+        now = time.time()
         await self._db.write(lambda c: set_cursor(c, name, value, now))
