@@ -31,6 +31,19 @@ async def test_redelivered_delivery_id_returns_the_original_seq_and_session_key(
     assert await store.queue_depth() == 1
 
 
+@covers(Inbox.admit, Inbox.make_durable)
+async def test_a_replayable_admission_is_committed_at_once_and_made_durable_on_request(store):
+    """A relaxed admission (``AdmitRequest.relaxed``) is as committed as any when ``admit``
+    returns; ``make_durable`` returns once it is on the disk too (at once where every commit is)."""
+    first = await store.admit(replace(req("d1", "k1"), redoable=True))
+    assert first.new
+    await asyncio.wait_for(store.make_durable(), 10)
+    again = await store.admit(req("d1", "k1"))
+    assert (again.new, again.seq) == (False, first.seq)
+    await asyncio.wait_for(store.make_durable(), 10)
+    assert await store.queue_depth() == 1
+
+
 @covers(Inbox.admit)
 async def test_redelivery_keeps_the_session_key_decided_at_first_admission(store):
     first = await store.admit(req("d1", "k1"))

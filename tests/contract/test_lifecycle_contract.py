@@ -70,6 +70,7 @@ _CALLS: dict[str, Callable[[Store], Awaitable[Any]]] = {
     "unconfirmed_for_chat": lambda s: s.unconfirmed_for_chat("webchat", "c1"),
     "unconfirmed_page": lambda s: s.unconfirmed_page("webchat", "c1", 0, 10),
     "admit": lambda s: s.admit(req("d9", "k1")),
+    "make_durable": lambda s: s.make_durable(),
     "recover": lambda s: s.recover("w1"),
     "claim_sessions": lambda s: s.claim_sessions("w1", 10, 30.0, 1),
     "renew_lease": lambda s: s.renew_lease("k1", "w1", 30.0),

@@ -22,7 +22,8 @@ from telegram_double import (
 
 from chatgate.domain.errors import StoreUnavailable
 from chatgate.platforms.telegram.poller import CURSOR_EVERY
-from chatgate.store.sqlite import SqliteStore
+from chatgate.store.sqlite import SqliteStore, wal_file
+from chatgate.store.sqlite import inbox as inbox_module
 
 ADA = User(4242, "Ada", "Lovelace", username="ada")
 FEW = [User(4300 + n, f"Few{n}") for n in range(3)]
@@ -192,3 +193,76 @@ async def test_store_cursors_are_absent_until_set_overwritten_in_place_and_survi
         await reopened.close()
     with pytest.raises(StoreUnavailable):
         await reopened.get_cursor("telegram:1:offset")
+
+
+class Timeline:
+    """One ordered record of the three things the offset's promise is about: the admission
+    (logged inside its transaction, on the writer thread), every fsync of the WAL (the real
+    call, then logged, on the writer thread) and every ``getUpdates`` the double serves."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[tuple[Any, ...]] = []
+        admit = inbox_module.admit
+
+        def admitted(conn: sqlite3.Connection, request: Any, now: float) -> Any:
+            self.events.append(("admit", request.inbound.text, request.relaxed))
+            return admit(conn, request, now)
+
+        real = wal_file._datasync
+
+        def datasync(fd: int) -> None:
+            real(fd)
+            self.events.append(("fsync",))
+
+        get_updates = BotApiDouble._m_getUpdates
+
+        async def polled(double: BotApiDouble, params: dict[str, Any]) -> Any:
+            self.events.append(("poll", int(params["offset"]) if "offset" in params else None))
+            return await get_updates(double, params)
+
+        monkeypatch.setattr(inbox_module, "admit", admitted)
+        monkeypatch.setattr(wal_file, "_datasync", datasync)
+        monkeypatch.setattr(BotApiDouble, "_m_getUpdates", polled)
+
+    def confirming_poll(self, update_id: int) -> int:
+        """Where the first poll that confirms ``update_id`` (an offset above it) is."""
+        return next(
+            i for i, e in enumerate(self.events) if e[0] == "poll" and e[1] is not None and e[1] > update_id
+        )
+
+
+async def test_a_message_is_admitted_without_an_fsync_and_confirmed_only_after_one_carried_it(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Telegram hands back every update below the offset, so a message's admission needs no
+    fsync of its own, as long as the offset confirming it waits for one (the turn's commit's,
+    or the writer's own a moment later)."""
+    timeline = Timeline(monkeypatch)
+    await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}))
+    for text in ("first", "second"):
+        update_id, _ = await double.push_message(private(ADA), ADA, text)
+        await double.wait_for(lambda u=update_id: double.confirmed_below > u, what="confirmed")
+        events = timeline.events
+        admitted = events.index(("admit", text, True))
+        confirmed = timeline.confirming_poll(update_id)
+        assert ("fsync",) in events[admitted:confirmed], (text, events[admitted:])
+    await double.wait_for(lambda: len(double.view(ADA.id)) >= 2)
+    assert _texts(double, ADA.id) == [echo_of("first"), echo_of("second")]
+
+
+async def test_a_refused_fsync_leaves_the_message_unconfirmed_and_unanswered(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}))
+    tries: list[float] = []
+
+    def refused(fd: int) -> None:
+        tries.append(time.monotonic())
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(wal_file, "_datasync", refused)
+    update_id, _ = await double.push_message(private(ADA), ADA, "on a failing disk")
+    polls = double.get_updates_calls
+    await double.wait_for(lambda: tries and double.get_updates_calls >= polls + 2, what="refetched")
+    assert double.confirmed_below <= update_id, "confirmed a message no fsync carried to the disk"
+    assert double.view(ADA.id) == [], "answered on the strength of a commit that may be lost"

@@ -189,6 +189,9 @@ class _FlakySink:
         self.admitted.append(inbound)
         return Admitted(new=True, seq=len(self.admitted), session_key="k")
 
+    async def make_durable(self) -> None:
+        """Nothing here is relaxed: each admission above is only a list append."""
+
 
 async def test_an_update_that_keeps_failing_unexpectedly_is_retried_then_skipped_without_stopping_intake(
     double: BotApiDouble, tmp_path: Path

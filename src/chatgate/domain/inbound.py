@@ -36,9 +36,10 @@ class Inbound(msgspec.Struct, frozen=True):
     them; an interaction (whose body has no display labels) never touches them.
     ``reply_route`` names a reply path other than the chat ("interaction": answer
     through the interaction's follow-up), decided by the adapter that decoded it.
-    ``replayable``: the adapter reads this event back from the platform by itself after a
-    restart that lost it (Discord's catch-up reads a channel's history after the last
-    admitted message), so a power cut may take its admission (see ``AdmitRequest.redoable``).
+    ``replayable``: the platform hands this event back after a restart that lost it
+    (Discord's catch-up reads a channel's history after the last admitted message; Telegram
+    redelivers every update the adapter has not confirmed, and it confirms only once the
+    intake ``settle``s), so a power cut may take its admission (``AdmitRequest.redoable``).
     It is not stored: it only matters while the event is admitted.
     """
 

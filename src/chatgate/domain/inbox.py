@@ -35,7 +35,8 @@ class AdmitRequest(msgspec.Struct, frozen=True):
     may decline (PostgreSQL does) and ``AdmitResult.claim`` says what it took.
     ``redoable``: the event is replayable (``Inbound.replayable``), so a plain queued
     admission (``relaxed``) may commit without an fsync of its own; SQLite's writer makes it
-    durable with the next durable commit (the turn's, before any reply) or a second later.
+    durable with the next durable commit (the turn's, before any reply), when the lane asks
+    (``Inbox.make_durable``, before it acknowledges upstream), or a second later.
     """
 
     inbound: Inbound

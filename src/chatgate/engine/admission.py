@@ -110,6 +110,10 @@ class Admission:
         self._metrics.admission_seconds.labels(inbound.source.platform).observe(time.perf_counter() - started)
         return admitted
 
+    async def make_durable(self) -> None:
+        """``InboundSink.make_durable``: the store's (a relaxed admission may not be on the disk yet)."""
+        await self._store.make_durable()
+
     async def _admit(self, inbound: Inbound) -> Admitted:
         platform = inbound.source.platform
         try:

@@ -10,6 +10,10 @@ payload it could not decode. Both are decided here, the same for every lane:
   reason are recorded in the store's rejected log with their reason and answered
   ``Refused`` (acknowledge: it will never be admitted, and nothing is dropped
   silently). If even the record cannot be written the answer is ``Unavailable``.
+
+An event marked ``replayable`` may be admitted without an fsync of its own (a power cut
+could take it), so a lane that marks events its platform redelivers until they are
+acknowledged acknowledges them only once ``settle`` says every admission is on the disk.
 """
 
 from __future__ import annotations
@@ -47,6 +51,10 @@ class AdmissionRefused(ChatgateError):
 class InboundSink(Protocol):
     async def admit(self, inbound: Inbound) -> Admitted:
         """Commit ``inbound``; raises ``AdmissionRefused`` or ``StoreUnavailable``."""
+        ...
+
+    async def make_durable(self) -> None:
+        """Return once every admission so far is on the disk; raises ``StoreUnavailable``."""
         ...
 
 
@@ -122,6 +130,15 @@ class EngineIntake:
                 return await self._record(
                     event.transport, event.delivery_id, reason, _excerpt(event), refused, deadline
                 )
+
+    async def settle(self) -> bool:
+        """Whether every event admitted so far is on the disk (``False``: do not acknowledge them)."""
+        try:
+            await self._sink.make_durable()
+        except StoreUnavailable as exc:
+            log.warning("admitted events are not durable yet; not acknowledging them: %s", exc)
+            return False
+        return True
 
     async def _record(
         self,

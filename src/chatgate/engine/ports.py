@@ -111,6 +111,12 @@ class Intake(Protocol):
         seconds, then answered ``Unavailable``; a decode failure is recorded and ``Refused``."""
         ...
 
+    async def settle(self) -> bool:
+        """Whether every event admitted so far is on the disk: a lane that marks its events
+        ``replayable`` (the platform redelivers them until acknowledged) acknowledges them
+        only once this says ``True``."""
+        ...
+
 
 class AdapterState(msgspec.Struct, frozen=True):
     connected: bool

@@ -100,6 +100,10 @@ class Inbox(Rejections, Protocol):
         turn has taken yet replaces that message's text, and is itself done (outcome ``amended``)."""
         ...
 
+    async def make_durable(self) -> None:
+        """Return once every admission so far is on the disk (a relaxed one may not be yet)."""
+        ...
+
     async def cancel_running(self, session_key: str, reason: str) -> int:
         """Cancel the items of the session's running turn (the waiting ones stay); returns how many."""
         ...

@@ -3,7 +3,10 @@
 Inbound: ``Poller`` fetches updates, ``decode`` turns each into an ``Inbound``,
 admission commits it, and only then does the offset advance (and a button
 press get its ``answerCallbackQuery``). Updates of different chats in one batch
-are admitted concurrently; within a chat, in update order.
+are admitted concurrently; within a chat, in update order. Each message is
+admitted ``replayable``: Telegram hands back every update below the offset, so its
+admission needs no fsync of its own, and the batch's offset advances only once the
+intake ``settle``s them (the turn's own durable commit usually carries them first).
 
 Outbound: ``TelegramOutbound`` implements the ``EditablePlatform`` operations the
 stream consumer uses for previews; ``deliver`` puts an outbox row on Telegram
@@ -20,6 +23,8 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+
+from msgspec.structs import replace
 
 from chatgate.domain.commands import CONTROL_COMMANDS
 from chatgate.domain.errors import NotSent, PlatformCallError
@@ -236,6 +241,8 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         for raw in items:
             by_chat.setdefault(_chat_of(raw), []).append(raw)
         failed = await asyncio.gather(*(self._handle_chat(chat) for chat in by_chat.values()))
+        if not await self._intake.settle():  # not on the disk: the offset must not confirm any
+            return min(raw.update_id for raw in items)
         retry = [f for f in failed if f is not None]
         return min(retry) if retry else None
 
@@ -259,7 +266,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
             event = (
                 Undecodable(TRANSPORT, decoded.reason, str(raw.update_id), platform=PLATFORM)
                 if isinstance(decoded, UnsupportedUpdate)
-                else decoded.inbound
+                else replace(decoded.inbound, replayable=True)  # unconfirmed until ``settle``
             )
         answer = await self._intake.submit(event, patience=WAIT_BRIEFLY)
         if isinstance(answer, Unavailable):

@@ -345,6 +345,11 @@ class PgDatabase:
         except UNREACHABLE as exc:
             raise unavailable(exc, "liveness lock") from exc
 
+    def require_open(self) -> None:
+        """Fail as any call on a closed store does (for a call that needs no connection)."""
+        if not self._opened:
+            raise StoreUnavailable("store is not open")
+
     async def ping(self, timeout: float = 1.0) -> None:
         """Prove a write commits now (a read-only standby or a full disk fails it)."""
         if not self._opened:

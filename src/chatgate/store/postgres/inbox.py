@@ -281,6 +281,10 @@ class PgInbox(PgRole):
     async def admit(self, request: AdmitRequest) -> AdmitResult:
         return await self._admissions.admit(request)
 
+    async def make_durable(self) -> None:
+        """Every admission was durable when ``admit`` returned (PostgreSQL has no relaxed commit)."""
+        self._db.require_open()
+
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()
         return await self._db.write(lambda c: cancel_running(c, session_key, reason, now))

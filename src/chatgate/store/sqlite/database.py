@@ -205,6 +205,12 @@ class Database:
             self._health.saw(exc.__cause__)
             raise
 
+    async def sync(self) -> None:
+        """Return once every write committed so far, redoable ones included, is on the disk."""
+        if not self._opened:
+            raise StoreUnavailable("store is not open")
+        await self._writer.sync()
+
     def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None:
         """Commit ``fn`` as soon as writes succeed again (see ``GroupCommitWriter.defer``)."""
         self._writer.defer(key, fn)
@@ -234,6 +240,8 @@ class Connections(Protocol):
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
     async def write(self, fn: Callable[[sqlite3.Connection], T], *, redoable: bool = False) -> T: ...
+
+    async def sync(self) -> None: ...
 
     def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None: ...
 

@@ -215,6 +215,9 @@ class SqliteInbox(SqliteRole):
         # A replayable plain message (``AdmitRequest.relaxed``) needs no fsync of its own.
         return await self._db.write(admit_and_claim, redoable=request.relaxed)
 
+    async def make_durable(self) -> None:
+        await self._db.sync()
+
     async def cancel_running(self, session_key: str, reason: str) -> int:
         now = time.time()
         return await self._db.write(lambda c: cancel_running(c, session_key, reason, now))

@@ -119,6 +119,9 @@ class SideDatabase:
                 raise
             return result
 
+    async def sync(self) -> None:
+        """Every commit here was at the file's configured level already (``write``)."""
+
     def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None:
         """Nothing to keep for later: a side store runs no turns and outlives no outage."""
 

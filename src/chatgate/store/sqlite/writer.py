@@ -17,6 +17,11 @@ every frame before it, so a power cut can lose only a tail of redoable commits, 
 before a durable commit, and a process crash loses none (the OS has the pages). That tail
 is bounded in time: once relaxed commits have waited ``SYNC_LAG`` for a durable one, the
 writer fsyncs the WAL anyway (``_make_durable``).
+
+``sync`` waits for every commit made before it to be on the disk: an adapter that admitted
+replayable events relaxed calls it before it acknowledges them upstream. It lingers up to
+``SYNC_LINGER`` for a durable commit to carry them (a turn's commit usually comes within a
+few milliseconds of its admission), then fsyncs the WAL itself: one fsync a message, not two.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import msgspec
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
 from chatgate.store.sqlite.space import SpareSpace, is_disk_full
+from chatgate.store.sqlite.sync_waiters import SyncCall, SyncWaiters
 from chatgate.store.sqlite.wal_file import WalFile
 
 log = logging.getLogger(__name__)
@@ -66,6 +72,10 @@ RELIEVE_EVERY = 1.0
 """Seconds between checkpoints forced by a full disk (each failing batch would ask for one)."""
 SYNC_LAG = 1.0
 """Seconds a relaxed commit may wait for a durable commit to carry it to the disk."""
+SYNC_LINGER = 0.01
+"""Seconds a ``sync`` caller may wait for a durable commit to carry the relaxed ones before
+the writer fsyncs the WAL for it: long enough for a turn's commit to follow its admission,
+short enough that an acknowledgement held for it costs the next poll next to nothing."""
 
 
 def _wrap(exc: BaseException) -> BaseException:
@@ -127,6 +137,8 @@ class GroupCommitWriter:
         self._unsynced_since: float | None = None
         """When the oldest relaxed commit no fsync has covered yet was made (monotonic)."""
         self._sync_failure: _NotSynced | None = None
+        self.sync_linger = SYNC_LINGER
+        self._sync_waiters = SyncWaiters(_resolve)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
@@ -186,6 +198,17 @@ class GroupCommitWriter:
         self._queue.put(_Write(fn, future, loop, redoable))
         return await future
 
+    async def sync(self) -> None:
+        """Return once every commit made before this call is on the disk (see the module)."""
+        if self._closed:
+            raise StoreUnavailable("store is closed")
+        if self._sync_failure is not None:
+            raise StoreUnavailable(str(self._sync_failure))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._queue.put(SyncCall(future, loop))
+        await future
+
     def _run(self) -> None:
         try:
             conn = self._connect()
@@ -222,8 +245,8 @@ class GroupCommitWriter:
             self._run_deferred(conn)
             if first is _STOP:
                 break
-            batch: list[_Write] = [first]  # type: ignore[list-item]
-            while len(batch) < self._max_batch:
+            items = [first]
+            while len(items) < self._max_batch:
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
@@ -231,22 +254,39 @@ class GroupCommitWriter:
                 if nxt is _STOP:
                     stopping = True
                     break
-                batch.append(nxt)  # type: ignore[arg-type]
-            self._commit_batch(conn, batch)
+                items.append(nxt)
+            batch = [w for w in items if isinstance(w, _Write)]
+            if batch:
+                self._commit_batch(conn, batch)
+            if len(batch) < len(items):  # a sync call waits for what was committed before it
+                self._wait_for_sync([c for c in items if isinstance(c, SyncCall)])
             self._sync_if_due()
         if self._unsynced_since is not None:
             self._make_durable()  # a clean stop leaves nothing for a power cut to take
+        self._sync_waiters.release(None)  # nothing is left unsynced (or syncing failed for good)
 
     def _idle_timeout(self) -> float | None:
         waits = [DEFERRED_RETRY] if self._deferred else []
         if self._unsynced_since is not None:
-            waits.append(max(0.0, self._unsynced_since + self.sync_lag - time.monotonic()))
+            waits.append(max(0.0, self._sync_due() - time.monotonic()))
         return min(waits, default=None)
 
+    def _sync_due(self) -> float:
+        """When the writer fsyncs the relaxed commits itself if no durable commit came first."""
+        assert self._unsynced_since is not None
+        due = self._unsynced_since + self.sync_lag
+        waiters_due = self._sync_waiters.due
+        return due if waiters_due is None else min(due, waiters_due)
+
     def _sync_if_due(self) -> None:
-        since = self._unsynced_since
-        if since is not None and time.monotonic() - since >= self.sync_lag:
+        if self._unsynced_since is not None and time.monotonic() >= self._sync_due():
             self._make_durable()
+
+    def _wait_for_sync(self, calls: list[SyncCall]) -> None:
+        """Answer ``calls`` now if nothing relaxed is unsynced, else at the next fsync."""
+        self._sync_waiters.wait(calls, time.monotonic(), self.sync_linger)
+        if self._unsynced_since is None or self._sync_failure is not None:
+            self._sync_waiters.release(self._sync_failure)
 
     def _make_durable(self) -> None:
         """Carry every relaxed commit to the disk (only set when the writer fsyncs the WAL)."""
@@ -266,8 +306,11 @@ class GroupCommitWriter:
                 " Check the disk (dmesg, free space), then restart chatgate"
             )
             log.error("%s", self._sync_failure)
+            self._sync_waiters.release(self._sync_failure)
             raise self._sync_failure from exc
         self._unsynced_since = None
+        if self._sync_waiters:
+            self._sync_waiters.release(None)
 
     def _commit_batch(self, conn: sqlite3.Connection, batch: list[_Write]) -> None:
         started = time.perf_counter()
@@ -315,8 +358,11 @@ class GroupCommitWriter:
                 raise
             log.warning("the disk was full; checkpointed the WAL to make room and retried the write")
             results = _transaction(conn, fns)
-        if self._wal is not None and conn.total_changes != changes:  # it wrote WAL frames
-            if durable:
+        if self._wal is not None:
+            if conn.total_changes == changes:  # no frames; a durable write may stand on relaxed ones
+                if durable and self._unsynced_since is not None:
+                    self._sync_wal(self._wal)
+            elif durable:
                 self._sync_wal(self._wal)
             elif self._unsynced_since is None:
                 self._unsynced_since = time.monotonic()
