@@ -241,6 +241,7 @@ class GroupCommitWriter:
             except queue.Empty:
                 self._run_deferred(conn)
                 self._sync_if_due()
+                self._answer_sync_calls()
                 continue
             self._run_deferred(conn)
             if first is _STOP:
@@ -259,11 +260,13 @@ class GroupCommitWriter:
             if batch:
                 self._commit_batch(conn, batch)
             if len(batch) < len(items):  # a sync call waits for what was committed before it
-                self._wait_for_sync([c for c in items if isinstance(c, SyncCall)])
+                calls = [c for c in items if isinstance(c, SyncCall)]
+                self._sync_waiters.wait(calls, time.monotonic(), self.sync_linger)
             self._sync_if_due()
+            self._answer_sync_calls()
         if self._unsynced_since is not None:
             self._make_durable()  # a clean stop leaves nothing for a power cut to take
-        self._sync_waiters.release(None)  # nothing is left unsynced (or syncing failed for good)
+        self._answer_sync_calls()
 
     def _idle_timeout(self) -> float | None:
         waits = [DEFERRED_RETRY] if self._deferred else []
@@ -282,10 +285,10 @@ class GroupCommitWriter:
         if self._unsynced_since is not None and time.monotonic() >= self._sync_due():
             self._make_durable()
 
-    def _wait_for_sync(self, calls: list[SyncCall]) -> None:
-        """Answer ``calls`` now if nothing relaxed is unsynced, else at the next fsync."""
-        self._sync_waiters.wait(calls, time.monotonic(), self.sync_linger)
-        if self._unsynced_since is None or self._sync_failure is not None:
+    def _answer_sync_calls(self) -> None:
+        """Answer the sync calls once nothing relaxed is unsynced (or never will be). Called after
+        a batch's own callers were answered: a lane's acknowledgement need not go before a reply."""
+        if self._sync_waiters and (self._unsynced_since is None or self._sync_failure is not None):
             self._sync_waiters.release(self._sync_failure)
 
     def _make_durable(self) -> None:
@@ -306,11 +309,8 @@ class GroupCommitWriter:
                 " Check the disk (dmesg, free space), then restart chatgate"
             )
             log.error("%s", self._sync_failure)
-            self._sync_waiters.release(self._sync_failure)
             raise self._sync_failure from exc
         self._unsynced_since = None
-        if self._sync_waiters:
-            self._sync_waiters.release(None)
 
     def _commit_batch(self, conn: sqlite3.Connection, batch: list[_Write]) -> None:
         started = time.perf_counter()
