@@ -196,58 +196,95 @@ async def test_store_cursors_are_absent_until_set_overwritten_in_place_and_survi
 
 
 class Timeline:
-    """One ordered record of the three things the offset's promise is about: the admission
+    """One ordered record, with times, of what the offset's promise is about: the admission
     (logged inside its transaction, on the writer thread), every fsync of the WAL (the real
-    call, then logged, on the writer thread) and every ``getUpdates`` the double serves."""
+    call, then logged, on the writer thread), every ``getUpdates`` and ``sendMessage`` the
+    double serves."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.events: list[tuple[Any, ...]] = []
+        self.events: list[tuple[str, Any, float]] = []
         admit = inbox_module.admit
 
         def admitted(conn: sqlite3.Connection, request: Any, now: float) -> Any:
-            self.events.append(("admit", request.inbound.text, request.relaxed))
+            self._add("admit", (request.inbound.text, request.relaxed))
             return admit(conn, request, now)
 
         real = wal_file._datasync
 
         def datasync(fd: int) -> None:
             real(fd)
-            self.events.append(("fsync",))
+            self._add("fsync", None)
 
-        get_updates = BotApiDouble._m_getUpdates
+        get_updates, send = BotApiDouble._m_getUpdates, BotApiDouble._m_sendMessage
 
         async def polled(double: BotApiDouble, params: dict[str, Any]) -> Any:
-            self.events.append(("poll", int(params["offset"]) if "offset" in params else None))
+            self._add("poll", int(params["offset"]) if "offset" in params else None)
             return await get_updates(double, params)
+
+        async def sent(double: BotApiDouble, params: dict[str, Any]) -> Any:
+            self._add("send", params.get("text"))
+            return await send(double, params)
 
         monkeypatch.setattr(inbox_module, "admit", admitted)
         monkeypatch.setattr(wal_file, "_datasync", datasync)
         monkeypatch.setattr(BotApiDouble, "_m_getUpdates", polled)
+        monkeypatch.setattr(BotApiDouble, "_m_sendMessage", sent)
+
+    def _add(self, kind: str, detail: Any) -> None:
+        self.events.append((kind, detail, time.monotonic()))
+
+    def first(self, kind: str, after: int = 0, detail: Any = ...) -> int:
+        """Where the first ``kind`` event at or after ``after`` is (with ``detail``, if given)."""
+        return next(
+            i
+            for i, (k, d, _) in enumerate(self.events)
+            if i >= after and k == kind and (detail is ... or d == detail)
+        )
 
     def confirming_poll(self, update_id: int) -> int:
         """Where the first poll that confirms ``update_id`` (an offset above it) is."""
         return next(
-            i for i, e in enumerate(self.events) if e[0] == "poll" and e[1] is not None and e[1] > update_id
+            i for i, (k, d, _) in enumerate(self.events) if k == "poll" and d is not None and d > update_id
         )
 
 
-async def test_a_message_is_admitted_without_an_fsync_and_confirmed_only_after_one_carried_it(
+async def test_a_message_is_admitted_without_an_fsync_and_confirmed_after_the_next_one(
     double: BotApiDouble, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Telegram hands back every update below the offset, so a message's admission needs no
-    fsync of its own, as long as the offset confirming it waits for one (the turn's commit's,
-    or the writer's own a moment later)."""
+    fsync of its own, as long as the offset confirming it waits for one. Here the turn takes
+    over a second (the echo agent's chunks are slowed), so nothing but the writer's own fsync,
+    once the linger is over, can carry the admission before the offset moves."""
+    monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LINGER", 0.2)
     timeline = Timeline(monkeypatch)
-    await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}))
-    for text in ("first", "second"):
-        update_id, _ = await double.push_message(private(ADA), ADA, text)
-        await double.wait_for(lambda u=update_id: double.confirmed_below > u, what="confirmed")
-        events = timeline.events
-        admitted = events.index(("admit", text, True))
-        confirmed = timeline.confirming_poll(update_id)
-        assert ("fsync",) in events[admitted:confirmed], (text, events[admitted:])
-    await double.wait_for(lambda: len(double.view(ADA.id)) >= 2)
-    assert _texts(double, ADA.id) == [echo_of("first"), echo_of("second")]
+    slow = {"echo": {"chunk_delay_ms": 600}}
+    await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}, agent=slow))
+    update_id, _ = await double.push_message(private(ADA), ADA, "hi")
+    await double.wait_for(lambda: _texts(double, ADA.id) == [echo_of("hi")], what="answered")
+    events = timeline.events
+    admitted = timeline.first("admit", detail=("hi", True))
+    synced = timeline.first("fsync", after=admitted)
+    confirmed = timeline.confirming_poll(update_id)
+    replied = timeline.first("send")  # the preview or the reply: the first thing the user sees
+    assert events[synced][2] - events[admitted][2] >= 0.15, "the admission was fsynced by itself"
+    assert admitted < synced < confirmed, "confirmed to Telegram before an fsync carried the admission"
+    assert confirmed < replied, "the offset waited for the turn instead of the writer's fsync"
+
+
+async def test_with_drop_pending_updates_a_message_is_fsynced_before_its_turn(
+    double: BotApiDouble, gateways: Gateways, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start that drops what Telegram holds would not get back an admission a power cut took."""
+    timeline = Timeline(monkeypatch)
+    config = telegram_config(
+        double, tmp_path, telegram={"allow_users": [ADA.id], "drop_pending_updates": True}
+    )
+    await gateways.start(config)
+    await double.wait_for(lambda: len(double.offsets) >= 2, what="polling after the drop")
+    await double.push_message(private(ADA), ADA, "kept")
+    await double.wait_for(lambda: _texts(double, ADA.id) == [echo_of("kept")], what="answered")
+    admitted = timeline.first("admit", detail=("kept", False))
+    assert timeline.events[admitted + 1][0] == "fsync", "the admission's own fsync, before anything else"
 
 
 async def test_a_refused_fsync_leaves_the_message_unconfirmed_and_unanswered(

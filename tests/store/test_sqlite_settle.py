@@ -105,3 +105,14 @@ async def test_a_clean_stop_answers_a_waiting_caller(open_store, make, connect_s
     await store.close()
     await asyncio.wait_for(waiting, 10)
     assert len(levels.syncs) == 1, "the stop fsynced the relaxed admission, then answered"
+
+
+async def test_a_store_configured_below_full_answers_at_once(open_store, make, connect_seam, monkeypatch):
+    """At ``NORMAL`` nothing is ever fsynced, the operator's choice: waiting would change nothing."""
+    monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LINGER", LONG)
+    store = await open_store(connect=connect_seam, synchronous="NORMAL")
+    levels = CommitLevels(connect_seam.writer, monkeypatch)
+    await store.admit(replace(make.request("d1", "k1"), redoable=True))
+    await asyncio.wait_for(store.make_durable(), 10)
+    assert levels.syncs == []
+    assert levels.take() == ["NORMAL"]

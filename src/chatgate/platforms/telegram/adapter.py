@@ -6,7 +6,7 @@ press get its ``answerCallbackQuery``). Updates of different chats in one batch
 are admitted concurrently; within a chat, in update order. Each message is
 admitted ``replayable``: Telegram hands back every update below the offset, so its
 admission needs no fsync of its own, and the batch's offset advances only once the
-intake ``settle``s them (the turn's own durable commit usually carries them first).
+intake ``settle``s them. Not with ``drop_pending_updates``: a start would drop them.
 
 Outbound: ``TelegramOutbound`` implements the ``EditablePlatform`` operations the
 stream consumer uses for previews; ``deliver`` puts an outbox row on Telegram
@@ -123,6 +123,8 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
         self._section = section
         self._duplicate_marker = duplicate_marker
         self._intake = intake
+        self._replayable = not section.drop_pending_updates
+        """Whether Telegram hands back an update whose admission a power cut took (see the module)."""
         self.username: str | None = None
         self._outbound = TelegramOutbound(self._call, self.redact, self._upload)
         self._connected = False
@@ -266,7 +268,7 @@ class TelegramAdapter(ForwardsToOutbound[TelegramOutbound]):
             event = (
                 Undecodable(TRANSPORT, decoded.reason, str(raw.update_id), platform=PLATFORM)
                 if isinstance(decoded, UnsupportedUpdate)
-                else replace(decoded.inbound, replayable=True)  # unconfirmed until ``settle``
+                else replace(decoded.inbound, replayable=self._replayable)
             )
         answer = await self._intake.submit(event, patience=WAIT_BRIEFLY)
         if isinstance(answer, Unavailable):

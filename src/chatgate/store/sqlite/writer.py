@@ -20,8 +20,8 @@ writer fsyncs the WAL anyway (``_make_durable``).
 
 ``sync`` waits for every commit made before it to be on the disk: an adapter that admitted
 replayable events relaxed calls it before it acknowledges them upstream. It lingers up to
-``SYNC_LINGER`` for a durable commit to carry them (a turn's commit usually comes within a
-few milliseconds of its admission), then fsyncs the WAL itself: one fsync a message, not two.
+``SYNC_LINGER`` for a durable commit to carry them (a quick turn's commit), then fsyncs the
+WAL itself; either way the turn did not wait for an fsync before it started.
 """
 
 from __future__ import annotations
