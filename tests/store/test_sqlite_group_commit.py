@@ -144,3 +144,20 @@ async def test_every_admission_acknowledged_before_sigkill_is_in_the_file_afterw
     missing = {d: s for d, s in acked.items() if stored.get(d) != s}
     assert not missing, f"{len(missing)} acknowledged admissions lost or changed: {sorted(missing)[:5]}"
     assert await store.queue_depth() == len(stored) >= len(acked)
+
+
+async def test_a_commit_hook_that_raises_is_logged_and_the_writer_goes_on(open_store, make, caplog):
+    """The hook (the metrics') runs on the only writer thread: had it killed the thread, every
+    later write would wait for ever."""
+    calls: list[int] = []
+
+    def broken(size: int, seconds: float) -> None:
+        calls.append(size)
+        raise RuntimeError("a metrics bug")
+
+    store = await open_store(on_commit=broken)
+    first = await asyncio.wait_for(store.admit(make.request("d1", "k1")), 10)
+    second = await asyncio.wait_for(store.admit(make.request("d2", "k2")), 10)
+    assert first.new and second.new
+    assert len(calls) >= 2
+    assert "the writer's commit hook failed" in caplog.text

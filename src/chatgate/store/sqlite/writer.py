@@ -189,25 +189,25 @@ class GroupCommitWriter:
 
     async def run(self, fn: Callable[[sqlite3.Connection], T], *, redoable: bool = False) -> T:
         """Commit ``fn``; ``redoable``: its loss after a power cut is harmless (see the module)."""
-        if self._closed:
-            raise StoreUnavailable("store is closed")
-        if self._sync_failure is not None:
-            raise StoreUnavailable(str(self._sync_failure))
-        loop = asyncio.get_running_loop()
+        loop = self._callers_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._queue.put(_Write(fn, future, loop, redoable))
         return await future
 
     async def sync(self) -> None:
         """Return once every commit made before this call is on the disk (see the module)."""
+        loop = self._callers_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._queue.put(SyncCall(future, loop))
+        await future
+
+    def _callers_loop(self) -> asyncio.AbstractEventLoop:
+        """The caller's loop, once the writer takes calls at all (not closed, no failed fsync)."""
         if self._closed:
             raise StoreUnavailable("store is closed")
         if self._sync_failure is not None:
             raise StoreUnavailable(str(self._sync_failure))
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._queue.put(SyncCall(future, loop))
-        await future
+        return asyncio.get_running_loop()
 
     def _run(self) -> None:
         try:
@@ -327,7 +327,10 @@ class GroupCommitWriter:
             else:
                 outcomes = [self._isolated(conn, w) for w in batch]
         if self._on_commit is not None:
-            self._on_commit(len(batch), time.perf_counter() - started)
+            try:
+                self._on_commit(len(batch), time.perf_counter() - started)
+            except Exception:  # a metrics hook must never stop the only writer (callers would hang)
+                log.exception("the writer's commit hook failed")
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
         for write, result, error in outcomes:
             by_loop.setdefault(write.loop, []).append((write.future, result, error))
