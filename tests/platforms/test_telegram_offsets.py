@@ -24,6 +24,7 @@ from chatgate.domain.errors import StoreUnavailable
 from chatgate.platforms.telegram.poller import CURSOR_EVERY
 from chatgate.store.sqlite import SqliteStore, wal_file
 from chatgate.store.sqlite import inbox as inbox_module
+from chatgate.store.sqlite.writer import GroupCommitWriter
 
 ADA = User(4242, "Ada", "Lovelace", username="ada")
 FEW = [User(4300 + n, f"Few{n}") for n in range(3)]
@@ -196,10 +197,10 @@ async def test_store_cursors_are_absent_until_set_overwritten_in_place_and_survi
 
 
 class Timeline:
-    """One ordered record, with times, of what the offset's promise is about: the admission
-    (logged inside its transaction, on the writer thread), every fsync of the WAL (the real
-    call, then logged, on the writer thread), every ``getUpdates`` and ``sendMessage`` the
-    double serves."""
+    """One ordered record of what the offset's promise is about: the admission (logged inside
+    its transaction), every fsync of the WAL (the real call, then logged) and the end of every
+    transaction (with whether it was durable), all on the writer thread; every ``getUpdates``
+    and ``sendMessage`` the double serves."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.events: list[tuple[str, Any, float]] = []
@@ -215,6 +216,13 @@ class Timeline:
             real(fd)
             self._add("fsync", None)
 
+        transaction = GroupCommitWriter._transaction
+
+        def committed(writer: GroupCommitWriter, conn: sqlite3.Connection, fns: Any, *, durable: bool) -> Any:
+            results = transaction(writer, conn, fns, durable=durable)
+            self._add("commit", durable)  # after its fsync, if it made one
+            return results
+
         get_updates, send = BotApiDouble._m_getUpdates, BotApiDouble._m_sendMessage
 
         async def polled(double: BotApiDouble, params: dict[str, Any]) -> Any:
@@ -227,6 +235,7 @@ class Timeline:
 
         monkeypatch.setattr(inbox_module, "admit", admitted)
         monkeypatch.setattr(wal_file, "_datasync", datasync)
+        monkeypatch.setattr(GroupCommitWriter, "_transaction", committed)
         monkeypatch.setattr(BotApiDouble, "_m_getUpdates", polled)
         monkeypatch.setattr(BotApiDouble, "_m_sendMessage", sent)
 
@@ -253,9 +262,8 @@ async def test_a_message_is_admitted_without_an_fsync_and_confirmed_after_the_ne
 ) -> None:
     """Telegram hands back every update below the offset, so a message's admission needs no
     fsync of its own, as long as the offset confirming it waits for one. Here the turn takes
-    over a second (the echo agent's chunks are slowed), so nothing but the writer's own fsync,
-    once the linger is over, can carry the admission before the offset moves."""
-    monkeypatch.setattr("chatgate.store.sqlite.writer.SYNC_LINGER", 0.2)
+    over a second (the echo agent's chunks are slowed), so its commit cannot be what carries
+    the admission before the offset moves: the writer's own fsync after the linger must."""
     timeline = Timeline(monkeypatch)
     slow = {"echo": {"chunk_delay_ms": 600}}
     await gateways.start(telegram_config(double, tmp_path, telegram={"allow_users": [ADA.id]}, agent=slow))
@@ -263,11 +271,12 @@ async def test_a_message_is_admitted_without_an_fsync_and_confirmed_after_the_ne
     await double.wait_for(lambda: _texts(double, ADA.id) == [echo_of("hi")], what="answered")
     events = timeline.events
     admitted = timeline.first("admit", detail=("hi", True))
+    own = timeline.first("commit", after=admitted)  # the admission's transaction ended
     synced = timeline.first("fsync", after=admitted)
     confirmed = timeline.confirming_poll(update_id)
     replied = timeline.first("send")  # the preview or the reply: the first thing the user sees
-    assert events[synced][2] - events[admitted][2] >= 0.15, "the admission was fsynced by itself"
-    assert admitted < synced < confirmed, "confirmed to Telegram before an fsync carried the admission"
+    assert events[own][1] is False and own < synced, "the admission was fsynced by itself"
+    assert synced < confirmed, "confirmed to Telegram before an fsync carried the admission"
     assert confirmed < replied, "the offset waited for the turn instead of the writer's fsync"
 
 
@@ -284,7 +293,9 @@ async def test_with_drop_pending_updates_a_message_is_fsynced_before_its_turn(
     await double.push_message(private(ADA), ADA, "kept")
     await double.wait_for(lambda: _texts(double, ADA.id) == [echo_of("kept")], what="answered")
     admitted = timeline.first("admit", detail=("kept", False))
-    assert timeline.events[admitted + 1][0] == "fsync", "the admission's own fsync, before anything else"
+    own = timeline.first("commit", after=admitted)
+    assert timeline.events[own][1] is True, "the admission's transaction was not durable"
+    assert timeline.first("fsync", after=admitted) < own, "its commit returned before its fsync"
 
 
 async def test_a_refused_fsync_leaves_the_message_unconfirmed_and_unanswered(
