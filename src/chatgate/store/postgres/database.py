@@ -352,8 +352,7 @@ class PgDatabase:
 
     async def ping(self, timeout: float = 1.0) -> None:
         """Prove a write commits now (a read-only standby or a full disk fails it)."""
-        if not self._opened:
-            raise StoreUnavailable("store is not open")
+        self.require_open()
 
         async def probe(conn: asyncpg.Connection) -> None:
             await conn.execute(

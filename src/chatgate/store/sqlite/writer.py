@@ -362,12 +362,11 @@ class GroupCommitWriter:
             log.warning("the disk was full; checkpointed the WAL to make room and retried the write")
             results = _transaction(conn, fns)
         if self._wal is not None:
-            if conn.total_changes == changes:  # no frames; a durable write may stand on relaxed ones
-                if durable and self._unsynced_since is not None:
-                    self._sync_wal(self._wal)
-            elif durable:
+            wrote = conn.total_changes != changes  # it wrote WAL frames
+            # A durable write that wrote none may still stand on relaxed ones (a redelivery).
+            if durable and (wrote or self._unsynced_since is not None):
                 self._sync_wal(self._wal)
-            elif self._unsynced_since is None:
+            elif wrote and self._unsynced_since is None:
                 self._unsynced_since = time.monotonic()
         if self._space is not None:
             self._space.retake()
