@@ -141,6 +141,27 @@ def main_thread_cpu(pid: int) -> float:
     return sum(t.user_time + t.system_time for t in threads if t.id == pid)
 
 
+def thread_cpu(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of the process, by thread id: which of the
+    other threads (the SQLite writer, a reader, the agent's) the rest of ``cpu_seconds`` is."""
+    try:
+        threads = psutil.Process(pid).threads()
+    except psutil.Error:
+        return {}
+    return {t.id: t.user_time + t.system_time for t in threads}
+
+
+def thread_cpu_split(
+    before: dict[int, float], after: dict[int, float], pid: int, messages: int
+) -> list[float]:
+    """Each thread's CPU ms a message between two ``thread_cpu`` readings, the main thread
+    first, then the others largest first (a thread that ended in between is not counted)."""
+    spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+    main = spent.pop(pid, 0.0)
+    others = sorted((v for v in spent.values() if v > 0), reverse=True)
+    return [round(v * 1000 / messages, 3) for v in (main, *others)]
+
+
 def peak_rss_mb(pid: int) -> float | None:
     """The process's peak resident set so far (``VmHWM``), in MiB; ``None`` once it is gone."""
     try:

@@ -64,7 +64,15 @@ from slack_fake.gateway import ENV as SLACK_ENV  # noqa: E402
 from slack_fake.gateway import slack_values  # noqa: E402
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN  # noqa: E402
 
-from e2e import byte_compile, cpu_seconds, main_thread_cpu, peak_rss_mb, stop_gateway  # noqa: E402
+from e2e import (  # noqa: E402
+    byte_compile,
+    cpu_seconds,
+    main_thread_cpu,
+    peak_rss_mb,
+    stop_gateway,
+    thread_cpu,
+    thread_cpu_split,
+)
 
 INSTANT_ECHO = {"kind": "echo", "echo": {"chunk_delay_ms": 0}}
 """The gateway's agent answers at once, as the bare bots do."""
@@ -181,7 +189,7 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
             await _until(lane.connected, 60, f"{platform} {subject} to connect")
             connected = time.monotonic() - execed
             await asyncio.sleep(args.settle)  # discord.py's guild_ready_timeout; the gateway's late imports
-            cpu0, main0 = cpu_seconds(proc.pid), main_thread_cpu(proc.pid)
+            cpu0, main0, threads0 = cpu_seconds(proc.pid), main_thread_cpu(proc.pid), thread_cpu(proc.pid)
             started = time.monotonic()
             for i in range(args.messages):
                 await asyncio.sleep(max(0.0, started + i / args.rate - time.monotonic()))
@@ -189,6 +197,7 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
             await _until(lambda: lane.replies() >= args.messages, args.timeout, "every reply")
             await asyncio.sleep(0.5)  # a late extra reply would show here
             cpu, main_cpu = cpu_seconds(proc.pid) - cpu0, main_thread_cpu(proc.pid) - main0
+            threads = thread_cpu_split(threads0, thread_cpu(proc.pid), proc.pid, args.messages)
             answered = lane.replies()
             peak = peak_rss_mb(proc.pid)
         except TimeoutError as exc:
@@ -201,6 +210,7 @@ async def one_run(platform: str, subject: str, args: argparse.Namespace) -> dict
         "answered": answered,
         "cpu_ms_per_message": round(cpu * 1000 / args.messages, 3),
         "main_thread_cpu_ms_per_message": round(main_cpu * 1000 / args.messages, 3),
+        "thread_cpu_ms_per_message": threads,
         "start_to_connect_s": round(connected, 3),
         "peak_rss_mb": peak,
         "exited_on_sigterm": shutdown["exited_on_sigterm"],
