@@ -52,6 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -277,6 +278,23 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a is not None and b else None
 
 
+def paired(runs: list[dict[str, Any]], floors: list[dict[str, Any]]) -> dict[str, Any]:
+    """The gateway over a floor round by round (each pair ran back to back, so a machine that
+    slowed between rounds moves both): the median, least and greatest of the rounds' ratios."""
+
+    def spread(figure: Callable[[dict[str, Any]], float | None]) -> dict[str, Any] | None:
+        values = [ratio(figure(g), figure(f)) for g, f in zip(runs, floors, strict=True)]
+        known = [v for v in values if v is not None]
+        if len(known) < len(values):
+            return None
+        return {"median": round(statistics.median(known), 2), "min": min(known), "max": max(known)}
+
+    return {
+        "cpu_ms_per_message": spread(lambda r: r["cpu_ms_per_message"]),
+        "first_reply_p50_ms": spread(lambda r: r["first_reply_ms"]["p50"]),
+    }
+
+
 def compile_subject_trees(args: argparse.Namespace) -> list[str]:
     trees = [str(ROOT / "src"), *(t for t in (args.gateway_src, args.baseline_src) if t)]
     if args.no_compile:
@@ -320,6 +338,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     acked = summary.get("durable_acked")
     to_acked = {key: ratio(gateway[key], acked[key]) for key in keys} if acked else None
     acking_cost = {key: ratio(acked[key], durable[key]) for key in keys} if acked and durable else None
+    paired_to_durable = paired(runs["gateway"], runs["durable"]) if durable else None
     against_baseline = None
     if baseline is not None:
         against_baseline = {
@@ -346,6 +365,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         **summary,
         "ratios": ratios,
         "ratios_to_durable": to_durable,
+        "paired_to_durable": paired_to_durable,
         "ratios_to_durable_acked": to_acked,
         "floor_cost_of_acking_first": acking_cost,
         "ratios_baseline": against_baseline,

@@ -178,6 +178,10 @@ def test_platform_cpu_bench_quick_run_answers_every_message_for_both_subjects_on
             assert run["peak_rss_mb"] > 10, run  # an interpreter with its platform library loaded
             # The loop thread's share: no more than the whole, within a clock tick or two.
             assert 0 <= run["main_thread_cpu_ms_per_message"] <= run["cpu_ms_per_message"] + 5, run
+            # By thread: the main thread first, then the others largest first, summing to the whole.
+            split = run["thread_cpu_ms_per_message"]
+            assert split[1:] == sorted(split[1:], reverse=True) and all(v > 0 for v in split[1:]), run
+            assert abs(sum(split) - run["cpu_ms_per_message"]) <= 5, run
         assert "ratio" in result[platform]  # None when the bare bot used less than a clock tick
         assert result[platform]["start_ratio"] > 0 and result[platform]["rss_ratio"] > 0, result[platform]
 
@@ -262,6 +266,13 @@ def test_telegram_bench_quick_run_answers_every_message_for_every_subject_and_re
     # over the quick run's 40 messages (the two counters are read a moment apart).
     gateway_cpu = result["gateway"]["cpu_ms_per_message"]
     assert 0 < result["gateway"]["main_thread_cpu_ms_per_message"] <= gateway_cpu + 0.5
+    # By thread, summing to the whole within the same ticks: the loop, then the SQLite writer.
+    split = result["gateway"]["runs"][0]["thread_cpu_ms_per_message"]
+    assert len(split) >= 2 and split[1] > 0 and abs(sum(split) - gateway_cpu) <= 0.5, split
+    # One round: its paired ratio is the ratio of the medians.
+    paired = result["paired_to_durable"]["cpu_ms_per_message"]
+    to_durable = result["ratios_to_durable"]["cpu_ms_per_message"]
+    assert paired["min"] == paired["median"] == paired["max"] == to_durable, paired
     for key in ("cpu_ms_per_message", "first_reply_p50_ms", "first_reply_p99_ms", "peak_rss_mb"):
         for ratios in (
             "ratios",
