@@ -130,20 +130,11 @@ def cpu_seconds(pid: int) -> float:
     return float(times.user + times.system)
 
 
-def main_thread_cpu(pid: int) -> float:
-    """User + system CPU seconds of the process's main thread (its event loop): the rest of
-    ``cpu_seconds`` is its other threads' (the gateway's SQLite writer and readers, the floor's
-    journal thread), so the split says which side the gap is on."""
-    try:
-        threads = psutil.Process(pid).threads()
-    except psutil.Error:
-        return 0.0
-    return sum(t.user_time + t.system_time for t in threads if t.id == pid)
-
-
 def thread_cpu(pid: int) -> dict[int, float]:
-    """User + system CPU seconds of each thread of the process, by thread id: which of the
-    other threads (the SQLite writer, a reader, the agent's) the rest of ``cpu_seconds`` is."""
+    """User + system CPU seconds of each thread of the process, by thread id: the main thread
+    (its event loop) and which of the others (the gateway's SQLite writer and readers, the
+    floor's journal thread) the rest of ``cpu_seconds`` is, so the split says which side a gap
+    is on."""
     try:
         threads = psutil.Process(pid).threads()
     except psutil.Error:

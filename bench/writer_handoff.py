@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from chatgate.store.sqlite.database import Database
+from chatgate.store.sqlite.writer import THREAD_NAME
 
-WRITER_THREAD = "chatgate-sqlite-writer"
 BUMP = "UPDATE cursors SET updated_at = updated_at + 1 WHERE name = 'bench'"
 
 
@@ -44,7 +44,7 @@ def _bump(conn: sqlite3.Connection) -> None:
 
 def _writer_clock() -> int:
     """The CPU clock of the store's writer thread (found by its name)."""
-    (writer,) = [t for t in threading.enumerate() if t.name == WRITER_THREAD]
+    (writer,) = [t for t in threading.enumerate() if t.name == THREAD_NAME]
     assert writer.ident is not None
     return time.pthread_getcpuclockid(writer.ident)
 

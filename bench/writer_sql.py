@@ -26,8 +26,8 @@ import time
 from typing import Any
 
 import commits
+from chatgate.store.sqlite.writer import THREAD_NAME as WRITER_THREAD
 
-WRITER_THREAD = "chatgate-sqlite-writer"
 _spent: collections.defaultdict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
 
 

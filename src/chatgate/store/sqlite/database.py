@@ -122,6 +122,10 @@ class Database:
             raise
         self._opened = True
 
+    def _require_open(self) -> None:
+        if not self._opened:
+            raise StoreUnavailable("store is not open")
+
     async def close(self) -> None:
         if not self._opened:
             return
@@ -169,8 +173,7 @@ class Database:
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on a reader thread's connection (committed data only)."""
-        if not self._opened:
-            raise StoreUnavailable("store is not open")
+        self._require_open()
 
         def call() -> T:
             if self._closed:
@@ -197,8 +200,7 @@ class Database:
         ``SYNC_LAG`` later, carries it to the disk. Whatever the gateway acknowledges or sends
         next depends on a later durable commit, never on it alone.
         """
-        if not self._opened:
-            raise StoreUnavailable("store is not open")
+        self._require_open()
         try:
             return await self._writer.run(fn, redoable=redoable)
         except StoreUnavailable as exc:
@@ -207,8 +209,7 @@ class Database:
 
     async def sync(self) -> None:
         """Return once every write committed so far, redoable ones included, is on the disk."""
-        if not self._opened:
-            raise StoreUnavailable("store is not open")
+        self._require_open()
         await self._writer.sync()
 
     def defer_write(self, key: str, fn: Callable[[sqlite3.Connection], object]) -> None:
@@ -220,8 +221,7 @@ class Database:
 
     async def ping(self, timeout: float = 1.0) -> None:
         """Prove a write commits now and the file is intact (``health.py``); raises with the reason."""
-        if not self._opened:
-            raise StoreUnavailable("store is not open")
+        self._require_open()
         await self._health.check(timeout)
 
 

@@ -9,11 +9,13 @@ durable commit's, or the writer's own once the oldest caller has waited ``linger
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
+
+Answer = tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Any, BaseException | None]
+"""What the writer hands back to a caller: its loop, its future, the result or the error."""
 
 
 class SyncCall(msgspec.Struct):
@@ -26,8 +28,8 @@ class SyncCall(msgspec.Struct):
 class SyncWaiters:
     """Callers waiting for an fsync (touched by the writer thread only)."""
 
-    def __init__(self, resolve: Callable[[list[tuple[asyncio.Future[Any], Any, Any]]], None]) -> None:
-        self._resolve = resolve
+    def __init__(self, hand_back: Callable[[list[Answer]], None]) -> None:
+        self._hand_back = hand_back
         self._waiting: list[SyncCall] = []
         self.due: float | None = None
         """When the oldest caller stops waiting for a durable commit (monotonic)."""
@@ -43,6 +45,4 @@ class SyncWaiters:
     def release(self, error: BaseException | None) -> None:
         """Answer every caller: the WAL was fsynced (``error`` None), or it never will be."""
         calls, self._waiting, self.due = self._waiting, [], None
-        for call in calls:
-            with contextlib.suppress(RuntimeError):  # the loop is closed; nobody is waiting any more
-                call.loop.call_soon_threadsafe(self._resolve, [(call.future, None, error)])
+        self._hand_back([(call.loop, call.future, None, error) for call in calls])

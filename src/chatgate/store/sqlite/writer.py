@@ -40,7 +40,7 @@ import msgspec
 
 from chatgate.domain.errors import StoreError, StoreUnavailable
 from chatgate.store.sqlite.space import SpareSpace, is_disk_full
-from chatgate.store.sqlite.sync_waiters import SyncCall, SyncWaiters
+from chatgate.store.sqlite.sync_waiters import Answer, SyncCall, SyncWaiters
 from chatgate.store.sqlite.wal_file import WalFile
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ DEFERRED_RETRY = 1.0
 """Seconds between tries of deferred writes while no other write arrives."""
 RELIEVE_EVERY = 1.0
 """Seconds between checkpoints forced by a full disk (each failing batch would ask for one)."""
+THREAD_NAME = "chatgate-sqlite-writer"
+"""The writer thread's name (what a profile or a benchmark finds it by)."""
 SYNC_LAG = 1.0
 """Seconds a relaxed commit may wait for a durable commit to carry it to the disk."""
 SYNC_LINGER = 0.01
@@ -101,6 +103,18 @@ def _resolve(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None
             future.set_exception(error)
         else:
             future.set_result(result)
+
+
+def _hand_back(answers: list[Answer]) -> None:
+    """Resolve each caller's future on its own loop: one ``call_soon_threadsafe`` a loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
+    for loop, future, result, error in answers:
+        by_loop.setdefault(loop, []).append((future, result, error))
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve, items)
+        except RuntimeError:  # the loop is closed; nobody is waiting any more
+            log.debug("dropping %d results for a closed loop", len(items))
 
 
 class GroupCommitWriter:
@@ -138,10 +152,10 @@ class GroupCommitWriter:
         """When the oldest relaxed commit no fsync has covered yet was made (monotonic)."""
         self._sync_failure: _NotSynced | None = None
         self.sync_linger = SYNC_LINGER
-        self._sync_waiters = SyncWaiters(_resolve)
+        self._sync_waiters = SyncWaiters(_hand_back)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="chatgate-sqlite-writer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         self._thread.start()
         self._ready.wait()
         if self._startup_error is not None:
@@ -331,14 +345,7 @@ class GroupCommitWriter:
                 self._on_commit(len(batch), time.perf_counter() - started)
             except Exception:  # a metrics hook must never stop the only writer (callers would hang)
                 log.exception("the writer's commit hook failed")
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, Any]]] = {}
-        for write, result, error in outcomes:
-            by_loop.setdefault(write.loop, []).append((write.future, result, error))
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_resolve, items)
-            except RuntimeError:  # the loop is closed; nobody is waiting any more
-                log.debug("dropping %d write results for a closed loop", len(items))
+        _hand_back([(w.loop, w.future, result, error) for w, result, error in outcomes])
 
     def _isolated(self, conn: sqlite3.Connection, write: _Write) -> tuple[_Write, Any, BaseException | None]:
         try:
