@@ -16,7 +16,13 @@ each call with ``time.monotonic()`` when its handler runs):
   leaves the pipeline's own cost.
 - ``saturation``: the gateway's rate set to ``--rate`` calls a second, ``--channels``
   channels writing twice at once; replies a second from the first reply to the last, and that
-  over the rate (``budget_share``), and the most calls in any 1-s window at the fake.
+  over the rate (``budget_share``), and the most calls in any 1-s window at the fake
+  (``busiest_second``). The fake stamps a call when this process's loop reads it: a stall of
+  that loop stamps calls that arrived apart at once, so a crowded window on a busy machine may
+  be the stamps' doing. ``stamp_lag_max_ms`` is this loop's worst lateness over the run (a
+  5-ms timer), and ``busiest_second_beyond_stamp_lag`` the most calls in any window of one
+  second less that lateness, the reading a stall cannot make up (as the in-process pacing
+  tests read the gateway's own loop lag).
 
 Prints one JSON object; progress goes to stderr. Exits 1 unless every message was answered
 exactly once.
@@ -102,6 +108,7 @@ async def slack_run(subject: str, channels: int, rounds: int, rate: float | None
     start = _slack_gateway if subject == "gateway" else _slack_bare
     with tempfile.TemporaryDirectory(prefix="chatgate-contact-") as tmp:
         stop = await start(fake, Path(tmp), rate)
+        lag = StampLag().start()
         try:
             await fake.socket.connected.wait()
             await asyncio.sleep(0.5)  # settled: both are connected and idle
@@ -117,6 +124,7 @@ async def slack_run(subject: str, channels: int, rounds: int, rate: float | None
             await fake.wait_for(lambda: len(posts()) >= channels * rounds, timeout=120, what="every reply")
             await asyncio.sleep(0.3)
         finally:
+            await lag.stop()
             await stop()
             await fake.stop()
     sent = posts()
@@ -124,7 +132,7 @@ async def slack_run(subject: str, channels: int, rounds: int, rate: float | None
     for call in sent:
         first.setdefault(str(call.params.get("channel")), call.at)
     calls = [c.at for c in fake.calls if c.method.startswith(("chat.", "assistant."))]
-    return {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate)}
+    return {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate, lag.worst)}
 
 
 # ---------------------------------------------------------------- Discord
@@ -172,6 +180,7 @@ async def discord_run(subject: str, channels: int, rounds: int, rate: float | No
     made = [fake.channel(fake.guilds[GUILD_ID], cid, name=f"c{n}", topic=None) for n, cid in enumerate(ids)]
     with tempfile.TemporaryDirectory(prefix="chatgate-contact-") as tmp:
         stop = await start(fake, world, Path(tmp), ids, rate)
+        lag = StampLag().start()
         try:
             await _until(lambda: fake.gateway.current is not None and fake.gateway.current.socket is not None)
             fake.channel_budget = (5, 5.0)  # Discord's documented 5 messages per 5 s per channel
@@ -195,6 +204,7 @@ async def discord_run(subject: str, channels: int, rounds: int, rate: float | No
             await _until(lambda: answered() >= channels * rounds, 120)
             await asyncio.sleep(0.3)
         finally:
+            await lag.stop()
             await stop()
             await fake.stop()
     sent = [c for c in sends() if _channel(c.path) in pushed]
@@ -202,7 +212,7 @@ async def discord_run(subject: str, channels: int, rounds: int, rate: float | No
     for call in sent:
         first.setdefault(_channel(call.path), call.at)
     calls = [c.at for c in fake.calls if "/channels/" in c.path and c.method in ("POST", "PATCH", "DELETE")]
-    figures = {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate)}
+    figures = {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate, lag.worst)}
     return {**figures, "violations": len(fake.violations)}
 
 
@@ -218,14 +228,41 @@ async def _until(predicate: Callable[[], object], timeout: float = 30.0) -> None
         await asyncio.sleep(0.02)
 
 
-def _saturation(replies: list[float], calls: list[float], rate: float | None) -> dict[str, Any]:
+def _saturation(replies: list[float], calls: list[float], rate: float | None, lag: float) -> dict[str, Any]:
     span = replies[-1] - replies[0] if len(replies) > 1 else 0.0
     per_s = (len(replies) - 1) / span if span else None
     return {
         "replies_per_s": round(per_s, 2) if per_s else None,
         "budget_share": round(per_s / rate, 3) if per_s and rate else None,
         "busiest_second": busiest(calls, 1.0),
+        "stamp_lag_max_ms": round(lag * 1e3, 1),
+        "busiest_second_beyond_stamp_lag": busiest(calls, max(0.0, 1.0 - lag)),
     }
+
+
+class StampLag:
+    """This loop's worst lateness while it runs: how late the fake's stamps can be."""
+
+    TICK = 0.005
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> StampLag:
+        self._task = asyncio.create_task(self._sample())
+        return self
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _sample(self) -> None:
+        while True:
+            due = time.monotonic() + self.TICK
+            await asyncio.sleep(self.TICK)
+            self.worst = max(self.worst, time.monotonic() - due)
 
 
 async def main() -> int:

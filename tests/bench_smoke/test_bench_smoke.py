@@ -163,7 +163,12 @@ def test_first_contact_bench_quick_run_answers_every_conversation_on_slack_and_d
         for subject in ("bare", "gateway"):
             assert result[platform][subject]["answered"] == 5, result[platform]
         saturation = result[platform]["saturation"]
-        assert saturation["answered"] == 5 and saturation["busiest_second"] <= saturation["rate"], saturation
+        # The fake stamps calls on this bench's loop: on a busy machine a stall of it stamps calls
+        # that arrived apart at once, so the budget is read over a second less its worst stall
+        # (the in-process pacing tests read the gateway's own loop lag the same way).
+        assert saturation["answered"] == 5, saturation
+        assert saturation["busiest_second_beyond_stamp_lag"] <= saturation["rate"], saturation
+        assert saturation["busiest_second"] >= saturation["busiest_second_beyond_stamp_lag"], saturation
     assert result["discord"]["saturation"]["violations"] == 0
     assert result["slack"]["gateway_budget_lifted"]["answered"] == 5
 
