@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import re
@@ -46,7 +47,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
+
+import msgspec
 
 import commits
 from chatgate.store.sqlite.writer import THREAD_NAME as WRITER_THREAD
@@ -124,60 +128,58 @@ def _switches() -> tuple[int, int]:
         return -1, -1
 
 
-def plain_serving_cpu(messages: int, chats: int) -> float:
-    """The writer thread's CPU after its start, in a run with no statement timed: the timing
-    wrapper's own Python (a subclass call, two clock reads and the bookkeeping a statement)
-    lands on the writer thread too, and over ~26 statements a message it is not small."""
+class WriterClock(msgspec.Struct):
+    """The writer thread's CPU over its life, at the start of its loop, and its context switches."""
+
+    whole: float = 0.0
+    start: float = 0.0
+    switches: tuple[int, int] = (-1, -1)
+
+
+@contextlib.contextmanager
+def watching_writer() -> Iterator[WriterClock]:
+    """Time the writer threads started meanwhile: the whole thread, and its start (the connect and
+    the schema, before its loop), on the thread's own CPU clock."""
     from chatgate.store.sqlite import writer
 
-    loop_forever = writer.GroupCommitWriter._loop_forever
-    spent: list[float] = []
+    clock = WriterClock()
+    run, loop_forever = writer.GroupCommitWriter._run, writer.GroupCommitWriter._loop_forever
+
+    def timed_run(self: Any) -> None:
+        waits = _switches()
+        try:
+            run(self)
+        finally:
+            clock.whole += time.thread_time()  # a new thread's clock starts at zero
+            ended = _switches()
+            if waits[0] >= 0:
+                clock.switches = (ended[0] - waits[0], ended[1] - waits[1])
 
     def serving(self: Any, conn: sqlite3.Connection) -> None:
-        started = time.thread_time()
-        try:
-            loop_forever(self, conn)
-        finally:
-            spent.append(time.thread_time() - started)
+        clock.start += time.thread_time()
+        loop_forever(self, conn)
 
+    writer.GroupCommitWriter._run = timed_run  # type: ignore[method-assign]
     writer.GroupCommitWriter._loop_forever = serving  # type: ignore[method-assign]
     try:
-        asyncio.run(commits.measure(messages, chats))
+        yield clock
     finally:
+        writer.GroupCommitWriter._run = run  # type: ignore[method-assign]
         writer.GroupCommitWriter._loop_forever = loop_forever  # type: ignore[method-assign]
-    return sum(spent)
 
 
 def measure(messages: int, chats: int, replays: int = 0) -> dict[str, object]:
     from chatgate.store.sqlite import writer
 
-    plain = plain_serving_cpu(messages, chats)
+    # First a run with no statement timed: the timing's own Python (a subclass call, two clock
+    # reads and the bookkeeping a statement, ~26 statements a message) lands on the writer too.
+    with watching_writer() as untimed:
+        asyncio.run(commits.measure(messages, chats))
     global _ran
     _ran = [] if replays else None
 
     connect = sqlite3.connect
     sqlite3.connect = lambda *a, **k: connect(*a, **{**k, "factory": TimedConnection})  # type: ignore[assignment]
-    run = writer.GroupCommitWriter._run
-    writer_cpu: list[float] = []
-
-    switches: list[tuple[int, int]] = []
-
-    loop_forever = writer.GroupCommitWriter._loop_forever
-    start_cpu: list[float] = []
-
-    def serving(self: Any, conn: sqlite3.Connection) -> None:  # the connect and the schema are done
-        start_cpu.append(time.thread_time())
-        loop_forever(self, conn)
-
-    def timed_run(self: Any) -> None:  # the thread's whole life: its connect and its loop
-        started, waits = time.thread_time(), _switches()
-        try:
-            run(self)
-        finally:
-            writer_cpu.append(time.thread_time() - started)
-            ended = _switches()
-            switches.append((ended[0] - waits[0], ended[1] - waits[1]))
-
     transaction = writer._transaction
     in_transactions = [0]
 
@@ -188,16 +190,13 @@ def measure(messages: int, chats: int, replays: int = 0) -> dict[str, object]:
         finally:
             in_transactions[0] += _switches()[0] - waits
 
-    writer.GroupCommitWriter._run = timed_run  # type: ignore[method-assign]
-    writer.GroupCommitWriter._loop_forever = serving  # type: ignore[method-assign]
     writer._transaction = counted_transaction
     try:
-        result = asyncio.run(commits.measure(messages, chats))
+        with watching_writer() as clock:
+            result = asyncio.run(commits.measure(messages, chats))
     finally:
         sqlite3.connect = connect
-        writer.GroupCommitWriter._run = run  # type: ignore[method-assign]
         writer._transaction = transaction
-        writer.GroupCommitWriter._loop_forever = loop_forever  # type: ignore[method-assign]
     # The start's statements (the schema) and the stop's are in both totals; over a few
     # hundred messages they are a few microseconds a message.
     statements = sorted(_spent.items(), key=lambda kv: -kv[1][1])
@@ -205,10 +204,12 @@ def measure(messages: int, chats: int, replays: int = 0) -> dict[str, object]:
     return {
         "messages": messages,
         "chats": chats,
-        "writer_cpu_us_per_message": round(sum(writer_cpu) / messages * 1e6, 1),
-        "writer_start_cpu_ms": round(start_cpu[0] * 1e3, 1) if start_cpu else None,
-        "writer_serving_cpu_us_per_message": round((sum(writer_cpu) - sum(start_cpu)) / messages * 1e6, 1),
-        "writer_serving_cpu_us_per_message_untimed": round(plain / messages * 1e6, 1),
+        "writer_cpu_us_per_message": round(clock.whole / messages * 1e6, 1),
+        "writer_start_cpu_ms": round(clock.start * 1e3, 1),
+        "writer_serving_cpu_us_per_message": round((clock.whole - clock.start) / messages * 1e6, 1),
+        "writer_serving_cpu_us_per_message_untimed": round(
+            (untimed.whole - untimed.start) / messages * 1e6, 1
+        ),
         "statements_cpu_us_per_message": round(sum(v[1] for _, v in statements) / messages * 1e6, 1),
         "statements": [
             {
@@ -226,11 +227,11 @@ def measure(messages: int, chats: int, replays: int = 0) -> dict[str, object]:
         ],
         **({"replayed_us_per_message": round(replayed[0] / messages * 1e6, 1)} if replayed else {}),
         "writer_switches_per_message": {
-            "voluntary": round(switches[0][0] / messages, 2),
-            "involuntary": round(switches[0][1] / messages, 2),
+            "voluntary": round(clock.switches[0] / messages, 2),
+            "involuntary": round(clock.switches[1] / messages, 2),
             "voluntary_between_begin_and_commit": round(in_transactions[0] / messages, 2),
         }
-        if switches and switches[0][0] >= 0
+        if clock.switches[0] >= 0
         else None,
         "writes_per_message": result["writes_per_message"],
         "commits_per_message": result["commits_per_message"],
