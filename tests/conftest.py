@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from support.assert_cache import rewrite_test_modules_once
 from support.browser import chromium_server
 
 __all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browser's fixtures
@@ -28,10 +29,12 @@ def pytest_configure(config: pytest.Config) -> None:
     """Byte-compile the project's sources once, before any worker starts, as pip does when it
     installs a wheel. The checkout is an editable install, and where ``PYTHONDONTWRITEBYTECODE``
     is set (these machines set it) no import writes a ``.pyc``: every gateway subprocess the
-    suite starts would compile each chatgate module again, about 0.13 s of CPU per start."""
+    suite starts would compile each chatgate module again, about 0.13 s of CPU per start.
+    Likewise each worker would rewrite every test module's asserts (``support/assert_cache.py``)."""
     if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller, or a run without xdist
         for tree in SOURCES:
             compileall.compile_dir(tree, quiet=1)
+        rewrite_test_modules_once(ROOT / "tests")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
