@@ -214,6 +214,17 @@ async def test_two_users_tap_at_once_one_resolution_and_an_outsider_changes_noth
     assert final.startswith("exit code 0") if state == "approved" else final.startswith("not run:")
 
     winner, loser = (ann, bob) if by == "ann" else (bob, ann)
+    # The losing tap is answered when the server reads it from the loser's own socket, which
+    # under load can be after the winner's answer let the turn finish and the final go out
+    # (seen once in CI): wait for that answer rather than assume it came before the final.
+    await loser.wait_for(
+        lambda f: (
+            f["type"] == "prompt_resolved"
+            and f["prompt_id"] == pid
+            and f["text"].startswith("Already answered")
+        ),
+        what="the losing tap's answer",
+    )
     for client in (ann, bob, eve):
         frames = client.of("prompt_resolved", prompt_id=pid)
         assert {f["outcome"] for f in frames} == {state}, client.user_id
