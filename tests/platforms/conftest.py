@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from mail_servers import MailServers, dovecot_missing
+from pacing_log import WriterCommits
 from slack_fake import FakeSlack
 from telegram_double import TOKEN, TOKEN_ENV, BotApiDouble, Gateways
 
@@ -66,6 +67,23 @@ def mail_servers() -> Iterator[MailServers]:
     finally:
         servers.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def writer_commits(monkeypatch: pytest.MonkeyPatch) -> WriterCommits:
+    """Records every SQLite commit of the gateways built in this test (``pacing_log.WriterCommits``),
+    through the metrics hook the writer already calls; what the gateway does is unchanged."""
+    from chatgate.engine.metrics import GatewayMetrics
+
+    commits = WriterCommits()
+    observe = GatewayMetrics.observe_commit
+
+    def observing(metrics: GatewayMetrics, writes: int, seconds: float) -> None:
+        commits.observe(seconds)
+        observe(metrics, writes, seconds)
+
+    monkeypatch.setattr(GatewayMetrics, "observe_commit", observing)
+    return commits
 
 
 @pytest.fixture

@@ -90,6 +90,34 @@ def idle_gaps(
     return gaps
 
 
+class WriterCommits:
+    """Each SQLite commit of the gateways built while the ``writer_commits`` fixture is on: when
+    it ended on the loop's clock (``time.monotonic``, as asyncio's) and how long it took. A slow
+    commit (an fsync under the suite's disk load) holds up delivery without making the loop
+    late, so ``stamp_slack`` cannot allow for it; an idle gap's report shows whether one did."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[float, float]] = []
+
+    def observe(self, seconds: float) -> None:
+        self.commits.append((time.monotonic(), seconds))  # from the writer thread: one append
+
+    def during(self, gaps: Sequence[tuple[float, float]], start: float) -> str:
+        lines = []
+        for at, length in gaps:
+            begin, end = start + at, start + at + length
+            overlapping = sorted(
+                ((round(done - took - start, 3), round(took, 3)) for done, took in list(self.commits)
+                 if done - took < end and done > begin),
+                key=lambda c: -c[1],
+            )  # fmt: skip
+            lines.append(
+                f"gap at {at}: {len(overlapping)} writer commits overlapped it; the longest (began, seconds)"
+                f" {overlapping[:5]}"
+            )
+        return "\n".join(lines)
+
+
 def _wall_minus_loop() -> float:
     """The store stamps rows on the wall clock; the call log is on the loop's clock."""
     return time.time() - asyncio.get_running_loop().time()

@@ -23,7 +23,7 @@ from discord_fake.harness import ANN, GUILD_ID, World, connected, discord_config
 from discord_fake.harness import echo_of as discord_echo
 from discord_fake.server import FakeDiscord
 from msgspec.structs import replace
-from pacing_log import busiest, fullest, idle_gaps, stalled_at, stamp_slack
+from pacing_log import WriterCommits, busiest, fullest, idle_gaps, stalled_at, stamp_slack
 from slack_fake import FakeSlack, message_event
 from slack_fake.gateway import ENV, echo_of, slack_config
 
@@ -36,7 +36,9 @@ INLINE = [None, 0.5]
 IDS = ["default", "put_back_beyond_half_a_second"]
 
 
-def _check(gateway: Any, times: list[float], replies: dict[str, list[float]], start: float) -> None:
+def _check(
+    gateway: Any, times: list[float], replies: dict[str, list[float]], start: float, commits: WriterCommits
+) -> None:
     slack = stamp_slack(gateway)
     assert busiest(times, 1.0 - slack) <= RATE, (
         f"{busiest(times, 1.0)} calls within one second; slack {slack:.3f} s; "
@@ -46,7 +48,8 @@ def _check(gateway: Any, times: list[float], replies: dict[str, list[float]], st
         assert len(sends) == 2 and sends[1] - sends[0] >= 1.0 - slack, (chat, sends)
     idle = idle_gaps(times, replies, start, 1.0, 1.0 / RATE + slack, RATE)
     assert idle == [], (
-        f"idle gaps (at, length) with a reply due: {idle}\n{stalled_at(gateway.store.path, idle, start)}"
+        f"idle gaps (at, length) with a reply due: {idle}\n{stalled_at(gateway.store.path, idle, start)}\n"
+        f"{commits.during(idle, start)}"
     )
 
 
@@ -57,7 +60,11 @@ def _limit(gateway: Any, inline: float | None) -> None:
 
 @pytest.mark.parametrize("inline", INLINE, ids=IDS)
 async def test_slack_sends_at_its_rate_with_no_idle_gap_while_a_reply_is_due(
-    fake_slack: FakeSlack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inline: float | None
+    fake_slack: FakeSlack,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    inline: float | None,
+    writer_commits: WriterCommits,
 ) -> None:
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
@@ -90,7 +97,7 @@ async def test_slack_sends_at_its_rate_with_no_idle_gap_while_a_reply_is_due(
                 echo_of(f"s{r} {channel}") for r in range(2)
             ]
         calls = [c.at for c in fake_slack.calls if c.method.startswith(("chat.", "assistant."))]
-        _check(gateway, calls, {c: posts(c) for c in channels}, start)
+        _check(gateway, calls, {c: posts(c) for c in channels}, start, writer_commits)
         assert not [c for c in fake_slack.calls if c.status == 429]
     finally:
         await gateway.stop()
@@ -98,7 +105,12 @@ async def test_slack_sends_at_its_rate_with_no_idle_gap_while_a_reply_is_due(
 
 @pytest.mark.parametrize("inline", INLINE, ids=IDS)
 async def test_discord_sends_at_its_rate_with_no_idle_gap_while_a_reply_is_due(
-    fake: FakeDiscord, world: World, run: Any, tmp_path: Path, inline: float | None
+    fake: FakeDiscord,
+    world: World,
+    run: Any,
+    tmp_path: Path,
+    inline: float | None,
+    writer_commits: WriterCommits,
 ) -> None:
     guild = fake.guilds[GUILD_ID]
     channels = [fake.channel(guild, f"17000000000000{n:05d}", name=f"c{n}", topic=None) for n in range(CHATS)]
@@ -127,5 +139,5 @@ async def test_discord_sends_at_its_rate_with_no_idle_gap_while_a_reply_is_due(
         expected = [discord_echo(f"d{r} {channel.id}") for r in range(2)]
         assert [m.content for m in fake.view(channel.id) if m.content in expected] == expected
     calls = [c.at for c in fake.calls if "/channels/" in c.path and c.method in ("POST", "PATCH", "DELETE")]
-    _check(gateway, calls, {c.id: sends(c.id) for c in channels}, start)
+    _check(gateway, calls, {c.id: sends(c.id) for c in channels}, start, writer_commits)
     assert fake.violations == []

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from msgspec.structs import replace
-from pacing_log import idle_gaps, recorded_at, stalled_at, stamp_slack
+from pacing_log import WriterCommits, idle_gaps, recorded_at, stalled_at, stamp_slack
 from telegram_double import BotApiDouble, Chat, Gateways, User, busiest, echo_of, private, telegram_config
 
 from chatgate.engine.ratelimit import WINDOW_GUARD
@@ -176,7 +176,11 @@ async def test_a_platform_wide_limit_of_5_per_second_costs_no_message_and_no_att
 
 @pytest.mark.parametrize("inline", [None, 0.5], ids=["default", "put_back_beyond_half_a_second"])
 async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
-    double: BotApiDouble, gateways: Gateways, tmp_path: Path, inline: float | None
+    double: BotApiDouble,
+    gateways: Gateways,
+    tmp_path: Path,
+    inline: float | None,
+    writer_commits: WriterCommits,
 ) -> None:
     """Issue 33, item 2: a row whose slot was over a second away went back to ``pending`` and
     waited for the 1-s poll, so the platform sat idle with replies due (Telegram ran at half its
@@ -207,7 +211,7 @@ async def test_no_idle_gap_while_a_reply_is_due_and_no_second_over_the_limits(
     idle = idle_gaps(times, replies, start, 1.0, 1.0 / RATE + slack, RATE)
     assert idle == [], (
         f"idle gaps (at, length) with a reply due and room in the window: {idle}\n"
-        f"{stalled_at(gateway.store.path, idle, start)}"
+        f"{stalled_at(gateway.store.path, idle, start)}\n{writer_commits.during(idle, start)}"
     )
 
 
