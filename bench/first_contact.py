@@ -59,6 +59,8 @@ from slack_fake.gateway import ENV as SLACK_ENV  # noqa: E402
 from slack_fake.gateway import slack_config  # noqa: E402
 from slack_fake.payloads import APP_TOKEN, BOT_TOKEN  # noqa: E402
 
+from chatgate.engine.looplag import LoopLagMonitor  # noqa: E402
+
 Stop = Callable[[], Awaitable[None]]
 INSTANT_ECHO = {"kind": "echo", "echo": {"chunk_delay_ms": 0}}
 """The gateway's agent answers at once, as the bare bots do (the tests' echo sleeps per chunk)."""
@@ -108,7 +110,7 @@ async def slack_run(subject: str, channels: int, rounds: int, rate: float | None
     start = _slack_gateway if subject == "gateway" else _slack_bare
     with tempfile.TemporaryDirectory(prefix="chatgate-contact-") as tmp:
         stop = await start(fake, Path(tmp), rate)
-        lag = StampLag().start()
+        lag = stamp_lag()
         try:
             await fake.socket.connected.wait()
             await asyncio.sleep(0.5)  # settled: both are connected and idle
@@ -132,7 +134,7 @@ async def slack_run(subject: str, channels: int, rounds: int, rate: float | None
     for call in sent:
         first.setdefault(str(call.params.get("channel")), call.at)
     calls = [c.at for c in fake.calls if c.method.startswith(("chat.", "assistant."))]
-    return {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate, lag.worst)}
+    return {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate, lag)}
 
 
 # ---------------------------------------------------------------- Discord
@@ -180,7 +182,7 @@ async def discord_run(subject: str, channels: int, rounds: int, rate: float | No
     made = [fake.channel(fake.guilds[GUILD_ID], cid, name=f"c{n}", topic=None) for n, cid in enumerate(ids)]
     with tempfile.TemporaryDirectory(prefix="chatgate-contact-") as tmp:
         stop = await start(fake, world, Path(tmp), ids, rate)
-        lag = StampLag().start()
+        lag = stamp_lag()
         try:
             await _until(lambda: fake.gateway.current is not None and fake.gateway.current.socket is not None)
             fake.channel_budget = (5, 5.0)  # Discord's documented 5 messages per 5 s per channel
@@ -212,7 +214,7 @@ async def discord_run(subject: str, channels: int, rounds: int, rate: float | No
     for call in sent:
         first.setdefault(_channel(call.path), call.at)
     calls = [c.at for c in fake.calls if "/channels/" in c.path and c.method in ("POST", "PATCH", "DELETE")]
-    figures = {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate, lag.worst)}
+    figures = {**_figures(pushed, first), **_saturation(sorted(c.at for c in sent), calls, rate, lag)}
     return {**figures, "violations": len(fake.violations)}
 
 
@@ -228,41 +230,28 @@ async def _until(predicate: Callable[[], object], timeout: float = 30.0) -> None
         await asyncio.sleep(0.02)
 
 
-def _saturation(replies: list[float], calls: list[float], rate: float | None, lag: float) -> dict[str, Any]:
+def _saturation(
+    replies: list[float], calls: list[float], rate: float | None, lag: LoopLagMonitor
+) -> dict[str, Any]:
+    worst = max(lag.samples, default=0.0)
     span = replies[-1] - replies[0] if len(replies) > 1 else 0.0
     per_s = (len(replies) - 1) / span if span else None
     return {
         "replies_per_s": round(per_s, 2) if per_s else None,
         "budget_share": round(per_s / rate, 3) if per_s and rate else None,
         "busiest_second": busiest(calls, 1.0),
-        "stamp_lag_max_ms": round(lag * 1e3, 1),
-        "busiest_second_beyond_stamp_lag": busiest(calls, max(0.0, 1.0 - lag)),
+        "stamp_lag_max_ms": round(worst * 1e3, 1),
+        "busiest_second_beyond_stamp_lag": busiest(calls, max(0.0, 1.0 - worst)),
     }
 
 
-class StampLag:
-    """This loop's worst lateness while it runs: how late the fake's stamps can be."""
-
-    TICK = 0.005
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> StampLag:
-        self._task = asyncio.create_task(self._sample())
-        return self
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _sample(self) -> None:
-        while True:
-            due = time.monotonic() + self.TICK
-            await asyncio.sleep(self.TICK)
-            self.worst = max(self.worst, time.monotonic() - due)
+def stamp_lag() -> LoopLagMonitor:
+    """The gateway's own loop-lag monitor on this (the fake's) loop, sampling every 5 ms
+    throughout: its worst sample is how late the fake's stamps can be."""
+    monitor = LoopLagMonitor(None, window=1_000_000)
+    monitor.interval = monitor.idle_interval = 0.005
+    monitor.start()
+    return monitor
 
 
 async def main() -> int:
