@@ -34,7 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller, or a run without xdist
         for tree in SOURCES:
             compileall.compile_dir(tree, quiet=1)
-        rewrite_test_modules_once(ROOT / "tests")
+        if getattr(config.option, "numprocesses", None):  # workers gain; one process rewrites as it imports
+            rewrite_test_modules_once(ROOT / "tests")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
