@@ -51,17 +51,30 @@ def _port_span() -> range:
     return range(low + index * width, low + (index + 1) * width)
 
 
+_next_port: dict[range, int] = {}
+
+
 def free_port() -> int:
-    """A loopback port that is free now and that no other test worker will choose."""
+    """A loopback port that is free now, that no other test worker will choose, and that this
+    worker has not handed out lately.
+
+    The ports are dealt in turn from a random start in the worker's slice, not drawn at random
+    each time: a test that builds a fleet asks for several ports before any process binds one,
+    and two draws from the same slice can be equal (a fleet's two gateways on one port, one of
+    them failing with "Address already in use"). Dealt in turn, a port comes round again only
+    after the whole slice (thousands) has been handed out.
+    """
     span = _port_span()
-    for _ in range(200):
-        port = random.choice(span)
+    cursor = _next_port.get(span, random.randrange(len(span)))
+    for step in range(len(span)):
+        port = span[(cursor + step) % len(span)]
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _next_port[span] = (cursor + step + 1) % len(span)
+        return port
     raise RuntimeError(f"no free port in {span.start}-{span.stop - 1}")
 
 
