@@ -37,7 +37,7 @@ from chatgate.engine.approvals import ApprovalBroker, ApprovalSettings
 from chatgate.engine.authz import PlatformAccess
 from chatgate.engine.delivery import DeliveryWorker
 from chatgate.engine.metrics import GatewayMetrics
-from chatgate.engine.pipeline import EngineSettings, MediaSettings, build_engine
+from chatgate.engine.pipeline import Engine, EngineSettings, MediaSettings, build_engine
 from chatgate.engine.ports import Admitted
 from chatgate.engine.scheduler import Scheduler
 from chatgate.store.sqlite import SqliteStore
@@ -102,6 +102,8 @@ class ApprovalHarness:
     delivery: DeliveryWorker
     mcp: Any = None
     """The ``McpHub`` (when given): closed with the harness, its servers reaped."""
+    engine: Engine | None = None
+    """The engine the parts belong to: its other background loops are stopped with the harness."""
     _stopped: bool = False
     sent: list[Inbound] = field(default_factory=list)
 
@@ -114,6 +116,14 @@ class ApprovalHarness:
             await self.mcp.close()
         await self.broker.close()
         await self.delivery.stop()
+        if self.engine is not None:
+            if self.engine.schedules is not None:
+                await self.engine.schedules.stop()
+            await self.engine.stuck.stop()
+            await self.engine.typist.aclose()
+            if self.engine.media is not None:
+                await self.engine.media.stop()
+                self.engine.media.close()
         await self.store.close()
 
     # -- input
@@ -244,7 +254,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
             engine.delivery,
         )
         harness = ApprovalHarness(
-            path, workdir, store, text, btn, broker, admission, scheduler, delivery, mcp
+            path, workdir, store, text, btn, broker, admission, scheduler, delivery, mcp, engine
         )
         built.append(harness)
         await engine.open()
