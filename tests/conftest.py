@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import compileall
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from support.assert_cache import rewrite_test_modules_once
-from support.browser import chromium_server
+from support.browser import chromium_server, connected_chromium, reused_context
+from support.loop_guard import tasks_left_running
 
-__all__ = ["chromium_server"]  # the worker's Chromium, shared by support.browser's fixtures
+# the worker's Chromium, its connection and its reused context, shared by support.browser's fixtures
+__all__ = ["chromium_server", "connected_chromium", "reused_context"]
 
 # The suite spends most of its time waiting on gateway subprocesses, sockets and real
 # services rather than computing: with one worker per core a 2-core machine ran at about
@@ -66,3 +69,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             from _pytest.nodeid import NodeId  # pytest >= 9.2 (older pytest took xdist's suffix)
 
             item._id = NodeId.parse(f"{item.nodeid}@{groups}")
+
+
+@pytest.fixture(autouse=True)
+async def _no_task_left_running() -> AsyncIterator[None]:
+    """The worker's one event loop outlives each test: what a test leaves running is cancelled
+    after it, and a left task running the project's code fails it (``support/loop_guard.py``)."""
+    async with tasks_left_running() as blamed:
+        yield
+    if blamed:
+        pytest.fail(
+            f"the test left {len(blamed)} task(s) running, cancelled now: {', '.join(blamed)}."
+            " Whatever started them must stop them (a fixture's teardown, a harness's stop)."
+        )

@@ -8,6 +8,7 @@ fixture fails the test at teardown if there was one: the page must work offline.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -22,6 +23,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import pytest_asyncio
+
+from support.loop_guard import outlive_tests
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -151,28 +155,101 @@ def stop_group(proc: subprocess.Popen[str]) -> None:
         return
 
 
-@pytest.fixture
-async def browser(chromium_server: str) -> AsyncIterator[BrowserSession]:
-    from playwright.async_api import async_playwright, expect
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def connected_chromium(chromium_server: str) -> AsyncIterator[Any]:
+    """The worker's Chromium, connected once for the whole run. Each ``async_playwright()``
+    starts Playwright's node driver, ~0.44 s of CPU: once a test, that was ~45 CPU-seconds of a
+    run. Tests share the run's event loop (``asyncio_default_test_loop_scope``), so they can
+    share this connection too."""
+    from playwright.async_api import async_playwright
 
-    expect.set_options(timeout=TIMEOUT_MS)
+    before = asyncio.all_tasks()
     async with async_playwright() as pw:
         shared = await pw.chromium.connect(chromium_server)
+        outlive_tests(before)  # the driver's and the connection's readers
         try:
-            session = await new_session(shared)
-            try:
-                yield session
-            finally:
-                await session.context.close()
+            yield shared
         finally:
             await shared.close()  # a connected browser: only disconnects, the worker's Chromium stays
-        assert not session.foreign, f"the page asked for other hosts: {session.foreign}"
+
+
+class ReusedContext:
+    """One browser context for the worker's single-browser tests, emptied between them.
+
+    A fresh context costs ~1.1 s of Chromium CPU even for about:blank (its first renderer); a
+    new page in a context that lives on costs about half. Each test still gets a new page (its
+    handlers, routes, init scripts, viewport and emulation go with it), and the context's
+    cookies, permissions and the storage of every origin a test visited are cleared after it,
+    so a test starts as in a new profile."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.session: BrowserSession | None = None
+        self.origins: set[str] = set()
+
+    async def guard(self, route: Any) -> None:
+        session = self.session or BrowserSession(self.context, None)  # between tests: still refused
+        await _only_local(session, route)
+
+    async def open(self) -> BrowserSession:
+        page = await self.context.new_page()
+        session = self.session = BrowserSession(self.context, page)
+        page.on("response", lambda r: _record_failure(session, r))
+        page.on("framenavigated", self._visited)
+        return session
+
+    def _visited(self, frame: Any) -> None:
+        origin = urlsplit(frame.url)
+        if origin.scheme in ("http", "https"):
+            self.origins.add(f"{origin.scheme}://{origin.netloc}")
+
+    async def empty(self) -> None:
+        """Close every page of the test and forget what it left in the profile."""
+        pages = list(self.context.pages)
+        if self.origins:
+            cdp = await self.context.new_cdp_session(pages[0] if pages else await self.context.new_page())
+            for origin in sorted(self.origins):
+                await cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "all"})
+            await cdp.detach()
+            self.origins.clear()
+        for page in list(self.context.pages):
+            await page.close()
+        await self.context.clear_cookies()
+        await self.context.clear_permissions()
+        self.session = None
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def reused_context(connected_chromium: Any) -> AsyncIterator[ReusedContext]:
+    """The worker's ``ReusedContext``."""
+    context = await connected_chromium.new_context(viewport=SIZES["desktop"])
+    context.set_default_timeout(TIMEOUT_MS)
+    reused = ReusedContext(context)
+    await context.route("**/*", reused.guard)
+    await context.add_init_script(RECORD_PAGE)
+    try:
+        yield reused
+    finally:
+        await context.close()
+
+
+@pytest.fixture
+async def browser(reused_context: ReusedContext) -> AsyncIterator[BrowserSession]:
+    from playwright.async_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    session = await reused_context.open()
+    try:
+        yield session
+    finally:
+        await reused_context.empty()
+    assert not session.foreign, f"the page asked for other hosts: {session.foreign}"
 
 
 async def new_session(shared: Any) -> BrowserSession:
     """A fresh context (its own cookies and storage, like a new profile) on the worker's
     Chromium, with the offline guard and the draft recorder, and its first page."""
-    context = await shared.new_context(viewport={"width": 1280, "height": 800})
+    context = await shared.new_context(viewport=SIZES["desktop"])
     context.set_default_timeout(TIMEOUT_MS)
     page = await context.new_page()
     session = BrowserSession(context, page)

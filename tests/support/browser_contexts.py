@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -15,19 +16,16 @@ OpenBrowser = Callable[[], Awaitable[BrowserSession]]
 
 
 @pytest.fixture
-async def browsers(chromium_server: str) -> AsyncIterator[OpenBrowser]:
+async def browsers(connected_chromium: Any) -> AsyncIterator[OpenBrowser]:
     """``await browsers()``: a new browser (context) each call; all closed and checked at teardown."""
-    from playwright.async_api import async_playwright, expect
+    from playwright.async_api import expect
 
     expect.set_options(timeout=TIMEOUT_MS)
     opened: list[BrowserSession] = []
     async with contextlib.AsyncExitStack() as stack:
-        pw = await stack.enter_async_context(async_playwright())
-        shared = await pw.chromium.connect(chromium_server)
-        stack.push_async_callback(shared.close)  # disconnects; the worker's Chromium stays
 
         async def launch() -> BrowserSession:
-            session = await new_session(shared)
+            session = await new_session(connected_chromium)
             stack.push_async_callback(session.context.close)
             opened.append(session)
             return session
