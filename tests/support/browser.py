@@ -195,8 +195,11 @@ class ReusedContext:
         page = await self.context.new_page()
         session = self.session = BrowserSession(self.context, page)
         page.on("response", lambda r: _record_failure(session, r))
-        page.on("framenavigated", self._visited)
         return session
+
+    def watch(self, page: Any) -> None:
+        """Every page of the context (a test's second tab too) reports the origins it visits."""
+        page.on("framenavigated", self._visited)
 
     def _visited(self, frame: Any) -> None:
         origin = urlsplit(frame.url)
@@ -225,6 +228,7 @@ async def reused_context(connected_chromium: Any) -> AsyncIterator[ReusedContext
     context = await connected_chromium.new_context(viewport=SIZES["desktop"])
     context.set_default_timeout(TIMEOUT_MS)
     reused = ReusedContext(context)
+    context.on("page", reused.watch)
     await context.route("**/*", reused.guard)
     await context.add_init_script(RECORD_PAGE)
     try:
