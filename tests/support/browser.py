@@ -96,9 +96,9 @@ SERVER_START_TIMEOUT = 60.0
 @pytest.fixture(scope="session")
 def chromium_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One Chromium per test worker, launched by Playwright's own ``launch-server`` (the same
-    launch, flags and rendering as ``launch``): its WebSocket endpoint. Each test still gets a
-    fresh browser context of its own (cookies, storage, cache, routes), and the browser is not
-    launched again for every test."""
+    launch, flags and rendering as ``launch``): its WebSocket endpoint. The browser is not
+    launched again for every test; each test gets a new page in a context emptied after the
+    last test (``ReusedContext``), or fresh contexts of its own (``browsers``)."""
     _chromium_or_skip()
     proc, endpoint = launch_server(tmp_path_factory.mktemp("chromium"))
     try:
