@@ -100,10 +100,9 @@ class ApprovalHarness:
     admission: Admission
     scheduler: Scheduler
     delivery: DeliveryWorker
-    mcp: Any = None
-    """The ``McpHub`` (when given): closed with the harness, its servers reaped."""
-    engine: Engine | None = None
-    """The engine the parts belong to: its other background loops are stopped with the harness."""
+    engine: Engine
+    """The engine the parts belong to: stopped with the harness as a gateway stops it (its MCP
+    servers reaped, its schedule, stuck-reply and media loops stopped), with no outbox flush."""
     _stopped: bool = False
     sent: list[Inbound] = field(default_factory=list)
 
@@ -111,19 +110,7 @@ class ApprovalHarness:
         if self._stopped:
             return
         self._stopped = True
-        await self.scheduler.stop()
-        if self.mcp is not None:
-            await self.mcp.close()
-        await self.broker.close()
-        await self.delivery.stop()
-        if self.engine is not None:
-            if self.engine.schedules is not None:
-                await self.engine.schedules.stop()
-            await self.engine.stuck.stop()
-            await self.engine.typist.aclose()
-            if self.engine.media is not None:
-                await self.engine.media.stop()
-                self.engine.media.close()
+        await self.engine.stop(close_budget=5.0, flush_budget=0.0)
         await self.store.close()
 
     # -- input
@@ -203,7 +190,7 @@ MakeApprovals = Callable[..., Awaitable[ApprovalHarness]]
 async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
     """Build and start a harness: ``await make_approvals(timeout=300, approvers=None, agent=None)``
     (``agent``: any ``Agent``; the echo agent by default; ``sandbox=True``: commands run in bwrap;
-    ``mcp``: an ``McpHub`` whose servers the engine starts and the harness closes; ``media=True``:
+    ``mcp``: an ``McpHub`` whose servers the engine starts and, at the harness's stop, closes; ``media=True``:
     files are taken into the blob store under ``tmp_path``)."""
     built: list[ApprovalHarness] = []
 
@@ -254,7 +241,7 @@ async def make_approvals(tmp_path: Path) -> AsyncIterator[MakeApprovals]:
             engine.delivery,
         )
         harness = ApprovalHarness(
-            path, workdir, store, text, btn, broker, admission, scheduler, delivery, mcp, engine
+            path, workdir, store, text, btn, broker, admission, scheduler, delivery, engine
         )
         built.append(harness)
         await engine.open()
